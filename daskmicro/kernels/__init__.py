@@ -1,0 +1,15 @@
+"""Pure numpy / numba kernels: no Dask import anywhere in this package."""
+
+from .mdav import mdav, check_k, as_records
+from .metrics import (
+    Standardization,
+    standardize,
+    centroids,
+    cell_sizes,
+    cell_sse,
+    sse,
+    sst,
+    distortion,
+    information_loss,
+    relative_distortion,
+)
