@@ -14,3 +14,5 @@ from .kernels import (
     information_loss,
     relative_distortion,
 )
+from .anonymize import anonymize
+from .privacy import verify_k_anonymity, verify_rows

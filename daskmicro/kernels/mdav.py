@@ -40,11 +40,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["mdav", "check_k", "leaf_order"]
+from ._blocktree import _SAFE_HI, block_dist, build, dist2, farthest, nearest, remove
+
+__all__ = ["mdav", "check_k", "as_records"]
 
 _BLOCK = 32
-_SAFE_LO = 1.0 - 1e-12  # slack on box bounds against rounding
-_SAFE_HI = 1.0 + 1e-12
 
 
 def check_k(n: int, k) -> int:
@@ -95,306 +95,103 @@ def mdav(X, k) -> np.ndarray:
     """
     X = as_records(X)
     k = check_k(X.shape[0], k)
-    return _mdav(X, k, *leaf_order(X, _BLOCK))
+    return _mdav(X, k, _BLOCK)
 
 
-def leaf_order(X: np.ndarray, leaf_size: int) -> np.ndarray:
-    """Leaf boundaries of a median-split k-d tree: returns ``perm`` and ``starts``.
+@njit(cache=True)
+def _walk_rebuild(T, W, C):
+    """Exact furthest record from C by a full pass, keeping the top of the distance list.
 
-    ``perm`` lists the rows leaf by leaf; leaf ``j`` is ``perm[starts[j]:starts[j+1]]`` and holds at
-    most ``leaf_size`` rows.  Each split halves a node along its widest coordinate.
+    W = (a, top, state, Cref): ``a[row]`` bounds ‖x − Cref‖ from above, ``top`` lists the rows
+    with the largest ``a`` in decreasing order, ``state = [len(top), cursor, floor, stale]`` where
+    ``floor`` bounds ``a`` of every live row not in ``top``.
     """
-    n = X.shape[0]
-    perm = np.arange(n)
-    starts = [0]
-    stack = [(0, n)]
-    leaves = []
-    while stack:
-        a, b = stack.pop()
-        if b - a <= leaf_size:
-            leaves.append(a)
-            continue
-        sub = X[perm[a:b]]
-        d = int(np.argmax(sub.max(axis=0) - sub.min(axis=0)))
-        h = (b - a) // 2
-        part = np.argpartition(sub[:, d], h, kind="introselect")
-        perm[a:b] = perm[a:b][part]
-        stack.append((a + h, b))
-        stack.append((a, a + h))
-    starts = np.array(sorted(leaves) + [n], dtype=np.int64)
-    return perm, starts
-
-
-# --------------------------------------------------------------------------- block queries
-
-
-@njit(cache=True, inline="always")
-def _dist(x, q):
-    s = 0.0
-    for d in range(q.shape[0]):
-        t = x[d] - q[d]
-        s += t * t
-    return s
-
-
-@njit(cache=True)
-def _box_bounds(lo, hi, cen, rad, nlive, q, lower, out, tmp):
-    """Per live block, a lower (``lower=True``) or upper bound on ‖x − q‖² over its records.
-
-    Two bounds are combined, each exact for the region it describes: the bounding box (tight
-    along the coordinate axes) and the bounding ball about the block mean (tight for far
-    queries, where a box's corners overshoot in many dimensions).
-    """
-    m = lo.shape[0]
-    for j in range(nlive):
-        out[j] = 0.0
-        tmp[j] = 0.0
-    for d in range(m):
-        qd = q[d]
-        ld = lo[d]
-        hd = hi[d]
-        cd = cen[d]
-        if lower:
-            for j in range(nlive):
-                t = max(max(ld[j] - qd, qd - hd[j]), 0.0)
-                out[j] += t * t
-                u = cd[j] - qd
-                tmp[j] += u * u
-        else:
-            for j in range(nlive):
-                t = max(qd - ld[j], hd[j] - qd)
-                out[j] += t * t
-                u = cd[j] - qd
-                tmp[j] += u * u
-    for j in range(nlive):
-        dc = np.sqrt(tmp[j])
-        if lower:
-            b = max(dc - rad[j], 0.0)
-            out[j] = max(out[j], b * b)
-        else:
-            b = dc + rad[j]
-            out[j] = min(out[j], b * b)
-
-
-@njit(cache=True, inline="always")
-def _block_dist(Yb, j, c, q, acc):
-    for i in range(c):
-        acc[i] = 0.0
-    for d in range(q.shape[0]):
-        qd = q[d]
-        row = Yb[j, d]
-        for i in range(c):
-            t = row[i] - qd
-            acc[i] += t * t
-
-
-@njit(cache=True, inline="always")
-def _worse(d1, r1, d2, r2):
-    """(d1, r1) ranks after (d2, r2) for nearest-first order: larger distance, then larger row."""
-    return d1 > d2 or (d1 == d2 and r1 > r2)
-
-
-@njit(cache=True)
-def _heap_offer(hd, hr, size, need, d, row):
-    """Keep the ``need`` best (d, row) pairs in a max-heap (worst on top)."""
-    if size < need:
-        j = size
-        hd[j] = d
-        hr[j] = row
-        size += 1
-        while j > 0:
-            p = (j - 1) // 2
-            if _worse(hd[j], hr[j], hd[p], hr[p]):
-                hd[j], hd[p] = hd[p], hd[j]
-                hr[j], hr[p] = hr[p], hr[j]
-                j = p
-            else:
-                break
-        return size
-    if not _worse(hd[0], hr[0], d, row):
-        return size
-    hd[0] = d
-    hr[0] = row
-    j = 0
-    while True:
-        a = 2 * j + 1
-        if a >= need:
-            break
-        w = a
-        if a + 1 < need and _worse(hd[a + 1], hr[a + 1], hd[a], hr[a]):
-            w = a + 1
-        if _worse(hd[w], hr[w], hd[j], hr[j]):
-            hd[w], hd[j] = hd[j], hd[w]
-            hr[w], hr[j] = hr[j], hr[w]
-            j = w
-        else:
-            break
-    return size
-
-
-@njit(cache=True)
-def _nearest(S, q, qrow, own, need, out):
-    """Rows of the ``need`` live records nearest q (by distance, then row), q's own row excluded.
-
-    ``own`` is the block to search first (q's block), so the pruning threshold is tight early.
-    """
-    Yb, bidx, cnt, lo, hi, cen, rad, nlive, hd, hr, buf, acc2, acc = S
-    _box_bounds(lo, hi, cen, rad, nlive[0], q, True, buf, acc2)
-    size = 0
-    for step in range(nlive[0] + 1):
-        j = own if step == 0 else step - 1
-        if step > 0 and (j == own or (size == need and buf[j] * _SAFE_LO > hd[0])):
-            continue
-        c = cnt[j]
-        _block_dist(Yb, j, c, q, acc)
-        for i in range(c):
-            row = bidx[j, i]
-            if row != qrow and (size < need or acc[i] <= hd[0]):
-                size = _heap_offer(hd, hr, size, need, acc[i], row)
-    # sort the winners by (distance, row)
-    rows = hr[:size].copy()
-    dist = hd[:size].copy()
-    o = np.argsort(rows)
-    rows = rows[o]
-    dist = dist[o]
-    o = np.argsort(dist, kind="mergesort")
-    for i in range(size):
-        out[i] = rows[o[i]]
-
-
-@njit(cache=True)
-def _farthest(S, q):
-    """Row of the live record furthest from q (lowest row on ties)."""
-    Yb, bidx, cnt, lo, hi, cen, rad, nlive, hd, hr, buf, acc2, acc = S
-    nl = nlive[0]
-    _box_bounds(lo, hi, cen, rad, nl, q, False, buf, acc2)
-    first = 0
-    for j in range(nl):
-        if buf[j] > buf[first]:
-            first = j
+    Yb, bidx, cnt = T[:3]
+    acc = T[15]
+    a, top, state, Cref = W
+    r = 0
+    for j in range(cnt.shape[0]):
+        r += cnt[j]
+    rows = np.empty(r, np.int64)
+    vals = np.empty(r)
     best = -1.0
     brow = -1
-    for step in range(nl + 1):
-        j = first if step == 0 else step - 1
-        if step > 0 and (j == first or buf[j] * _SAFE_HI < best):
-            continue
+    t = 0
+    for j in range(cnt.shape[0]):
         c = cnt[j]
-        _block_dist(Yb, j, c, q, acc)
+        if c == 0:
+            continue
+        block_dist(Yb, j, c, C, acc)
         for i in range(c):
+            row = bidx[j, i]
             d = acc[i]
-            if d >= best:
-                row = bidx[j, i]
-                if d > best or row < brow:
-                    best = d
-                    brow = row
+            if d > best or (d == best and row < brow):
+                best = d
+                brow = row
+            v = np.sqrt(d) * _SAFE_HI
+            a[row] = v
+            rows[t] = row
+            vals[t] = v
+            t += 1
+    ntop = min(r, max(256, r // 32))
+    o = np.argsort(-vals)
+    for i in range(ntop):
+        top[i] = rows[o[i]]
+    state[0] = ntop
+    state[1] = 0
+    state[2] = vals[o[ntop]] if ntop < r else -1.0
+    state[3] = 0
+    Cref[:] = C
     return brow
 
 
 @njit(cache=True)
-def _refit_box(Yb, cnt, lo, hi, cen, rad, cntbox, j):
-    """Recompute block j's bounding box and bounding ball over its live records."""
-    c = cnt[j]
-    m = Yb.shape[1]
-    for d in range(m):
-        row = Yb[j, d]
-        a = row[0]
-        b = row[0]
-        s = 0.0
-        for i in range(c):
-            v = row[i]
-            s += v
-            if v < a:
-                a = v
-            if v > b:
-                b = v
-        lo[d, j] = a
-        hi[d, j] = b
-        cen[d, j] = s / c
-    r2 = 0.0
-    for i in range(c):
-        t2 = 0.0
-        for d in range(m):
-            u = Yb[j, d, i] - cen[d, j]
-            t2 += u * u
-        r2 = max(r2, t2)
-    rad[j] = np.sqrt(r2) * (1.0 + 1e-12)
-    cntbox[j] = c
+def _farthest_from_centroid(T, W, C, X):
+    """Record furthest from the centroid C.
+
+    The centroid moves little from one MDAV iteration to the next, so distances to an older
+    reference centroid Cref, plus ‖C − Cref‖ (triangle inequality), bound the new distances: only
+    the few records at the top of the old list need an exact distance.
+    """
+    blk = T[3]
+    a, top, state, Cref = W
+    if state[3] != 0:
+        return _walk_rebuild(T, W, C)
+    drift = np.sqrt(dist2(C, Cref))
+    ntop = int(state[0])
+    cur = int(state[1])
+    while cur < ntop and blk[top[cur]] < 0:
+        cur += 1
+    state[1] = cur
+    best = -1.0
+    brow = -1
+    walked = 0
+    done = False
+    for i in range(cur, ntop):
+        row = top[i]
+        if blk[row] < 0:
+            continue
+        if best >= 0.0 and (a[row] + drift) * _SAFE_HI < np.sqrt(best):
+            done = True
+            break
+        walked += 1
+        d = dist2(X[row], C)
+        if d > best or (d == best and row < brow):
+            best = d
+            brow = row
+    if not done and not (best >= 0.0 and (state[2] + drift) * _SAFE_HI < np.sqrt(best)):
+        return _walk_rebuild(T, W, C)
+    if walked * 8 > ntop:
+        state[3] = 1  # the list has gone stale: rebuild at the next query
+    return brow
 
 
 @njit(cache=True)
-def _remove(S, T, rows, nrows, X, mu, Sc):
-    """Take ``rows[:nrows]`` out of their blocks and out of the centred running sum."""
-    Yb, bidx, cnt, lo, hi, cen, rad, nlive, hd, hr, buf, acc2, acc = S
-    blk, slot, cntbox = T
-    m = Yb.shape[1]
-    for t in range(nrows):
-        row = rows[t]
-        for d in range(m):
-            Sc[d] -= X[row, d] - mu[d]
-        j = blk[row]
-        s = slot[row]
-        last = cnt[j] - 1
-        if s != last:
-            moved = bidx[j, last]
-            for d in range(m):
-                Yb[j, d, s] = Yb[j, d, last]
-            bidx[j, s] = moved
-            slot[moved] = s
-        cnt[j] = last
-        blk[row] = -1
-        if last == 0:
-            # the block is empty: move the last live block into its place
-            z = nlive[0] - 1
-            if j != z:
-                c = cnt[z]
-                for d in range(m):
-                    for i in range(c):
-                        Yb[j, d, i] = Yb[z, d, i]
-                    lo[d, j] = lo[d, z]
-                    hi[d, j] = hi[d, z]
-                    cen[d, j] = cen[d, z]
-                rad[j] = rad[z]
-                for i in range(c):
-                    bidx[j, i] = bidx[z, i]
-                    blk[bidx[j, i]] = j
-                cnt[j] = c
-                cntbox[j] = cntbox[z]
-                cnt[z] = 0
-            nlive[0] = z
-        elif 4 * last <= 3 * cntbox[j]:
-            _refit_box(Yb, cnt, lo, hi, cen, rad, cntbox, j)
-
-
-@njit(cache=True)
-def _mdav(X, k, perm, starts):
+def _mdav(X, k, leaf_size):
     n, m = X.shape
-    nb = starts.shape[0] - 1
-    B = 1
-    for j in range(nb):
-        B = max(B, starts[j + 1] - starts[j])
-
-    Yb = np.empty((nb, m, B))
-    bidx = np.empty((nb, B), np.int64)
-    cnt = np.empty(nb, np.int64)
-    blk = np.empty(n, np.int64)
-    slot = np.empty(n, np.int64)
-    lo = np.empty((m, nb))
-    hi = np.empty((m, nb))
-    cen = np.empty((m, nb))
-    rad = np.empty(nb)
-    cntbox = np.empty(nb, np.int64)
-    for j in range(nb):
-        c = starts[j + 1] - starts[j]
-        cnt[j] = c
-        for i in range(c):
-            row = perm[starts[j] + i]
-            bidx[j, i] = row
-            blk[row] = j
-            slot[row] = i
-            for d in range(m):
-                Yb[j, d, i] = X[row, d]
-        _refit_box(Yb, cnt, lo, hi, cen, rad, cntbox, j)
-    nlive = np.array([nb])
+    T = build(X, leaf_size, k - 1)
+    blk = T[3]
+    W = (np.zeros(n), np.empty(n, np.int64), np.array([0.0, 0.0, -1.0, 1.0]), np.zeros(m))
 
     mu = np.zeros(m)
     for i in range(n):
@@ -406,40 +203,38 @@ def _mdav(X, k, perm, starts):
         for d in range(m):
             Sc[d] += X[i, d] - mu[d]
 
-    need = max(k - 1, 1)
-    S = (Yb, bidx, cnt, lo, hi, cen, rad, nlive, np.empty(need), np.empty(need, np.int64), np.empty(nb), np.empty(nb), np.empty(B))
-    T = (blk, slot, cntbox)
     labels = np.full(n, -1, np.int64)
     group = np.empty(k, np.int64)
     C = np.empty(m)
-
     r = n
     cell = 0
     while r >= 2 * k:
         for d in range(m):
             C[d] = mu[d] + Sc[d] / r
-        p = _farthest(S, C)
-        group[0] = p
-        _nearest(S, X[p], p, blk[p], k - 1, group[1:])
-        for j in range(k):
-            labels[group[j]] = cell
+        p = _farthest_from_centroid(T, W, C, X)
+        r = _take_cell(T, X, p, k, group, labels, cell, mu, Sc, r)
         cell += 1
-        _remove(S, T, group, k, X, mu, Sc)
-        r -= k
         if r < 2 * k:
-            break  # 2k ≤ r_before < 3k: the rest form the last cell
-
-        q = _farthest(S, X[p])
-        group[0] = q
-        _nearest(S, X[q], q, blk[q], k - 1, group[1:])
-        for j in range(k):
-            labels[group[j]] = cell
+            break  # 2k ≤ r < 3k before this cell: the rest form the last cell
+        q = farthest(T, X[p])
+        r = _take_cell(T, X, q, k, group, labels, cell, mu, Sc, r)
         cell += 1
-        _remove(S, T, group, k, X, mu, Sc)
-        r -= k
-
     if r > 0:
         for i in range(n):
             if labels[i] < 0:
                 labels[i] = cell
     return labels
+
+
+@njit(cache=True)
+def _take_cell(T, X, centre, k, group, labels, cell, mu, Sc, r):
+    """Form the cell of ``centre`` and its k−1 nearest remaining records; remove it."""
+    group[0] = centre
+    nearest(T, X[centre], centre, k - 1, group[1:])
+    for j in range(k):
+        row = group[j]
+        labels[row] = cell
+        remove(T, row)
+        for d in range(X.shape[1]):
+            Sc[d] -= X[row, d] - mu[d]
+    return r - k

@@ -1,0 +1,311 @@
+"""k-anonymous release of a pandas DataFrame by microaggregation of its quasi-identifiers.
+
+:func:`anonymize` is the one-call entry point behind ``daskmicro anonymize``: validate, z-score the
+quasi-identifier (QI) columns, form cells of at least k records with a kernel (exact MDAV or
+PCA-MDAV), replace each record's QI values by its cell centroid in the original units, shuffle
+the rows with a recorded seed, verify the result, and return it with a :class:`~daskmicro.report.Report`.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from pandas.api import types as ptypes
+
+from .errors import InputError, ParameterError
+from .kernels import centroids, check_k, information_loss, mdav, standardize
+from .privacy.verify import verify_k_anonymity, verify_rows
+from .report.run import Report
+
+__all__ = ["METHODS", "anonymize"]
+
+#: Microaggregation methods accepted by :func:`anonymize`.
+METHODS = ("mdav", "pca-mdav")
+
+ROW_ID = "row_id"
+
+
+def anonymize(
+    df: pd.DataFrame,
+    qi: Sequence,
+    k: int,
+    method: str = "mdav",
+    energy_loss: float | None = None,
+    n_components: int | None = None,
+    seed: int | None = None,
+    keep_row_id: bool = False,
+) -> tuple[pd.DataFrame, Report]:
+    """Publish a k-anonymous version of ``df`` by microaggregating its quasi-identifier columns.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The records, one per row; at least ``k`` rows.
+    qi : list of column labels
+        The quasi-identifier columns: numeric (integer or float, not bool), without missing or
+        infinite values.  A single label is accepted as a one-column list.
+    k : int
+        Anonymity parameter, 2 ≤ k ≤ number of rows: every published QI tuple is shared by at
+        least ``k`` records.
+    method : {"mdav", "pca-mdav"}, default "mdav"
+        ``"mdav"``: exact MDAV (:func:`daskmicro.kernels.mdav`).  ``"pca-mdav"``: cells found by
+        MDAV in the space of the leading principal components (``daskmicro.kernels.pca.pca_mdav``).
+    energy_loss : float in [0, 1), optional
+        PCA-MDAV only: keep the fewest components whose discarded eigenvalue energy fraction is at
+        most ``energy_loss`` (ε²).  Exclusive with ``n_components``.
+    n_components : int, optional
+        PCA-MDAV only: number of principal components to keep.  Exclusive with ``energy_loss``.
+    seed : int, optional
+        Seed (≥ 0) of the row shuffle.  When None a seed is drawn from OS entropy; either way it
+        is recorded in the report so the run can be reproduced.
+    keep_row_id : bool, default False
+        Add a ``row_id`` column holding each record's position in ``df``, to map the release back
+        to the input.  Off by default: row ids are linking information.
+
+    Returns
+    -------
+    release : pandas.DataFrame
+        Same columns in the same order (plus ``row_id`` if asked) and as many rows as ``df``,
+        shuffled, with a fresh ``RangeIndex``.  QI columns hold cell centroids in original units;
+        every other column is unchanged in values and dtype.
+    report : Report
+        Parameters, cell sizes, information loss, timing, seed and the verification results.
+
+    Raises
+    ------
+    InputError
+        ``df`` is not a DataFrame, has no rows, or a QI column is non-numeric or holds NaN/inf.
+    ParameterError
+        Unknown or repeated QI columns, ``k`` out of range, unknown method, bad PCA options.
+    VerificationError
+        The release failed its k-anonymity or row-count check (a bug; nothing is returned).
+
+    Notes
+    -----
+    * QI columns are z-scored (population standard deviation) before the kernel sees them, so
+      distances do not depend on units; centroids are the means of the *original* values.
+    * Zero-variance QI columns identify no one: they are left out of the kernel's input,
+      published unchanged, and listed in ``report.constant_columns``.  If every QI column is
+      constant, cells are still formed (MDAV on a zero matrix) and the release equals the input
+      apart from the shuffle.
+    * Integer QI columns become float64, recorded in ``report.dtype_changes``: centroids are not
+      integers in general, and rounding them would add distortion the report would not show.
+      Float columns keep their dtype (float32 centroids are rounded to float32; equal centroids
+      stay equal, so k-anonymity is unaffected).
+    * The row order is shuffled because the input order may correlate with identity; the index
+      of ``df`` is not carried over for the same reason.  With the recorded seed the shuffle can
+      be undone, so keep the report with the data owner.
+
+    Examples
+    --------
+    >>> from daskmicro.datasets import load_census
+    >>> census = load_census()
+    >>> release, report = anonymize(census, qi=list(census.columns), k=5, seed=0)
+    >>> round(report.information_loss, 2), report.min_cell_size >= 5
+    (9.09, True)
+    """
+    n = _check_frame(df)
+    qi = _check_qi(df, qi)
+    k = _check_k(n, k)
+    method = _check_method(method)
+    energy_loss, n_components = _check_pca_options(method, energy_loss, n_components)
+    seed = _check_seed(seed)
+    if keep_row_id and ROW_ID in df.columns:
+        raise ParameterError(f"keep_row_id: the input already has a column named {ROW_ID!r}")
+
+    X = _qi_matrix(df, qi)
+    constant = X.max(axis=0) == X.min(axis=0)
+    varying = [c for c, const in zip(qi, constant) if not const]
+    if n_components is not None and n_components > len(varying):
+        raise ParameterError(
+            f"n_components = {n_components} exceeds the number of non-constant QI columns ({len(varying)})"
+        )
+    Xv = X[:, ~constant]
+    Z = standardize(Xv)[0] if Xv.shape[1] else np.zeros((n, 1))
+
+    pca_info = None
+    start = time.perf_counter()
+    if method == "pca-mdav" and Xv.shape[1]:
+        pca_mdav, pca_reduce = _pca_kernels()
+        labels = pca_mdav(Z, k, energy_loss=energy_loss, n_components=n_components)
+        seconds = time.perf_counter() - start
+        pca_info = pca_reduce(Z, energy_loss=energy_loss, n_components=n_components)
+    else:
+        labels = mdav(Z, k)
+        seconds = time.perf_counter() - start
+    labels = np.asarray(labels, dtype=np.int64)
+
+    release, dtype_changes = _publish(df, varying, Xv, labels)
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(n)
+    release = release.take(perm).reset_index(drop=True)
+    if keep_row_id:
+        release[ROW_ID] = perm.astype(np.int64)
+
+    k_check = verify_k_anonymity(release, qi, k).raise_if_failed()
+    row_check = verify_rows(n, release).raise_if_failed()
+
+    sizes = np.bincount(labels)
+    sizes = sizes[sizes > 0]
+    report = Report(
+        n=n,
+        m=len(qi),
+        m_used=len(varying),
+        k=k,
+        method=method,
+        qi=list(qi),
+        cells=int(sizes.size),
+        min_cell_size=int(sizes.min()),
+        max_cell_size=int(sizes.max()),
+        information_loss=information_loss(Xv, labels) if Xv.shape[1] else 0.0,
+        seconds=seconds,
+        seed=seed,
+        constant_columns=[c for c, const in zip(qi, constant) if const],
+        dtype_changes=dtype_changes,
+        energy_loss=energy_loss,
+        n_components=None if pca_info is None else int(pca_info.n_components),
+        eigenvalues=None if pca_info is None else [float(v) for v in np.asarray(pca_info.eigenvalues)],
+        pca_energy_loss=None if pca_info is None else float(pca_info.energy_loss),
+        k_anonymity=k_check,
+        rows=row_check,
+        keep_row_id=bool(keep_row_id),
+    )
+    return release, report
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _check_frame(df) -> int:
+    if not isinstance(df, pd.DataFrame):
+        raise InputError(f"input must be a pandas DataFrame, got {type(df).__name__}")
+    if len(df) == 0:
+        raise InputError("input has no rows")
+    return len(df)
+
+
+def _check_qi(df: pd.DataFrame, qi) -> list:
+    if qi is None:
+        raise ParameterError("qi must name at least one quasi-identifier column")
+    if isinstance(qi, str) or not isinstance(qi, (list, tuple, pd.Index, np.ndarray)):
+        qi = [qi]
+    qi = list(qi)
+    if not qi:
+        raise ParameterError("qi must name at least one quasi-identifier column")
+    seen, repeated = set(), []
+    for c in qi:
+        if c in seen and c not in repeated:
+            repeated.append(c)
+        seen.add(c)
+    if repeated:
+        raise ParameterError(f"QI column(s) named more than once: {_names(repeated)}")
+    unknown = [c for c in qi if c not in df.columns]
+    if unknown:
+        raise ParameterError(f"unknown QI column(s), not in the input: {_names(unknown)}")
+    ambiguous = [c for c in qi if int((df.columns == c).sum()) > 1]
+    if ambiguous:
+        raise InputError(f"QI column name(s) occurring more than once in the input: {_names(ambiguous)}")
+    for c in qi:
+        dtype = df[c].dtype
+        if ptypes.is_bool_dtype(dtype) or not (ptypes.is_integer_dtype(dtype) or ptypes.is_float_dtype(dtype)):
+            raise InputError(f"QI column {c!r} is not numeric (dtype {dtype}); quasi-identifiers must be numbers")
+    return qi
+
+
+def _qi_matrix(df: pd.DataFrame, qi: list) -> np.ndarray:
+    """The QI columns as a float64 matrix, refusing missing and infinite values (counts only)."""
+    X = np.empty((len(df), len(qi)), dtype=np.float64)
+    missing, infinite = [], []
+    for j, c in enumerate(qi):
+        X[:, j] = df[c].to_numpy(dtype=np.float64, na_value=np.nan)
+        n_nan = int(np.isnan(X[:, j]).sum())
+        n_inf = int(np.isinf(X[:, j]).sum())
+        if n_nan:
+            missing.append(f"{c!r} ({n_nan})")
+        if n_inf:
+            infinite.append(f"{c!r} ({n_inf})")
+    if missing:
+        raise InputError(f"QI column(s) with missing (NaN) values: {', '.join(missing)}; impute or drop them first")
+    if infinite:
+        raise InputError(f"QI column(s) with infinite values: {', '.join(infinite)}")
+    return X
+
+
+def _check_k(n: int, k) -> int:
+    try:
+        return check_k(n, k)
+    except ValueError as exc:
+        raise ParameterError(str(exc)) from None
+
+
+def _check_method(method) -> str:
+    name = str(method).strip().lower().replace("_", "-") if isinstance(method, str) else method
+    if name not in METHODS:
+        raise ParameterError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
+    return name
+
+
+def _check_pca_options(method: str, energy_loss, n_components):
+    if method != "pca-mdav":
+        for name, value in (("energy_loss", energy_loss), ("n_components", n_components)):
+            if value is not None:
+                raise ParameterError(f"{name} applies only to method 'pca-mdav', not {method!r}")
+        return None, None
+    if energy_loss is not None and n_components is not None:
+        raise ParameterError("give either energy_loss or n_components, not both")
+    if energy_loss is not None:
+        if isinstance(energy_loss, bool) or not isinstance(energy_loss, (int, float, np.integer, np.floating)):
+            raise ParameterError(f"energy_loss must be a number in [0, 1), got {energy_loss!r}")
+        energy_loss = float(energy_loss)
+        if not 0.0 <= energy_loss < 1.0:
+            raise ParameterError(f"energy_loss must be in [0, 1), got {energy_loss}")
+    if n_components is not None:
+        if isinstance(n_components, bool) or not isinstance(n_components, (int, np.integer)) or n_components < 1:
+            raise ParameterError(f"n_components must be an integer ≥ 1, got {n_components!r}")
+        n_components = int(n_components)
+    return energy_loss, n_components
+
+
+def _check_seed(seed) -> int:
+    if seed is None:
+        return secrets.randbits(63)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ParameterError(f"seed must be a non-negative integer, got {seed!r}")
+    return int(seed)
+
+
+def _names(columns) -> str:
+    return ", ".join(repr(c) for c in columns)
+
+
+def _pca_kernels():
+    try:
+        from .kernels.pca import pca_mdav, pca_reduce
+    except ImportError as exc:
+        raise ParameterError(f"method 'pca-mdav' is not available in this installation ({exc})") from None
+    return pca_mdav, pca_reduce
+
+
+# --------------------------------------------------------------------------- release
+
+
+def _publish(df: pd.DataFrame, columns: list, X: np.ndarray, labels: np.ndarray):
+    """Copy of ``df`` with ``columns`` replaced by per-cell means of ``X``; returns it and dtype changes."""
+    out = df.copy()
+    if not columns:
+        return out, {}
+    C = centroids(X, labels)[labels]
+    changes = {}
+    for j, c in enumerate(columns):
+        dtype = df[c].dtype
+        # Assign arrays, not Series: positional, whatever the index of df (duplicates included).
+        if ptypes.is_float_dtype(dtype):
+            out[c] = pd.Series(C[:, j]).astype(dtype).array
+        else:
+            out[c] = C[:, j]
+            changes[c] = {"from": str(dtype), "to": "float64"}
+    return out, changes

@@ -1,0 +1,226 @@
+"""Reading input tables and writing releases without ever leaving a half-written file.
+
+Reading: :func:`read_table` accepts a CSV file (``.csv``, ``.csv.gz``), a Parquet file
+(``.parquet``, ``.pq``) or a directory of Parquet files (read as one dataset with
+:mod:`pyarrow.dataset`).  Any problem — missing, unreadable, unknown format, no rows — is an
+:class:`~daskmicro.errors.InputError` with a one-line message naming the file.
+
+Writing: every file is first written to a hidden temporary sibling and then moved into place
+with :func:`os.replace`, which is atomic on POSIX and Windows: a reader sees the old file or the
+new one, never a torn one.  :class:`AtomicBatch` extends this to several files — a release and
+its report — that appear together or not at all (each move is atomic; a crash between two moves
+can only leave the earlier ones in place, never a partial file).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+
+__all__ = [
+    "CSV_SUFFIXES",
+    "PARQUET_SUFFIXES",
+    "AtomicBatch",
+    "read_table",
+    "table_format",
+    "write_json_atomic",
+    "write_parquet_atomic",
+    "write_table_atomic",
+]
+
+CSV_SUFFIXES = (".csv", ".csv.gz")
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+def table_format(path) -> str | None:
+    """``"csv"`` or ``"parquet"`` from a file name's extension (case-insensitive), else None."""
+    name = Path(path).name.lower()
+    if name.endswith(CSV_SUFFIXES):
+        return "csv"
+    if name.endswith(PARQUET_SUFFIXES):
+        return "parquet"
+    return None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if text else type(exc).__name__
+
+
+def read_table(path) -> pd.DataFrame:
+    """Read a CSV or Parquet table into a pandas DataFrame.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A ``.csv`` / ``.csv.gz`` file, a ``.parquet`` / ``.pq`` file, or a directory holding
+        Parquet files (a partitioned data set, read with :func:`pyarrow.dataset.dataset`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        At least one row.
+
+    Raises
+    ------
+    InputError
+        The path does not exist, has an unknown extension, cannot be parsed, or holds no rows.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"input file not found: {path}")
+    try:
+        if path.is_dir():
+            df = _read_parquet_dir(path)
+        else:
+            fmt = table_format(path)
+            if fmt is None:
+                raise InputError(
+                    f"unknown input format for {path}: expected a .csv or .parquet file or a directory of Parquet files"
+                )
+            if fmt == "csv":
+                df = pd.read_csv(path)
+            else:
+                df = pd.read_parquet(path)
+    except InputError:
+        raise
+    except pd.errors.EmptyDataError:
+        raise InputError(f"input file is empty: {path}") from None
+    except Exception as exc:  # parsers raise many types (ArrowInvalid, ParserError, OSError, …)
+        raise InputError(f"cannot read {path}: {_one_line(exc)}") from exc
+    if len(df) == 0:
+        raise InputError(f"input has no rows: {path}")
+    return df
+
+
+def _read_parquet_dir(path: Path) -> pd.DataFrame:
+    import pyarrow.dataset as ds
+
+    files = [p for p in path.rglob("*") if p.is_file() and p.name.lower().endswith(PARQUET_SUFFIXES)]
+    if not files:
+        raise InputError(f"directory holds no Parquet files: {path}")
+    return ds.dataset(path, format="parquet", partitioning="hive").to_table().to_pandas()
+
+
+# --------------------------------------------------------------------------- atomic writes
+
+
+def _json_default(obj: Any):
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"object of type {type(obj).__name__} is not JSON serialisable")
+
+
+def _dump_json(obj: Any) -> str:
+    return json.dumps(obj, indent=2, default=_json_default, allow_nan=False) + "\n"
+
+
+class AtomicBatch:
+    """Stage several files and move them into place together when the block ends without error.
+
+    Examples
+    --------
+    >>> with AtomicBatch() as batch:                                   # doctest: +SKIP
+    ...     batch.parquet(release, "out/release.parquet")
+    ...     batch.json(report.to_dict(), "out/report.json")
+
+    If the block raises, every staged temporary file is deleted and no target is touched.
+    """
+
+    def __init__(self) -> None:
+        self._staged: list[tuple[Path, Path]] = []
+
+    def _stage(self, path, write: Callable[[Path], None]) -> Path:
+        target = Path(path)
+        # A unique hidden sibling (same directory, hence same file system, so os.replace is a rename);
+        # created by the writer itself so it gets the usual permissions (mkstemp would make it 0600).
+        tmp = target.parent / f".{target.name}.{uuid.uuid4().hex}.tmp"
+        try:
+            write(tmp)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        self._staged.append((tmp, target))
+        return target
+
+    def parquet(self, df: pd.DataFrame, path) -> Path:
+        """Stage ``df`` as a Parquet file (without the pandas index) for ``path``."""
+        return self._stage(path, lambda tmp: df.to_parquet(tmp, index=False))
+
+    def csv(self, df: pd.DataFrame, path) -> Path:
+        """Stage ``df`` as a CSV file (without the pandas index) for ``path``."""
+        compression = "gzip" if str(path).lower().endswith(".gz") else None
+        return self._stage(path, lambda tmp: df.to_csv(tmp, index=False, compression=compression))
+
+    def json(self, obj: Any, path) -> Path:
+        """Stage ``obj`` as indented JSON for ``path`` (numpy scalars and arrays are converted)."""
+        text = _dump_json(obj)  # serialise first: a TypeError must not leave a temporary file
+        return self._stage(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+    def commit(self) -> None:
+        """Move every staged file into place."""
+        staged, self._staged = self._staged, []
+        try:
+            for tmp, target in staged:
+                os.replace(tmp, target)
+        finally:
+            for tmp, _ in staged:
+                tmp.unlink(missing_ok=True)
+
+    def discard(self) -> None:
+        """Delete every staged file; no target is touched."""
+        staged, self._staged = self._staged, []
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+
+    def __enter__(self) -> "AtomicBatch":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.discard()
+
+
+def write_parquet_atomic(df: pd.DataFrame, path) -> Path:
+    """Write ``df`` to a Parquet file at ``path`` atomically (temporary sibling, then :func:`os.replace`).
+
+    Returns the target path.  The pandas index is not written.
+    """
+    with AtomicBatch() as batch:
+        batch.parquet(df, path)
+    return Path(path)
+
+
+def write_json_atomic(obj: Any, path) -> Path:
+    """Write ``obj`` as indented JSON to ``path`` atomically; returns the target path."""
+    with AtomicBatch() as batch:
+        batch.json(obj, path)
+    return Path(path)
+
+
+def write_table_atomic(df: pd.DataFrame, path) -> Path:
+    """Write ``df`` atomically as CSV or Parquet, chosen by the extension of ``path``."""
+    fmt = table_format(path)
+    if fmt is None:
+        raise InputError(f"unknown output format for {path}: use a .csv or .parquet extension")
+    with AtomicBatch() as batch:
+        batch.parquet(df, path) if fmt == "parquet" else batch.csv(df, path)
+    return Path(path)

@@ -1,0 +1,180 @@
+"""Checks run on every release before it leaves the library.
+
+* :func:`verify_k_anonymity` — every published quasi-identifier (QI) tuple occurs at least ``k``
+  times in the release;
+* :func:`verify_rows` — no record was lost or duplicated (rows in = rows out).
+
+The checks look only at the published table, never at the partition that produced it, so they
+can catch a bug anywhere upstream.  Results and error messages hold counts only, never values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ParameterError, VerificationError
+
+__all__ = [
+    "KAnonymityCheck",
+    "RowCheck",
+    "VerificationError",
+    "verify_k_anonymity",
+    "verify_rows",
+]
+
+
+@dataclass(frozen=True)
+class KAnonymityCheck:
+    """Outcome of :func:`verify_k_anonymity`.
+
+    Attributes
+    ----------
+    ok : bool
+        True when every published QI tuple occurs at least ``k`` times.
+    k : int
+        The anonymity parameter checked against.
+    min_count : int
+        Smallest number of times a published QI tuple occurs (0 for an empty release).
+    n_tuples : int
+        Number of distinct published QI tuples.
+    n_violating_tuples : int
+        Number of distinct QI tuples occurring fewer than ``k`` times.
+    n_violating_records : int
+        Number of records carrying one of those tuples.
+    """
+
+    ok: bool
+    k: int
+    min_count: int
+    n_tuples: int
+    n_violating_tuples: int
+    n_violating_records: int
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def raise_if_failed(self) -> "KAnonymityCheck":
+        """Raise :class:`VerificationError` unless the check passed; return ``self`` otherwise."""
+        if not self.ok:
+            raise VerificationError(
+                f"k-anonymity check failed: {self.n_violating_tuples} of {self.n_tuples} published QI tuples "
+                f"({self.n_violating_records} records) occur fewer than k = {self.k} times "
+                f"(smallest count {self.min_count})"
+            )
+        return self
+
+    def to_dict(self) -> dict:
+        """Plain, JSON-serialisable dictionary of the fields."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RowCheck:
+    """Outcome of :func:`verify_rows`.
+
+    Attributes
+    ----------
+    ok : bool
+        True when the release has exactly as many rows as the input.
+    rows_in, rows_out : int
+        Row counts of the input and of the release.
+    """
+
+    ok: bool
+    rows_in: int
+    rows_out: int
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def raise_if_failed(self) -> "RowCheck":
+        """Raise :class:`VerificationError` unless the check passed; return ``self`` otherwise."""
+        if not self.ok:
+            raise VerificationError(
+                f"row count check failed: {self.rows_in} records in, {self.rows_out} records out"
+            )
+        return self
+
+    def to_dict(self) -> dict:
+        """Plain, JSON-serialisable dictionary of the fields."""
+        return asdict(self)
+
+
+def _check_release(release, qi: Sequence) -> list:
+    if not isinstance(release, pd.DataFrame):
+        raise ParameterError(f"release must be a pandas DataFrame, got {type(release).__name__}")
+    if isinstance(qi, str):
+        qi = [qi]
+    qi = list(qi)
+    if not qi:
+        raise ParameterError("qi must name at least one quasi-identifier column")
+    missing = [c for c in qi if c not in release.columns]
+    if missing:
+        raise ParameterError(f"QI column(s) not in the release: {', '.join(map(str, missing))}")
+    return qi
+
+
+def verify_k_anonymity(release: pd.DataFrame, qi: Sequence, k: int) -> KAnonymityCheck:
+    """Check that every published quasi-identifier tuple occurs at least ``k`` times.
+
+    Parameters
+    ----------
+    release : pandas.DataFrame
+        The table as it would be published.
+    qi : list of column labels
+        The quasi-identifier columns; a tuple is the row's values in these columns.  Missing values
+        count as values (``dropna=False``), so a NaN cannot hide a small group.
+    k : int
+        Anonymity parameter, ≥ 1.
+
+    Returns
+    -------
+    KAnonymityCheck
+        Truthy when the release is k-anonymous; call :meth:`KAnonymityCheck.raise_if_failed` to
+        turn a failure into a :class:`VerificationError`.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> release = pd.DataFrame({"age": [30.5, 30.5, 41.0], "income": [10.0, 10.0, 12.0]})
+    >>> check = verify_k_anonymity(release, ["age", "income"], k=2)
+    >>> bool(check), check.min_count, check.n_violating_records
+    (False, 1, 1)
+    """
+    qi = _check_release(release, qi)
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ParameterError(f"k must be an integer ≥ 1, got {k!r}")
+    k = int(k)
+    counts = release.groupby(qi, dropna=False, sort=False, observed=True).size().to_numpy()
+    small = counts < k
+    return KAnonymityCheck(
+        ok=not bool(small.any()),
+        k=k,
+        min_count=int(counts.min()) if counts.size else 0,
+        n_tuples=int(counts.size),
+        n_violating_tuples=int(small.sum()),
+        n_violating_records=int(counts[small].sum()),
+    )
+
+
+def verify_rows(original_n: int, release: pd.DataFrame) -> RowCheck:
+    """Check that the release holds as many rows as the input (no record lost or duplicated).
+
+    Parameters
+    ----------
+    original_n : int
+        Number of records in the input.
+    release : pandas.DataFrame or int
+        The release, or its row count.
+
+    Returns
+    -------
+    RowCheck
+        Truthy when the counts match.
+    """
+    rows_out = int(release) if isinstance(release, (int, np.integer)) else len(release)
+    return RowCheck(ok=int(original_n) == rows_out, rows_in=int(original_n), rows_out=rows_out)

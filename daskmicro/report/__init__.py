@@ -1,0 +1,5 @@
+"""Run reports: JSON metrics of an anonymization run."""
+
+from .run import Report
+
+__all__ = ["Report"]

@@ -1,0 +1,177 @@
+"""The report of one anonymization run: what was done, how much it cost, and the checks it passed.
+
+A :class:`Report` holds parameters, aggregate metrics and verification results — never a data
+value — so it can be archived and compared across runs.  It does hold the shuffle ``seed``: with
+the seed, anyone can undo the shuffle of the release rows, so keep the report with the data
+owner unless the original record order carries no information.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Report"]
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def _utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def _check_dict(check) -> dict | None:
+    if check is None:
+        return None
+    return check.to_dict() if hasattr(check, "to_dict") else dict(check)
+
+
+@dataclass
+class Report:
+    """Summary of an anonymization run, returned by :func:`daskmicro.anonymize.anonymize`.
+
+    Attributes
+    ----------
+    n : int
+        Number of records (rows in = rows out).
+    m : int
+        Number of quasi-identifier (QI) columns named by the user.
+    m_used : int
+        Number of QI columns handed to the kernel (``m`` minus the constant columns).
+    k : int
+        Anonymity parameter.
+    method : str
+        ``"mdav"`` or ``"pca-mdav"``.
+    qi : list of str
+        The QI column names, in the order given.
+    cells : int
+        Number of cells of the micropartition.
+    min_cell_size, max_cell_size : int
+        Smallest and largest cell (between k and 2k − 1 for MDAV).
+    information_loss : float
+        IL = 100·SSE/SST on the columnwise z-scored QI columns.
+    seconds : float
+        Wall time of the microaggregation proper (kernel only, not I/O or validation).
+    seed : int
+        Seed of the row shuffle (drawn from OS entropy when not given, and recorded here so the
+        run can be reproduced).
+    constant_columns : list of str
+        Zero-variance QI columns: published unchanged, left out of the kernel's input.
+    dtype_changes : dict
+        ``{column: {"from": dtype, "to": dtype}}`` for QI columns whose dtype changed (integer
+        columns become float64, since centroids are not integers in general).
+    energy_loss, n_components, eigenvalues
+        PCA-MDAV only: the energy-loss bound ε² asked for (or None), the number of principal
+        components kept and the eigenvalue spectrum of the z-scored QI covariance.
+    k_anonymity, rows
+        Results of :func:`~daskmicro.privacy.verify_k_anonymity` and
+        :func:`~daskmicro.privacy.verify_rows` on the release.
+    keep_row_id : bool
+        Whether the release holds a ``row_id`` column mapping back to input positions.
+    paths : dict
+        Input, output and report paths when run from the CLI.
+    version : str
+        daskmicro version that produced the release.
+    created : str
+        UTC time stamp (ISO 8601) of the run.
+    """
+
+    n: int
+    m: int
+    k: int
+    method: str
+    qi: list
+    cells: int
+    min_cell_size: int
+    max_cell_size: int
+    information_loss: float
+    seconds: float
+    seed: int
+    m_used: int = 0
+    constant_columns: list = field(default_factory=list)
+    dtype_changes: dict = field(default_factory=dict)
+    energy_loss: float | None = None
+    n_components: int | None = None
+    eigenvalues: list | None = None
+    pca_energy_loss: float | None = None
+    k_anonymity: Any = None
+    rows: Any = None
+    keep_row_id: bool = False
+    paths: dict = field(default_factory=dict)
+    version: str = field(default_factory=_version)
+    created: str = field(default_factory=_utc_now)
+
+    @property
+    def distortion(self) -> float:
+        """Normalized distortion D = SSE/SST = IL/100."""
+        return self.information_loss / 100.0
+
+    @property
+    def verified(self) -> bool:
+        """True when both release checks ran and passed."""
+        return bool(self.k_anonymity) and bool(self.rows)
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable dictionary: parameters, metrics, checks; no data values."""
+        out = {
+            "daskmicro_version": self.version,
+            "created": self.created,
+            "n": int(self.n),
+            "m": int(self.m),
+            "m_used": int(self.m_used),
+            "k": int(self.k),
+            "method": self.method,
+            "qi": [str(c) for c in self.qi],
+            "cells": int(self.cells),
+            "min_cell_size": int(self.min_cell_size),
+            "max_cell_size": int(self.max_cell_size),
+            "information_loss": float(self.information_loss),
+            "distortion": float(self.distortion),
+            "seconds": float(self.seconds),
+            "seed": int(self.seed),
+            "constant_columns": [str(c) for c in self.constant_columns],
+            "dtype_changes": {str(c): dict(v) for c, v in self.dtype_changes.items()},
+            "keep_row_id": bool(self.keep_row_id),
+        }
+        if self.method == "pca-mdav":
+            out["pca"] = {
+                "energy_loss_bound": None if self.energy_loss is None else float(self.energy_loss),
+                "energy_loss": None if self.pca_energy_loss is None else float(self.pca_energy_loss),
+                "n_components": None if self.n_components is None else int(self.n_components),
+                "eigenvalues": None if self.eigenvalues is None else [float(v) for v in self.eigenvalues],
+            }
+        out["verification"] = {
+            "passed": self.verified,
+            "k_anonymity": _check_dict(self.k_anonymity),
+            "rows": _check_dict(self.rows),
+        }
+        if self.paths:
+            out["paths"] = {str(key): str(value) for key, value in self.paths.items()}
+        return out
+
+    def to_json(self, path) -> None:
+        """Write :meth:`to_dict` as indented JSON to ``path`` atomically."""
+        from ..io.tables import write_json_atomic
+
+        write_json_atomic(self.to_dict(), path)
+
+    def summary(self) -> str:
+        """A few human-readable lines for a terminal."""
+        lines = [
+            f"anonymized {self.n:,} records on {self.m} QI columns with {self.method} at k = {self.k}",
+            f"  cells: {self.cells:,} of {self.min_cell_size}–{self.max_cell_size} records",
+            f"  information loss: {self.information_loss:.2f} (100·SSE/SST, z-scored)",
+            f"  microaggregation time: {self.seconds:.2f} s",
+        ]
+        if self.method == "pca-mdav" and self.n_components is not None:
+            lines.append(f"  principal components kept: {self.n_components} of {self.m_used}")
+        if self.constant_columns:
+            lines.append(f"  constant QI columns left unchanged: {', '.join(map(str, self.constant_columns))}")
+        verdict = "passed" if self.verified else "FAILED"
+        lines.append(f"  verification {verdict}: every QI tuple occurs ≥ {self.k} times, rows in = rows out")
+        return "\n".join(lines)

@@ -1,0 +1,101 @@
+"""k-anonymity and row-count verification: both must be able to fail."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from daskmicro.errors import ParameterError
+from daskmicro.privacy import KAnonymityCheck, VerificationError, verify_k_anonymity, verify_rows
+
+
+def _release():
+    # tuples (1, 10) ×3, (2, 20) ×2, (3, 30) ×1; a non-QI column that must not matter
+    return pd.DataFrame(
+        {
+            "a": [1.0, 1.0, 1.0, 2.0, 2.0, 3.0],
+            "b": [10.0, 10.0, 10.0, 20.0, 20.0, 30.0],
+            "name": ["u", "v", "w", "x", "y", "z"],
+        }
+    )
+
+
+def test_passing_release():
+    check = verify_k_anonymity(_release(), ["a", "b"], k=1)
+    assert check.ok and bool(check)
+    assert (check.min_count, check.n_tuples, check.n_violating_tuples, check.n_violating_records) == (1, 3, 0, 0)
+    assert check.raise_if_failed() is check
+
+
+def test_violating_release_is_caught():
+    check = verify_k_anonymity(_release(), ["a", "b"], k=3)
+    assert not check and not check.ok
+    assert check.k == 3
+    assert check.min_count == 1
+    assert check.n_tuples == 3
+    assert check.n_violating_tuples == 2
+    assert check.n_violating_records == 3
+    with pytest.raises(VerificationError) as info:
+        check.raise_if_failed()
+    message = str(info.value)
+    assert "\n" not in message
+    assert "k = 3" in message and "2 of 3" in message
+    for value in ("10.0", "20.0", "30.0"):  # counts only, never values
+        assert value not in message
+
+
+def test_tuple_is_the_combination_of_columns():
+    # each column alone has every value twice, the pairs are all distinct
+    df = pd.DataFrame({"a": [1, 1, 2, 2], "b": [5, 6, 5, 6]})
+    assert verify_k_anonymity(df, ["a"], 2)
+    assert verify_k_anonymity(df, ["b"], 2)
+    check = verify_k_anonymity(df, ["a", "b"], 2)
+    assert not check and check.n_violating_records == 4
+
+
+def test_missing_values_form_their_own_tuple():
+    df = pd.DataFrame({"a": [1.0, 1.0, np.nan]})
+    check = verify_k_anonymity(df, ["a"], 2)
+    assert not check and check.n_tuples == 2 and check.min_count == 1
+
+
+def test_empty_release_and_to_dict():
+    check = verify_k_anonymity(pd.DataFrame({"a": []}), ["a"], 2)
+    assert check.ok and check.min_count == 0 and check.n_tuples == 0
+    assert check.to_dict() == {
+        "ok": True, "k": 2, "min_count": 0, "n_tuples": 0, "n_violating_tuples": 0, "n_violating_records": 0,
+    }  # fmt: skip
+
+
+def test_bad_arguments():
+    with pytest.raises(ParameterError, match="'zz'|zz"):
+        verify_k_anonymity(_release(), ["a", "zz"], 2)
+    with pytest.raises(ParameterError, match="k"):
+        verify_k_anonymity(_release(), ["a"], 0)
+    with pytest.raises(ParameterError):
+        verify_k_anonymity(_release(), [], 2)
+
+
+def test_verify_rows():
+    assert verify_rows(6, _release())
+    assert verify_rows(6, 6).ok
+    check = verify_rows(7, _release())
+    assert not check and (check.rows_in, check.rows_out) == (7, 6)
+    with pytest.raises(VerificationError, match="7 records in, 6 records out"):
+        check.raise_if_failed()
+
+
+@settings(max_examples=40, deadline=None)
+@given(counts=st.lists(st.integers(1, 6), min_size=1, max_size=8), k=st.integers(1, 6))
+def test_counts_match_a_direct_count(counts, k):
+    values = np.repeat(np.arange(len(counts), dtype=float), counts)
+    df = pd.DataFrame({"a": values, "b": -values})
+    check = verify_k_anonymity(df.sample(frac=1, random_state=0), ["a", "b"], k)
+    counts = np.array(counts)
+    assert isinstance(check, KAnonymityCheck)
+    assert check.ok == bool((counts >= k).all())
+    assert check.min_count == counts.min()
+    assert check.n_tuples == len(counts)
+    assert check.n_violating_tuples == int((counts < k).sum())
+    assert check.n_violating_records == int(counts[counts < k].sum())
