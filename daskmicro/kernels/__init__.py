@@ -13,3 +13,4 @@ from .metrics import (
     information_loss,
     relative_distortion,
 )
+from .pca import PCAReduction, pca_reduce, pca_mdav

@@ -6,9 +6,9 @@ branch-and-bound while records are deleted:
 
 * the rows are split at medians along the widest coordinate into a balanced binary tree; each
   leaf is a block of at most ``leaf_size`` records stored column-major (one SIMD loop per block);
-* every node keeps a bounding box and a bounding ball of its live records; the box gives tight
-  lower bounds for nearest searches, the ball gives tight upper bounds for furthest searches
-  (a box's corners overshoot in many dimensions);
+* every node keeps a bounding box and a bounding ball of its live records; the box gives the
+  lower bounds of nearest searches, the ball the upper bounds of furthest searches (a box's
+  corners overshoot in many dimensions; measured: box+ball bounds cost more than they prune);
 * a deletion swaps the record out of its block and decrements live counts up to the root; a
   node refits its box and ball once a quarter of its records have gone, so bounds follow the
   shrinking set.
@@ -279,34 +279,26 @@ def block_dist(Yb, j, c, q, acc):
 
 @njit(cache=True, inline="always")
 def _lower(T, node, q):
-    """Lower bound on ‖x − q‖² over the node: the larger of its box and ball bounds."""
-    lo, hi, cen, rad = T[11:15]
+    """Lower bound on ‖x − q‖² over the node's box (tight for the nearby queries of kNN)."""
+    lo, hi = T[11], T[12]
     s = 0.0
-    u = 0.0
     for d in range(q.shape[0]):
         qd = q[d]
         t = max(max(lo[node, d] - qd, qd - hi[node, d]), 0.0)
         s += t * t
-        v = cen[node, d] - qd
-        u += v * v
-    b = max(np.sqrt(u) - rad[node], 0.0)
-    return max(s, b * b) * _SAFE_LO
+    return s * _SAFE_LO
 
 
 @njit(cache=True, inline="always")
 def _upper(T, node, q):
-    """Upper bound on ‖x − q‖² over the node: the smaller of its box and ball bounds."""
-    lo, hi, cen, rad = T[11:15]
-    s = 0.0
+    """Upper bound on ‖x − q‖² over the node's ball (a box's corners overshoot for far queries)."""
+    cen, rad = T[13], T[14]
     u = 0.0
     for d in range(q.shape[0]):
-        qd = q[d]
-        t = max(qd - lo[node, d], hi[node, d] - qd)
-        s += t * t
-        v = cen[node, d] - qd
+        v = cen[node, d] - q[d]
         u += v * v
     b = np.sqrt(u) + rad[node]
-    return min(s, b * b) * _SAFE_HI
+    return b * b * _SAFE_HI
 
 
 @njit(cache=True, inline="always")

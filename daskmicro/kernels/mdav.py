@@ -44,7 +44,7 @@ from ._blocktree import _SAFE_HI, block_dist, build, dist2, farthest, nearest, r
 
 __all__ = ["mdav", "check_k", "as_records"]
 
-_BLOCK = 32
+_BLOCK = 64  # leaf size: 32–128 measured within 10 %; 64 best on 13-D data
 
 
 def check_k(n: int, k) -> int:
