@@ -19,20 +19,19 @@ row wins an argmax, and among equidistant neighbours the lowest rows are taken f
 How it is fast while staying exact
 ----------------------------------
 Textbook MDAV makes three full distance passes over the remaining records per pair of cells
-(≈ 0.75·n²·m/k operations).  This kernel answers the same four queries per iteration — the
-record furthest from a point, and the k−1 records nearest a point — with branch-and-bound over
-small blocks instead of full passes:
+(≈ 0.75·n²·m/k operations).  This kernel answers the same queries without full passes:
 
-* records are stored in blocks of at most ``_BLOCK`` spatial neighbours (the leaves of a
-  median-split k-d tree), column-major inside a block so a block's distances are one SIMD loop;
-* every block keeps the bounding box of its remaining records; a box's lower (upper) bound on
-  the distance to the query prunes the whole block from a nearest (furthest) search;
-* removed records are swapped out of their block, empty blocks are swapped out of the block list,
-  and boxes are shrunk once a quarter of a block's records have gone, so the work follows the
-  shrinking set.
+* the k−1 nearest records and the record furthest from a record come from branch-and-bound over
+  a shrinking k-d tree whose leaves are SIMD-friendly blocks (:mod:`._blocktree`);
+* the record furthest from the centroid comes from a list sorted by distance to an older
+  reference centroid: the centroid moves little between iterations, so the triangle inequality
+  ``d(x, C) ≤ d(x, C_ref) + ‖C − C_ref‖`` leaves only the first few records of the list to check;
+  the list is rebuilt (one pass) when that stops being true;
+* the same list often settles the search for Q, since ``d(x, P) ≤ d(x, C_ref) + d(C_ref, P)``;
+* the centroid is a running sum, updated as cells are removed.
 
-All arithmetic is float64 and pruning is conservative, so the result is exactly the MDAV of the
-specification above — only faster.  Memory is O(n·m): never an n×n matrix.
+All arithmetic is float64 and every bound is conservative, so the result is exactly the MDAV of
+the specification above.  Memory is O(n·m): never an n×n matrix.
 """
 
 from __future__ import annotations
@@ -187,6 +186,40 @@ def _farthest_from_centroid(T, W, C, X):
 
 
 @njit(cache=True)
+def _farthest_from_record(T, W, X, p):
+    """Record furthest from record p.
+
+    First tries the reference list: ‖x − p‖ ≤ ‖x − Cref‖ + ‖Cref − p‖, so on elongated data the
+    answer sits among the first records of the list and the walk stops early.  If the walk is
+    not conclusive within a small budget, branch-and-bound on the tree answers.
+    """
+    blk = T[3]
+    a, top, state, Cref = W
+    xp = X[p]
+    dcp = np.sqrt(dist2(xp, Cref))
+    ntop = int(state[0])
+    best = -1.0
+    brow = -1
+    walked = 0
+    for i in range(int(state[1]), ntop):
+        row = top[i]
+        if blk[row] < 0:
+            continue
+        if best >= 0.0 and (a[row] + dcp) * _SAFE_HI < np.sqrt(best):
+            return brow
+        walked += 1
+        if walked > 512:
+            break
+        d = dist2(X[row], xp)
+        if d > best or (d == best and row < brow):
+            best = d
+            brow = row
+    if walked <= 512 and best >= 0.0 and (state[2] + dcp) * _SAFE_HI < np.sqrt(best):
+        return brow
+    return farthest(T, xp)
+
+
+@njit(cache=True)
 def _mdav(X, k, leaf_size):
     n, m = X.shape
     T = build(X, leaf_size, k - 1)
@@ -216,7 +249,7 @@ def _mdav(X, k, leaf_size):
         cell += 1
         if r < 2 * k:
             break  # 2k ≤ r < 3k before this cell: the rest form the last cell
-        q = farthest(T, X[p])
+        q = _farthest_from_record(T, W, X, p)
         r = _take_cell(T, X, q, k, group, labels, cell, mu, Sc, r)
         cell += 1
     if r > 0:
