@@ -14,7 +14,10 @@ MDAV-generic of Domingo-Ferrer & Torra (Algorithm 5.1 in their ref. [11]):
     the rest (k … 2k−1 records) form the last cell
 
 so every cell holds between k and 2k−1 records.  Ties are broken by row position: the lowest
-row wins an argmax, and among equidistant neighbours the lowest rows are taken first.
+row wins an argmax, and among equidistant neighbours the lowest rows are taken first.  Ties are
+judged on float64 distances; the centroid is a running sum, so when several records are exactly
+equidistant from the true centroid (integer grids), its rounding — not the row — may pick one,
+as it does in any floating-point MDAV (numpy's mean included).  The result is deterministic.
 
 How it is fast while staying exact
 ----------------------------------
