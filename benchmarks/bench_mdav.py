@@ -15,22 +15,17 @@ on a tiny input before anything is timed.
     python benchmarks/bench_mdav.py --n 20000 --baseline-max-n 20000 --repeat 3
 """
 
-import os
-
-# One thread everywhere, fixed before numpy / numba are imported.
-for _var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-    os.environ[_var] = "1"
-
-import argparse  # noqa: E402
-import platform  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import numba  # noqa: E402
-import numpy as np  # noqa: E402
+import sys
+from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import best_time, print_machine_info  # noqa: E402  (pins threads to 1 first)
+
+import argparse  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
 from numpy_mdav import numpy_mdav  # noqa: E402
 
 from daskmicro import information_loss, mdav, standardize  # noqa: E402
@@ -39,36 +34,6 @@ from daskmicro.datasets import correlated_gaussian  # noqa: E402
 TARGET_N = 150_000
 TARGET_SECONDS = 2.0
 TARGET_SPEEDUP = 4.0
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def print_machine_info() -> None:
-    print(f"CPU:     {cpu_model()} ({os.cpu_count()} logical CPUs; benchmark uses 1 thread)")
-    print(f"Python:  {platform.python_version()} on {platform.system()} {platform.release()}")
-    print(f"numpy:   {np.__version__}")
-    print(f"numba:   {numba.__version__} (NUMBA_NUM_THREADS={os.environ['NUMBA_NUM_THREADS']})")
-    print()
-
-
-def best_time(func, repeat):
-    """Best wall-clock time of ``repeat`` calls, and the result of the last call."""
-    best = float("inf")
-    result = None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        result = func()
-        best = min(best, time.perf_counter() - t0)
-    return best, result
 
 
 def warm_up(k):

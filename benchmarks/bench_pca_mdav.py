@@ -17,50 +17,20 @@ kernel is compiled (or loaded from numba's cache) on a tiny input before anythin
     python benchmarks/bench_pca_mdav.py --n 10000
 """
 
-import os
+import sys
+from pathlib import Path
 
-# One thread everywhere, fixed before numpy / numba are imported.
-for _var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-    os.environ[_var] = "1"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import best_time, print_machine_info  # noqa: E402  (pins threads to 1 first)
 
 import argparse  # noqa: E402
-import platform  # noqa: E402
 import time  # noqa: E402
 
-import numba  # noqa: E402
 import numpy as np  # noqa: E402
 
 from daskmicro import distortion, mdav, pca_mdav, pca_reduce, relative_distortion, standardize  # noqa: E402
 from daskmicro.datasets import census_like  # noqa: E402
 
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def print_machine_info() -> None:
-    print(f"CPU:     {cpu_model()} ({os.cpu_count()} logical CPUs; benchmark uses 1 thread)")
-    print(f"Python:  {platform.python_version()} on {platform.system()} {platform.release()}")
-    print(f"numpy:   {np.__version__}")
-    print(f"numba:   {numba.__version__} (NUMBA_NUM_THREADS={os.environ['NUMBA_NUM_THREADS']})")
-    print()
-
-
-def best_time(func, repeat):
-    best = float("inf")
-    result = None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        result = func()
-        best = min(best, time.perf_counter() - t0)
-    return best, result
 
 
 def main(argv=None):

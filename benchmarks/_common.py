@@ -1,0 +1,45 @@
+"""Shared helpers of the benchmark scripts: single-thread set-up, machine info, best-of timing.
+
+Import this module before numpy/numba: it pins every thread pool to one thread.
+"""
+
+import os
+
+for _var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ[_var] = "1"
+
+import platform  # noqa: E402
+import time  # noqa: E402
+
+import numba  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def print_machine_info() -> None:
+    print(f"CPU:     {cpu_model()} ({os.cpu_count()} logical CPUs; benchmark uses 1 thread)")
+    print(f"Python:  {platform.python_version()} on {platform.system()} {platform.release()}")
+    print(f"numpy:   {np.__version__}")
+    print(f"numba:   {numba.__version__} (NUMBA_NUM_THREADS={os.environ['NUMBA_NUM_THREADS']})")
+    print()
+
+
+def best_time(func, repeat):
+    """Best wall time of ``repeat`` calls, and the last result."""
+    best = float("inf")
+    result = None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        result = func()
+        best = min(best, time.perf_counter() - t0)
+    return best, result
