@@ -35,7 +35,7 @@ _SAFE_HI = 1.0 + 1e-12
 #   leaf_node                                         block id → its leaf node
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def build(X, leaf_size, need):
     """Build the index over all rows of X; ``need`` sizes the nearest-search heap."""
     n, m = X.shape
@@ -136,7 +136,7 @@ def build(X, leaf_size, need):
     return T
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _quickselect(X, perm, a, b, h, dim):
     """Reorder perm[a:b] so that perm[h] holds the median along dim (Hoare partitioning)."""
     lft = a
@@ -162,7 +162,7 @@ def _quickselect(X, perm, a, b, h, dim):
             break
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _refit(T, node):
     """Recompute a node's box and ball over its live records (leaf) or live children."""
     Yb, bidx, cnt, blk, slot, left, right, parent, leaf = T[:9]
@@ -224,7 +224,7 @@ def _refit(T, node):
     nfit[node] = ncnt[node]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def remove(T, row):
     """Delete one record from the index."""
     Yb, bidx, cnt, blk, slot, left, right, parent, leaf = T[:9]
@@ -307,7 +307,7 @@ def _worse(d1, r1, d2, r2):
     return d1 > d2 or (d1 == d2 and r1 > r2)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _heap_offer(hd, hr, size, need, d, row):
     """Keep the ``need`` best (distance, row) pairs in a max-heap (worst on top)."""
     if size < need:
@@ -345,7 +345,7 @@ def _heap_offer(hd, hr, size, need, d, row):
     return size
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _offer_block(T, j, q, skip_row, need, size):
     Yb, bidx, cnt = T[:3]
     acc = T[15]
@@ -359,7 +359,7 @@ def _offer_block(T, j, q, skip_row, need, size):
     return size
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def nearest(T, q, skip_row, need, out):
     """Rows of the ``need`` live records nearest q, by (distance, row), ``skip_row`` excluded.
 
@@ -419,7 +419,7 @@ def nearest(T, q, skip_row, need, out):
     return size
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def farthest(T, q):
     """Row of the live record furthest from q (lowest row on ties)."""
     Yb, bidx, cnt = T[:3]

@@ -100,7 +100,7 @@ def mdav(X, k) -> np.ndarray:
     return _mdav(X, k, _BLOCK)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _walk_rebuild(T, W, C):
     """Exact furthest record from C by a full pass, keeping the top of the distance list.
 
@@ -147,7 +147,7 @@ def _walk_rebuild(T, W, C):
     return brow
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _farthest_from_centroid(T, W, C, X):
     """Record furthest from the centroid C.
 
@@ -188,7 +188,7 @@ def _farthest_from_centroid(T, W, C, X):
     return brow
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _farthest_from_record(T, W, X, p):
     """Record furthest from record p.
 
@@ -222,7 +222,7 @@ def _farthest_from_record(T, W, X, p):
     return farthest(T, xp)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _mdav(X, k, leaf_size):
     n, m = X.shape
     T = build(X, leaf_size, k - 1)
@@ -262,7 +262,7 @@ def _mdav(X, k, leaf_size):
     return labels
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _take_cell(T, X, centre, k, group, labels, cell, mu, Sc, r):
     """Form the cell of ``centre`` and its k−1 nearest remaining records; remove it."""
     group[0] = centre

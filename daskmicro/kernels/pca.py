@@ -19,7 +19,7 @@ import numpy as np
 
 from .mdav import as_records, check_k, mdav
 
-__all__ = ["PCAReduction", "pca_reduce", "pca_mdav", "DEFAULT_ENERGY_LOSS"]
+__all__ = ["PCAReduction", "pca_reduce", "pca_basis", "pca_mdav", "DEFAULT_ENERGY_LOSS"]
 
 #: ε² used when neither an energy-loss bound nor a number of components is given (the
 #: paper's Tables I–II setting).
@@ -92,6 +92,33 @@ def pca_reduce(X, energy_loss=None, n_components=None) -> PCAReduction:
     mean = X.mean(axis=0)
     Xc = X - mean
     cov = (Xc.T @ Xc) / n
+    Ut, lam, n_components, loss = pca_basis(cov, energy_loss, n_components)
+    return PCAReduction(
+        scores=np.ascontiguousarray(Xc @ Ut),
+        components=Ut,
+        eigenvalues=lam,
+        mean=mean,
+        n_components=n_components,
+        energy_loss=loss,
+    )
+
+
+def pca_basis(cov, energy_loss=None, n_components=None):
+    """Dominant eigenvectors of a covariance matrix, chosen as in :func:`pca_reduce`.
+
+    Used where the covariance comes from a distributed reduction rather than from one array
+    (the pipeline fits the PCA of all proximal records this way).
+
+    Returns
+    -------
+    components : ndarray (m, m̃)
+    eigenvalues : ndarray (m,), decreasing
+    n_components : int
+    energy_loss : float, the attained ε²
+    """
+    cov = np.asarray(cov, dtype=np.float64)
+    m = cov.shape[0]
+    _check_choice(energy_loss, n_components, m)
     lam, U = np.linalg.eigh(cov)  # ascending
     lam = np.clip(lam[::-1], 0.0, None)
     U = U[:, ::-1]
@@ -105,15 +132,8 @@ def pca_reduce(X, energy_loss=None, n_components=None) -> PCAReduction:
         # smallest m̃ ≥ 1 with ε² ≤ bound (tiny tolerance for rounding in the cumulative sums)
         ok = np.nonzero(loss[1:] <= bound + 1e-12)[0]
         n_components = int(ok[0]) + 1 if ok.size else m
-    Ut = U[:, :n_components]
-    return PCAReduction(
-        scores=np.ascontiguousarray(Xc @ Ut),
-        components=Ut,
-        eigenvalues=lam,
-        mean=mean,
-        n_components=int(n_components),
-        energy_loss=float(loss[n_components]),
-    )
+    n_components = int(n_components)
+    return U[:, :n_components], lam, n_components, float(loss[n_components])
 
 
 def pca_mdav(X, k, energy_loss=None, n_components=None) -> np.ndarray:

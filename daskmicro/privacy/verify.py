@@ -178,3 +178,39 @@ def verify_rows(original_n: int, release: pd.DataFrame) -> RowCheck:
     """
     rows_out = int(release) if isinstance(release, (int, np.integer)) else len(release)
     return RowCheck(ok=int(original_n) == rows_out, rows_in=int(original_n), rows_out=rows_out)
+
+
+# --------------------------------------------------------------------------- distributed form
+# The same check as verify_k_anonymity over a release held in many partitions: each partition
+# counts its QI tuples (exact values, no hashing), counts are merged pairwise on the workers, and
+# only the final KAnonymityCheck travels to the client.
+
+
+def tuple_counts(part: pd.DataFrame, qi: list) -> pd.Series:
+    """Occurrences of each QI tuple in one partition of a release."""
+    return part.groupby(list(qi), dropna=False, sort=False, observed=True).size()
+
+
+def merge_tuple_counts(*counts: pd.Series) -> pd.Series:
+    """Sum per-partition tuple counts (a combine step of the tree reduction)."""
+    counts = [c for c in counts if len(c)]
+    if not counts:
+        return pd.Series(dtype=np.int64)
+    if len(counts) == 1:
+        return counts[0]
+    joined = pd.concat(counts)
+    return joined.groupby(level=list(range(joined.index.nlevels)), dropna=False, sort=False).sum()
+
+
+def check_tuple_counts(counts: pd.Series, k: int) -> KAnonymityCheck:
+    """The k-anonymity verdict from merged tuple counts."""
+    values = counts.to_numpy()
+    small = values < k
+    return KAnonymityCheck(
+        ok=not bool(small.any()) and values.size > 0,
+        k=int(k),
+        min_count=int(values.min()) if values.size else 0,
+        n_tuples=int(values.size),
+        n_violating_tuples=int(small.sum()),
+        n_violating_records=int(values[small].sum()),
+    )

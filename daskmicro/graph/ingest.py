@@ -1,0 +1,93 @@
+"""Distributed input: the QI columns of a Dask DataFrame as z-scored chunks on the workers.
+
+One pass over the partitions checks the values (missing, infinite) and computes the per-column
+count, sums and sums of squares in double-double precision; the client combines them exactly
+into the global mean and (population) standard deviation — the z-scoring of the SDC convention —
+and a second pass writes the z-scored chunks.  Only per-chunk summaries reach the client.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from ..kernels.macro import dd_colsum, dd_combine
+
+__all__ = ["Ingested", "ingest"]
+
+
+@dataclass
+class Ingested:
+    """Where the z-scored records live and how to undo the scaling.
+
+    ``blocks`` are futures of float64 matrices (rows × varying QI columns), ``row0s`` the first
+    global row id of each block and ``lengths`` its row count (blocks may be empty).
+    """
+
+    blocks: list
+    row0s: list
+    lengths: list
+    n: int
+    mean: np.ndarray        # per QI column (original units)
+    std: np.ndarray         # population std; 0 for constant columns
+    varying: np.ndarray     # bool per QI column
+
+    @property
+    def m_used(self) -> int:
+        return int(self.varying.sum())
+
+
+def _qi_values(part: pd.DataFrame, qi: list) -> np.ndarray:
+    X = np.empty((len(part), len(qi)), dtype=np.float64)
+    for j, c in enumerate(qi):
+        X[:, j] = part[c].to_numpy(dtype=np.float64, na_value=np.nan)
+    return X
+
+
+def _summary(part: pd.DataFrame, qi: list):
+    X = _qi_values(part, qi)
+    nan = np.isnan(X).sum(axis=0)
+    inf = np.isinf(X).sum(axis=0)
+    if nan.any() or inf.any() or X.shape[0] == 0:
+        lo = hi = np.full(len(qi), np.nan)
+        return X.shape[0], nan, inf, None, None, lo, hi
+    return X.shape[0], nan, inf, dd_colsum(X), dd_colsum(X * X), X.min(axis=0), X.max(axis=0)
+
+
+def _zscore(part: pd.DataFrame, qi: list, mean: np.ndarray, std: np.ndarray, varying: np.ndarray):
+    X = _qi_values(part, qi)[:, varying]
+    return np.ascontiguousarray((X - mean[varying]) / std[varying])
+
+
+def ingest(client, ddf, qi: list) -> Ingested:
+    """Check and z-score the QI columns of ``ddf`` on the cluster (see module docstring)."""
+    parts = client.compute(ddf[qi].to_delayed())
+    stats = client.gather(client.map(_summary, parts, qi=qi))
+    lengths = [s[0] for s in stats]
+    n = int(sum(lengths))
+    if n == 0:
+        raise InputError("input has no rows")
+    nan = np.sum([s[1] for s in stats], axis=0)
+    inf = np.sum([s[2] for s in stats], axis=0)
+    if nan.any():
+        cols = ", ".join(f"{c!r} ({int(v)})" for c, v in zip(qi, nan) if v)
+        raise InputError(f"QI column(s) with missing (NaN) values: {cols}; impute or drop them first")
+    if inf.any():
+        cols = ", ".join(f"{c!r} ({int(v)})" for c, v in zip(qi, inf) if v)
+        raise InputError(f"QI column(s) with infinite values: {cols}")
+    full = [s for s in stats if s[0]]
+    mean = dd_combine([s[3] for s in full]) / n
+    mean_sq = dd_combine([s[4] for s in full]) / n
+    lo = np.min([s[5] for s in full], axis=0)
+    hi = np.max([s[6] for s in full], axis=0)
+    varying = hi > lo
+    std = np.where(varying, np.sqrt(np.maximum(mean_sq - mean * mean, 0.0)), 0.0)
+    # a column whose spread is lost in rounding would divide by zero: treat it as constant
+    varying &= std > 0
+    blocks = client.map(_zscore, parts, qi=qi, mean=mean, std=std, varying=varying)
+    row0s = list(np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(int))
+    del parts
+    return Ingested(blocks=blocks, row0s=row0s, lengths=lengths, n=n, mean=mean, std=std, varying=varying)

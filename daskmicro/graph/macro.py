@@ -1,0 +1,103 @@
+"""Top level of the hierarchical macroaggregation: MDAV at a very large size over chunked data.
+
+Drives the per-chunk steps of :mod:`daskmicro.kernels.chunked` with ``client.map``: each MDAV
+query is one or two small reductions whose results (a few numbers per chunk) come back to the
+client, while the data and the labels stay on the workers.  The outcome depends only on the
+records and their row ids, never on how the rows are chunked or how many workers run.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..kernels import chunked as ck
+from ..kernels.macro import dd_combine
+
+__all__ = ["chunked_mdav"]
+
+
+class _Chunks:
+    """Futures of the chunks of a data set (Z, first row id) and of their current labels."""
+
+    def __init__(self, client, blocks, row0s):
+        self.client = client
+        self.blocks = blocks
+        self.row0s = list(row0s)
+        self.labels = client.map(_free_labels, blocks, pure=False)
+
+    def map(self, fn, *iterables, **kwargs):
+        return self.client.map(fn, *iterables, **kwargs)
+
+    def gather(self, futures):
+        return self.client.gather(futures)
+
+
+def _free_labels(Z):
+    return np.full(Z.shape[0], -1, dtype=np.int64)
+
+
+def _centroid(ch: _Chunks) -> np.ndarray:
+    parts = ch.gather(ch.map(ck.free_sums, ch.blocks, ch.labels))
+    n = sum(p[0] for p in parts)
+    return dd_combine([p[1] for p in parts if p[0]]) / n
+
+
+def _farthest(ch: _Chunks, dists) -> tuple[int, np.ndarray]:
+    best = None
+    for res in ch.gather(ch.map(ck.farthest_free, ch.blocks, ch.labels, ch.row0s, dists)):
+        if res is not None and (best is None or res[0] > best[0] or (res[0] == best[0] and res[1] < best[1])):
+            best = res
+    return best[1], best[2]
+
+
+def _dists(ch: _Chunks, point, centre_row=-1):
+    return ch.map(ck.distances, ch.blocks, ch.labels, ch.row0s, point=point, centre_row=centre_row)
+
+
+def _take_cell(ch: _Chunks, centre_row: int, point: np.ndarray, count: int, cell: int):
+    """Assign the ``count`` free records nearest ``point`` (its own record first) to ``cell``."""
+    d = _dists(ch, point, centre_row)
+    samples = ch.gather(ch.map(ck.rank_sample, d, ch.row0s))
+    lo, hi = ck.bracket(samples, count)
+    cands = ch.gather(ch.map(ck.pairs_between, d, ch.row0s, lo=lo, hi=hi))
+    cut = ck.finish_selection(cands, count)
+    ch.labels = ch.map(ck.assign_upto, ch.labels, d, ch.row0s, cut=cut, cell=cell)
+    return d
+
+
+def chunked_mdav(client, blocks, row0s, n: int, K: int):
+    """MDAV-generic (001 §III-B, Algorithm A) at cell size ``K`` over chunks held by the cluster.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    blocks : list of futures of z-scored chunk matrices, in row order
+    row0s : first global row id of each chunk
+    n : total number of rows
+    K : cell size (every cell gets K … 2K−1 records)
+
+    Returns
+    -------
+    labels : list of futures of int64 label arrays, one per chunk
+    n_cells : int
+    """
+    ch = _Chunks(client, blocks, row0s)
+    cell = 0
+    r = n
+    while r >= 3 * K:
+        c = _centroid(ch)
+        p_row, P = _farthest(ch, _dists(ch, c))
+        d = _take_cell(ch, p_row, P, K, cell)
+        cell, r = cell + 1, r - K
+        q_row, Q = _farthest(ch, d)
+        _take_cell(ch, q_row, Q, K, cell)
+        cell, r = cell + 1, r - K
+    if r >= 2 * K:
+        c = _centroid(ch)
+        p_row, P = _farthest(ch, _dists(ch, c))
+        _take_cell(ch, p_row, P, K, cell)
+        cell, r = cell + 1, r - K
+    if r > 0:
+        ch.labels = ch.map(ck.assign_rest, ch.labels, cell=cell)
+        cell += 1
+    return ch.labels, cell

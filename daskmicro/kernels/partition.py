@@ -1,0 +1,148 @@
+"""Task bodies of the partitioned pipeline: macroaggregation inside a top cell, proximal/distal
+split, per-partition microaggregation (a registry of methods) and the cell summaries it returns.
+
+Implements the per-task steps of Algorithm C (``001_4020e12e98fa2147.txt`` §IV-B): macrocells
+by MDAV at size K, the proximal/distal prepartition by macrocell SSE, PCA-MDAV on proximal and
+MDAV on distal records — generalised from the paper's two partitions to many bounded partitions
+(groups of neighbouring macrocells) so that the work fans out.  No Dask here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .macro import cell_stats, mdav_large, nested_mdav
+from .mdav import mdav
+
+__all__ = [
+    "TopCell",
+    "PartitionResult",
+    "concat_pieces",
+    "macroaggregate",
+    "macro_summary",
+    "proximal_moments",
+    "extract",
+    "PARTITION_METHODS",
+    "register_method",
+    "run_partition",
+]
+
+
+@dataclass
+class TopCell:
+    """The records of one top-level cell, ascending row ids, and their nested cells.
+
+    ``group``: level-1 cell (a partition candidate); ``macro``: macrocell (level 2), numbered
+    globally within the top cell so that each group's macrocells are consecutive.
+    """
+
+    rowids: np.ndarray
+    Z: np.ndarray
+    group: np.ndarray | None = None
+    macro: np.ndarray | None = None
+
+
+@dataclass
+class PartitionResult:
+    """Cells formed in one partition: row ids, local labels, and per-cell summaries."""
+
+    rowids: np.ndarray
+    labels: np.ndarray
+    size: np.ndarray
+    centroid: np.ndarray
+    sse: np.ndarray
+    info: dict = field(default_factory=dict)
+
+    @property
+    def n_cells(self) -> int:
+        return int(self.size.size)
+
+
+def concat_pieces(*pieces) -> TopCell:
+    """Join (row ids, Z) pieces from consecutive chunks; row ids stay ascending."""
+    pieces = [p for p in pieces if p[0].size]
+    rowids = np.concatenate([p[0] for p in pieces])
+    Z = np.concatenate([p[1] for p in pieces])
+    if rowids.size > 1 and np.any(np.diff(rowids) <= 0):
+        order = np.argsort(rowids, kind="stable")
+        rowids, Z = rowids[order], Z[order]
+    return TopCell(rowids=rowids, Z=np.ascontiguousarray(Z))
+
+
+def macroaggregate(top: TopCell, partition_size: int | None, K: int | None) -> TopCell:
+    """Nested MDAV inside a top cell: groups at ``partition_size``, then macrocells at ``K``.
+
+    With ``K=None`` each group is a single macrocell (no proximal/distal split needed).  With
+    ``partition_size=None`` (the paper's two-partition layout) there is one group and the
+    macrocells come from MDAV at size ``K`` over all the records, as in Algorithm C.
+    """
+    if partition_size is None:
+        macro = mdav_large(top.Z, K)
+        return TopCell(rowids=top.rowids, Z=top.Z, group=np.zeros_like(macro), macro=macro)
+    sizes = [partition_size] + ([K] if K is not None and K < partition_size else [])
+    levels = nested_mdav(top.Z, sizes)
+    group = levels[0]
+    macro = levels[1] if len(levels) > 1 else group.copy()
+    return TopCell(rowids=top.rowids, Z=top.Z, group=group, macro=macro)
+
+
+def macro_summary(top: TopCell):
+    """Per macrocell: its group, size, SSE (z-space) and centroid."""
+    n_macro = int(top.macro.max()) + 1
+    size, sums, sse = cell_stats(top.Z, top.macro, n_macro)
+    grp = np.zeros(n_macro, dtype=np.int64)
+    grp[top.macro] = top.group
+    return grp, size, sse, sums / size[:, None]
+
+
+def proximal_moments(top: TopCell, distal_macro: np.ndarray):
+    """(count, sum, Σ z zᵀ) over the top cell's proximal records, for the global PCA."""
+    prox = ~np.asarray(distal_macro, dtype=bool)[top.macro]
+    Zp = top.Z[prox]
+    return int(Zp.shape[0]), Zp.sum(axis=0), Zp.T @ Zp
+
+
+def extract(top: TopCell, group: int, macro_mask: np.ndarray | None):
+    """(row ids, Z) of one partition: the records of ``group`` in the macrocells ``macro_mask``."""
+    sel = top.group == group
+    if macro_mask is not None:
+        sel &= np.asarray(macro_mask, dtype=bool)[top.macro]
+    return top.rowids[sel], top.Z[sel]
+
+
+# --------------------------------------------------------------------------- method registry
+
+
+def _mdav_method(Z, k, **_):
+    return mdav(Z, k)
+
+
+def _pca_mdav_method(Z, k, components=None, mean=None, **_):
+    """PCA-MDAV (Algorithm B) with a basis fitted elsewhere (on all proximal records)."""
+    if components is None:
+        from .pca import pca_mdav
+
+        return pca_mdav(Z, k)
+    scores = np.ascontiguousarray((Z - mean) @ components)
+    return mdav(scores, k)
+
+
+#: Per-partition microaggregation methods: name → f(Z, k, **params) -> labels.
+PARTITION_METHODS = {"mdav": _mdav_method, "pca-mdav": _pca_mdav_method}
+
+
+def register_method(name: str, fn) -> None:
+    """Add a per-partition method (``fn(Z, k, **params) -> int labels``) to the registry."""
+    PARTITION_METHODS[name] = fn
+
+
+def run_partition(part, method: str, k: int, params: dict | None = None) -> PartitionResult:
+    """Microaggregate one partition with a registered method; summarise its cells."""
+    rowids, Z = part
+    if rowids.size < k:
+        raise ValueError(f"partition of {rowids.size} records is smaller than k = {k}")
+    labels = np.asarray(PARTITION_METHODS[method](Z, k, **(params or {})), dtype=np.int64)
+    size, sums, sse = cell_stats(Z, labels)
+    return PartitionResult(rowids=rowids, labels=labels, size=size, centroid=sums / size[:, None], sse=sse)
