@@ -17,33 +17,59 @@ import pandas as pd
 from pandas.api import types as ptypes
 
 from .errors import InputError, ParameterError
+from .graph.pipeline import check_options
 from .kernels import centroids, check_k, information_loss, mdav, standardize
 from .privacy.verify import verify_k_anonymity, verify_rows
+from .publish import ROW_ID, replace_qi
 from .report.run import Report
 
 __all__ = ["METHODS", "anonymize"]
 
 #: Microaggregation methods accepted by :func:`anonymize`.
-METHODS = ("mdav", "pca-mdav")
+METHODS = ("auto", "mdav", "pca-mdav", "partitioned", "proximal-distal")
 
-ROW_ID = "row_id"
+#: ``method="auto"`` runs exact MDAV in process up to this many records.
+AUTO_EXACT_ROWS = 100_000
+
+
+def _is_dask_frame(obj) -> bool:
+    try:
+        import dask.dataframe as dd
+    except ImportError:  # pragma: no cover - dask is a dependency
+        return False
+    return isinstance(obj, dd.DataFrame)
 
 
 def anonymize(
-    df: pd.DataFrame,
+    df,
     qi: Sequence,
     k: int,
-    method: str = "mdav",
+    method: str = "auto",
     energy_loss: float | None = None,
     n_components: int | None = None,
     seed: int | None = None,
     keep_row_id: bool = False,
-) -> tuple[pd.DataFrame, Report]:
+    *,
+    K: int | None = None,
+    nu: float | None = None,
+    partition_size: int | None = None,
+    task_rows: int | None = None,
+    max_task_rows: int | None = None,
+    sse_threshold: float | None = None,
+    client=None,
+    progress=None,
+):
     """Publish a k-anonymous version of ``df`` by microaggregating its quasi-identifier columns.
+
+    A pandas DataFrame with ``method="mdav"`` or ``"pca-mdav"`` and no ``client`` is processed
+    in this process.  Everything else runs on a Dask cluster (:mod:`daskmicro.graph.pipeline`):
+    ``client`` if given, else the current default client, else a LocalCluster started for the
+    run; a Dask DataFrame input gives a Dask DataFrame release (backed by verified, persisted
+    partitions), a pandas input a pandas release.
 
     Parameters
     ----------
-    df : pandas.DataFrame
+    df : pandas.DataFrame or dask.dataframe.DataFrame
         The records, one per row; at least ``k`` rows.
     qi : list of column labels
         The quasi-identifier columns: numeric (integer or float, not bool), without missing or
@@ -51,9 +77,13 @@ def anonymize(
     k : int
         Anonymity parameter, 2 ≤ k ≤ number of rows: every published QI tuple is shared by at
         least ``k`` records.
-    method : {"mdav", "pca-mdav"}, default "mdav"
+    method : {"auto", "mdav", "pca-mdav", "partitioned", "proximal-distal"}, default "auto"
         ``"mdav"``: exact MDAV (:func:`daskmicro.kernels.mdav`).  ``"pca-mdav"``: cells found by
         MDAV in the space of the leading principal components (``daskmicro.kernels.pca.pca_mdav``).
+        ``"partitioned"``: the scalable pipeline — macroaggregation, proximal/distal split and one
+        task per partition of ``partition_size`` … 2·``partition_size``−1 records.
+        ``"proximal-distal"``: Algorithm C of the PCA paper as published (two partitions).
+        ``"auto"``: exact MDAV up to 100,000 records, ``"partitioned"`` beyond.
     energy_loss : float in [0, 1), optional
         PCA-MDAV only: keep the fewest components whose discarded eigenvalue energy fraction is at
         most ``energy_loss`` (ε²).  Exclusive with ``n_components``.
@@ -65,6 +95,25 @@ def anonymize(
     keep_row_id : bool, default False
         Add a ``row_id`` column holding each record's position in ``df``, to map the release back
         to the input.  Off by default: row ids are linking information.
+    K : int, optional
+        Macrocell size (> k) of the partitioned and proximal-distal methods (default 1000).
+    nu : float in [0, 1], optional
+        Fraction of macrocells, those of highest SSE, that are distal (MDAV); the rest are
+        proximal (PCA-MDAV).  Default 1.0 (MDAV everywhere) for "partitioned", 0.4 for
+        "proximal-distal".  ν = 0 is PCA-MDAV everywhere.
+    partition_size : int, optional
+        "partitioned": records per partition, at least K (default 20,000).  Larger partitions
+        cost more time and less distortion.
+    task_rows : int, optional
+        "partitioned": records per top-level task (default 250,000).
+    max_task_rows : int, optional
+        Largest input the one-task methods accept (default 1,000,000).
+    sse_threshold : float, optional
+        Instead of ``nu``: macrocells whose SSE (z-space) exceeds it are distal.
+    client : distributed.Client, optional
+        Cluster to run on.
+    progress : callable, optional
+        Cluster runs: called as ``progress(stage, seconds)`` when each pipeline stage ends.
 
     Returns
     -------
@@ -108,12 +157,25 @@ def anonymize(
     >>> round(report.information_loss, 2), report.min_cell_size >= 5
     (9.09, True)
     """
+    method = _check_method(method)
+    seed = _check_seed(seed)
+    pipeline_options = check_options(K, nu, partition_size, task_rows, max_task_rows, sse_threshold)
+    if _is_dask_frame(df) or client is not None or method in ("partitioned", "proximal-distal") or (
+        method == "auto" and isinstance(df, pd.DataFrame) and len(df) > AUTO_EXACT_ROWS
+    ):
+        from .anonymize_cluster import anonymize_on_cluster
+
+        return anonymize_on_cluster(
+            df, qi, k, method, energy_loss, n_components, seed, keep_row_id, pipeline_options, client, progress
+        )
+    if any(v is not None for v in pipeline_options[:3]):
+        raise ParameterError(f"K, nu and partition_size apply to the partitioned and proximal-distal methods, not {method!r}")
+    if method == "auto":
+        method = "mdav"
     n = _check_frame(df)
     qi = _check_qi(df, qi)
     k = _check_k(n, k)
-    method = _check_method(method)
     energy_loss, n_components = _check_pca_options(method, energy_loss, n_components)
-    seed = _check_seed(seed)
     if keep_row_id and ROW_ID in df.columns:
         raise ParameterError(f"keep_row_id: the input already has a column named {ROW_ID!r}")
 
@@ -250,7 +312,7 @@ def _check_method(method) -> str:
 
 
 def _check_pca_options(method: str, energy_loss, n_components):
-    if method != "pca-mdav":
+    if method not in ("pca-mdav", "partitioned", "proximal-distal"):
         for name, value in (("energy_loss", energy_loss), ("n_components", n_components)):
             if value is not None:
                 raise ParameterError(f"{name} applies only to method 'pca-mdav', not {method!r}")
@@ -295,17 +357,6 @@ def _pca_kernels():
 
 def _publish(df: pd.DataFrame, columns: list, X: np.ndarray, labels: np.ndarray):
     """Copy of ``df`` with ``columns`` replaced by per-cell means of ``X``; returns it and dtype changes."""
-    out = df.copy()
     if not columns:
-        return out, {}
-    C = centroids(X, labels)[labels]
-    changes = {}
-    for j, c in enumerate(columns):
-        dtype = df[c].dtype
-        # Assign arrays, not Series: positional, whatever the index of df (duplicates included).
-        if ptypes.is_float_dtype(dtype):
-            out[c] = pd.Series(C[:, j]).astype(dtype).array
-        else:
-            out[c] = C[:, j]
-            changes[c] = {"from": str(dtype), "to": "float64"}
-    return out, changes
+        return df.copy(), {}
+    return replace_qi(df, columns, centroids(X, labels)[labels])

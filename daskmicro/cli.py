@@ -120,16 +120,22 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=fmt,
     )
     p.add_argument("input", metavar="INPUT", help="input table: .csv, .parquet, or a directory of Parquet files")
-    p.add_argument("output", metavar="OUTPUT", help="release to write (.parquet)")
+    p.add_argument("output", metavar="OUTPUT", help="release to write: a .parquet file, or a directory (no extension) for a partitioned release written by the workers")
     p.add_argument("--qi", required=True, metavar="COLS", help="comma-separated quasi-identifier columns (numeric)")
     p.add_argument("--k", required=True, type=int, metavar="K", help="anonymity parameter: each published QI tuple is shared by ≥ K records (2 ≤ K ≤ rows)")
-    p.add_argument("--method", default="mdav", choices=["mdav", "pca-mdav"], help="microaggregation method (default: %(default)s)")
-    p.add_argument("--energy-loss", type=float, metavar="EPS2", help="pca-mdav: largest fraction of eigenvalue energy the discarded components may hold, in [0, 1)")
-    p.add_argument("--n-components", type=_positive_int, metavar="M", help="pca-mdav: number of principal components to keep (instead of --energy-loss)")
+    p.add_argument("--method", default="auto", choices=["auto", "mdav", "pca-mdav", "partitioned", "proximal-distal"], help="microaggregation method (default: %(default)s: exact MDAV up to 100,000 rows of a single file, partitioned otherwise)")
+    p.add_argument("--energy-loss", type=float, metavar="EPS2", help="pca-mdav and proximal records: largest fraction of eigenvalue energy the discarded components may hold, in [0, 1)")
+    p.add_argument("--n-components", type=_positive_int, metavar="M", help="pca-mdav and proximal records: number of principal components to keep (instead of --energy-loss)")
+    p.add_argument("--K", dest="K", type=int, metavar="K", help="partitioned, proximal-distal: macrocell size, > k (default 1000)")
+    p.add_argument("--nu", type=float, metavar="NU", help="partitioned, proximal-distal: fraction of macrocells (highest SSE) microaggregated without PCA, in [0, 1]")
+    p.add_argument("--partition-size", type=int, metavar="N", help="partitioned: records per partition, ≥ K (default 20000)")
+    p.add_argument("--task-rows", type=int, metavar="N", help="partitioned: records per top-level task (default 250000)")
+    p.add_argument("--max-task-rows", type=int, metavar="N", help="largest input the one-task methods accept (default 1000000)")
     p.add_argument("--seed", type=_non_negative_int, metavar="S", help="seed of the row shuffle (default: drawn at random and recorded in the report)")
     p.add_argument("--report", metavar="PATH", help="JSON report to write (default: OUTPUT with suffix .report.json)")
     p.add_argument("--keep-row-id", action="store_true", help="add a row_id column with each record's position in the input")
     p.add_argument("--overwrite", action="store_true", help="replace OUTPUT and the report if they exist")
+    _add_cluster_options(p)
     p.set_defaults(handler=_cmd_anonymize)
 
     p = sub.add_parser(
@@ -196,31 +202,104 @@ def _check_target(path: Path, overwrite: bool, what: str) -> None:
         raise ParameterError(f"directory of the {what} does not exist: {path.parent}")
 
 
+def _add_cluster_options(p) -> None:
+    g = p.add_argument_group("cluster")
+    g.add_argument("--scheduler", metavar="ADDRESS", help="run on the Dask cluster at ADDRESS (tcp://host:8786 or tls://…); default: a LocalCluster for this run")
+    g.add_argument("--workers", type=_positive_int, metavar="N", help="LocalCluster: number of worker processes (default: cores, at most 8)")
+    g.add_argument("--tls-ca-file", metavar="PEM", help="TLS: CA certificate to trust")
+    g.add_argument("--tls-cert", metavar="PEM", help="TLS: client certificate")
+    g.add_argument("--tls-key", metavar="PEM", help="TLS: client private key")
+
+
+def security_from_args(args):
+    """A distributed Security object from --tls-* options, or None; missing files are refused."""
+    files = {"--tls-ca-file": args.tls_ca_file, "--tls-cert": args.tls_cert, "--tls-key": args.tls_key}
+    given = {k: v for k, v in files.items() if v}
+    if not given:
+        return None
+    if len(given) != 3:
+        missing = ", ".join(k for k, v in files.items() if not v)
+        raise ParameterError(f"TLS needs --tls-ca-file, --tls-cert and --tls-key; missing {missing}")
+    for flag, path in given.items():
+        if not Path(path).is_file():
+            raise ParameterError(f"{flag}: file not found: {path}")
+    from distributed.security import Security
+
+    return Security(tls_ca_file=args.tls_ca_file, tls_client_cert=args.tls_cert, tls_client_key=args.tls_key,
+                    require_encryption=True)
+
+
+def _stage_printer(stage: str, seconds: float) -> None:
+    print(f"  {stage:<17} {seconds:7.2f} s", file=sys.stderr, flush=True)
+
+
 def _cmd_anonymize(args) -> int:
-    from .anonymize import anonymize
+    from .anonymize import AUTO_EXACT_ROWS, anonymize
+    from .io import lake
     from .io.tables import AtomicBatch, read_table, table_format
 
     output = Path(args.output)
-    report_path = Path(args.report) if args.report else output.with_suffix(".report.json")
-    if table_format(output) != "parquet":
-        raise ParameterError(f"OUTPUT must be a .parquet file: {output}")
-    if report_path.resolve() == output.resolve():
-        raise ParameterError("the report path must differ from OUTPUT")
-    _check_target(output, args.overwrite, "output")
-    _check_target(report_path, args.overwrite, "report")
+    lake_out = lake.is_lake_target(args.output)
+    default_report = output / "_report.json" if lake_out else output.with_suffix(".report.json")
+    report_path = Path(args.report) if args.report else None
+    if not lake_out and table_format(output) != "parquet":
+        raise ParameterError(f"OUTPUT must be a .parquet file or a directory: {output}")
+    if lake_out:
+        lake.check_dir_target(output, args.overwrite)
+        if Path(args.input).resolve().is_relative_to(output.resolve()) or output.resolve().is_relative_to(Path(args.input).resolve()):
+            raise ParameterError(f"OUTPUT must not be inside INPUT or contain it: {output}")
+    else:
+        _check_target(output, args.overwrite, "output")
+    if report_path is not None:
+        if report_path.resolve() == output.resolve():
+            raise ParameterError("the report path must differ from OUTPUT")
+        _check_target(report_path, args.overwrite, "report")
+    elif not lake_out:
+        _check_target(default_report, args.overwrite, "report")
+    security = security_from_args(args)
     qi = [c.strip() for c in args.qi.split(",") if c.strip()]
-
-    df = read_table(args.input)
-    release, report = anonymize(
-        df,
-        qi=qi,
-        k=args.k,
-        method=args.method,
-        energy_loss=args.energy_loss,
-        n_components=args.n_components,
-        seed=args.seed,
-        keep_row_id=args.keep_row_id,
+    options = dict(
+        qi=qi, k=args.k, method=args.method, energy_loss=args.energy_loss, n_components=args.n_components,
+        seed=args.seed, keep_row_id=args.keep_row_id, K=args.K, nu=args.nu, partition_size=args.partition_size,
+        task_rows=args.task_rows, max_task_rows=args.max_task_rows,
     )
+
+    lake_in = Path(args.input).is_dir()
+    data = lake.read_lake(args.input) if lake_in else read_table(args.input)
+    in_process = (
+        not (lake_in or lake_out or args.scheduler)
+        and (args.method in ("mdav", "pca-mdav") or (args.method == "auto" and len(data) <= AUTO_EXACT_ROWS))
+    )
+    if in_process:
+        release, report = anonymize(data, **options)
+    else:
+        from .cluster import cluster_client
+
+        with cluster_client(scheduler=args.scheduler, security=security, n_workers=args.workers) as client:
+            print(f"dask dashboard: {client.dashboard_link}", file=sys.stderr, flush=True)
+            release, report = anonymize(data, client=client, progress=_stage_printer, **options)
+            if lake_out:
+                staging = lake.staging_dir(output)
+                try:
+                    rows = lake.write_parts(client, client.compute(release.to_delayed()), staging)
+                    if rows != report.n:
+                        raise VerificationError(f"wrote {rows} rows but the input has {report.n}")
+                    report.paths = {"input": str(args.input), "output": str(output), "report": str(report_path or default_report)}
+                    report.to_json(staging / "_report.json")
+                    lake.commit_dir(staging, output)
+                finally:
+                    if staging.exists():
+                        import shutil
+
+                        shutil.rmtree(staging, ignore_errors=True)
+                if report_path is not None:
+                    report.to_json(report_path)
+                print(report.summary())
+                print(f"release: {output}/ ({report.pipeline['partitions'] if report.pipeline else 1} partition(s) processed)\nreport:  {report_path or default_report}")
+                return 0
+            if not hasattr(release, "iloc"):
+                release = release.compute()
+    report_path = report_path or default_report
     report.paths = {"input": str(args.input), "output": str(output), "report": str(report_path)}
     with AtomicBatch() as batch:
         batch.parquet(release, output)

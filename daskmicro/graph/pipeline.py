@@ -129,9 +129,25 @@ def check_options(K, nu, partition_size, task_rows, max_task_rows, sse_threshold
     return K, nu, partition_size, task_rows, max_task_rows, sse_threshold
 
 
-def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row_id: bool):
-    """Run the pipeline on ``ddf``; returns (Published, details dict for the report)."""
-    timings: dict = {}
+class _Timings(dict):
+    """Stage → seconds; tells ``progress(stage, seconds)`` as each stage ends."""
+
+    def __init__(self, progress=None):
+        super().__init__()
+        self._progress = progress
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        if self._progress is not None:
+            self._progress(key, value)
+
+
+def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row_id: bool, progress=None):
+    """Run the pipeline on ``ddf``; returns (Published, details dict for the report).
+
+    ``progress(stage, seconds)``, when given, is called as each stage ends.
+    """
+    timings = _Timings(progress)
     t_all = time.perf_counter()
     t0 = time.perf_counter()
     ing = ingest(client, ddf, qi)
@@ -168,7 +184,7 @@ def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row
         "distal_macrocells": fo.n_distal_macro,
         "macrocell_sse": sorted((float(v) for v in fo.macro_sse), reverse=True),
         "pca": fo.pca,
-        "timings": timings,
+        "timings": dict(timings),
         "workers": len(client.scheduler_info().get("workers", {})),
         "information_loss": 100.0 * pub.sse / sst if ing.m_used else 0.0,
         "constant_columns": [c for c, v in zip(qi, ing.varying) if not v],

@@ -75,6 +75,9 @@ class Report:
         Whether the release holds a ``row_id`` column mapping back to input positions.
     paths : dict
         Input, output and report paths when run from the CLI.
+    pipeline : dict, optional
+        Runs on a cluster: the layout (top cells, partitions, macrocells, ν, K, partition size),
+        the sorted macrocell SSE curve, the proximal PCA, timings per stage and the worker count.
     version : str
         daskmicro version that produced the release.
     created : str
@@ -103,6 +106,7 @@ class Report:
     rows: Any = None
     keep_row_id: bool = False
     paths: dict = field(default_factory=dict)
+    pipeline: dict | None = None
     version: str = field(default_factory=_version)
     created: str = field(default_factory=_utc_now)
 
@@ -150,6 +154,8 @@ class Report:
             "k_anonymity": _check_dict(self.k_anonymity),
             "rows": _check_dict(self.rows),
         }
+        if self.pipeline:
+            out["pipeline"] = self.pipeline
         if self.paths:
             out["paths"] = {str(key): str(value) for key, value in self.paths.items()}
         return out
@@ -168,6 +174,12 @@ class Report:
             f"  information loss: {self.information_loss:.2f} (100·SSE/SST, z-scored)",
             f"  microaggregation time: {self.seconds:.2f} s",
         ]
+        if self.pipeline:
+            p = self.pipeline
+            lines.append(
+                f"  layout: {p['top_cells']} top cell(s), {p['partitions']} partition(s), "
+                f"{p['distal_macrocells']} of {p['macrocells']} macrocells distal, {p['workers']} worker(s)"
+            )
         if self.method == "pca-mdav" and self.n_components is not None:
             lines.append(f"  principal components kept: {self.n_components} of {self.m_used}")
         if self.constant_columns:

@@ -1,0 +1,119 @@
+""":func:`daskmicro.anonymize` on a Dask cluster: validation, cluster choice, report.
+
+The work itself is :func:`daskmicro.graph.pipeline.run_pipeline`; this module turns the user's
+arguments into its configuration and its result into a release and a :class:`Report`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+
+import numpy as np
+import pandas as pd
+from pandas.api import types as ptypes
+
+from .anonymize import ROW_ID, _check_frame, _check_pca_options, _check_qi, _is_dask_frame
+from .cluster import cluster_client
+from .errors import InputError, ParameterError
+from .graph.pipeline import DEFAULT_MAX_TASK_ROWS, DEFAULT_TASK_ROWS, PipelineConfig, run_pipeline
+from .publish import shuffle_keys
+from .report.run import Report
+
+__all__ = ["anonymize_on_cluster", "PANDAS_CHUNK_ROWS"]
+
+#: Rows per partition when a pandas DataFrame is handed to the cluster.
+PANDAS_CHUNK_ROWS = 250_000
+
+
+def _default_client():
+    try:
+        from distributed import default_client
+
+        return default_client()
+    except ValueError:
+        return None
+
+
+def anonymize_on_cluster(df, qi, k, method, energy_loss, n_components, seed, keep_row_id, options, client, progress=None):
+    K, nu, partition_size, task_rows, max_task_rows, sse_threshold = options
+    pandas_in = isinstance(df, pd.DataFrame)
+    if pandas_in:
+        n = _check_frame(df)
+        import dask.dataframe as dd
+
+        ddf = dd.from_pandas(df.reset_index(drop=True), npartitions=max(1, math.ceil(n / PANDAS_CHUNK_ROWS)), sort=False)
+    elif _is_dask_frame(df):
+        ddf = df
+    else:
+        raise InputError(f"input must be a pandas or Dask DataFrame, got {type(df).__name__}")
+    qi = _check_qi(ddf, qi)
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 2:
+        raise ParameterError(f"k must be an integer ≥ 2, got {k!r}")
+    if method == "auto":
+        method = "partitioned"
+    energy_loss, n_components = _check_pca_options(method, energy_loss, n_components)
+    if keep_row_id and ROW_ID in ddf.columns:
+        raise ParameterError(f"keep_row_id: the input already has a column named {ROW_ID!r}")
+    cfg = PipelineConfig(
+        method=method, k=int(k), K=K, nu=nu, partition_size=partition_size,
+        task_rows=task_rows or DEFAULT_TASK_ROWS, max_task_rows=max_task_rows or DEFAULT_MAX_TASK_ROWS,
+        energy_loss=energy_loss, n_components=n_components, sse_threshold=sse_threshold,
+    )
+    client = client or _default_client()
+    if client is None and not pandas_in:
+        # the release is backed by futures: the cluster must outlive this call (it becomes the
+        # default client, as a bare distributed.Client() would)
+        from distributed import Client, LocalCluster
+
+        from .cluster import default_workers
+
+        client = Client(LocalCluster(n_workers=default_workers(), threads_per_worker=1, dashboard_address=":0",
+                                     silence_logs=40))
+    with cluster_client(client) as c:
+        pub, details = run_pipeline(c, ddf, qi, cfg, seed, keep_row_id, progress)
+        pub.k_anonymity.raise_if_failed()
+        pub.rows.raise_if_failed()
+        release = pub.release
+        if pandas_in:
+            release = _shuffled_frame(release.compute(), seed, keep_row_id)
+    varying = [c for c in qi if c not in details["constant_columns"]]
+    dtypes = ddf.dtypes
+    changes = {c: {"from": str(dtypes[c]), "to": "float64"} for c in varying if not ptypes.is_float_dtype(dtypes[c])}
+    t = details["timings"]
+    pca = details.get("pca") or {}
+    report = Report(
+        n=details["n"],
+        m=len(qi),
+        m_used=details["m_used"],
+        k=int(k),
+        method=method,
+        qi=list(qi),
+        cells=pub.cells,
+        min_cell_size=pub.min_cell_size,
+        max_cell_size=pub.max_cell_size,
+        information_loss=details["information_loss"],
+        seconds=sum(t.get(s, 0.0) for s in ("top_level", "macroaggregation", "split", "fan_out")),
+        seed=seed,
+        constant_columns=details["constant_columns"],
+        dtype_changes=changes,
+        energy_loss=energy_loss,
+        n_components=pca.get("n_components"),
+        eigenvalues=pca.get("eigenvalues"),
+        pca_energy_loss=pca.get("energy_loss"),
+        k_anonymity=pub.k_anonymity,
+        rows=pub.rows,
+        keep_row_id=bool(keep_row_id),
+        pipeline=details,
+    )
+    return release, report
+
+
+def _shuffled_frame(release: pd.DataFrame, seed: int, keep_row_id: bool) -> pd.DataFrame:
+    """One global seeded order for an in-memory release (partitions were shuffled separately)."""
+    if keep_row_id:
+        rowids = release[ROW_ID].to_numpy()
+    else:
+        rowids = np.arange(len(release), dtype=np.int64)
+    order = np.argsort(shuffle_keys(seed ^ 0x5DEECE66D, rowids), kind="stable")
+    return release.take(order).reset_index(drop=True)

@@ -1,0 +1,86 @@
+"""Parquet directories (lakes) in and out on the cluster.
+
+Input: a directory of Parquet files (optionally hive-partitioned) becomes a Dask DataFrame whose
+partitions the workers read themselves; nothing is loaded on the client.
+
+Output: the release partitions are written by the workers into a hidden temporary sibling of
+the target directory, one ``part.NNNNN.parquet`` per partition; only when every part is written
+is the directory renamed into place (atomic on POSIX).  An existing target is replaced only when
+asked, after the new one is complete: the old one is moved aside, the new one moved in, the old
+one deleted.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+from ..errors import InputError, ParameterError
+from .tables import PARQUET_SUFFIXES, _one_line
+
+__all__ = ["read_lake", "write_parts", "commit_dir", "is_lake_target"]
+
+
+def is_lake_target(path) -> bool:
+    """An output path names a directory when it has no table extension or ends with a separator."""
+    p = str(path)
+    return p.endswith(("/", os.sep)) or Path(p).suffix == "" or Path(p).is_dir()
+
+
+def read_lake(path):
+    """A Dask DataFrame over the Parquet files of a directory (or one Parquet file)."""
+    import dask.dataframe as dd
+
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"input not found: {path}")
+    if path.is_dir():
+        files = [p for p in path.rglob("*") if p.is_file() and p.name.lower().endswith(PARQUET_SUFFIXES)]
+        if not files:
+            raise InputError(f"directory holds no Parquet files: {path}")
+    try:
+        return dd.read_parquet(str(path))
+    except Exception as exc:  # pyarrow raises several types for unreadable files
+        raise InputError(f"cannot read {path}: {_one_line(exc)}") from exc
+
+
+def _write_part(df, path: str) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), path)
+    return len(df)
+
+
+def write_parts(client, futures, staging: Path) -> int:
+    """Workers write each release partition into ``staging``; returns the rows written."""
+    staging.mkdir(parents=True)
+    width = max(5, len(str(len(futures))))
+    paths = [str(staging / f"part.{i:0{width}d}.parquet") for i in range(len(futures))]
+    return int(sum(client.gather(client.map(_write_part, futures, paths))))
+
+
+def staging_dir(target: Path) -> Path:
+    return target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
+
+
+def check_dir_target(target: Path, overwrite: bool) -> None:
+    if target.exists() and not overwrite:
+        raise ParameterError(f"output already exists: {target} (use --overwrite to replace it)")
+    if target.exists() and not target.is_dir():
+        raise ParameterError(f"output exists and is not a directory: {target}")
+    if not target.parent.is_dir():
+        raise ParameterError(f"directory of the output does not exist: {target.parent}")
+
+
+def commit_dir(staging: Path, target: Path) -> None:
+    """Move a complete staging directory into place, replacing ``target`` if it exists."""
+    old = None
+    if target.exists():
+        old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
+        os.replace(target, old)
+    os.replace(staging, target)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
