@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -47,6 +48,10 @@ def figure_to_svg(fig, name: str) -> str:
     text = buf.getvalue()
     start = text.find("<svg")
     svg = text[start:] if start >= 0 else text
+    # matplotlib names elements figure_1, axes_1, …in every figure: prefix ids and references
+    # with the plot name so that ids stay unique on a page holding several plots.
+    svg = re.sub(r'\bid="([^"]+)"', rf'id="{name}-\1"', svg)
+    svg = re.sub(r'(href="|url\()#([^")]+)', rf"\1#{name}-\2", svg)
     return svg.replace("<svg ", f'<svg class="plot" data-plot="{name}" role="img" ', 1)
 
 
