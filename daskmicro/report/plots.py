@@ -228,7 +228,7 @@ def sweep_plot(points: Iterable[Mapping], budget: float | None = None) -> str:
     fig = _figure()
     ax = fig.add_subplot()
     ax.plot(d, t, linestyle="none", marker="o", color=_BLUE, alpha=0.8, label="setting")
-    if len(pts) <= 12:
+    if len(pts) <= 15:
         for p, x, y in zip(pts, d, t):
             ax.annotate(str(p["setting"]), (x, y), xytext=(4, 4), textcoords="offset points", fontsize=8)
     if budget is not None:
@@ -238,7 +238,12 @@ def sweep_plot(points: Iterable[Mapping], budget: float | None = None) -> str:
             bx, by = 100 * best["relative_distortion"], 100 * best["relative_time"]
             ax.plot([bx], [by], marker="*", markersize=16, color=_GREEN, linestyle="none",
                     label=f"recommended: {best['setting']}")
-    ax.set_xlabel("distortion increment δ over exact MDAV (%)")
+    # a wide δ range (m̃ = 1 can cost +1000 %) would squash the settings near the budget
+    linthresh = 100 * float(budget) if budget is not None and float(budget) > 0 else 1.0
+    symlog = np.ptp(d) > 50 * linthresh
+    if symlog:
+        ax.set_xscale("symlog", linthresh=linthresh)
+    ax.set_xlabel("distortion increment δ over exact MDAV (%)" + (", symmetric log scale" if symlog else ""))
     ax.set_ylabel("relative time τ (%)")
     ax.legend(loc="best", fontsize=8)
     ax.grid(alpha=0.3)
