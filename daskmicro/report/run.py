@@ -82,6 +82,28 @@ class Report:
         daskmicro version that produced the release.
     created : str
         UTC time stamp (ISO 8601) of the run.
+
+    The optional fields below default to None and appear in :meth:`to_dict` only when set; the
+    HTML report (:func:`daskmicro.report.render_html`) shows a section for each one present.
+
+    timings : dict, optional
+        ``{stage: seconds}`` wall time per pipeline stage, in execution order.
+    reference_information_loss : float, optional
+        IL of exact MDAV on the same data (or estimated on a sample), to report the relative
+        distortion increment δ = (D − D_ref)/D_ref.
+    cell_size_counts : dict, optional
+        ``{cell size: number of cells}``, the cell-size histogram.
+    macrocell_sse : list of float, optional
+        SSE of each macrocell of the proximal/distal prepartition (seed 001 §IV-B, Fig. 13).
+    nu, n_distal : float, int, optional
+        Fraction of macrocells declared distal and their number C_D.
+    incremental, probabilistic : dict, optional
+        Incremental-mode timings (τ₀, τ₊, Δτ, δ, …) and p-probabilistic failure metrics.
+    utility, risk : dict, optional
+        Utility measures (:func:`daskmicro.kernels.utility.utility_measures`) and disclosure-risk
+        measures (:func:`daskmicro.privacy.risk.disclosure_risk`) of the release.
+    performance_report : str, optional
+        Path of the Dask performance report (HTML) of the run.
     """
 
     n: int
@@ -109,6 +131,17 @@ class Report:
     pipeline: dict | None = None
     version: str = field(default_factory=_version)
     created: str = field(default_factory=_utc_now)
+    timings: dict | None = None
+    reference_information_loss: float | None = None
+    cell_size_counts: dict | None = None
+    macrocell_sse: list | None = None
+    nu: float | None = None
+    n_distal: int | None = None
+    incremental: dict | None = None
+    probabilistic: dict | None = None
+    utility: dict | None = None
+    risk: dict | None = None
+    performance_report: str | None = None
 
     @property
     def distortion(self) -> float:
@@ -156,8 +189,32 @@ class Report:
         }
         if self.pipeline:
             out["pipeline"] = self.pipeline
+        out.update(self._optional_dict())
         if self.paths:
             out["paths"] = {str(key): str(value) for key, value in self.paths.items()}
+        return out
+
+    def _optional_dict(self) -> dict:
+        out = {}
+        if self.timings is not None:
+            out["timings"] = {str(stage): float(sec) for stage, sec in self.timings.items()}
+        if self.reference_information_loss is not None:
+            out["reference_information_loss"] = float(self.reference_information_loss)
+        if self.cell_size_counts is not None:
+            counts = sorted((int(size), int(number)) for size, number in self.cell_size_counts.items())
+            out["cell_size_counts"] = {str(size): number for size, number in counts}
+        if self.macrocell_sse is not None:
+            out["macrocell_sse"] = [float(v) for v in self.macrocell_sse]
+        if self.nu is not None:
+            out["nu"] = float(self.nu)
+        if self.n_distal is not None:
+            out["n_distal"] = int(self.n_distal)
+        for name in ("incremental", "probabilistic", "utility", "risk"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value.to_dict() if hasattr(value, "to_dict") else dict(value)
+        if self.performance_report is not None:
+            out["performance_report"] = str(self.performance_report)
         return out
 
     def to_json(self, path) -> None:

@@ -1,0 +1,424 @@
+"""One self-contained HTML page per run, rendered from the run's report dict.
+
+:func:`render_html` is a pure function of the dict produced by
+:meth:`daskmicro.report.Report.to_dict` (as stored in ``report.json``): no file access, no clock,
+the same dict always gives the same page.  The page has inline CSS, plots as inline SVG
+(:mod:`daskmicro.report.plots`) and no external URL, so it can be mailed or archived as one file.
+:func:`write_report` regenerates ``RUN_DIR/report.html`` from ``RUN_DIR/report.json``.
+
+Sections: parameters, timings per stage, information loss (absolute, and relative to exact MDAV
+when ``reference_information_loss`` is known), cell-size histogram, PCA energy spectrum with the
+chosen m̃ (seed 001 Fig. 9), sorted macrocell SSE with the proximal/distal cut (Fig. 13),
+verification, incremental timings, p-probabilistic failure metrics, utility and disclosure-risk
+measures, a parameter sweep (Fig. 14/21), and a link to the Dask performance report.  Optional
+sections whose data is absent say "not run".
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..errors import InputError, ParameterError
+from . import plots
+
+__all__ = ["render_html", "write_report", "SECTION_IDS"]
+
+#: ids of the <section> elements, in page order (optional ones may say "not run").
+SECTION_IDS = (
+    "parameters", "timings", "information-loss", "cell-sizes", "pca-spectrum", "macrocells",
+    "verification", "incremental", "probabilistic", "utility", "risk", "sweep", "performance",
+)
+
+_TITLES = {
+    "parameters": "Parameters",
+    "timings": "Timings per stage",
+    "information-loss": "Information loss",
+    "cell-sizes": "Cell sizes",
+    "pca-spectrum": "PCA energy spectrum",
+    "macrocells": "Macrocell SSE and proximal/distal cut",
+    "verification": "Verification",
+    "incremental": "Incremental mode",
+    "probabilistic": "p-Probabilistic mode",
+    "utility": "Utility measures",
+    "risk": "Disclosure risk",
+    "sweep": "Parameter sweep",
+    "performance": "Dask performance report",
+}
+
+_INCREMENTAL_LABELS = {
+    "tau0": "τ₀ — base-stage time", "tau_0": "τ₀ — base-stage time",
+    "tau_plus": "τ₊ — increment-stage time", "tau_minus": "τ₋ — critical time",
+    "delta_tau": "Δτ — delay between stages", "delta": "δ — distortion increment",
+    "nu": "ν — data ratio of the increment", "zeta": "ζ — arrivals coefficient",
+    "nu_star": "ν* — optimal data ratio", "nu_end": "ν_end — deadline ratio",
+}
+
+_PROBABILISTIC_LABELS = {
+    "p": "p — participation probability", "n_min": "n_min — effective anonymity",
+    "table_failure": "t̄ — table failure probability", "mode": "mode of operation",
+}
+
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,Arial,sans-serif;margin:0;color:#222;background:#f6f7f9}
+header{background:#27415e;color:#fff;padding:1.2em 2em}
+header h1{margin:0 0 .2em 0;font-size:1.6em}
+header p{margin:.1em 0;opacity:.9}
+nav{padding:.6em 2em;background:#e8ecf1;font-size:.9em}
+nav a{margin-right:1em;color:#27415e;text-decoration:none}
+main{padding:1em 2em;max-width:1100px}
+section{background:#fff;border:1px solid #dde2e8;border-radius:6px;padding:.8em 1.4em;margin:1em 0}
+h2{font-size:1.2em;margin:.3em 0 .6em 0;color:#27415e}
+table{border-collapse:collapse;margin:.4em 0;font-size:.92em}
+th,td{border-bottom:1px solid #e3e6ea;padding:.25em .9em .25em 0;text-align:left;vertical-align:top}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+.notrun{color:#888;font-style:italic}
+.badge{display:inline-block;padding:.15em .6em;border-radius:3px;font-weight:bold}
+.pass{background:#d4edda;color:#155724}.fail{background:#f8d7da;color:#721c24}
+svg.plot{max-width:100%;height:auto;display:block;margin:.4em 0}
+footer{color:#777;font-size:.85em;padding:1em 2em}
+"""
+
+# Reports JS errors and which plots got a non-empty box, as attributes of <body>; the page works
+# the same without it (the HTML test reads them through Chromium's --dump-dom).
+_HEAD_SCRIPT = (
+    "window.__reportErrors=[];"
+    "window.addEventListener('error',function(e){window.__reportErrors.push(String(e.message));});"
+)
+_TAIL_SCRIPT = (
+    "(function(){var n=0,p=document.querySelectorAll('svg.plot');"
+    "for(var i=0;i<p.length;i++){var b=p[i].getBoundingClientRect();if(b.width>0&&b.height>0){n++;}}"
+    "document.body.setAttribute('data-plots-rendered',String(n));"
+    "document.body.setAttribute('data-js-errors',String(window.__reportErrors.length));})();"
+)
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _fmt(value: Any) -> str:
+    """Human-readable, escaped rendering of a report value."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return _esc(value)
+        if value == 0 or 1e-3 <= abs(value) < 1e6:
+            return f"{value:.4g}" if abs(value) < 1 else f"{value:,.4f}".rstrip("0").rstrip(".")
+        return f"{value:.3e}"
+    if isinstance(value, (list, tuple)):
+        items = [_fmt(v) for v in value[:20]]
+        return ", ".join(items) + (f", … ({len(value)} in all)" if len(value) > 20 else "")
+    if isinstance(value, Mapping):
+        return _esc(json.dumps(value, default=str, ensure_ascii=False))
+    return _esc(value)
+
+
+def _table(rows, header=None) -> str:
+    out = ["<table>"]
+    if header:
+        out.append("<tr>" + "".join(f"<th>{_esc(h)}</th>" for h in header) + "</tr>")
+    for row in rows:
+        cells = []
+        for i, cell in enumerate(row):
+            numeric = i > 0 and isinstance(cell, (int, float)) and not isinstance(cell, bool)
+            cells.append(f"<td class=\"num\">{_fmt(cell)}</td>" if numeric else f"<td>{_fmt(cell)}</td>")
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def _section(sid: str, body: str) -> str:
+    return f'<section id="{sid}"><h2>{_esc(_TITLES[sid])}</h2>{body}</section>'
+
+
+def _not_run(what: str) -> str:
+    return f'<p class="notrun">not run — {_esc(what)}</p>'
+
+
+def _labelled(data: Mapping, labels: Mapping) -> list:
+    return [(labels.get(str(key), str(key)), value) for key, value in data.items()]
+
+
+# --------------------------------------------------------------------------- sections
+
+
+def _dtype_text(changes) -> str:
+    if not isinstance(changes, Mapping):
+        return str(changes)
+    return ", ".join(
+        f"{col}: {v.get('from')} → {v.get('to')}" if isinstance(v, Mapping) else f"{col}: {v}"
+        for col, v in changes.items()
+    )
+
+
+def _parameters(r: Mapping) -> str:
+    keys = ("method", "k", "n", "m", "m_used", "qi", "cells", "seed", "keep_row_id", "constant_columns",
+            "dtype_changes", "nu", "n_distal", "daskmicro_version", "created")
+    rows = [(key, r[key]) for key in keys if key in r and r[key] not in (None, [], {})]
+    rows = [(key, _dtype_text(value)) if key == "dtype_changes" else (key, value) for key, value in rows]
+    pca = r.get("pca") or {}
+    for key in ("energy_loss_bound", "energy_loss", "n_components"):
+        if pca.get(key) is not None:
+            rows.append((f"pca.{key}", pca[key]))
+    for key, value in (r.get("paths") or {}).items():
+        rows.append((f"path: {key}", value))
+    return _table(rows, ("parameter", "value"))
+
+
+def _timings(r: Mapping) -> str:
+    timings = r.get("timings")
+    if timings:
+        rows = list(timings.items()) + [("total", float(sum(float(v) for v in timings.values())))]
+        return _table(rows, ("stage", "seconds")) + plots.timings_plot(timings)
+    if r.get("seconds") is not None:
+        return (_table([("microaggregation", float(r["seconds"]))], ("stage", "seconds"))
+                + '<p class="notrun">per-stage timings not recorded</p>')
+    return _not_run("no timings recorded")
+
+
+def _information_loss(r: Mapping) -> str:
+    il = r.get("information_loss")
+    if il is None:
+        return _not_run("no information loss recorded")
+    rows = [("information loss IL = 100·SSE/SST (z-scored)", float(il)), ("distortion D = SSE/SST", float(il) / 100)]
+    ref = r.get("reference_information_loss")
+    if ref is not None:
+        rows.append(("IL of exact MDAV (reference)", float(ref)))
+        if float(ref) > 0:
+            delta = (float(il) - float(ref)) / float(ref)
+            rows.append(("relative distortion increment δ = (D − D_MDAV)/D_MDAV", f"{100 * delta:+.2f} %"))
+        body = _table(rows, ("measure", "value"))
+    else:
+        body = _table(rows, ("measure", "value")) + '<p class="notrun">relative to exact MDAV: not run</p>'
+    pca = r.get("pca") or {}
+    if pca.get("energy_loss") is not None:
+        body += f"<p>PCA energy loss ε² of the kept components: {_fmt(float(pca['energy_loss']))}</p>"
+    return body
+
+
+def _cell_sizes(r: Mapping) -> str:
+    rows = [(key, r[key]) for key in ("cells", "min_cell_size", "max_cell_size") if r.get(key) is not None]
+    body = _table(rows, ("", "value")) if rows else ""
+    counts = r.get("cell_size_counts")
+    if counts:
+        return body + plots.cell_size_plot(counts)
+    return body + '<p class="notrun">cell-size histogram not recorded</p>'
+
+
+def _pca_spectrum(r: Mapping) -> str:
+    pca = r.get("pca") or {}
+    eigenvalues = r.get("eigenvalues") or pca.get("eigenvalues")
+    n_components = r.get("n_components", pca.get("n_components"))
+    if not eigenvalues:
+        return _not_run("no PCA in this run")
+    total = sum(float(v) for v in eigenvalues)
+    text = f"<p>{len(eigenvalues)} eigenvalues of the z-scored QI covariance (Σλ = {_fmt(total)})"
+    if n_components is not None:
+        kept = sum(sorted((float(v) for v in eigenvalues), reverse=True)[: int(n_components)])
+        share = kept / total if total > 0 else 0.0
+        text += f"; m̃ = {int(n_components)} components kept, retaining {100 * share:.1f} % of the energy"
+    text += ".</p>"
+    return text + plots.energy_spectrum_plot(eigenvalues, n_components)
+
+
+def _macrocells(r: Mapping) -> str:
+    sse = r.get("macrocell_sse")
+    if not sse:
+        return _not_run("no proximal/distal prepartition in this run")
+    n_distal = r.get("n_distal")
+    nu = r.get("nu")
+    if n_distal is None and nu is not None:
+        n_distal = int(round(float(nu) * len(sse)))
+    rows = [("macrocells", len(sse)), ("distal macrocells C_D", n_distal), ("distal fraction ν", nu)]
+    total = sum(float(v) for v in sse)
+    if n_distal:
+        top = sum(sorted((float(v) for v in sse), reverse=True)[: int(n_distal)])
+        rows.append(("share of macrocell SSE in the distal part", f"{100 * top / total:.1f} %" if total > 0 else "—"))
+    return _table(rows, ("", "value")) + plots.macrocell_sse_plot(sse, n_distal)
+
+
+def _verification(r: Mapping) -> str:
+    v = r.get("verification")
+    if not v:
+        return _not_run("no verification recorded")
+    passed = bool(v.get("passed"))
+    badge = '<span class="badge pass">passed</span>' if passed else '<span class="badge fail">FAILED</span>'
+    body = f"<p>{badge}</p>"
+    for name in ("k_anonymity", "rows", "effective_anonymity"):
+        check = v.get(name)
+        if isinstance(check, Mapping):
+            body += f"<h3>{_esc(name.replace('_', ' '))}</h3>" + _table(list(check.items()), ("field", "value"))
+    return body
+
+
+def _generic(r: Mapping, key: str, labels: Mapping, what: str) -> str:
+    data = r.get(key)
+    if not data:
+        return _not_run(what)
+    return _table(_labelled(data, labels), ("measure", "value"))
+
+
+def _utility(r: Mapping) -> str:
+    u = r.get("utility")
+    if not u:
+        return _not_run("utility measures were not computed for this run")
+    names = {
+        "il1s": "IL1s — mean |x − x′| / (√2·S)",
+        "eigen": "eigen — Σ |e − e′| / e over correlation eigenvalues",
+        "distortion": "D = SSE/SST",
+        "information_loss": "IL = 100·D",
+        "correlation_max_abs_diff": "largest |Δ correlation|",
+        "correlation_mean_abs_diff": "mean |Δ correlation|",
+    }
+    rows = [(label, u[key]) for key, label in names.items() if u.get(key) is not None]
+    body = _table(rows, ("measure", "value"))
+    columns = u.get("columns") or []
+    means, variances = u.get("mean_change") or [], u.get("variance_ratio") or []
+    if columns and len(means) == len(columns) == len(variances):
+        body += "<h3>Per attribute</h3>" + _table(
+            [(c, float(a), float(b)) for c, a, b in zip(columns, means, variances)],
+            ("attribute", "Δ mean / S", "var′/var − 1"),
+        )
+    e1, e2 = u.get("eigenvalues_original"), u.get("eigenvalues_released")
+    if e1 and e2:
+        body += plots.eigenvalue_plot(e1, e2)
+    return body
+
+
+def _risk(r: Mapping) -> str:
+    risk = r.get("risk")
+    if not risk:
+        return _not_run("disclosure-risk measures were not computed for this run")
+    body = ""
+    link = risk.get("record_linkage")
+    if link:
+        body += "<h3>Distance-based record linkage</h3>" + _table(
+            [("share of records whose nearest released tuple is their own cell's", link.get("rate")),
+             ("records evaluated", link.get("n_sampled")), ("correct links", link.get("n_linked")),
+             ("distinct released tuples", link.get("n_tuples"))], ("measure", "value"))
+    interval = risk.get("interval_disclosure")
+    if interval:
+        body += "<h3>Interval disclosure</h3>" + _table(
+            [("share of records with every released QI within ±p·S′ of the original", interval.get("rate")),
+             ("p (fraction of the released std)", interval.get("p")),
+             ("attributes allowed outside", interval.get("max_outside")),
+             ("records evaluated", interval.get("n_sampled"))], ("measure", "value"))
+    return body or _table(list(risk.items()), ("measure", "value"))
+
+
+def _sweep(r: Mapping) -> str | None:
+    sweep = r.get("sweep")
+    if not sweep:
+        return None
+    points = sweep.get("points") if isinstance(sweep, Mapping) else sweep
+    budget = sweep.get("budget") if isinstance(sweep, Mapping) else None
+    body = plots.sweep_plot(points, budget)
+    best = plots.recommend_setting(points, budget)
+    if best is not None:
+        body += (f"<p>Recommended setting for δ ≤ {100 * float(budget):.2g} %: <b>{_esc(best['setting'])}</b> "
+                 f"(τ = {100 * best['relative_time']:.1f} %, δ = {100 * best['relative_distortion']:.2f} %)</p>")
+    return body
+
+
+def _performance(r: Mapping) -> str | None:
+    path = r.get("performance_report") or (r.get("paths") or {}).get("performance_report")
+    if not path:
+        return None
+    p = Path(str(path))
+    href = p.as_uri() if p.is_absolute() else str(path)
+    return f'<p><a href="{_esc(href)}">{_esc(path)}</a> (Dask performance report of this run)</p>'
+
+
+# --------------------------------------------------------------------------- page
+
+
+def render_html(report: Mapping) -> str:
+    """Render a run report dict as one self-contained HTML page.
+
+    Parameters
+    ----------
+    report : mapping
+        The dict of :meth:`daskmicro.report.Report.to_dict` (or ``report.json`` loaded).  Every
+        field is optional except that the page says little without ``method``, ``k`` and ``n``;
+        optional sections whose data is absent say "not run".  A ``sweep`` field —
+        ``{"points": [{setting, relative_time, relative_distortion}, …], "budget": δ_max}`` —
+        adds the sweep plot (:func:`~daskmicro.report.plots.sweep_plot`).
+
+    Returns
+    -------
+    str
+        The page: inline CSS and SVG, no external resource.
+    """
+    if not isinstance(report, Mapping):
+        raise ParameterError(f"report must be a dict (Report.to_dict()), got {type(report).__name__}")
+    r = report
+    builders = {
+        "parameters": _parameters, "timings": _timings, "information-loss": _information_loss,
+        "cell-sizes": _cell_sizes, "pca-spectrum": _pca_spectrum, "macrocells": _macrocells,
+        "verification": _verification,
+        "incremental": lambda r: _generic(r, "incremental", _INCREMENTAL_LABELS, "the incremental mode did not run"),
+        "probabilistic": lambda r: _generic(r, "probabilistic", _PROBABILISTIC_LABELS,
+                                            "the p-probabilistic mode did not run"),
+        "utility": _utility, "risk": _risk, "sweep": _sweep, "performance": _performance,
+    }
+    sections, present = [], []
+    for sid in SECTION_IDS:
+        body = builders[sid](r)
+        if body is None:
+            continue
+        sections.append(_section(sid, body))
+        present.append(sid)
+    nav = "".join(f'<a href="#{sid}">{_esc(_TITLES[sid])}</a>' for sid in present)
+    verification = r.get("verification") or {}
+    verdict = ("verified" if verification.get("passed") else "NOT verified") if verification else "verification not run"
+    method = r.get("method", "?")
+    subtitle = (f"{_fmt(r.get('n'))} records · {_fmt(r.get('m'))} QI columns · method {_esc(method)} · "
+                f"k = {_fmt(r.get('k'))} · {verdict}")
+    title = f"daskmicro run report — {method}, k = {r.get('k', '?')}"
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{_esc(title)}</title>"
+        f"<style>{_CSS}</style><script>{_HEAD_SCRIPT}</script></head>\n<body>"
+        f"<header><h1>{_esc(title)}</h1><p>{subtitle}</p>"
+        f"<p>created {_esc(r.get('created', '—'))} · daskmicro {_esc(r.get('daskmicro_version', '?'))}</p></header>"
+        f"<nav>{nav}</nav><main>\n" + "\n".join(sections) + "\n</main>"
+        "<footer>Generated by daskmicro from report.json. Information loss is 100·SSE/SST on z-scored QI "
+        "columns; aggregates only, no data values.</footer>"
+        f"<script>{_TAIL_SCRIPT}</script></body></html>\n"
+    )
+
+
+def write_report(run_dir) -> Path:
+    """Regenerate ``run_dir/report.html`` from ``run_dir/report.json``; returns the HTML path.
+
+    The page is written to a temporary file and moved into place, so a failed render leaves any
+    earlier page untouched.  Raises :class:`~daskmicro.errors.InputError` naming the file when
+    the directory or the JSON is missing or unreadable.
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise InputError(f"run directory does not exist: {run_dir}")
+    source = run_dir / "report.json"
+    if not source.is_file():
+        raise InputError(f"no report.json in run directory: {run_dir}")
+    try:
+        report = json.loads(source.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"cannot read {source}: {' '.join(str(exc).split())}") from None
+    if not isinstance(report, dict):
+        raise InputError(f"{source} does not hold a report object")
+    page = render_html(report)
+    target = run_dir / "report.html"
+    tmp = run_dir / ".report.html.tmp"
+    tmp.write_text(page, encoding="utf-8")
+    tmp.replace(target)
+    return target
