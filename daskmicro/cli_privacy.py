@@ -44,7 +44,10 @@ examples:
   daskmicro spec model.csv spec.json --qi x1,x2,x3 --k 5 --participation-column p_respond --max-cell-failure 1e-4
 
 The printed checksum should reach respondents through a channel they trust (e.g. the invitation):
-'daskmicro assign --checksum' refuses any spec that does not carry it.
+'daskmicro assign --checksum' refuses any spec that does not carry it.  Before writing, the rule is
+applied to the model records and every cell it induces is checked against the requirement;
+--rule nearest-centroid is meant for Voronoi-shaped cells (PCL) and is refused for MDAV cells,
+which are not nearest-centroid cells in general.
 """
 
 _ASSIGN_DESCRIPTION = """\
