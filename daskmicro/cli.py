@@ -167,8 +167,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_cmd_demo_data)
 
     from . import cli_report
+    from .cli_privacy import add_parsers as _add_privacy_parsers  # spec, assign, audit
 
     cli_report.add_parser(sub)
+    _add_privacy_parsers(sub)
     return parser
 
 

@@ -1,0 +1,237 @@
+"""The microaggregation function as a spec: exact reproduction, rules, checksum, refusal of bad specs."""
+
+import copy
+import json
+
+import numpy as np
+import pytest
+
+from daskmicro.datasets import CENSUS_COLUMNS, load_census
+from daskmicro.errors import InputError, ParameterError
+from daskmicro.kernels import mdav, standardize
+from daskmicro.privacy.probabilistic import probabilistic_cells
+from daskmicro.privacy.spec import RULES, assign, build_spec, cell_values, load_spec, save_spec, spec_checksum
+
+QI = list(CENSUS_COLUMNS)
+
+
+@pytest.fixture(scope="module")
+def census():
+    return load_census()
+
+
+@pytest.fixture(scope="module")
+def mdav_spec(census):
+    Z = standardize(census[QI].to_numpy(float))[0]
+    labels = mdav(Z, 5)
+    return build_spec(census, labels, QI, 5), labels
+
+
+def _resign(spec):
+    spec = copy.deepcopy(spec)
+    spec["checksum"]["value"] = spec_checksum(spec)
+    return spec
+
+
+def test_mdav_spec_reproduces_the_partition(census, mdav_spec, tmp_path):
+    spec, labels = mdav_spec
+    assert spec["rule"]["name"] == "sequential-balls" and spec["rule"]["statement"] == RULES["sequential-balls"]
+    assert spec["model"]["moved_records"] == 0
+    assert np.array_equal(assign(spec, census), labels)
+    assert len(spec["cells"]) == labels.max() + 1
+    assert spec["cells"][-1]["reference"] is None
+    # published values are the cell means in original units
+    X = census[QI].to_numpy(float)
+    assert cell_values(spec)[3] == pytest.approx(X[labels == 3].mean(0))
+    path = save_spec(spec, tmp_path / "s.json")
+    loaded = load_spec(path, expected_checksum=spec["checksum"]["value"].upper())
+    assert loaded == spec
+    # a matrix in QI order and a shuffled table give the same assignment
+    assert np.array_equal(assign(loaded, X), labels)
+    perm = np.random.default_rng(0).permutation(len(census))
+    shuffled = census.iloc[perm][QI[::-1] + []]
+    assert np.array_equal(assign(loaded, shuffled), labels[perm])
+
+
+def test_sequential_rule_as_stated(census, mdav_spec):
+    """An independent reading of the rule's statement gives the same cells on new records."""
+    spec, _ = mdav_spec
+    rng = np.random.default_rng(1)
+    X = census[QI].to_numpy(float)
+    new = X[rng.integers(0, len(X), 300)] * rng.normal(1.0, 0.05, (300, len(QI)))
+    st = spec["standardization"]
+    Z = (new - np.array(st["mean"])) / np.array(st["scale"])
+    expected = []
+    for z in Z:
+        for cell in spec["cells"]:
+            if cell["reference"] is None:
+                expected.append(cell["id"])
+                break
+            if sum((z[i] - cell["reference"][i]) ** 2 for i in range(len(z))) <= cell["radius2"]:
+                expected.append(cell["id"])
+                break
+    assert np.array_equal(assign(spec, new), expected)
+
+
+def test_probabilistic_specs(census):
+    X = census[QI].to_numpy(float)
+    Z = standardize(X)[0]
+    cells = probabilistic_cells(Z, 5, 0.75, 1e-4)
+    spec = build_spec(census, cells.labels, QI, 5, participation=0.75, max_cell_failure=1e-4, n_min=cells.n_min)
+    assert spec["anonymity"] == {"k": 5, "n_min": cells.n_min, "participation": 0.75, "max_cell_failure": 1e-4}
+    assert np.array_equal(assign(spec, census), cells.labels)
+    assert max(spec["model"]["cell_failure"]) <= 1e-4
+    pis = np.random.default_rng(2).uniform(0.4, 1.0, len(X))
+    cells = probabilistic_cells(Z, 5, pis, 1e-4)
+    spec = build_spec(X, cells.labels, QI, 5, participation=pis, max_cell_failure=1e-4)
+    assert spec["anonymity"]["participation"] == "per-record"
+    assert np.array_equal(assign(spec, X), cells.labels)
+    # published values are the π-weighted centroids of §VI-B
+    c = cells.labels == 0
+    assert cell_values(spec)[0] == pytest.approx((pis[c, None] * X[c]).sum(0) / pis[c].sum())
+
+
+def test_nearest_centroid_rule_with_costs():
+    rng = np.random.default_rng(3)
+    centres = np.array([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0], [10.0, 10.0]])
+    X = np.repeat(centres, 6, axis=0) + rng.normal(0, 0.5, (24, 2))
+    labels = np.repeat(np.arange(4), 6)
+    spec = build_spec(X, labels, ["a", "b"], 3, rule="nearest-centroid")
+    assert spec["model"]["moved_records"] == 0 and np.array_equal(assign(spec, X), labels)
+    Zc = np.array([cell["centroid"] for cell in spec["cells"]])
+    st = spec["standardization"]
+    point = np.array(st["mean"]) + np.array(st["scale"]) * (Zc[0] + 0.49 * (Zc[1] - Zc[0]))
+    assert assign(spec, point[None, :])[0] == 0
+    # an additive cost on cell 0 moves the boundary towards it (PCL's weighted Voronoi cells)
+    costed = build_spec(X, labels, ["a", "b"], 3, rule="nearest-centroid", costs=[0.3, 0, 0, 0])
+    assert costed["cells"][0]["cost"] == 0.3
+    assert assign(costed, point[None, :])[0] == 1
+
+
+def test_rule_that_breaks_anonymity_is_refused(census):
+    Z = standardize(census[QI].to_numpy(float))[0]
+    with pytest.raises(ParameterError, match="fewer than k"):
+        build_spec(census, mdav(Z, 5), QI, 5, rule="nearest-centroid")  # MDAV cells are not Voronoi cells
+
+
+def test_duplicates_split_by_mdav():
+    """Equal records can only go to one cell under any rule on their values: the spec absorbs them."""
+    X = np.repeat(np.arange(8, dtype=float), 5)[:, None]  # 8 values × 5 copies
+    labels = mdav(X, 3)
+    try:
+        spec = build_spec(X, labels, ["v"], 3)
+    except ParameterError as exc:
+        assert "fewer than k" in str(exc)
+    else:
+        got = assign(spec, X)
+        sizes = np.bincount(got)
+        assert sizes[sizes > 0].min() >= 3
+        for v in range(8):
+            assert np.unique(got[X[:, 0] == v]).size == 1
+
+
+def test_build_spec_bad_input(census):
+    Z = standardize(census[QI].to_numpy(float))[0]
+    labels = mdav(Z, 5)
+    with pytest.raises(ParameterError, match="rule"):
+        build_spec(census, labels, QI, 5, rule="voronoi")
+    with pytest.raises(ParameterError, match="labels"):
+        build_spec(census, labels[:-1], QI, 5)
+    with pytest.raises(ParameterError, match="every cell id"):
+        build_spec(census, labels * 2, QI, 5)
+    with pytest.raises(ParameterError, match="together"):
+        build_spec(census, labels, QI, 5, participation=0.5)
+    with pytest.raises(ParameterError, match="k must be"):
+        build_spec(census, labels, QI, 1)
+    with pytest.raises(ParameterError, match="costs"):
+        build_spec(census, labels, QI, 5, costs=np.zeros(labels.max() + 1))
+    with pytest.raises(InputError, match="missing"):
+        build_spec(census, labels, QI + ["nope"], 5)
+    bad = census.copy()
+    bad.loc[3, "AGI"] = np.nan
+    with pytest.raises(InputError, match="AGI"):
+        build_spec(bad, labels, QI, 5)
+
+
+def _write(tmp_path, spec, name="s.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps(spec))
+    return path
+
+
+def test_tampered_spec_refused(mdav_spec, tmp_path):
+    spec, _ = mdav_spec
+    forged = copy.deepcopy(spec)
+    forged["cells"][0]["radius2"] *= 1.5
+    with pytest.raises(InputError, match="checksum"):
+        load_spec(_write(tmp_path, forged))
+    with pytest.raises(InputError, match="checksum"):
+        assign(forged, np.zeros((1, len(QI))))
+    forged = copy.deepcopy(spec)
+    forged["anonymity"]["k"] = 2
+    with pytest.raises(InputError, match="checksum"):
+        load_spec(forged)
+    with pytest.raises(InputError, match="not the expected"):
+        load_spec(spec, expected_checksum="0" * 64)
+
+
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (lambda s: s.pop("cells"), "missing key"),
+        (lambda s: s.update(extra=1), "unknown key"),
+        (lambda s: s.update(format="other"), "format"),
+        (lambda s: s.update(version=2), "version"),
+        (lambda s: s.update(qi=[]), "qi"),
+        (lambda s: s["anonymity"].update(k="5"), "anonymity.k"),
+        (lambda s: s["anonymity"].update(n_min=3), "n_min"),
+        (lambda s: s["anonymity"].update(participation=1.5, max_cell_failure=0.1), "participation"),
+        (lambda s: s["standardization"]["scale"].__setitem__(0, 0.0), "scale"),
+        (lambda s: s["standardization"]["mean"].pop(), "mean"),
+        (lambda s: s["rule"].update(name="nearest-neighbour"), "rule.name"),
+        (lambda s: s["rule"].update(statement="anything goes"), "statement"),
+        (lambda s: s["cells"][0].update(id=7), "ids"),
+        (lambda s: s["cells"][1]["reference"].pop(), "reference"),
+        (lambda s: s["cells"][1].update(radius2="1"), "radius2"),
+        (lambda s: s["cells"][-1].update(reference=[0.0] * 13), "last cell"),
+        (lambda s: s["cells"][2].pop("value"), "keys"),
+        (lambda s: s["cells"][2]["value"].__setitem__(0, True), "value"),
+    ],
+)
+def test_malformed_spec_refused(mdav_spec, edit, match):
+    spec = copy.deepcopy(mdav_spec[0])
+    edit(spec)
+    with pytest.raises(InputError, match=match):
+        load_spec(_resign(spec))
+
+
+def test_unreadable_spec_files(tmp_path):
+    with pytest.raises(InputError, match="cannot read"):
+        load_spec(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(InputError, match="not valid JSON"):
+        load_spec(bad)
+    nan = tmp_path / "nan.json"
+    nan.write_text('{"format": NaN}')
+    with pytest.raises(InputError, match="non-finite"):
+        load_spec(nan)
+    arr = tmp_path / "arr.json"
+    arr.write_text("[1, 2]")
+    with pytest.raises(InputError, match="JSON object"):
+        load_spec(arr)
+
+
+def test_assign_bad_records(mdav_spec, census):
+    spec, _ = mdav_spec
+    with pytest.raises(InputError, match="missing"):
+        assign(spec, census.drop(columns=["AGI"]))
+    bad = census.astype(float)
+    bad.loc[0, "FICA"] = np.inf
+    with pytest.raises(InputError, match="FICA"):
+        assign(spec, bad)
+    with pytest.raises(InputError, match="one column per QI"):
+        assign(spec, np.zeros((3, 2)))
+    text = census.astype({"AGI": str})
+    with pytest.raises(InputError, match="not numeric"):
+        assign(spec, text)
