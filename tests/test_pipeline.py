@@ -1,0 +1,151 @@
+"""The Dask pipeline on real LocalClusters of worker processes (issue 3)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+dd = pytest.importorskip("dask.dataframe")
+distributed = pytest.importorskip("distributed")
+
+from daskmicro import anonymize, information_loss, mdav, standardize  # noqa: E402
+from daskmicro.datasets import census_like  # noqa: E402
+from daskmicro.errors import InputError, ParameterError  # noqa: E402
+
+N = 12_000
+# small sizes so that a 12,000-row set exercises every level: 3 top cells (chunked MDAV),
+# several partitions per top cell, macrocells and a proximal/distal split
+SMALL = dict(method="partitioned", task_rows=4_000, partition_size=1_500, K=300)
+
+
+def _cluster(n_workers):
+    cluster = distributed.LocalCluster(
+        n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
+    )
+    return cluster, distributed.Client(cluster, set_as_default=False)
+
+
+@pytest.fixture(scope="module")
+def data():
+    df = census_like(N, seed=5, with_extra_columns=True)
+    df["AGI"] = df["AGI"].astype(np.float32)
+    return df
+
+
+@pytest.fixture(scope="module")
+def qi(data):
+    return [c for c in data.columns if c not in ("record_id", "region")]
+
+
+@pytest.fixture(scope="module")
+def client2():
+    cluster, client = _cluster(2)
+    yield client
+    client.close()
+    cluster.close()
+
+
+def _by_row(release: pd.DataFrame) -> pd.DataFrame:
+    return release.sort_values("row_id").reset_index(drop=True)
+
+
+def _run(data, qi, client, npartitions, **kw):
+    ddf = dd.from_pandas(data, npartitions=npartitions, sort=False)
+    release, report = anonymize(ddf, qi, 5, seed=11, keep_row_id=True, client=client, **{**SMALL, **kw})
+    return _by_row(client.compute(release).result()), report
+
+
+@pytest.mark.parametrize("nu", [1.0, 0.5])
+def test_same_release_for_1_2_4_workers_and_any_chunking(data, qi, client2, nu):
+    reference, rep = _run(data, qi, client2, 3, nu=nu)
+    assert rep.pipeline["top_cells"] == 3 and rep.pipeline["partitions"] > 3
+    for npartitions in (1, 7):
+        other, _ = _run(data, qi, client2, npartitions, nu=nu)
+        pd.testing.assert_frame_equal(other, reference)
+    for workers in (1, 4):
+        cluster, client = _cluster(workers)
+        try:
+            other, _ = _run(data, qi, client, 5, nu=nu)
+        finally:
+            client.close()
+            cluster.close()
+        pd.testing.assert_frame_equal(other, reference)
+
+
+def test_release_is_k_anonymous_and_keeps_every_row(data, qi, client2):
+    release, report = _run(data, qi, client2, 4, nu=0.3)
+    assert report.verified and report.min_cell_size >= 5
+    assert sorted(release["row_id"]) == list(range(N))          # no row lost or duplicated
+    counts = release.groupby(qi).size()
+    assert counts.min() >= 5
+    # non-QI columns untouched, row by row
+    assert (release["record_id"].to_numpy() == data["record_id"].to_numpy()).all()
+    assert (release["region"].to_numpy() == data["region"].to_numpy()).all()
+    assert release["AGI"].dtype == np.float32
+    # the reported information loss is the one of the published centroids
+    X = data[qi].to_numpy(np.float64)
+    cells = release.groupby(qi, sort=False).ngroup().to_numpy()
+    assert report.information_loss == pytest.approx(information_loss(X, cells), rel=1e-6)
+
+
+def test_one_task_mdav_equals_the_kernel(data, qi, client2):
+    sub = data.iloc[:3000]
+    release, report = anonymize(dd.from_pandas(sub, npartitions=2, sort=False), qi, 4, method="mdav",
+                                seed=1, keep_row_id=True, client=client2)
+    release = _by_row(client2.compute(release).result())
+    X = sub[qi].to_numpy(np.float64)
+    labels = mdav(standardize(X)[0], 4)
+    cells = release.groupby(qi, sort=False).ngroup().to_numpy()
+    # same partition of the rows: a bijection between kernel labels and published tuples
+    pairs = pd.DataFrame({"a": labels, "b": cells}).drop_duplicates()
+    assert len(pairs) == labels.max() + 1 == cells.max() + 1
+    assert report.information_loss == pytest.approx(information_loss(X, labels), rel=1e-9)
+
+
+def test_nu_extremes_of_the_two_partition_mode(data, qi, client2):
+    sub = data.iloc[:4000]
+    X = sub[qi].to_numpy(np.float64)
+    _, plain = anonymize(sub, qi, 5, method="proximal-distal", nu=1.0, K=500, client=client2, seed=0)
+    assert plain.information_loss == pytest.approx(information_loss(X, mdav(standardize(X)[0], 5)), rel=1e-9)
+    _, pca = anonymize(sub, qi, 5, method="proximal-distal", nu=0.0, K=500, client=client2, seed=0)
+    _, pca_ref = anonymize(sub, qi, 5, method="pca-mdav", seed=0)
+    assert pca.information_loss == pytest.approx(pca_ref.information_loss, rel=0.02)
+    _, mid = anonymize(sub, qi, 5, method="proximal-distal", nu=0.4, K=500, client=client2, seed=0)
+    assert mid.pipeline["distal_macrocells"] == round(0.4 * mid.pipeline["macrocells"])
+    assert plain.information_loss <= mid.information_loss <= pca.information_loss * 1.05
+
+
+def test_pandas_in_pandas_out(data, qi, client2):
+    release, report = anonymize(data.iloc[:5000], qi, 5, seed=3, client=client2, **SMALL)
+    assert isinstance(release, pd.DataFrame) and len(release) == 5000 and report.verified
+    assert list(release.columns) == list(data.columns)
+
+
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        (dict(K=5), "K \\(macrocell size\\) must be larger than k"),
+        (dict(K=3), "K must be an integer ≥ 2|K \\(macrocell size\\)"),
+        (dict(nu=1.5), "nu must be in \\[0, 1\\]"),
+        (dict(nu=-0.1), "nu must be in \\[0, 1\\]"),
+        (dict(partition_size=200), "partition_size must be at least K"),
+        (dict(task_rows=1000), "task_rows must be at least partition_size"),
+        (dict(method="mdav", max_task_rows=1000), "use the scalable method 'partitioned'"),
+        (dict(method="proximal-distal", max_task_rows=1000), "use the scalable method 'partitioned'"),
+    ],
+)
+def test_bad_pipeline_parameters_are_refused(data, qi, client2, kw, message):
+    with pytest.raises(ParameterError, match=message):
+        anonymize(data.iloc[:4000], qi, 5, client=client2, **{**SMALL, **kw})
+
+
+def test_bad_input_on_the_cluster(data, qi, client2):
+    bad = data.iloc[:2000].copy()
+    bad.loc[bad.index[3], "AGI"] = np.nan
+    with pytest.raises(InputError, match="'AGI' \\(1\\)"):
+        anonymize(dd.from_pandas(bad, npartitions=2), qi, 5, client=client2, method="partitioned")
+    with pytest.raises(ParameterError, match="k must be at most|k"):
+        anonymize(dd.from_pandas(data.iloc[:20], npartitions=2), qi, 50, client=client2, method="partitioned")
+    with pytest.raises(ParameterError, match="unknown QI"):
+        anonymize(dd.from_pandas(data.iloc[:20], npartitions=2), ["nope"], 5, client=client2)
