@@ -99,3 +99,26 @@ def test_counts_match_a_direct_count(counts, k):
     assert check.n_tuples == len(counts)
     assert check.n_violating_tuples == int((counts < k).sum())
     assert check.n_violating_records == int(counts[counts < k].sum())
+
+
+def test_distributed_tuple_counts_agree_with_the_direct_check():
+    from daskmicro.privacy.verify import check_tuple_counts, merge_tuple_counts, tuple_counts
+
+    rng = np.random.default_rng(0)
+    C = rng.normal(size=(300, 3))
+    release = pd.DataFrame(C[rng.integers(0, 300, 2000)], columns=["a", "b", "c"])
+    parts = [tuple_counts(release.iloc[i::3], ["a", "b", "c"]) for i in range(3)]
+    merged = merge_tuple_counts(merge_tuple_counts(parts[0], parts[1]), parts[2])
+    for k in (1, 3, 8):
+        assert check_tuple_counts(merged, k) == verify_k_anonymity(release, ["a", "b", "c"], k)
+
+
+def test_distributed_tuple_counts_never_merge_different_tuples_with_equal_hashes():
+    from daskmicro.privacy.verify import TupleCounts, check_tuple_counts, merge_tuple_counts
+
+    a = TupleCounts(np.array([7], np.uint64), np.array([5]), np.array([[1.0, 2.0]]))
+    b = TupleCounts(np.array([7], np.uint64), np.array([5]), np.array([[1.0, 2.5]]))  # forced collision
+    with pytest.raises(VerificationError, match="share a 64-bit hash"):
+        check_tuple_counts(merge_tuple_counts(a, b), 10)
+    same = TupleCounts(np.array([7], np.uint64), np.array([5]), np.array([[1.0, 2.0]]))
+    assert check_tuple_counts(merge_tuple_counts(a, same), 10).ok

@@ -181,30 +181,61 @@ def verify_rows(original_n: int, release: pd.DataFrame) -> RowCheck:
 
 
 # --------------------------------------------------------------------------- distributed form
-# The same check as verify_k_anonymity over a release held in many partitions: each partition
-# counts its QI tuples (exact values, no hashing), counts are merged pairwise on the workers, and
-# only the final KAnonymityCheck travels to the client.
+# The same check as verify_k_anonymity over a release held in many partitions.  Each partition
+# counts its QI tuples by a 64-bit hash of the tuple, keeping one representative tuple per hash
+# and checking that every row with that hash carries exactly that tuple; merges (on the workers)
+# check representatives against each other.  So two different tuples can never be counted
+# together: a hash collision is detected and reported, not silently merged.  Only the final
+# KAnonymityCheck travels to the client.
 
 
-def tuple_counts(part: pd.DataFrame, qi: list) -> pd.Series:
+class TupleCounts:
+    """Per-hash counts and representative tuples of a set of release rows (sorted by hash)."""
+
+    __slots__ = ("hashes", "counts", "tuples", "collision")
+
+    def __init__(self, hashes, counts, tuples, collision=False):
+        self.hashes, self.counts, self.tuples, self.collision = hashes, counts, tuples, collision
+
+
+def _same_rows(a: np.ndarray, b: np.ndarray) -> bool:
+    return bool(np.all((a == b) | (np.isnan(a) & np.isnan(b))))
+
+
+def _group(hashes, counts, tuples, collision):
+    uniq, first, inv = np.unique(hashes, return_index=True, return_inverse=True)
+    reps = tuples[first]
+    collision = collision or not _same_rows(tuples, reps[inv])
+    return TupleCounts(uniq, np.bincount(inv, weights=counts, minlength=uniq.size).astype(np.int64), reps, collision)
+
+
+def tuple_counts(part: pd.DataFrame, qi: list) -> TupleCounts:
     """Occurrences of each QI tuple in one partition of a release."""
-    return part.groupby(list(qi), dropna=False, sort=False, observed=True).size()
+    values = part[list(qi)].to_numpy(dtype=np.float64, na_value=np.nan)
+    h = pd.util.hash_pandas_object(pd.DataFrame(values), index=False).to_numpy()
+    return _group(h, np.ones(h.size, dtype=np.int64), values, False)
 
 
-def merge_tuple_counts(*counts: pd.Series) -> pd.Series:
+def merge_tuple_counts(*parts: TupleCounts) -> TupleCounts:
     """Sum per-partition tuple counts (a combine step of the tree reduction)."""
-    counts = [c for c in counts if len(c)]
-    if not counts:
-        return pd.Series(dtype=np.int64)
-    if len(counts) == 1:
-        return counts[0]
-    joined = pd.concat(counts)
-    return joined.groupby(level=list(range(joined.index.nlevels)), dropna=False, sort=False).sum()
+    parts = [p for p in parts if p.hashes.size]
+    if not parts:
+        return TupleCounts(np.empty(0, np.uint64), np.empty(0, np.int64), np.empty((0, 0)))
+    if len(parts) == 1:
+        return parts[0]
+    return _group(
+        np.concatenate([p.hashes for p in parts]),
+        np.concatenate([p.counts for p in parts]),
+        np.concatenate([p.tuples for p in parts]),
+        any(p.collision for p in parts),
+    )
 
 
-def check_tuple_counts(counts: pd.Series, k: int) -> KAnonymityCheck:
+def check_tuple_counts(counts: TupleCounts, k: int) -> KAnonymityCheck:
     """The k-anonymity verdict from merged tuple counts."""
-    values = counts.to_numpy()
+    if counts.collision:
+        raise VerificationError("k-anonymity check inconclusive: two different QI tuples share a 64-bit hash")
+    values = counts.counts
     small = values < k
     return KAnonymityCheck(
         ok=not bool(small.any()) and values.size > 0,

@@ -1,0 +1,181 @@
+"""The partitioned pipeline, Parquet lake in → Parquet lake out, on a LocalCluster (issue 3).
+
+    python benchmarks/bench_pipeline.py                     # 1M rows: settings table vs exact MDAV
+    python benchmarks/bench_pipeline.py --scale 1e6,4e6     # scaling: time, slope, peak memory
+
+Time is wall time from reading the lake to the committed release directory (cluster start-up
+excluded and printed apart).  Distortion is compared with exact MDAV on the same records: run
+``benchmarks/exact_reference.py --n N`` once (minutes) and it is read from the cache.
+Peak memory is the largest sum of RSS over the client and worker processes during the run, minus
+their sum before it, compared with the raw QI bytes (n × 13 × 8).
+"""
+
+from __future__ import annotations
+
+import _common  # noqa: F401  (one thread per process)
+
+import argparse
+import math
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+from daskmicro import anonymize, information_loss
+from daskmicro.datasets import CENSUS_COLUMNS, census_like
+from daskmicro.io import lake
+
+from exact_reference import reference_path
+
+CACHE = Path(__file__).parent / ".cache"
+
+
+def make_lake(n: int, seed: int = 0, files: int | None = None) -> Path:
+    path = CACHE / f"lake_census_like_n{n}_seed{seed}"
+    if path.exists():
+        return path
+    files = files or max(1, math.ceil(n / 125_000))
+    tmp = CACHE / f".{path.name}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    step = math.ceil(n / files)
+    df = census_like(n, seed=seed)
+    for i in range(files):
+        df.iloc[i * step:(i + 1) * step].to_parquet(tmp / f"part-{i:04d}.parquet", index=False)
+    del df
+    tmp.rename(path)
+    return path
+
+
+class PeakRSS:
+    """Samples the summed RSS of this process and its children every 50 ms."""
+
+    def __init__(self):
+        self.proc = psutil.Process()
+        self.peak = 0
+        self._stop = threading.Event()
+
+    def total(self) -> int:
+        procs = [self.proc] + self.proc.children(recursive=True)
+        s = 0
+        for p in procs:
+            try:
+                s += p.memory_info().rss
+            except psutil.Error:
+                pass
+        return s
+
+    def __enter__(self):
+        self.base = self.total()
+        self.peak = self.base
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+        return self
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.total())
+            time.sleep(0.05)
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join()
+
+
+def run_once(client, lake_in: Path, out: Path, **kw):
+    t0 = time.perf_counter()
+    ddf = lake.read_lake(lake_in)
+    release, report = anonymize(ddf, list(CENSUS_COLUMNS), 10, seed=0, client=client, **kw)
+    staging = lake.staging_dir(out)
+    rows = lake.write_parts(client, client.compute(release.to_delayed()), staging)
+    assert rows == report.n
+    report.to_json(staging / "_report.json")
+    lake.commit_dir(staging, out)
+    return time.perf_counter() - t0, report
+
+
+def settings_table(client, n: int, tmpdir: Path, settings):
+    lake_in = make_lake(n)
+    ref_path = reference_path(n, 10, 0)
+    ref_il = None
+    if ref_path.exists():
+        X = census_like(n, seed=0).to_numpy(np.float64)
+        ref_il = information_loss(X, np.load(ref_path))
+        del X
+    print(f"n = {n:,} census-like × 13, k = 10, {len(client.scheduler_info()['workers'])} workers")
+    print(f"exact MDAV IL: {ref_il:.4f}" if ref_il else "exact MDAV IL: not cached (run exact_reference.py)")
+    print(f"{'setting':<44} {'wall s':>7} {'IL':>7} {'× exact':>8}  stages (s)")
+    for label, kw in settings:
+        out = tmpdir / f"out-{abs(hash(label))}"
+        wall, rep = run_once(client, lake_in, out, **kw)
+        shutil.rmtree(out, ignore_errors=True)
+        ratio = f"{rep.information_loss / ref_il:8.4f}" if ref_il else "     n/a"
+        t = rep.pipeline["timings"]
+        stages = " ".join(f"{k}={v:.1f}" for k, v in t.items() if k != "total")
+        print(f"{label:<44} {wall:7.2f} {rep.information_loss:7.4f} {ratio}  {stages}", flush=True)
+
+
+def scaling(client, sizes, tmpdir: Path, kw):
+    print(f"{'n':>12} {'wall s':>8} {'IL':>7} {'peak MiB':>9} {'raw QI MiB':>10} {'peak/raw':>8}  dominant stage")
+    points = []
+    for n in sizes:
+        lake_in = make_lake(n)
+        out = tmpdir / f"scale-{n}"
+        with PeakRSS() as mem:
+            wall, rep = run_once(client, lake_in, out, **kw)
+        shutil.rmtree(out, ignore_errors=True)
+        raw = n * 13 * 8
+        extra = mem.peak - mem.base
+        t = {k: v for k, v in rep.pipeline["timings"].items() if k != "total"}
+        dom = max(t, key=t.get)
+        points.append((n, wall))
+        print(f"{n:>12,} {wall:8.1f} {rep.information_loss:7.4f} {extra / 2**20:9.0f} {raw / 2**20:10.0f} "
+              f"{extra / raw:8.2f}  {dom} ({t[dom]:.1f} s of {sum(t.values()):.1f})", flush=True)
+    if len(points) > 1:
+        x = np.log([p[0] for p in points])
+        y = np.log([p[1] for p in points])
+        slope = np.polyfit(x, y, 1)[0]
+        print(f"log-log slope of wall time vs n: {slope:.3f} (target ≤ 1.15)")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=float, default=1e6)
+    ap.add_argument("--scale", help="comma-separated sizes for the scaling run, e.g. 1e6,4e6,16e6")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--quick", action="store_true", help="only the default setting")
+    a = ap.parse_args()
+    from distributed import Client, LocalCluster
+
+    t0 = time.perf_counter()
+    cluster = LocalCluster(n_workers=a.workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                           silence_logs=40)
+    client = Client(cluster)
+    client.run(lambda: __import__("daskmicro.kernels.mdav"))
+    print(f"cluster start-up: {time.perf_counter() - t0:.1f} s (not counted below)")
+    _common.print_machine_info()
+    with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
+        tmpdir = Path(tmp)
+        if a.scale:
+            scaling(client, [int(float(s)) for s in a.scale.split(",")], tmpdir, {"method": "partitioned"})
+        else:
+            settings = [("partitioned (default: P=20000, ν=1)", {"method": "partitioned"})]
+            if not a.quick:
+                settings += [
+                    ("partitioned P=10000", {"method": "partitioned", "partition_size": 10_000}),
+                    ("partitioned P=50000", {"method": "partitioned", "partition_size": 50_000}),
+                    ("partitioned P=20000 ν=0.5 K=1000", {"method": "partitioned", "nu": 0.5}),
+                    ("partitioned P=20000 ν=0.5 K=5000", {"method": "partitioned", "nu": 0.5, "K": 5000}),
+                    ("partitioned P=20000 ν=0 (PCA-MDAV everywhere)", {"method": "partitioned", "nu": 0.0}),
+                ]
+            settings_table(client, int(a.n), tmpdir, settings)
+    client.close()
+    cluster.close()
+
+
+if __name__ == "__main__":
+    main()
