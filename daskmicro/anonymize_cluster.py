@@ -105,6 +105,11 @@ def anonymize_on_cluster(df, qi, k, method, energy_loss, n_components, seed, kee
         rows=pub.rows,
         keep_row_id=bool(keep_row_id),
         pipeline=details,
+        timings=dict(t),
+        cell_size_counts=pub.cell_size_counts,
+        macrocell_sse=details["macrocell_sse"] if details["macrocells"] > 1 else None,
+        nu=details["nu"],
+        n_distal=details["distal_macrocells"],
     )
     return release, report
 

@@ -194,16 +194,19 @@ def test_help_and_version(capsys):
 
 def test_demo(tmp_path, capsys):
     out = tmp_path / "demo"
-    assert main(["demo", "--output", str(out), "--n", "3000", "--k", "4", "--seed", "2"]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["input.parquet", "release.parquet", "report.json"]
+    assert main(["demo", "--output", str(out), "--n", "3000", "--k", "4", "--seed", "2", "--partition-size", "1000"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["input.parquet", "release.parquet", "report.html", "report.json"]
     data, release = pd.read_parquet(out / "input.parquet"), pd.read_parquet(out / "release.parquet")
     report = json.loads((out / "report.json").read_text())
     assert len(data) == len(release) == 3000 and list(release.columns) == list(data.columns)
     assert report["k"] == 4 and report["seed"] == 2 and report["verification"]["passed"]
+    # it ran on a LocalCluster of two worker processes, with several partitions
+    assert report["pipeline"]["workers"] == 2 and report["pipeline"]["partitions"] >= 2
+    assert "row_id" not in release.columns and report["utility"]["il1s"] > 0
     assert verify_k_anonymity(release, list(CENSUS_COLUMNS), 4)
     assert sorted(release["record_id"]) == sorted(data["record_id"])
     assert "information loss" in capsys.readouterr().out
-    assert main(["demo", "--output", str(out), "--n", "3000", "--k", "4", "--seed", "2"]) == 0  # re-runnable
+    assert main(["demo", "--output", str(out), "--n", "3000", "--k", "4", "--seed", "2", "--partition-size", "1000"]) == 0  # re-runnable
 
 
 @pytest.mark.parametrize("name, kind, columns", [("d.parquet", "census-like", 15), ("g.csv", "gaussian", 5)])
