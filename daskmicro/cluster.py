@@ -22,7 +22,7 @@ def default_workers() -> int:
 
 @contextlib.contextmanager
 def cluster_client(client=None, scheduler: str | None = None, security=None, n_workers: int | None = None,
-                   processes: bool = True, timeout: float = 30):
+                   processes: bool = True, timeout: float = 10):
     """Yield a ``distributed.Client``: ``client`` itself, one connected to ``scheduler``, or a new
     LocalCluster's.  Clients and clusters made here are closed on exit."""
     if client is not None:

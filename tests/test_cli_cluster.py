@@ -1,0 +1,90 @@
+"""CLI runs on clusters: Parquet directory in and out, and a real `dask scheduler`/`dask worker`."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from daskmicro.cli import main
+from daskmicro.datasets import CENSUS_COLUMNS, census_like
+from daskmicro.privacy import verify_k_anonymity
+
+QI = ",".join(CENSUS_COLUMNS)
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="module")
+def lake_in(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lake") / "in"
+    root.mkdir()
+    df = census_like(6000, seed=4, with_extra_columns=True)
+    for i in range(3):
+        df.iloc[i * 2000:(i + 1) * 2000].to_parquet(root / f"part-{i}.parquet", index=False)
+    return root
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_lake_in_lake_out_commits_atomically(lake_in, tmp_path, capsys):
+    out = tmp_path / "release"
+    args = ["anonymize", str(lake_in), str(out), "--qi", QI, "--k", "5", "--method", "partitioned",
+            "--partition-size", "1000", "--K", "200", "--nu", "0.5", "--seed", "1", "--workers", "2"]
+    assert main(args) == 0
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["_report.json", "part.00000.parquet", "part.00001.parquet", "part.00002.parquet"]
+    release = pd.read_parquet(out)
+    assert len(release) == 6000 and verify_k_anonymity(release, list(CENSUS_COLUMNS), 5)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]      # no staging left behind
+    assert main(args) == 2                                                      # exists, no --overwrite
+    assert "already exists" in capsys.readouterr().err
+    before = sorted(p.stat().st_mtime_ns for p in out.iterdir())
+    assert main(args[:-2] + ["--nu", "2"]) == 2                                 # bad ν: nothing replaced
+    assert sorted(p.stat().st_mtime_ns for p in out.iterdir()) == before
+    assert main(args + ["--overwrite"]) == 0
+    assert main(["anonymize", str(lake_in), str(lake_in / "out"), "--qi", QI, "--k", "5"]) == 2  # inside input
+
+
+def test_cli_on_a_running_dask_scheduler_and_worker(lake_in, tmp_path):
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    procs = [subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                               "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        time.sleep(2)
+        procs.append(subprocess.Popen([str(BIN / "dask"), "worker", address, "--nworkers", "2", "--nthreads", "1",
+                                       "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        from distributed import Client
+
+        with Client(address, timeout=30) as c:
+            c.wait_for_workers(2, timeout=60)
+        out = tmp_path / "release"
+        rc = main(["anonymize", str(lake_in), str(out), "--qi", QI, "--k", "5", "--method", "partitioned",
+                   "--partition-size", "1000", "--scheduler", address, "--seed", "2"])
+        assert rc == 0
+        release = pd.read_parquet(out)
+        assert len(release) == 6000 and verify_k_anonymity(release, list(CENSUS_COLUMNS), 5)
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            p.wait(timeout=30)
+
+
+def test_unreachable_scheduler_and_half_given_tls_are_refused(lake_in, tmp_path, capsys):
+    out = tmp_path / "release"
+    base = ["anonymize", str(lake_in), str(out), "--qi", QI, "--k", "5"]
+    assert main(base + ["--scheduler", f"tcp://127.0.0.1:{_free_port()}"]) == 2
+    assert main(base + ["--scheduler", "tls://127.0.0.1:1", "--tls-ca-file", "ca.pem"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "cannot connect to the scheduler" in err[0] and "missing --tls-cert, --tls-key" in err[1]
+    assert not out.exists()
