@@ -159,6 +159,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kind", default="census-like", choices=["census-like", "gaussian"], help="generator (default: %(default)s)")
     p.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
     p.set_defaults(handler=_cmd_demo_data)
+
+    from . import cli_plan
+
+    cli_plan.add_parser(sub)
     return parser
 
 
