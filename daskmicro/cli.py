@@ -168,11 +168,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
     p.set_defaults(handler=_cmd_demo_data)
 
-    from . import cli_report
+    from . import cli_plan, cli_report
     from .cli_privacy import add_parsers as _add_privacy_parsers  # spec, assign, audit
 
     cli_report.add_parser(sub)
     _add_privacy_parsers(sub)
+    cli_plan.add_parser(sub)
     return parser
 
 

@@ -1,0 +1,454 @@
+"""Scheduling of two-stage (base + increment) microaggregation while the data arrive.
+
+Implements the timing analysis of Rebollo-Monedero et al., *Incremental k-Anonymous
+Microaggregation in Large-Scale Electronic Surveys With Optimized Scheduling* (IEEE Access 2018;
+``000_614e2e2317b23170.txt``): §III-B (formulation), §IV-A (2MDAV running times), §IV-B (optimal
+data ratio), §IV-C (data ratio for a deadline) and the worked example of §VI-B.
+
+Notation (all times relative to the one-pass running time ``t_ref`` on all the data):
+
+* ν — incremental data ratio, the fraction of records left to the increment stage; ν̄ = 1 − ν;
+* ζ — arrivals coefficient: duration of the whole survey relative to ``t_ref``;
+  with uniform arrivals the head start of the base stage is τ₋ = ζ·ν;
+* τ₀, τ₊ — relative running times of the base and increment stages;
+* Δτ = min(τ̄₀ + τ₋, 1) − τ₊ — relative time gain; the release comes ``(1 − Δτ)·t_ref`` after
+  the survey closes.
+
+For quadratic stages (MDAV: τ₀ = ν̄², τ₊ = ν²) the paper derives closed forms, implemented here
+exactly (:func:`critical_ratio`, :func:`optimal_ratio`, :func:`optimal_gain`,
+:func:`deadline_ratio`, :func:`deadline_min`, :data:`ZETA_CRITICAL`).  For a general running
+time ``t(n) = a·nᵝ`` — the partitioned pipeline is close to linear, where the optimum differs —
+:func:`optimize_ratio` and :func:`deadline_ratio_numeric` solve the same problems numerically, and
+:func:`calibrate` fits ``a`` and ``β`` to measured ``(n, seconds)`` pairs.  :func:`plan` bundles
+everything with absolute times and the timeline of a run.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+from scipy import optimize
+
+from .errors import ParameterError
+
+__all__ = [
+    "ZETA_CRITICAL",
+    "TimeModel",
+    "Plan",
+    "critical_ratio",
+    "optimal_ratio",
+    "optimal_gain",
+    "time_gain",
+    "deadline_min",
+    "deadline_ratio",
+    "critical_ratio_numeric",
+    "optimize_ratio",
+    "deadline_ratio_numeric",
+    "calibrate",
+    "plan",
+]
+
+#: Critical arrivals coefficient ζ₋ = 2(2/√3 − 1) ≈ 0.309 (§IV-B): below it the optimal ratio is
+#: (2 + ζ)/4 and the base stage overruns its head start; above it ν* = ν₋.
+ZETA_CRITICAL = 2.0 * (2.0 / math.sqrt(3.0) - 1.0)
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _real(value, name: str) -> float:
+    if isinstance(value, bool):
+        raise ParameterError(f"{name} must be a real number, got {value!r}")
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ParameterError(f"{name} must be a real number, got {value!r}") from None
+    if not math.isfinite(x):
+        raise ParameterError(f"{name} must be finite, got {value!r}")
+    return x
+
+
+def _zeta(zeta) -> float:
+    z = _real(zeta, "zeta")
+    if z < 0:
+        raise ParameterError(f"zeta (arrivals coefficient) must be ≥ 0, got {z}")
+    return z
+
+
+def _ratio(nu, name: str = "nu") -> float:
+    x = _real(nu, name)
+    if not 0.0 <= x <= 1.0:
+        raise ParameterError(f"{name} must lie in [0, 1], got {x}")
+    return x
+
+
+def _beta(beta) -> float:
+    b = _real(beta, "beta")
+    if b <= 0:
+        raise ParameterError(f"beta (running-time exponent) must be > 0, got {b}")
+    return b
+
+
+def _tau_end(tau_end) -> float:
+    t = _real(tau_end, "tau_end")
+    if t < 0:
+        raise ParameterError(f"tau_end (relative deadline) must be ≥ 0, got {t}")
+    return t
+
+
+# --------------------------------------------------------------------------- closed forms (quadratic)
+
+
+def critical_ratio(zeta) -> float:
+    """Critical data ratio ν₋, where the base stage just uses up its head start (τ₀ = τ₋).
+
+    Quadratic base stage and uniform arrivals (§IV-B): solving (1 − ν)² = ζν gives
+    ``ν₋ = (2 + ζ − √(ζ(4 + ζ)))/2``; ν₋ = 1 at ζ = 0 and ν₋ ≈ 1/(2 + ζ) for slow arrivals.
+
+    Parameters
+    ----------
+    zeta : float
+        Arrivals coefficient ζ ≥ 0 (survey duration relative to the one-pass running time).
+    """
+    z = _zeta(zeta)
+    return (2.0 + z - math.sqrt(z * (4.0 + z))) / 2.0
+
+
+def optimal_ratio(zeta) -> float:
+    """Optimal data ratio ν* = argmax Δτ for quadratic stages and uniform arrivals (§IV-B).
+
+    ``ν* = (2 + ζ)/4`` for ζ ≤ ζ₋ (fast arrivals; the base stage overruns its head start) and
+    ``ν* = ν₋`` for ζ ≥ ζ₋.  ν* = 1/2 at ζ = 0, 1/√3 at ζ = ζ₋, ≈ 0.146 at ζ = 5 (§VI-B).
+    """
+    z = _zeta(zeta)
+    if z <= ZETA_CRITICAL:
+        return (2.0 + z) / 4.0
+    return critical_ratio(z)
+
+
+def time_gain(nu, zeta) -> float:
+    """Relative time gain Δτ(ν) = min(τ̄₀ + τ₋, 1) − τ₊ for quadratic stages (§III-B.1, §IV-B).
+
+    With τ₀ = (1 − ν)², τ₊ = ν², τ₋ = ζν.  The release comes ``(1 − Δτ)·t_ref`` after the close.
+    """
+    v = _ratio(nu)
+    z = _zeta(zeta)
+    return min(1.0 - (1.0 - v) ** 2 + z * v, 1.0) - v * v
+
+
+def optimal_gain(zeta) -> float:
+    """Optimal relative time gain Δτ* = (2 + ζ − 2ν*)·ν* (§IV-B).
+
+    Equals ``(2 + ζ)²/8`` for ζ ≤ ζ₋ (1/2 at ζ = 0, 2/3 at ζ₋) and ``1 − ν₋²`` beyond, tending to
+    1 for slow arrivals.  The release comes ``(1 − Δτ*)·t_ref`` after the survey closes.
+    """
+    z = _zeta(zeta)
+    v = optimal_ratio(z)
+    return (2.0 + z - 2.0 * v) * v
+
+
+def deadline_min(zeta) -> float:
+    """Tightest feasible relative deadline τ_end,min = 1 − Δτ* (§IV-C).
+
+    ``1 − (2 + ζ)²/8`` for ζ ≤ ζ₋, ``ν₋²`` (the increment stage alone) beyond.
+    """
+    return 1.0 - optimal_gain(zeta)
+
+
+def deadline_ratio(zeta, tau_end) -> float:
+    """Smallest data ratio ν_end that finishes exactly at a relative deadline τ_end (§IV-C).
+
+    Solves ``(1 − ν)² + ν² = τ_end + ζν`` (the stages fill the head start plus the time allowed
+    after the close) on the branch with the smaller root::
+
+        ν_end = (2 + ζ − √((2 + ζ)² − 8(1 − τ_end))) / 4
+
+    Parameters
+    ----------
+    zeta : float
+        Arrivals coefficient ζ ≥ 0.
+    tau_end : float
+        Time allowed after the survey closes, relative to the one-pass running time
+        (``deadline / t_ref``).  From τ_end ≥ 1 on, one pass meets the deadline and 0 is returned.
+
+    Raises
+    ------
+    ParameterError
+        If τ_end is below :func:`deadline_min` (no data ratio can meet it).
+    """
+    z = _zeta(zeta)
+    t = _tau_end(tau_end)
+    if t >= 1.0:
+        return 0.0
+    t_min = deadline_min(z)
+    if t < t_min - 1e-12:
+        raise ParameterError(f"tau_end = {t:.6g} is below the earliest possible finish tau_end,min = {t_min:.6g} for zeta = {z:g}")
+    disc = max((2.0 + z) ** 2 - 8.0 * (1.0 - t), 0.0)
+    return (2.0 + z - math.sqrt(disc)) / 4.0
+
+
+# --------------------------------------------------------------------------- general running-time model
+
+
+@dataclass(frozen=True)
+class TimeModel:
+    """Running-time model ``t(n) = a·nᵝ`` seconds for n records.
+
+    MDAV is close to β = 2 (§IV-A: ≈ n²/k); partitioned methods are close to β = 1.  Relative
+    times (τ₀ = ν̄ᵝ, τ₊ = νᵝ) depend on β only; ``a`` converts them to seconds.
+    """
+
+    a: float
+    beta: float
+
+    def __post_init__(self):
+        if not (_real(self.a, "a") > 0):
+            raise ParameterError(f"a (running-time scale) must be > 0, got {self.a}")
+        _beta(self.beta)
+
+    def __call__(self, n) -> float:
+        """Predicted seconds for ``n`` records."""
+        n = _real(n, "n")
+        if n < 0:
+            raise ParameterError(f"n must be ≥ 0, got {n}")
+        return self.a * n**self.beta
+
+
+def calibrate(n, seconds) -> TimeModel:
+    """Fit ``t(n) = a·nᵝ`` to measured running times by least squares in log–log scale.
+
+    Parameters
+    ----------
+    n : array_like
+        Numbers of records of the measured runs (> 0; at least two distinct values).
+    seconds : array_like
+        Measured running times in seconds (> 0), one per entry of ``n``.
+
+    Returns
+    -------
+    TimeModel
+        ``log t = log a + β·log n`` fitted by ordinary least squares.
+    """
+    try:
+        x = np.asarray(n, dtype=np.float64).ravel()
+        y = np.asarray(seconds, dtype=np.float64).ravel()
+    except (TypeError, ValueError):
+        raise ParameterError("n and seconds must be sequences of numbers") from None
+    if x.shape != y.shape:
+        raise ParameterError(f"n and seconds must have the same length, got {x.size} and {y.size}")
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        raise ParameterError("n and seconds must be finite")
+    if (x <= 0).any():
+        raise ParameterError("every n must be > 0")
+    if (y <= 0).any():
+        raise ParameterError("every measured time (seconds) must be > 0")
+    if np.unique(x).size < 2:
+        raise ParameterError("calibration needs runs at two or more distinct n")
+    beta, log_a = np.polyfit(np.log(x), np.log(y), 1)
+    if not beta > 0:
+        raise ParameterError(f"measured times do not grow with n (fitted beta = {beta:.3g}); time larger runs")
+    return TimeModel(a=float(np.exp(log_a)), beta=float(beta))
+
+
+def _power(beta: float) -> Callable[[float], float]:
+    return lambda v: v**beta
+
+
+def critical_ratio_numeric(zeta, beta=2.0) -> float:
+    """ν₋ for a base stage with τ₀ = (1 − ν)ᵝ: the root of (1 − ν)ᵝ = ζν (1 when ζ = 0)."""
+    z = _zeta(zeta)
+    b = _beta(beta)
+    if z == 0.0:
+        return 1.0
+    return float(optimize.brentq(lambda v: (1.0 - v) ** b - z * v, 0.0, 1.0, xtol=1e-14, rtol=1e-14))
+
+
+def _gain_fn(z: float, b: float, tau_inc: Callable[[float], float]):
+    return lambda v: min(1.0 - (1.0 - v) ** b + z * v, 1.0) - tau_inc(v)
+
+
+def optimize_ratio(zeta, beta=2.0, tau_inc: Callable[[float], float] | None = None) -> tuple[float, float]:
+    """Numerical optimal data ratio for a base stage with τ₀ = (1 − ν)ᵝ (§III-B.2 generalized).
+
+    Maximizes ``Δτ(ν) = min(1 − τ₀ + ζν, 1) − τ₊(ν)`` over ν ∈ [0, ν₋] (Δτ cannot grow past ν₋,
+    where the head start is no longer used up), with a bounded scalar search started from the
+    best point of a fine grid, so non-concave τ₊ models are handled too.
+
+    Parameters
+    ----------
+    zeta : float
+        Arrivals coefficient ζ ≥ 0.
+    beta : float
+        Exponent of the running-time model of the base stage (and of the one-pass reference).
+    tau_inc : callable, optional
+        Relative running time of the increment stage as a function of ν; default ``νᵝ`` (the
+        increment stage runs the same algorithm, as in 2MDAV).
+
+    Returns
+    -------
+    (nu_star, gain) : tuple of float
+        ν* and Δτ* = Δτ(ν*).  At β = 2 these agree with :func:`optimal_ratio` and
+        :func:`optimal_gain`.
+    """
+    z = _zeta(zeta)
+    b = _beta(beta)
+    tau_inc = _power(b) if tau_inc is None else tau_inc
+    if not callable(tau_inc):
+        raise ParameterError("tau_inc must be a callable ν → relative increment time")
+    hi = critical_ratio_numeric(z, b)
+    gain = _gain_fn(z, b, tau_inc)
+    grid = np.linspace(0.0, hi, 2001)
+    values = np.array([gain(v) for v in grid])
+    j = int(np.argmax(values))
+    lo_b, hi_b = grid[max(j - 1, 0)], grid[min(j + 1, grid.size - 1)]
+    best_v, best_g = float(grid[j]), float(values[j])
+    if hi_b > lo_b:
+        res = optimize.minimize_scalar(lambda v: -gain(v), bounds=(lo_b, hi_b), method="bounded", options={"xatol": 1e-12})
+        if res.success and -res.fun >= best_g:
+            best_v, best_g = float(res.x), float(-res.fun)
+    return best_v, best_g
+
+
+def deadline_ratio_numeric(zeta, tau_end, beta=2.0, tau_inc: Callable[[float], float] | None = None) -> float:
+    """Smallest ν meeting a relative deadline, for τ₀ = (1 − ν)ᵝ and a given τ₊ (§III-B.3 generalized).
+
+    Finds the first root in [0, ν*] of ``τ₀(ν) + τ₊(ν) − ζν = τ_end``.  Returns 0 when τ_end ≥ 1;
+    raises :class:`~daskmicro.errors.ParameterError` when τ_end < 1 − Δτ*.
+    """
+    z = _zeta(zeta)
+    t = _tau_end(tau_end)
+    b = _beta(beta)
+    tau_inc = _power(b) if tau_inc is None else tau_inc
+    if t >= 1.0:
+        return 0.0
+    v_star, g_star = optimize_ratio(z, b, tau_inc)
+    if t < 1.0 - g_star - 1e-9:
+        raise ParameterError(f"tau_end = {t:.6g} is below the earliest possible finish tau_end,min = {1.0 - g_star:.6g} for zeta = {z:g}, beta = {b:g}")
+    f = lambda v: (1.0 - v) ** b + tau_inc(v) - z * v - t  # noqa: E731
+    if f(v_star) >= 0.0:
+        return v_star
+    # The excess time f is positive at ν = 0 (τ_end < 1); take the first sign change on a grid.
+    grid = np.linspace(0.0, v_star, 1001)
+    values = np.array([f(v) for v in grid])
+    j = int(np.argmax(values <= 0.0))
+    return float(optimize.brentq(f, grid[j - 1], grid[j], xtol=1e-14, rtol=1e-14))
+
+
+# --------------------------------------------------------------------------- a complete plan
+
+
+@dataclass
+class Plan:
+    """A schedule for one incremental run: data ratios, relative times and (if ``t_ref`` is known) seconds.
+
+    Times of the ``timeline`` are seconds (or units of ``t_ref`` when it is unknown) from the
+    survey opening, with uniform arrivals over ``[0, survey]``.
+    """
+
+    zeta: float
+    beta: float
+    nu: float
+    nu_star: float
+    nu_critical: float
+    gain_star: float
+    tau_end_min: float
+    nu_end: float | None
+    tau_end: float | None
+    t_ref: float | None
+    closed_form: bool
+    tau_base: float = field(init=False)
+    tau_inc: float = field(init=False)
+    tau_head: float = field(init=False)
+    gain: float = field(init=False)
+    timeline: list[tuple[str, float]] = field(init=False)
+
+    def __post_init__(self):
+        v, b, z = self.nu, self.beta, self.zeta
+        self.tau_base = (1.0 - v) ** b
+        self.tau_inc = v**b
+        self.tau_head = z * v
+        self.gain = min(1.0 - self.tau_base + self.tau_head, 1.0) - self.tau_inc
+        unit = 1.0 if self.t_ref is None else self.t_ref
+        survey = z * unit
+        base_start = (1.0 - v) * survey
+        base_end = base_start + self.tau_base * unit
+        inc_start = max(survey, base_end)
+        release = inc_start + self.tau_inc * unit
+        self.timeline = [
+            ("survey opens", 0.0),
+            (f"base stage starts ({100 * (1 - v):.1f} % of the data in)", base_start),
+            ("base stage ends", base_end),
+            ("survey closes", survey),
+            (f"increment stage starts ({100 * v:.1f} % of the data)", inc_start),
+            ("release ready", release),
+        ]
+        self.timeline.sort(key=lambda e: e[1])
+
+    @property
+    def finish_after_close(self) -> float:
+        """Time from the close to the release: ``(1 − Δτ)·t_ref`` (in units of t_ref if unknown)."""
+        return (1.0 - self.gain) * (1.0 if self.t_ref is None else self.t_ref)
+
+    def to_dict(self) -> dict:
+        keys = ("zeta", "beta", "nu", "nu_star", "nu_critical", "gain_star", "tau_end_min", "nu_end", "tau_end", "t_ref", "closed_form", "tau_base", "tau_inc", "tau_head", "gain")
+        out = {key: getattr(self, key) for key in keys}
+        out["finish_after_close"] = self.finish_after_close
+        out["timeline"] = [{"event": name, "time": t} for name, t in self.timeline]
+        return out
+
+
+def plan(zeta, *, beta=2.0, t_ref=None, deadline=None, tau_end=None) -> Plan:
+    """Schedule an incremental run: ν*, ν₋, Δτ*, and ν_end when a deadline is given (§IV-B, §IV-C).
+
+    Parameters
+    ----------
+    zeta : float
+        Arrivals coefficient ζ ≥ 0 (survey duration / one-pass running time).
+    beta : float, default 2
+        Running-time exponent of the stages; 2 (MDAV) uses the paper's closed forms, any other
+        value the numerical optimiser.
+    t_ref : float, optional
+        One-pass running time in seconds; makes the timeline absolute.
+    deadline : float, optional
+        Seconds allowed after the survey closes (needs ``t_ref``); sets τ_end = deadline / t_ref.
+    tau_end : float, optional
+        Relative deadline, instead of ``deadline``.
+
+    Returns
+    -------
+    Plan
+        With ``nu`` = ν_end when a deadline is given, ν* otherwise.
+    """
+    z = _zeta(zeta)
+    b = _beta(beta)
+    if t_ref is not None:
+        t_ref = _real(t_ref, "t_ref")
+        if t_ref <= 0:
+            raise ParameterError(f"t_ref must be > 0 seconds, got {t_ref}")
+    if deadline is not None and tau_end is not None:
+        raise ParameterError("give either deadline (seconds) or tau_end (relative), not both")
+    if deadline is not None:
+        if t_ref is None:
+            raise ParameterError("a deadline in seconds needs t_ref (the one-pass running time)")
+        d = _real(deadline, "deadline")
+        if d < 0:
+            raise ParameterError(f"deadline must be ≥ 0 seconds, got {d}")
+        tau_end = d / t_ref
+    closed = b == 2.0
+    if closed:
+        v_star, g_star, v_crit = optimal_ratio(z), optimal_gain(z), critical_ratio(z)
+    else:
+        v_star, g_star = optimize_ratio(z, b)
+        v_crit = critical_ratio_numeric(z, b)
+    nu_end = None
+    if tau_end is not None:
+        tau_end = _tau_end(tau_end)
+        nu_end = deadline_ratio(z, tau_end) if closed else deadline_ratio_numeric(z, tau_end, b)
+    return Plan(
+        zeta=z, beta=b, nu=v_star if nu_end is None else nu_end, nu_star=v_star, nu_critical=v_crit,
+        gain_star=g_star, tau_end_min=1.0 - g_star, nu_end=nu_end, tau_end=tau_end, t_ref=t_ref,
+        closed_form=closed,
+    )
