@@ -19,9 +19,18 @@ from .kernels import (
 from .estimators import MDAV, PCAMDAV
 from .anonymize import anonymize
 from .privacy import verify_k_anonymity, verify_rows
+from .privacy.effective import effective_anonymity
+from .privacy.probabilistic import probabilistic_cells
+from .privacy.risk import disclosure_risk, interval_disclosure, record_linkage
+from .privacy.spec import assign, build_spec, load_spec
+from .kernels.utility import eigen_measure, il1s, utility_measures
+from .report import render_html, write_report
+from . import schedule
 
 __all__ = [
     "mdav", "pca_reduce", "pca_mdav", "standardize", "centroids", "cell_sizes", "cell_sse", "sse",
     "sst", "distortion", "information_loss", "relative_distortion", "MDAV", "PCAMDAV", "anonymize",
-    "verify_k_anonymity", "verify_rows",
+    "verify_k_anonymity", "verify_rows", "effective_anonymity", "probabilistic_cells", "disclosure_risk",
+    "interval_disclosure", "record_linkage", "assign", "build_spec", "load_spec", "eigen_measure", "il1s",
+    "utility_measures", "render_html", "write_report", "schedule",
 ]

@@ -102,7 +102,7 @@ def anonymize(
         proximal (PCA-MDAV).  Default 1.0 (MDAV everywhere) for "partitioned", 0.4 for
         "proximal-distal".  ν = 0 is PCA-MDAV everywhere.
     partition_size : int, optional
-        "partitioned": records per partition, at least K (default 20,000).  Larger partitions
+        "partitioned": records per partition, at least K (default 50,000).  Larger partitions
         cost more time and less distortion.
     task_rows : int, optional
         "partitioned": records per top-level task (default 250,000).

@@ -34,7 +34,7 @@ ONE_TASK = ("proximal-distal", "mdav", "pca-mdav")
 #: Defaults per method: K, ν, partition size.  ν = 0.4 and K = 1000 are the paper's choice on
 #: Census (001 §V, Fig. 14); the partitioned default runs MDAV everywhere (best distortion).
 DEFAULTS = {
-    "partitioned": {"K": 1000, "nu": 1.0, "partition_size": 20_000},
+    "partitioned": {"K": 1000, "nu": 1.0, "partition_size": 50_000},
     "proximal-distal": {"K": 1000, "nu": 0.4, "partition_size": None},
     "mdav": {"K": None, "nu": 1.0, "partition_size": None},
     "pca-mdav": {"K": None, "nu": 0.0, "partition_size": None},
