@@ -1,6 +1,8 @@
-"""Cost adjustment of PCL: an ε-scaling auction for the capacity-constrained assignment.
+"""Cost adjustment and cost-sensitive assignment of PCL: an ε-scaling auction.
 
-Private helper of :mod:`daskmicro.kernels.pcl`; pure numba, no Dask.
+Private helper of :mod:`daskmicro.kernels.pcl` (numba and scipy's k-d tree, no Dask): the
+auction itself, the candidate cells of every sample, and :class:`Adjuster`, which runs one
+cost adjustment + assignment with warm-started prices.
 
 Given reconstruction values x̂_q and the required number of samples per cell, the costs c(q) of
 the cost-sensitive nearest-neighbour step q(x) = argmin_q ‖x − x̂_q‖² + c(q) that meet the
@@ -27,8 +29,18 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from scipy.spatial import cKDTree
 
-__all__ = ["auction", "new_prices"]
+__all__ = ["auction", "new_prices", "Adjuster", "cell_means", "sse_of", "EPS_NOISY"]
+
+GRAPH_FACTOR = 8  # neighbours of the home cell searched per candidate kept
+EXACT_MAX_CELLS = 1000  # up to this many cells the candidates come from an exact k-d tree query
+_EPS_FINAL = 1e-7  # final auction ε, relative to the mean squared distance per record
+_EPS_FIRST = 0.25  # first auction ε, same unit
+# final auction ε of the noisy stage, same unit: the auction meets the capacities exactly at any
+# ε, and the clouds only steer the reconstruction values, so near-optimality is not needed here
+EPS_NOISY = 1e-1
+_EPS_STEP = 8.0  # ε is divided by this between auction phases
 
 
 def new_prices(capacity: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -189,3 +201,164 @@ def auction(benefit, cand, start, price, holder, eps_phases, spread, max_bids):
         if where[i] >= 0:
             cell[i] = slot_cell[where[i]]
     return cell, bids
+
+
+@njit(cache=True)
+def cell_means(P, cell, ncell):
+    m = P.shape[1]
+    sums = np.zeros((ncell, m))
+    cnt = np.zeros(ncell)
+    for i in range(P.shape[0]):
+        q = cell[i]
+        cnt[q] += 1.0
+        for j in range(m):
+            sums[q, j] += P[i, j]
+    for q in range(ncell):
+        if cnt[q] > 0:
+            for j in range(m):
+                sums[q, j] /= cnt[q]
+    return sums, cnt
+
+
+@njit(cache=True)
+def sse_of(X, labels, C):
+    total = 0.0
+    for i in range(X.shape[0]):
+        q = labels[i]
+        for j in range(X.shape[1]):
+            d = X[i, j] - C[q, j]
+            total += d * d
+    return total
+
+
+@njit(cache=True)
+def _near_cells(P, C, home, graph, cand, benefit, L):
+    """Columns 0 … L−1: the L nearest of the cells neighbouring each sample's home cell."""
+    G = graph.shape[1]
+    m = P.shape[1]
+    for i in range(P.shape[0]):
+        h = home[i]
+        filled = 0
+        for g in range(G):
+            q = graph[h, g]
+            d = 0.0
+            for j in range(m):
+                t = P[i, j] - C[q, j]
+                d += t * t
+            v = -d
+            if filled < L:
+                pos = filled
+                filled += 1
+            elif v > benefit[i, L - 1]:
+                pos = L - 1
+            else:
+                continue
+            while pos > 0 and benefit[i, pos - 1] < v:  # keep the row sorted, best first
+                benefit[i, pos] = benefit[i, pos - 1]
+                cand[i, pos] = cand[i, pos - 1]
+                pos -= 1
+            benefit[i, pos] = v
+            cand[i, pos] = q
+
+
+@njit(cache=True)
+def _add_column(P, C, cand, benefit, col, extra):
+    """Fill column ``col`` with cell ``extra[i]`` unless it is among the first ``col`` already."""
+    for i in range(P.shape[0]):
+        q = extra[i]
+        dup = False
+        for j in range(col):
+            if cand[i, j] == q:
+                dup = True
+                break
+        if dup:
+            cand[i, col] = -1
+            benefit[i, col] = 0.0
+        else:
+            d = 0.0
+            for j in range(P.shape[1]):
+                t = P[i, j] - C[q, j]
+                d += t * t
+            cand[i, col] = q
+            benefit[i, col] = -d
+
+
+def _candidates(P, C, home, backbone, n_candidates, overflow):
+    """Candidate cells of every sample: its L nearest reconstruction values, its backbone cell
+    (which keeps the assignment feasible), and the free slots.
+
+    With few cells (K ≤ ``EXACT_MAX_CELLS``) the L nearest come from a k-d tree query.  With
+    many, they are searched among the ``GRAPH_FACTOR``·L nearest neighbours of each sample's
+    home cell (the nearest cell found in the previous iteration): O(n·L·m) per iteration after
+    an O(K log K) neighbour graph of the centroids.  On 25 000 census-like records (K = 2500)
+    that is twice as fast for about 0.3 % more SSE than the exact query.
+    """
+    K = C.shape[0]
+    L = min(n_candidates, K)
+    w = L + 1 + (1 if overflow else 0)
+    cand = np.empty((P.shape[0], w), dtype=np.int64)
+    benefit = np.empty((P.shape[0], w))
+    if K <= EXACT_MAX_CELLS or home is None:
+        dist, near = cKDTree(C).query(P, k=L)
+        cand[:, :L] = near.reshape(len(P), L)
+        benefit[:, :L] = -(dist * dist).reshape(len(P), L)
+    else:
+        G = min(GRAPH_FACTOR * n_candidates, K)
+        graph = cKDTree(C).query(C, k=G)[1].reshape(K, G).astype(np.int64)
+        _near_cells(P, C, home, graph, cand, benefit, L)
+    _add_column(P, C, cand, benefit, L, backbone)
+    if overflow:
+        # a free slot's holder joins its nearest candidate cell
+        cand[:, L + 1] = K
+        benefit[:, L + 1] = benefit[:, : L + 1].max(axis=1)
+    return cand, benefit
+
+
+def _resolve(cell, cand, benefit, K):
+    """Map free-slot holders (cell K) and unassigned samples (−1) to their nearest candidate."""
+    odd = np.nonzero((cell == K) | (cell < 0))[0]
+    if odd.size:
+        b = np.where(cand[odd, :-1] >= 0, benefit[odd, :-1], -np.inf)
+        cell = cell.copy()
+        cell[odd] = cand[odd, np.argmax(b, axis=1)]
+    return cell
+
+
+class Adjuster:
+    """Cost adjustment + cost-sensitive nearest-neighbour step for a fixed set of capacities."""
+
+    def __init__(self, K, k, n, scale_per_sample, n_candidates, cloud=1, eps_final=_EPS_FINAL):
+        self.K = K
+        self.r = (n - K * k) * cloud
+        cap = np.full(K + (1 if self.r > 0 else 0), k * cloud, dtype=np.int64)
+        if self.r > 0:
+            cap[K] = self.r
+        self.start, self.price, self.holder = new_prices(cap)
+        self.n_candidates = n_candidates
+        self.scale = max(scale_per_sample, 1e-300)
+        self.eps_final = eps_final
+        self.bids = 0
+        self.failed = False
+
+    def assign(self, P, C, home, backbone):
+        cand, benefit = _candidates(P, C, home, backbone, self.n_candidates, self.r > 0)
+        eps = []
+        e = _EPS_FIRST * self.scale
+        while e > self.eps_final * self.scale:
+            eps.append(e)
+            e /= _EPS_STEP
+        eps.append(self.eps_final * self.scale)
+        spread = float(benefit.max() - benefit.min()) + self.scale
+        n = P.shape[0]
+        cell, bids = auction(
+            benefit, cand, self.start, self.price, self.holder, np.array(eps), spread, 400 * n * len(eps) + 10**6
+        )
+        self.bids += int(bids)
+        self.failed = bool((cell < 0).any())
+        # the nearest cell found is the next home (where the neighbour search starts)
+        self.nearest = cand[:, 0].copy()
+        return _resolve(cell, cand, benefit, self.K)
+
+    def costs(self):
+        c = self.price[self.start[: self.K]].copy()
+        return c - c.mean()
