@@ -273,7 +273,7 @@ def _add_column(P, C, cand, benefit, col, extra):
                 break
         if dup:
             cand[i, col] = -1
-            benefit[i, col] = 0.0
+            benefit[i, col] = -np.inf  # unused: must not count as the best free-slot value
         else:
             d = 0.0
             for j in range(P.shape[1]):
