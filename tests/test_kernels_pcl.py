@@ -122,7 +122,7 @@ def test_noiseless_distortion_is_monotone(init):
     labels, info = pcl(X, 5, init=init, noisy=False, max_iter=60, tol=0.0, return_info=True)
     h = info.sse_history
     assert len(h) >= 3
-    assert np.all(np.diff(h) <= 1e-9 * h[0])
+    assert np.all(np.diff(h) <= 1e-6 * info.sse_start)  # the auction is optimal to n·ε = 1e-6·SSE_start
     assert h[-1] < h[0]
     assert info.sse == pytest.approx(h.min())
     if init == "mdav":

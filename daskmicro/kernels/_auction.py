@@ -35,12 +35,12 @@ __all__ = ["auction", "new_prices", "Adjuster", "cell_means", "sse_of", "EPS_NOI
 
 GRAPH_FACTOR = 8  # neighbours of the home cell searched per candidate kept
 EXACT_MAX_CELLS = 1000  # up to this many cells the candidates come from an exact k-d tree query
-_EPS_FINAL = 1e-7  # final auction ε, relative to the mean squared distance per record
+_EPS_FINAL = 1e-6  # final auction ε, relative to the mean squared distance per record (n·ε = 1e-6·SSE_start)
 _EPS_FIRST = 0.25  # first auction ε, same unit
 # final auction ε of the noisy stage, same unit: the auction meets the capacities exactly at any
 # ε, and the clouds only steer the reconstruction values, so near-optimality is not needed here
 EPS_NOISY = 1e-1
-_EPS_STEP = 8.0  # ε is divided by this between auction phases
+_EPS_STEP = 4.0  # ε is divided by this between auction phases (4 measured ~10 % faster than 8)
 
 
 def new_prices(capacity: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
