@@ -10,6 +10,7 @@ Three parts, each printed as a table:
    over MDAV, noiseless and noisy.
 3. **Refinement** of an exact-MDAV partition of census-like data (the pipeline's per-partition
    use, ``pcl(Z, k, init=mdav_labels, noisy=False)``): time and distortion against MDAV.
+4. **Macroaggregation** (only with ``--macro-n``): PCL with large k from MDAV at size k.
 
 Targets are informational PASS/FAIL text, never assertions.  Numba compilation is done on a
 tiny input first and not timed.
@@ -17,6 +18,7 @@ tiny input first and not timed.
     python benchmarks/bench_pcl.py
     python benchmarks/bench_pcl.py --census-k 3 5 10 --n2d 5000 --k2d 5 250 --refine-n 25000
     python benchmarks/bench_pcl.py --skip-2d --refine-n 10000       # quick check
+    python benchmarks/bench_pcl.py --census-k --skip-2d --refine-n 0 --macro-n 50000 --macro-k 500
 """
 
 import sys
@@ -103,6 +105,20 @@ def refine(n, k, seed, noisy_too):
     print()
 
 
+def macro(n, k, seed):
+    Z = standardize(census_like(n, seed=seed).to_numpy(dtype=np.float64))[0]
+    total = sst(Z)
+    t_m, lab = timed(lambda: mdav(Z, k))
+    il_m = 100 * sse(Z, lab) / total
+    print(f"4. Macroaggregation (clustering) of census-like data, n = {n}, k = {k} ({n // k} cells)")
+    print(f"   exact MDAV at size k: {t_m:.2f} s, IL {il_m:.3f}")
+    t, (labels, info) = timed(lambda: pcl(Z, k, init=lab, seed=seed, return_info=True))
+    il = 100 * info.sse / total
+    print(f"   PCL from MDAV: {t:.2f} s, IL {il:.3f}, ratio {il / il_m:.3f}, {info.n_iter} iterations, "
+          f"smallest cell {np.bincount(labels).min()}")  # fmt: skip
+    print()
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--census-k", type=int, nargs="*", default=[3, 5, 10], help="k values on Census")
@@ -112,6 +128,8 @@ def main(argv=None):
     parser.add_argument("--refine-k", type=int, default=10, help="k of the refinement (default 10)")
     parser.add_argument("--refine-noisy", action="store_true", help="also time a noisy refinement")
     parser.add_argument("--skip-2d", action="store_true", help="skip part 2")
+    parser.add_argument("--macro-n", type=int, default=0, help="census-like records to macroaggregate (default 0: skip)")
+    parser.add_argument("--macro-k", type=int, default=500, help="cell size of the macroaggregation (default 500)")
     parser.add_argument("--seed", type=int, default=0, help="seed of data and PCL (default 0)")
     args = parser.parse_args(argv)
 
@@ -124,6 +142,8 @@ def main(argv=None):
         two_d(args.n2d, args.k2d, args.seed)
     if args.refine_n:
         refine(args.refine_n, args.refine_k, args.seed, args.refine_noisy)
+    if args.macro_n:
+        macro(args.macro_n, args.macro_k, args.seed)
 
 
 if __name__ == "__main__":

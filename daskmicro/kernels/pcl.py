@@ -20,9 +20,10 @@ problem, which :mod:`._auction` solves exactly (to within n·ε) by an ε-scalin
 paper instead adjusts c(q) with a Levenberg–Marquardt variant on the cell-probability function;
 that function is piecewise constant in the costs for a finite sample, which is why the paper
 needs the noisy variant to make derivatives useful and still reports an occasional defective
-cell.  The auction needs no derivatives, handles K in the hundreds of thousands (a dense
-Jacobian, as in ``scipy.optimize.root(method="lm")``, does not), always returns cells of the
-required sizes, and keeps the noiseless variant's distortion monotone non-increasing.
+cell.  The auction needs no derivatives, works on sparse candidate lists so that thousands of
+cells stay cheap (a dense K × K Jacobian, as in ``scipy.optimize.root(method="lm")``, does not),
+always returns cells of exactly the required sizes, and keeps the noiseless variant's distortion
+monotone non-increasing up to the auction's tolerance n·ε = 10⁻⁶·SSE_start.
 
 The lower bound "at least k" is modelled with K·k mandatory slots (k per cell) plus
 r = n − K·k free slots whose holders join their nearest reconstruction value.
@@ -294,11 +295,11 @@ def pcl(
     noisy = bool(noisy) and K > 1
     info = PCLInfo(n_cells=K, init=kind, noisy=noisy, sse_start=sse0)
     best_labels, best_sse = labels, sse0
-    if K == 1 or max_iter == 0:
+    if K == 1 or max_iter == 0 or sse0 == 0.0:  # nothing to iterate, or nothing to improve
         info.sse, info.sse_history = sse0, np.array([sse0])
         return (labels, info) if return_info else labels
 
-    scale = sse0 / n if sse0 > 0 else float(np.mean((X - X.mean(axis=0)) ** 2)) * m + 1e-12
+    scale = sse0 / n  # mean squared error per record: the unit of the auction's ε
 
     if noisy:
         C = _noisy_stage(X, k, K, C, labels, scale, n_noisy, cooling, sigma, n_candidates, rng, info)
@@ -333,6 +334,7 @@ def pcl(
         backbone, home = new, adj.nearest
     info.sse_history = np.array(history)
     info.sse = best_sse
+    info.n_cells = int(best_labels.max()) + 1  # fewer than K only if a repair dissolved a cell
     info.costs = adj.costs()
     info.n_bids += adj.bids
     return (best_labels, info) if return_info else best_labels
