@@ -165,6 +165,17 @@ def test_refinement_never_worse_than_its_start():
     np.testing.assert_array_equal(np.unique(starts["random"], return_inverse=True)[1].ravel(), same)
 
 
+def test_default_noise_rule():
+    """Noisy (§3.4) by default for small k from MDAV or random records; refinement of a given
+    partition stays noiseless (cheap) unless asked; large k is noiseless."""
+    X = gaussian(120, 2, seed=13)
+    assert pcl(X, 3, n_noisy=3, return_info=True)[1].noisy
+    assert pcl(X, 3, init="random", n_noisy=3, return_info=True)[1].noisy
+    assert not pcl(X, 3, init=mdav(X, 3), return_info=True)[1].noisy
+    assert pcl(X, 3, init=mdav(X, 3), noisy=True, n_noisy=3, return_info=True)[1].noisy
+    assert not pcl(X, 11, return_info=True)[1].noisy
+
+
 def test_refinement_keeps_larger_cells_feasible():
     """A given partition with cells of 2k or more keeps its number of cells, each ≥ k."""
     X = gaussian(240, 2, seed=6)

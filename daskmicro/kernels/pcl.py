@@ -231,8 +231,9 @@ def pcl(
     tol : float
         Stop when an iteration lowers the SSE by less than this fraction.
     noisy : bool, optional
-        Run the noisy variant first.  Default: noisy when k ≤ 10 (``NOISY_K_MAX``).  It costs
-        about ``n_noisy`` × 25 noiseless iterations; pass ``False`` for a cheap refinement.
+        Run the noisy variant first.  Default: noisy when k ≤ 10 (``NOISY_K_MAX``) and ``init``
+        is not a partition — refinement (``init=labels``) is noiseless unless ``noisy=True``.
+        The noisy stage costs roughly ``n_noisy`` × 25 noiseless iterations.
     n_noisy : int
         Samples per record in the noisy variant (the record itself included).
     cooling : float in (0, 1)
@@ -290,8 +291,8 @@ def pcl(
     sse0 = sse_of(X, labels, C_lab)
     C = X[np.sort(rng.choice(n, size=K, replace=False))] if kind == "random" else C_lab
 
-    if noisy is None:
-        noisy = k <= NOISY_K_MAX
+    if noisy is None:  # refinement stays cheap unless asked: the pipeline calls it per partition
+        noisy = k <= NOISY_K_MAX and kind != "labels"
     noisy = bool(noisy) and K > 1
     info = PCLInfo(n_cells=K, init=kind, noisy=noisy, sse_start=sse0)
     best_labels, best_sse = labels, sse0
@@ -308,7 +309,7 @@ def pcl(
     adj = Adjuster(K, k, n, scale, n_candidates)
     history = []
     backbone = labels
-    home = None  # first iteration: exact nearest cells
+    home = None  # first iteration: exact nearest cells (starting from the labels measured 0.6 % worse)
     prev = np.inf
     for it in range(max_iter):
         new = adj.assign(X, C, home, backbone)
