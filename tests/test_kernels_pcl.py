@@ -174,6 +174,7 @@ def test_default_noise_rule():
     assert not pcl(X, 3, init=mdav(X, 3), return_info=True)[1].noisy
     assert pcl(X, 3, init=mdav(X, 3), noisy=True, n_noisy=3, return_info=True)[1].noisy
     assert not pcl(X, 11, return_info=True)[1].noisy
+    assert not pcl(X, 3, n_noisy=20_000, max_iter=1, return_info=True)[1].noisy  # clouds too big
 
 
 def test_refinement_keeps_larger_cells_feasible():

@@ -58,6 +58,8 @@ __all__ = ["PCLInfo", "pcl"]
 #: Largest k for which ``noisy=None`` selects the noisy variant (§3.4: noise is meant for
 #: microaggregation, small k; on Census it lowers the SSE by a further 4–10 % at k = 3 … 10).
 NOISY_K_MAX = 10
+#: ... and only while the clouds hold at most this many samples (n·n_noisy; ~0.5 GB of work arrays).
+NOISY_MAX_SAMPLES = 2_000_000
 _SIGMA_START = 2.0  # default σ₀ in units of the rms within-cell spread per coordinate (tuned on Census)
 _SIGMA_END = 0.02  # the noisy stage ends when σ falls below this fraction of σ₀
 
@@ -231,9 +233,10 @@ def pcl(
     tol : float
         Stop when an iteration lowers the SSE by less than this fraction.
     noisy : bool, optional
-        Run the noisy variant first.  Default: noisy when k ≤ 10 (``NOISY_K_MAX``) and ``init``
-        is not a partition — refinement (``init=labels``) is noiseless unless ``noisy=True``.
-        The noisy stage costs roughly ``n_noisy`` × 25 noiseless iterations.
+        Run the noisy variant first.  Default: noisy when k ≤ 10 (``NOISY_K_MAX``), ``init``
+        is not a partition — refinement (``init=labels``) is noiseless unless ``noisy=True`` —
+        and n·n_noisy ≤ 2·10⁶ (``NOISY_MAX_SAMPLES``).  The noisy stage costs roughly
+        ``n_noisy`` × 25 noiseless iterations and memory for n·n_noisy samples.
     n_noisy : int
         Samples per record in the noisy variant (the record itself included).
     cooling : float in (0, 1)
@@ -292,7 +295,7 @@ def pcl(
     C = X[np.sort(rng.choice(n, size=K, replace=False))] if kind == "random" else C_lab
 
     if noisy is None:  # refinement stays cheap unless asked: the pipeline calls it per partition
-        noisy = k <= NOISY_K_MAX and kind != "labels"
+        noisy = k <= NOISY_K_MAX and kind != "labels" and n * n_noisy <= NOISY_MAX_SAMPLES
     noisy = bool(noisy) and K > 1
     info = PCLInfo(n_cells=K, init=kind, noisy=noisy, sse_start=sse0)
     best_labels, best_sse = labels, sse0
