@@ -217,6 +217,16 @@ def test_many_cells_use_the_neighbour_graph():
     assert info.sse < info.sse_start
 
 
+@pytest.mark.parametrize("n_candidates", [1, 2])
+def test_few_candidates(n_candidates):
+    """Even one nearest cell per record (plus its current cell) gives a valid partition."""
+    X = gaussian(203, 2, seed=14)
+    labels, info = pcl(X, 4, noisy=False, n_candidates=n_candidates, return_info=True)
+    assert_k_anonymous(labels, 203, 4)
+    assert info.n_repaired == 0 and np.isfinite(info.costs).all()
+    assert info.sse <= info.sse_start
+
+
 def test_info_object():
     X = gaussian(200, 2)
     labels, info = pcl(X, 4, noisy=True, n_noisy=4, cooling=0.5, return_info=True)

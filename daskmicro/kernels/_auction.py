@@ -205,6 +205,7 @@ def auction(benefit, cand, start, price, holder, eps_phases, spread, max_bids):
 
 @njit(cache=True)
 def cell_means(P, cell, ncell):
+    """Centroid (reconstruction value, §3.2 Eq. 3) and size of every cell; empty cells get 0."""
     m = P.shape[1]
     sums = np.zeros((ncell, m))
     cnt = np.zeros(ncell)
@@ -222,6 +223,7 @@ def cell_means(P, cell, ncell):
 
 @njit(cache=True)
 def sse_of(X, labels, C):
+    """Σ‖x_i − C[labels_i]‖²."""
     total = 0.0
     for i in range(X.shape[0]):
         q = labels[i]
@@ -348,7 +350,8 @@ class Adjuster:
             eps.append(e)
             e /= _EPS_STEP
         eps.append(self.eps_final * self.scale)
-        spread = float(benefit.max() - benefit.min()) + self.scale
+        finite = benefit[np.isfinite(benefit)]
+        spread = float(finite.max() - finite.min()) + self.scale  # increment for a lone option
         n = P.shape[0]
         cell, bids = auction(
             benefit, cand, self.start, self.price, self.holder, np.array(eps), spread, 400 * n * len(eps) + 10**6
