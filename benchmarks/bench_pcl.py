@@ -128,7 +128,7 @@ def main(argv=None):
     parser.add_argument("--refine-k", type=int, default=10, help="k of the refinement (default 10)")
     parser.add_argument("--refine-noisy", action="store_true", help="also time a noisy refinement")
     parser.add_argument("--skip-2d", action="store_true", help="skip part 2")
-    parser.add_argument("--macro-n", type=int, default=0, help="census-like records to macroaggregate (default 0: skip)")
+    parser.add_argument("--macro-n", type=int, default=0, help="census-like records to macroaggregate (0: skip)")
     parser.add_argument("--macro-k", type=int, default=500, help="cell size of the macroaggregation (default 500)")
     parser.add_argument("--seed", type=int, default=0, help="seed of data and PCL (default 0)")
     args = parser.parse_args(argv)

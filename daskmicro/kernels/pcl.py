@@ -277,7 +277,7 @@ def pcl(
         kind = "labels"
     if n_cells is not None:
         if kind != "random":
-            raise ParameterError("n_cells applies only to init='random' (MDAV and given labels fix the number of cells)")
+            raise ParameterError("n_cells applies only to init='random' (MDAV and given labels fix the cell count)")
         if not _is_int(n_cells) or not 1 <= n_cells <= n // k:
             raise ParameterError(f"n_cells must be an integer in [1, n // k = {n // k}], got {n_cells!r}")
 
