@@ -12,8 +12,9 @@ import numpy as np
 from .kernels.mdav import as_records, mdav
 from .kernels.metrics import cell_sizes, centroids, information_loss
 from .kernels.pca import pca_mdav, pca_reduce
+from .kernels.pcl import pcl
 
-__all__ = ["MDAV", "PCAMDAV"]
+__all__ = ["MDAV", "PCAMDAV", "PCL"]
 
 
 class _Microaggregator:
@@ -110,3 +111,70 @@ class PCAMDAV(_Microaggregator):
         self.eigenvalues_ = red.eigenvalues
         self.components_ = red.components
         return mdav(red.scores, self.k)
+
+
+class PCL(_Microaggregator):
+    """Probability-constrained Lloyd algorithm (PCL paper §3.3–3.4): every cell holds ≥ k records.
+
+    Parameters
+    ----------
+    k : int
+        Minimum cell size (≥ 2); large k gives clustering / macroaggregation.
+    init : {"mdav", "random"} or array of labels
+        Start from exact MDAV, from random records, or refine a given partition.
+    n_cells, max_iter, tol, noisy, n_noisy, cooling, sigma, n_candidates, seed
+        As in :func:`daskmicro.kernels.pcl.pcl`.
+
+    Attributes
+    ----------
+    labels_, centroids_, cell_sizes_, n_cells_, information_loss_,
+    info_ : :class:`daskmicro.kernels.pcl.PCLInfo` (iterations, SSE history, costs c(q), repairs)
+    """
+
+    _param_names = (
+        "k", "init", "n_cells", "max_iter", "tol", "noisy", "n_noisy", "cooling", "sigma", "n_candidates", "seed",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        k=10,
+        init="mdav",
+        n_cells=None,
+        max_iter=100,
+        tol=1e-4,
+        noisy=None,
+        n_noisy=16,
+        cooling=0.85,
+        sigma=None,
+        n_candidates=8,
+        seed=0,
+    ):
+        self.k = k
+        self.init = init
+        self.n_cells = n_cells
+        self.max_iter = max_iter
+        self.tol = tol
+        self.noisy = noisy
+        self.n_noisy = n_noisy
+        self.cooling = cooling
+        self.sigma = sigma
+        self.n_candidates = n_candidates
+        self.seed = seed
+
+    def _labels(self, X):
+        labels, self.info_ = pcl(
+            X,
+            self.k,
+            init=self.init,
+            n_cells=self.n_cells,
+            max_iter=self.max_iter,
+            tol=self.tol,
+            noisy=self.noisy,
+            n_noisy=self.n_noisy,
+            cooling=self.cooling,
+            sigma=self.sigma,
+            n_candidates=self.n_candidates,
+            seed=self.seed,
+            return_info=True,
+        )
+        return labels

@@ -1,0 +1,367 @@
+"""Cost adjustment and cost-sensitive assignment of PCL: an ε-scaling auction.
+
+Private helper of :mod:`daskmicro.kernels.pcl` (numba and scipy's k-d tree, no Dask): the
+auction itself, the candidate cells of every sample, and :class:`Adjuster`, which runs one
+cost adjustment + assignment with warm-started prices.
+
+Given reconstruction values x̂_q and the required number of samples per cell, the costs c(q) of
+the cost-sensitive nearest-neighbour step q(x) = argmin_q ‖x − x̂_q‖² + c(q) that meet the
+constraints are the dual prices (Lagrange multipliers) of the transportation problem
+
+    minimise Σ_i ‖x_i − x̂_{q(i)}‖²   subject to   |{i : q(i) = q}| = capacity(q).
+
+The auction algorithm (Bertsekas; the "similar objects" form of Bertsekas & Castañon for
+transportation problems) computes both the assignment and those prices directly: every cell
+holds ``capacity(q)`` slots, each with a price; an unassigned sample bids for the slot that
+maximises benefit − price, raising its price by the bid increment plus ε, and evicts the
+previous holder.  At termination every sample is within ε of its best choice (ε-complementary
+slackness), so the assignment is within n·ε of optimal, and a sample's cell is an additively
+weighted nearest neighbour with the slot prices as costs.  ε is scaled down geometrically,
+reusing the prices of the previous phase (and of the previous PCL iteration), which is the
+warm start the PCL paper asks of its cost adjustment.
+
+Slots of one cell are kept as a binary min-heap on price, so the cheapest slot (the cell's cost)
+and the second cheapest (needed for the bid increment) are found in O(1) and updated in
+O(log capacity): this keeps very large cells (macroaggregation, k in the thousands) cheap.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+from scipy.spatial import cKDTree
+
+__all__ = ["auction", "new_prices", "Adjuster", "cell_means", "sse_of", "EPS_NOISY"]
+
+GRAPH_FACTOR = 8  # neighbours of the home cell searched per candidate kept
+EXACT_MAX_CELLS = 1000  # up to this many cells the candidates come from an exact k-d tree query
+_EPS_FINAL = 1e-6  # final auction ε, relative to the mean squared distance per record (n·ε = 1e-6·SSE_start)
+_EPS_FIRST = 0.25  # first auction ε, same unit
+# final auction ε of the noisy stage, same unit: the auction meets the capacities exactly at any
+# ε, and the clouds only steer the reconstruction values, so near-optimality is not needed here
+EPS_NOISY = 1e-1
+_EPS_STEP = 4.0  # ε is divided by this between auction phases (4 measured ~10 % faster than 8)
+
+
+def new_prices(capacity: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Heap offsets (cells + 1), zero slot prices and empty slot holders for :func:`auction`."""
+    start = np.zeros(len(capacity) + 1, dtype=np.int64)
+    np.cumsum(capacity, out=start[1:])
+    return start, np.zeros(int(start[-1])), np.full(int(start[-1]), -1, dtype=np.int64)
+
+
+@njit(cache=True)
+def _sift_down(price, holder, where, lo, size, pos):
+    """Restore the min-heap ``price[lo:lo+size]`` after the entry at ``pos`` went up."""
+    while True:
+        left = 2 * pos + 1
+        if left >= size:
+            return
+        child = left
+        right = left + 1
+        if right < size and price[lo + right] < price[lo + left]:
+            child = right
+        if price[lo + child] < price[lo + pos]:
+            a = lo + child
+            b = lo + pos
+            price[a], price[b] = price[b], price[a]
+            holder[a], holder[b] = holder[b], holder[a]
+            if holder[a] >= 0:
+                where[holder[a]] = a
+            if holder[b] >= 0:
+                where[holder[b]] = b
+            pos = child
+        else:
+            return
+
+
+@njit(cache=True)
+def auction(benefit, cand, start, price, holder, eps_phases, spread, max_bids):
+    """Assign every person (sample) to one slot, maximising Σ benefit, by ε-scaling auction.
+
+    Parameters
+    ----------
+    benefit : float64 (n, w)
+        ``benefit[i, j]`` is the value to person ``i`` of a slot of cell ``cand[i, j]``
+        (−‖x_i − x̂_q‖² in PCL).
+    cand : int64 (n, w)
+        Candidate cells of each person; −1 marks an unused column.  A cell must not repeat in
+        a row.  The candidate graph must admit a perfect matching (PCL guarantees it by always
+        listing each sample's current cell).
+    start : int64 (cells + 1)
+        Slot offsets: cell q owns slots ``start[q]:start[q+1]``; ``start[-1]`` must equal n.
+    price : float64 (n,)
+        Slot prices, a min-heap per cell; updated in place (warm start for the next call).
+    holder : int64 (n,)
+        Person holding each slot (−1: free); updated in place.  A warm start keeps every
+        holder that still meets ε-complementary slackness under the new benefits.
+    eps_phases : float64 (p,)
+        Decreasing ε values, one auction phase each.
+    spread : float
+        Bid increment used when a person has a single possible slot.
+    max_bids : int
+        Safety cap on the total number of bids; when reached the auction stops early.
+
+    Returns
+    -------
+    cell : int64 (n,)
+        Cell of every person (−1 for anyone left unassigned when ``max_bids`` was hit).
+    bids : int
+        Number of bids made.
+    """
+    n, w = cand.shape
+    ncell = start.shape[0] - 1
+    slot_cell = np.empty(n, np.int64)
+    for q in range(ncell):
+        for s in range(start[q], start[q + 1]):
+            slot_cell[s] = q
+    where = np.full(n, -1, np.int64)
+    for s in range(n):
+        if holder[s] >= 0:
+            where[holder[s]] = s
+    queue = np.empty(n, np.int64)
+    bids = 0
+    for phase in range(eps_phases.shape[0]):
+        eps = eps_phases[phase]
+        # keep the holders that satisfy ε-complementary slackness; the others bid again
+        head = 0
+        count = 0
+        for i in range(n):
+            s = where[i]
+            own = -np.inf
+            best = -np.inf
+            if s >= 0:
+                q0 = slot_cell[s]
+                for j in range(w):
+                    q = cand[i, j]
+                    if q < 0:
+                        continue
+                    v = benefit[i, j] - price[start[q]]
+                    if v > best:
+                        best = v
+                    if q == q0:
+                        own = benefit[i, j] - price[s]
+            if s < 0 or own < best - eps:
+                if s >= 0:
+                    holder[s] = -1
+                    where[i] = -1
+                queue[count] = i
+                count += 1
+        while count > 0:
+            if bids >= max_bids:
+                break
+            i = queue[head]
+            head += 1
+            if head == n:
+                head = 0
+            count -= 1
+            w1 = -np.inf
+            w2 = -np.inf
+            best_j = -1
+            for j in range(w):
+                q = cand[i, j]
+                if q < 0:
+                    continue
+                v = benefit[i, j] - price[start[q]]
+                if v > w1:
+                    w2 = w1
+                    w1 = v
+                    best_j = j
+                elif v > w2:
+                    w2 = v
+            q = cand[i, best_j]
+            lo = start[q]
+            size = start[q + 1] - lo
+            # the second cheapest slot of the chosen cell competes with the other cells
+            if size >= 2:
+                p2 = price[lo + 1]
+                if size >= 3 and price[lo + 2] < p2:
+                    p2 = price[lo + 2]
+                v2 = benefit[i, best_j] - p2
+                if v2 > w2:
+                    w2 = v2
+            if w2 == -np.inf:
+                w2 = w1 - spread
+            price[lo] = benefit[i, best_j] - w2 + eps
+            evicted = holder[lo]
+            holder[lo] = i
+            where[i] = lo
+            if evicted >= 0:
+                where[evicted] = -1
+            _sift_down(price, holder, where, lo, size, 0)
+            bids += 1
+            if evicted >= 0:
+                tail = head + count
+                if tail >= n:
+                    tail -= n
+                queue[tail] = evicted
+                count += 1
+    cell = np.full(n, -1, np.int64)
+    for i in range(n):
+        if where[i] >= 0:
+            cell[i] = slot_cell[where[i]]
+    return cell, bids
+
+
+@njit(cache=True)
+def cell_means(P, cell, ncell):
+    """Centroid (reconstruction value, §3.2 Eq. 3) and size of every cell; empty cells get 0."""
+    m = P.shape[1]
+    sums = np.zeros((ncell, m))
+    cnt = np.zeros(ncell)
+    for i in range(P.shape[0]):
+        q = cell[i]
+        cnt[q] += 1.0
+        for j in range(m):
+            sums[q, j] += P[i, j]
+    for q in range(ncell):
+        if cnt[q] > 0:
+            for j in range(m):
+                sums[q, j] /= cnt[q]
+    return sums, cnt
+
+
+@njit(cache=True)
+def sse_of(X, labels, C):
+    """Σ‖x_i − C[labels_i]‖²."""
+    total = 0.0
+    for i in range(X.shape[0]):
+        q = labels[i]
+        for j in range(X.shape[1]):
+            d = X[i, j] - C[q, j]
+            total += d * d
+    return total
+
+
+@njit(cache=True)
+def _near_cells(P, C, home, graph, cand, benefit, L):
+    """Columns 0 … L−1: the L nearest of the cells neighbouring each sample's home cell."""
+    G = graph.shape[1]
+    m = P.shape[1]
+    for i in range(P.shape[0]):
+        h = home[i]
+        filled = 0
+        for g in range(G):
+            q = graph[h, g]
+            d = 0.0
+            for j in range(m):
+                t = P[i, j] - C[q, j]
+                d += t * t
+            v = -d
+            if filled < L:
+                pos = filled
+                filled += 1
+            elif v > benefit[i, L - 1]:
+                pos = L - 1
+            else:
+                continue
+            while pos > 0 and benefit[i, pos - 1] < v:  # keep the row sorted, best first
+                benefit[i, pos] = benefit[i, pos - 1]
+                cand[i, pos] = cand[i, pos - 1]
+                pos -= 1
+            benefit[i, pos] = v
+            cand[i, pos] = q
+
+
+@njit(cache=True)
+def _add_column(P, C, cand, benefit, col, extra):
+    """Fill column ``col`` with cell ``extra[i]`` unless it is among the first ``col`` already."""
+    for i in range(P.shape[0]):
+        q = extra[i]
+        dup = False
+        for j in range(col):
+            if cand[i, j] == q:
+                dup = True
+                break
+        if dup:
+            cand[i, col] = -1
+            benefit[i, col] = -np.inf  # unused: must not count as the best free-slot value
+        else:
+            d = 0.0
+            for j in range(P.shape[1]):
+                t = P[i, j] - C[q, j]
+                d += t * t
+            cand[i, col] = q
+            benefit[i, col] = -d
+
+
+def _candidates(P, C, home, backbone, n_candidates, overflow):
+    """Candidate cells of every sample: its L nearest reconstruction values, its backbone cell
+    (which keeps the assignment feasible), and the free slots.
+
+    With few cells (K ≤ ``EXACT_MAX_CELLS``) the L nearest come from a k-d tree query.  With
+    many, they are searched among the ``GRAPH_FACTOR``·L nearest neighbours of each sample's
+    home cell (the nearest cell found in the previous iteration): O(n·L·m) per iteration after
+    an O(K log K) neighbour graph of the centroids.  On 25 000 census-like records (K = 2500)
+    that is twice as fast for about 0.3 % more SSE than the exact query.
+    """
+    K = C.shape[0]
+    L = min(n_candidates, K)
+    w = L + 1 + (1 if overflow else 0)
+    cand = np.empty((P.shape[0], w), dtype=np.int64)
+    benefit = np.empty((P.shape[0], w))
+    if K <= EXACT_MAX_CELLS or home is None:
+        dist, near = cKDTree(C).query(P, k=L)
+        cand[:, :L] = near.reshape(len(P), L)
+        benefit[:, :L] = -(dist * dist).reshape(len(P), L)
+    else:
+        G = min(GRAPH_FACTOR * n_candidates, K)
+        graph = cKDTree(C).query(C, k=G)[1].reshape(K, G).astype(np.int64)
+        _near_cells(P, C, home, graph, cand, benefit, L)
+    _add_column(P, C, cand, benefit, L, backbone)
+    if overflow:
+        # a free slot's holder joins its nearest candidate cell
+        cand[:, L + 1] = K
+        benefit[:, L + 1] = benefit[:, : L + 1].max(axis=1)
+    return cand, benefit
+
+
+def _resolve(cell, cand, benefit, K):
+    """Map free-slot holders (cell K) and unassigned samples (−1) to their nearest candidate."""
+    odd = np.nonzero((cell == K) | (cell < 0))[0]
+    if odd.size:
+        b = np.where(cand[odd, :-1] >= 0, benefit[odd, :-1], -np.inf)
+        cell = cell.copy()
+        cell[odd] = cand[odd, np.argmax(b, axis=1)]
+    return cell
+
+
+class Adjuster:
+    """Cost adjustment + cost-sensitive nearest-neighbour step for a fixed set of capacities."""
+
+    def __init__(self, K, k, n, scale_per_sample, n_candidates, cloud=1, eps_final=_EPS_FINAL):
+        self.K = K
+        self.r = (n - K * k) * cloud
+        cap = np.full(K + (1 if self.r > 0 else 0), k * cloud, dtype=np.int64)
+        if self.r > 0:
+            cap[K] = self.r
+        self.start, self.price, self.holder = new_prices(cap)
+        self.n_candidates = n_candidates
+        self.scale = max(scale_per_sample, 1e-300)
+        self.eps_final = eps_final
+        self.bids = 0
+        self.failed = False
+
+    def assign(self, P, C, home, backbone):
+        cand, benefit = _candidates(P, C, home, backbone, self.n_candidates, self.r > 0)
+        eps = []
+        e = _EPS_FIRST * self.scale
+        while e > self.eps_final * self.scale:
+            eps.append(e)
+            e /= _EPS_STEP
+        eps.append(self.eps_final * self.scale)
+        finite = benefit[np.isfinite(benefit)]
+        spread = float(finite.max() - finite.min()) + self.scale  # increment for a lone option
+        n = P.shape[0]
+        cell, bids = auction(
+            benefit, cand, self.start, self.price, self.holder, np.array(eps), spread, 400 * n * len(eps) + 10**6
+        )
+        self.bids += int(bids)
+        self.failed = bool((cell < 0).any())
+        # the nearest cell found is the next home (where the neighbour search starts)
+        self.nearest = cand[:, 0].copy()
+        return _resolve(cell, cand, benefit, self.K)
+
+    def costs(self):
+        c = self.price[self.start[: self.K]].copy()
+        return c - c.mean()
