@@ -118,12 +118,9 @@ def add_parsers(subparsers) -> None:
 
 
 def _check_target(path: Path, overwrite: bool, what: str) -> None:
-    if path.exists() and not overwrite:
-        raise ParameterError(f"{what} already exists: {path} (use --overwrite to replace it)")
-    if path.is_dir():
-        raise ParameterError(f"{what} is a directory: {path}")
-    if not path.parent.is_dir():
-        raise ParameterError(f"directory of the {what} does not exist: {path.parent}")
+    from .cli import _check_target as check  # one rule for every command's outputs
+
+    check(path, overwrite, what)
 
 
 def _qi_list(text: str) -> list:
