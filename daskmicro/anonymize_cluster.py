@@ -62,7 +62,7 @@ def anonymize_on_cluster(df, qi, k, method, energy_loss, n_components, seed, kee
     )
     client = client or _default_client()
     if client is None and not pandas_in:
-        # the release is backed by futures: the cluster must outlive this call (it becomes the
+        # the release's graph holds futures (cell ids, centroids): the cluster must outlive this call (it becomes the
         # default client, as a bare distributed.Client() would)
         from distributed import Client, LocalCluster
 
@@ -76,7 +76,7 @@ def anonymize_on_cluster(df, qi, k, method, energy_loss, n_components, seed, kee
         pub.rows.raise_if_failed()
         release = pub.release
         if pandas_in:
-            release = _shuffled_frame(pd.concat(c.gather(pub.futures), ignore_index=True), seed, keep_row_id)
+            release = _shuffled_frame(pd.concat(c.gather(c.compute(pub.parts)), ignore_index=True), seed, keep_row_id)
     varying = [c for c in qi if c not in details["constant_columns"]]
     dtypes = ddf.dtypes
     changes = {c: {"from": str(dtypes[c]), "to": "float64"} for c in varying if not ptypes.is_float_dtype(dtypes[c])}

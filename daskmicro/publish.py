@@ -48,9 +48,16 @@ def shuffle_keys(seed: int, rowids: np.ndarray) -> np.ndarray:
         return z ^ (z >> np.uint64(31))
 
 
-def publish_chunk(part: pd.DataFrame, publication, row0: int, columns: list, seed: int, keep_row_id: bool):
-    """The release rows of one input chunk: centroids in, rows shuffled within the chunk."""
-    out, _ = replace_qi(part, columns, publication[1])
+def publish_chunk(part: pd.DataFrame, cells, table, row0: int, columns: list, seed: int, keep_row_id: bool):
+    """The release rows of one input chunk: centroids in, rows shuffled within the chunk.
+
+    ``cells`` holds the global cell id of each row of ``part`` (row order) and ``table`` the
+    centroids of all cells in original units (one row per cell, one column per name in
+    ``columns``).
+    """
+    if len(part) != len(cells):
+        raise RuntimeError(f"an input chunk has {len(part)} rows but {len(cells)} cell ids")
+    out, _ = replace_qi(part, columns, table[cells])
     rowids = np.arange(row0, row0 + len(part), dtype=np.int64)
     order = np.argsort(shuffle_keys(seed, rowids), kind="stable")
     out = out.take(order).reset_index(drop=True)

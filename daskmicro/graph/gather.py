@@ -1,11 +1,15 @@
-"""Gather: global cell ids, centroids back to the input chunks, the release, its verification.
+"""Gather: global cell ids back to the input chunks, the centroid table, the release, its check.
 
-The partition results stay on the workers.  Each top cell turns its partitions into per-row
-(global cell id, centroid in original units) and splits them by input chunk; each input chunk
-assembles its rows (all of them, exactly once, or the run stops), and its release partition is
-built from the original partition — every non-QI column untouched — with the rows shuffled by
-seeded keys.  Before the release is handed out the tuple counts of the *published values* are
-merged on the workers and must all be ≥ k, and the rows out must equal the rows in.
+The partition results stay on the workers.  One task builds the table of all centroids in
+original units (a k-th of the data); each top cell turns its partitions into (row id, global
+cell id) pairs split by input chunk; each input chunk assembles the cell ids of its rows (all of
+them, exactly once, or the run stops).  The release is a lazy Dask DataFrame: each of its
+partitions is built from the original partition — every non-QI column untouched — by looking
+the centroids up in the table, with the rows shuffled by seeded keys.  Before it is handed out
+every release partition is built once on the workers to merge the tuple counts of the
+*published values* (all must be ≥ k) and the rows out (must equal the rows in); the partitions
+are not kept, so the whole release is never held in memory — a writer builds each partition
+again (deterministically) as it writes it.
 """
 
 from __future__ import annotations
@@ -25,8 +29,10 @@ __all__ = ["Published", "publish"]
 
 @dataclass
 class Published:
-    release: object               # dask DataFrame backed by futures
-    futures: list                 # its partitions
+    release: object               # lazy dask DataFrame (its graph holds the futures below)
+    parts: list                   # its partitions, dask Delayed
+    cells_per_chunk: list         # futures: global cell id of each row, per input chunk
+    table: object                 # future: centroids of all cells in original units
     cells: int
     min_cell_size: int
     max_cell_size: int
@@ -36,30 +42,48 @@ class Published:
     rows: RowCheck
 
 
-def _cell_sizes(res):
-    return res.size
-
-
-def _cell_sse(res):
-    return float(res.sse.sum())
-
-
 def _tree_reduce(client, futures, combine, arity: int = 8):
     while len(futures) > 1:
         futures = [client.submit(combine, *futures[i:i + arity]) for i in range(0, len(futures), arity)]
     return futures[0]
 
 
+def _chunk_check(part, qi):
+    """(rows, tuple counts) of one release partition; the partition itself is dropped."""
+    return len(part), tuple_counts(part, qi)
+
+
+def _merge_checks(*checks):
+    return sum(c[0] for c in checks), merge_tuple_counts(*[c[1] for c in checks])
+
+
+def _verdict(merged, k):
+    rows, counts = merged
+    return rows, check_tuple_counts(counts, k)
+
+
 def publish(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: bool, timings: dict) -> Published:
+    """Number cells globally, build the (lazy) release of ``ddf`` and verify it.
+
+    Consumes ``fo.results``: once the cell ids and the centroid table exist the partition
+    results are released (``fo.results`` is set to None).
+    """
+    import dask
+    import dask.dataframe as dd
+
     t0 = time.perf_counter()
-    sizes = client.gather(client.map(_cell_sizes, fo.results))
-    sse = float(sum(client.gather(client.map(_cell_sse, fo.results))))
-    counts = [s.size for s in sizes]
+    summaries = client.gather(client.map(kpub.partition_summary, fo.results))
+    counts = [s[0] for s in summaries]
+    sse = float(sum(s[1] for s in summaries))
     offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-    all_sizes = np.concatenate(sizes)
+    hist: dict[int, int] = {}
+    for _, _, (sizes, cnt) in summaries:
+        for s_, c_ in zip(sizes.tolist(), cnt.tolist()):
+            hist[s_] = hist.get(s_, 0) + c_
 
     varying = [c for c, v in zip(qi, ing.varying) if v]
     mean_v, std_v = ing.mean[ing.varying], ing.std[ing.varying]
+    table = client.submit(kpub.centroid_table, mean_v, std_v, *fo.results)
     bounds = np.array(list(ing.row0s) + [ing.n], dtype=np.int64)
     by_top: dict[int, list] = {}
     for i, (t, *_rest) in enumerate(fo.partitions):
@@ -67,45 +91,43 @@ def publish(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: bool, timi
     splits = []
     for t in sorted(by_top):
         idx = by_top[t]
-        pub = client.submit(kpub.top_publication, offsets[idx], mean_v, std_v, *[fo.results[i] for i in idx])
+        pub = client.submit(kpub.top_publication, offsets[idx], *[fo.results[i] for i in idx])
         splits.append(client.submit(kpub.split_by_bounds, pub, bounds))
-    chunks = []
+    del pub
+    cells = []
     for b, (row0, length) in enumerate(zip(ing.row0s, ing.lengths)):
         pieces = [client.submit(operator.getitem, s, b) for s in splits]
-        chunks.append(client.submit(kpub.assemble_chunk, int(row0), int(length), len(varying), *pieces))
-
-    originals = client.compute(ddf.to_delayed())
-    release = client.map(
-        publish_chunk, originals, chunks, ing.row0s,
-        columns=varying, seed=seed, keep_row_id=keep_row_id,
-    )
-    client.gather(client.map(len, release))  # surfaces assembly errors here
-    del chunks, originals
+        cells.append(client.submit(kpub.assemble_chunk, int(row0), int(length), *pieces))
+    del pieces, splits
+    client.gather(client.map(len, cells))  # surfaces assembly errors here
+    client.gather(client.submit(len, table))
+    fo.results = None  # cell ids and centroids are all the release needs now
     timings["gather"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    rows_out = int(sum(client.gather(client.map(len, release))))
-    merged = _tree_reduce(client, client.map(tuple_counts, release, qi=list(qi)), merge_tuple_counts)
-    k_check = client.submit(check_tuple_counts, merged, k).result()
+    build = dask.delayed(publish_chunk, pure=True)
+    parts = [
+        build(o, c, table, int(row0), columns=varying, seed=seed, keep_row_id=keep_row_id)
+        for o, c, row0 in zip(ddf.to_delayed(), cells, ing.row0s)
+    ]
+    check = dask.delayed(_chunk_check, pure=True)
+    checks = client.compute([check(p, list(qi)) for p in parts])
+    rows_out, k_check = client.submit(_verdict, _tree_reduce(client, checks, _merge_checks), k).result()
+    del checks
     timings["verify"] = time.perf_counter() - t0
 
-    import dask.dataframe as dd
-
-    meta = client.submit(_empty_like, release[0]).result()
-    release_ddf = dd.from_delayed(release, meta=meta, verify_meta=False)
-    uniq, cnt = np.unique(all_sizes, return_counts=True)
+    meta = publish_chunk(ddf._meta, np.empty(0, np.int64), np.empty((0, len(varying))), 0, varying, seed, keep_row_id)
+    release_ddf = dd.from_delayed(parts, meta=meta, verify_meta=False)
     return Published(
         release=release_ddf,
-        futures=release,
-        cells=int(all_sizes.size),
-        min_cell_size=int(all_sizes.min()),
-        max_cell_size=int(all_sizes.max()),
+        parts=parts,
+        cells_per_chunk=cells,
+        table=table,
+        cells=int(sum(counts)),
+        min_cell_size=min(hist),
+        max_cell_size=max(hist),
         sse=sse,
-        cell_size_counts={int(u): int(c) for u, c in zip(uniq, cnt)},
+        cell_size_counts=dict(sorted(hist.items())),
         k_anonymity=k_check,
-        rows=RowCheck(ok=rows_out == ing.n, rows_in=int(ing.n), rows_out=rows_out),
+        rows=RowCheck(ok=int(rows_out) == ing.n, rows_in=int(ing.n), rows_out=int(rows_out)),
     )
-
-
-def _empty_like(df):
-    return df.iloc[:0]

@@ -54,12 +54,20 @@ def _write_part(df, path: str) -> int:
     return len(df)
 
 
-def write_parts(client, futures, staging: Path) -> int:
-    """Workers write each release partition into ``staging``; returns the rows written."""
+def write_parts(client, parts, staging: Path) -> int:
+    """Workers build and write each release partition into ``staging``; returns the rows written.
+
+    ``parts`` are the release's partitions as dask Delayed objects (``release.to_delayed()``) or
+    futures.  Each partition is built by the task that writes it and dropped after, so the
+    release is never held whole in memory.
+    """
+    import dask
+
     staging.mkdir(parents=True)
-    width = max(5, len(str(len(futures))))
-    paths = [str(staging / f"part.{i:0{width}d}.parquet") for i in range(len(futures))]
-    return int(sum(client.gather(client.map(_write_part, futures, paths))))
+    width = max(5, len(str(len(parts))))
+    paths = [str(staging / f"part.{i:0{width}d}.parquet") for i in range(len(parts))]
+    write = dask.delayed(_write_part, pure=True)
+    return int(sum(client.gather(client.compute([write(p, path) for p, path in zip(parts, paths)]))))
 
 
 def staging_dir(target: Path) -> Path:
