@@ -249,10 +249,7 @@ def anonymize_probabilistic(df, qi, k, method, energy_loss, n_components, seed, 
     )
     if on_cluster:
         if model.per_record:
-            raise ParameterError(
-                f"a participation column (per-record π_j) is supported by methods {' and '.join(IN_PROCESS_METHODS)} "
-                f"on a pandas DataFrame without a cluster; use a constant participation with method {method!r}"
-            )
+            raise per_record_refusal(method)
         return _on_cluster(df, qi, k, method, energy_loss, n_components, seed, keep_row_id, options, client,
                            progress, model, reference)
     if any(v is not None for v in options[:3]):
@@ -300,6 +297,14 @@ def _check_failures(prob: dict, pbar: float) -> None:
             f"{bad} cell(s) fail with probability above max_cell_failure = {pbar:g} "
             f"(largest q̄ = {prob['cell_failure_max']:.3g}); nothing is released"
         )
+
+
+def per_record_refusal(method: str) -> ParameterError:
+    """The error for a participation column with a method that runs on the Dask pipeline."""
+    return ParameterError(
+        f"a participation column (per-record π_j) is supported by methods {' and '.join(IN_PROCESS_METHODS)} "
+        f"on a pandas DataFrame without a cluster; use a constant participation with method {method!r}"
+    )
 
 
 def resolve_cli_participation(text: str, columns) -> object:
