@@ -19,7 +19,17 @@ failure t̄).
   refuse a participation column.
 
 The participation column is not a quasi-identifier: it is published untouched, like every other
-non-QI column.
+non-QI column.  The released QI values are the plain means of each cell's records (every record
+of the input is present); the π-weighted distortion of §VI-B is reported alongside.
+
+``report.probabilistic`` (JSON-ready) holds: ``mode``, ``k``, ``max_cell_failure`` (p̄),
+``participation`` (π, or ``"per-record"`` with ``participation_column`` and its min / mean /
+max), ``n_min`` (constant π), ``n_cells``, ``cell_failure_max`` and ``cell_failure_mean`` (q̄_c),
+``cells_above_max_cell_failure`` (always 0 in a release: it is verified), ``table_failure`` (t̄),
+``expected_unprotected`` (Σ_c u_c·q̄_c), ``record_failure`` (r̄), ``record_failure_given_active``
+(r̄′), ``worst_cells`` (size, expected participants and q̄ of the cells most likely to fail),
+``expected_distortion`` (§VI-B, per-record π_j) and, when the π = 1 reference ran,
+``information_loss_at_k`` (same method, plain k) and ``distortion_ratio``.
 """
 
 from __future__ import annotations
@@ -108,7 +118,9 @@ def participation_values(df: pd.DataFrame, column, qi) -> np.ndarray:
         raise InputError(f"participation column name {column!r} occurs more than once in the input")
     s = df[column]
     if ptypes.is_bool_dtype(s.dtype) or not ptypes.is_numeric_dtype(s.dtype):
-        raise InputError(f"participation column {column!r} is not numeric (dtype {s.dtype}); it must hold probabilities")
+        raise InputError(
+            f"participation column {column!r} is not numeric (dtype {s.dtype}); it must hold probabilities"
+        )
     values = s.to_numpy(dtype=np.float64, na_value=np.nan)
     n_nan = int(np.isnan(values).sum())
     if n_nan:
@@ -206,7 +218,6 @@ def _model_dict(k: int, model: ParticipationModel, n_min, pis) -> dict:
         "mode": "per-record participation" if model.per_record else "constant participation",
         "k": k,
         "max_cell_failure": model.max_cell_failure,
-        "p": 1.0 - model.max_cell_failure,
     }
     if model.per_record:
         out.update(participation="per-record", participation_column=str(model.column),
@@ -253,7 +264,9 @@ def anonymize_probabilistic(df, qi, k, method, energy_loss, n_components, seed, 
         return _on_cluster(df, qi, k, method, energy_loss, n_components, seed, keep_row_id, options, client,
                            progress, model, reference)
     if any(v is not None for v in options[:3]):
-        raise ParameterError(f"K, nu and partition_size apply to the partitioned and proximal-distal methods, not {method!r}")
+        raise ParameterError(
+            f"K, nu and partition_size apply to the partitioned and proximal-distal methods, not {method!r}"
+        )
     return _in_process(df, qi, k, "mdav" if method == "auto" else method, energy_loss, n_components,
                                 seed, keep_row_id, model, reference)
 
@@ -262,7 +275,10 @@ def _on_cluster(df, qi, k, method, energy_loss, n_components, seed, keep_row_id,
                 model: ParticipationModel, reference):
     from .anonymize_cluster import anonymize_on_cluster
 
-    n = len(df) if isinstance(df, pd.DataFrame) else int(df.shape[0].compute())
+    if isinstance(df, pd.DataFrame):
+        n = len(df)
+    else:  # one pass over the partitions (the pipeline counts again when it ingests)
+        n = int(client.compute(df.shape[0]).result() if client is not None else df.shape[0].compute())
     if n == 0:
         raise InputError("input has no rows")
     n_min = _n_min(k, model.constant, model.max_cell_failure, n)
@@ -301,9 +317,11 @@ def _check_failures(prob: dict, pbar: float) -> None:
 
 def per_record_refusal(method: str) -> ParameterError:
     """The error for a participation column with a method that runs on the Dask pipeline."""
+    hint = ("give method 'mdav' explicitly (auto picks the pipeline beyond 100,000 rows)" if method == "auto"
+            else f"use a constant participation with method {method!r}")
     return ParameterError(
         f"a participation column (per-record π_j) is supported by methods {' and '.join(IN_PROCESS_METHODS)} "
-        f"on a pandas DataFrame without a cluster; use a constant participation with method {method!r}"
+        f"on a pandas DataFrame without a cluster; {hint}"
     )
 
 
@@ -314,7 +332,9 @@ def resolve_cli_participation(text: str, columns) -> object:
     try:
         value = float(text)
     except ValueError:
-        raise ParameterError(f"--participation: {text!r} is neither a number in (0, 1] nor a column of the input") from None
+        raise ParameterError(
+            f"--participation: {text!r} is neither a number in (0, 1] nor a column of the input"
+        ) from None
     if not math.isfinite(value):
         raise ParameterError(f"--participation must be in (0, 1], got {text!r}")
     return value
