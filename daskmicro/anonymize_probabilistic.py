@@ -317,7 +317,7 @@ def _check_failures(prob: dict, pbar: float) -> None:
 
 def per_record_refusal(method: str) -> ParameterError:
     """The error for a participation column with a method that runs on the Dask pipeline."""
-    hint = ("give method 'mdav' explicitly (auto picks the pipeline beyond 100,000 rows)" if method == "auto"
+    hint = ("method 'auto' runs the pipeline on Dask or lake inputs and beyond 100,000 rows" if method == "auto"
             else f"use a constant participation with method {method!r}")
     return ParameterError(
         f"a participation column (per-record π_j) is supported by methods {' and '.join(IN_PROCESS_METHODS)} "
