@@ -58,6 +58,9 @@ def anonymize(
     sse_threshold: float | None = None,
     client=None,
     progress=None,
+    participation=None,
+    max_cell_failure: float | None = None,
+    reference: bool | None = None,
 ):
     """Publish a k-anonymous version of ``df`` by microaggregating its quasi-identifier columns.
 
@@ -114,6 +117,19 @@ def anonymize(
         Cluster to run on.
     progress : callable, optional
         Cluster runs: called as ``progress(stage, seconds)`` when each pipeline stage ends.
+    participation : float or column label, optional
+        p-Probabilistic k-anonymity (seed 003 §V): the probability π in (0, 1] that each record
+        takes part, or the name of a column holding one π_j in (0, 1] per record (not a QI; it is
+        published unchanged).  Constant π: the method runs with k replaced by the effective
+        anonymity n_min, with any method.  Per-record π_j: methods "mdav" and "pca-mdav" in
+        process only; each cell is grown until its own failure probability q̄ ≤ p̄.  Needs
+        ``max_cell_failure``; see :mod:`daskmicro.anonymize_probabilistic`.
+    max_cell_failure : float in (0, 1), optional
+        With ``participation``: the acceptable cell failure p̄, the largest probability that a cell
+        ends with between 1 and k − 1 participants.
+    reference : bool, optional
+        With ``participation``: also run the same method with plain k (π = 1) and report the
+        distortion ratio.  Default: only for in-process runs of at most 50,000 records.
 
     Returns
     -------
@@ -160,6 +176,11 @@ def anonymize(
     method = _check_method(method)
     seed = _check_seed(seed)
     pipeline_options = check_options(K, nu, partition_size, task_rows, max_task_rows, sse_threshold)
+    if participation is not None or max_cell_failure is not None or reference is not None:
+        from .anonymize_probabilistic import anonymize_probabilistic
+
+        return anonymize_probabilistic(df, qi, k, method, energy_loss, n_components, seed, keep_row_id,
+                                       pipeline_options, client, progress, participation, max_cell_failure, reference)
     if _is_dask_frame(df) or client is not None or method in ("partitioned", "proximal-distal") or (
         method == "auto" and isinstance(df, pd.DataFrame) and len(df) > AUTO_EXACT_ROWS
     ):

@@ -46,6 +46,7 @@ examples:
   daskmicro anonymize census.csv release.parquet --qi AGI,FEDTAX,FICA --k 5
   daskmicro anonymize data.parquet out.parquet --qi x1,x2,x3 --k 10 --method pca-mdav --energy-loss 0.1
   daskmicro anonymize data.parquet out.parquet --qi x1,x2 --k 3 --seed 42 --report run.json --overwrite
+  daskmicro anonymize survey.csv out.parquet --qi age,income --k 10 --participation 0.75 --max-cell-failure 1e-6
 
 Information loss is 100*SSE/SST on the z-scored QI columns.  Integer QI columns become float64
 (centroids are not integers in general).  The report holds the shuffle seed, which undoes the
@@ -132,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--task-rows", type=int, metavar="N", help="partitioned: records per top-level task (default 250000)")
     p.add_argument("--max-task-rows", type=int, metavar="N", help="largest input the one-task methods accept (default 1000000)")
     p.add_argument("--seed", type=_non_negative_int, metavar="S", help="seed of the row shuffle (default: drawn at random and recorded in the report)")
+    p.add_argument("--participation", metavar="P|COLUMN", help="p-probabilistic k-anonymity: probability in (0, 1] that each record takes part, or a column of per-record probabilities (mdav, pca-mdav only); needs --max-cell-failure")
+    p.add_argument("--max-cell-failure", type=float, metavar="PBAR", help="with --participation: acceptable probability, in (0, 1), that a cell ends with 1 to K-1 participants")
     p.add_argument("--report", metavar="PATH", help="JSON report to write (default: OUTPUT with suffix .report.json)")
     p.add_argument("--keep-row-id", action="store_true", help="add a row_id column with each record's position in the input")
     p.add_argument("--overwrite", action="store_true", help="replace OUTPUT and the report if they exist")
@@ -265,6 +268,8 @@ def _cmd_anonymize(args) -> int:
         _check_target(report_path, args.overwrite, "report")
     elif not lake_out:
         _check_target(default_report, args.overwrite, "report")
+    if (args.participation is None) != (args.max_cell_failure is None):
+        raise ParameterError("--participation and --max-cell-failure go together")
     security = security_from_args(args)
     qi = [c.strip() for c in args.qi.split(",") if c.strip()]
     options = dict(
@@ -275,10 +280,19 @@ def _cmd_anonymize(args) -> int:
 
     lake_in = Path(args.input).is_dir()
     data = lake.read_lake(args.input) if lake_in else read_table(args.input)
+    if args.participation is not None:
+        from .anonymize_probabilistic import resolve_cli_participation
+
+        options.update(participation=resolve_cli_participation(args.participation, data.columns),
+                       max_cell_failure=args.max_cell_failure)
     in_process = (
         not (lake_in or lake_out or args.scheduler)
         and (args.method in ("mdav", "pca-mdav") or (args.method == "auto" and len(data) <= AUTO_EXACT_ROWS))
     )
+    if not in_process and isinstance(options.get("participation"), str):
+        from .anonymize_probabilistic import per_record_refusal
+
+        raise per_record_refusal(args.method)  # before any cluster is started
     if in_process:
         release, report = anonymize(data, **options)
     else:

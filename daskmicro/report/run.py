@@ -241,6 +241,23 @@ class Report:
             lines.append(f"  principal components kept: {self.n_components} of {self.m_used}")
         if self.constant_columns:
             lines.append(f"  constant QI columns left unchanged: {', '.join(map(str, self.constant_columns))}")
+        if self.probabilistic:
+            lines.extend(_probabilistic_lines(self.probabilistic))
         verdict = "passed" if self.verified else "FAILED"
         lines.append(f"  verification {verdict}: every QI tuple occurs ≥ {self.k} times, rows in = rows out")
         return "\n".join(lines)
+
+
+def _probabilistic_lines(prob: dict) -> list:
+    """Summary lines of the p-probabilistic mode (seed 003 §VI-A)."""
+    pi = prob.get("participation")
+    what = f"π = {pi:g}" if isinstance(pi, (int, float)) else f"π_j from column {prob.get('participation_column')!r}"
+    size = f", effective anonymity n_min = {prob['n_min']}" if prob.get("n_min") is not None else ""
+    lines = [
+        f"  p-probabilistic: {what}, p̄ = {prob['max_cell_failure']:g}{size}",
+        f"  cell failure q̄: max {prob['cell_failure_max']:.3g}, mean {prob['cell_failure_mean']:.3g}; "
+        f"table failure t̄ = {prob['table_failure']:.3g}; expected unprotected records {prob['expected_unprotected']:.3g}",
+    ]
+    if prob.get("information_loss_at_k") is not None:
+        lines.append(f"  information loss with π = 1 (plain k): {prob['information_loss_at_k']:.2f}")
+    return lines
