@@ -304,7 +304,7 @@ def _cmd_anonymize(args) -> int:
             if lake_out:
                 staging = lake.staging_dir(output)
                 try:
-                    rows = lake.write_parts(client, release.to_delayed(), staging)
+                    rows = lake.write_parts(client, release.to_delayed() if hasattr(release, "to_delayed") else release, staging)
                     if rows != report.n:
                         raise VerificationError(f"wrote {rows} rows but the input has {report.n}")
                     report.paths = {"input": str(args.input), "output": str(output), "report": str(report_path or default_report)}

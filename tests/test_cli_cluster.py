@@ -54,6 +54,15 @@ def test_lake_in_lake_out_commits_atomically(lake_in, tmp_path, capsys):
     assert main(["anonymize", str(lake_in), str(lake_in / "out"), "--qi", QI, "--k", "5"]) == 2  # inside input
 
 
+def test_single_file_in_lake_out(lake_in, tmp_path):
+    out = tmp_path / "release"
+    src = lake_in / "part-0.parquet"
+    assert main(["anonymize", str(src), str(out), "--qi", QI, "--k", "5", "--method", "partitioned",
+                 "--partition-size", "1000", "--K", "200", "--workers", "1"]) == 0
+    release = pd.read_parquet(out)
+    assert len(release) == 2000 and verify_k_anonymity(release, list(CENSUS_COLUMNS), 5)
+
+
 def test_cli_on_a_running_dask_scheduler_and_worker(lake_in, tmp_path):
     port = _free_port()
     address = f"tcp://127.0.0.1:{port}"

@@ -57,12 +57,14 @@ def _write_part(df, path: str) -> int:
 def write_parts(client, parts, staging: Path) -> int:
     """Workers build and write each release partition into ``staging``; returns the rows written.
 
-    ``parts`` are the release's partitions as dask Delayed objects (``release.to_delayed()``) or
-    futures.  Each partition is built by the task that writes it and dropped after, so the
+    ``parts`` are the release's partitions as dask Delayed objects (``release.to_delayed()``),
+    futures, or one pandas DataFrame.  Each partition is built by the task that writes it and dropped after, so the
     release is never held whole in memory.
     """
     import dask
 
+    if hasattr(parts, "iloc"):  # a pandas release: one part
+        parts = [dask.delayed(parts)]
     staging.mkdir(parents=True)
     width = max(5, len(str(len(parts))))
     paths = [str(staging / f"part.{i:0{width}d}.parquet") for i in range(len(parts))]
