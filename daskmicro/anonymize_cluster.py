@@ -40,9 +40,7 @@ def anonymize_on_cluster(df, qi, k, method, energy_loss, n_components, seed, kee
     pandas_in = isinstance(df, pd.DataFrame)
     if pandas_in:
         n = _check_frame(df)
-        import dask.dataframe as dd
-
-        ddf = dd.from_pandas(df.reset_index(drop=True), npartitions=max(1, math.ceil(n / PANDAS_CHUNK_ROWS)), sort=False)
+        ddf = df  # scattered to the cluster below, once it is known
     elif _is_dask_frame(df):
         ddf = df
     else:
@@ -71,6 +69,8 @@ def anonymize_on_cluster(df, qi, k, method, energy_loss, n_components, seed, kee
         client = Client(LocalCluster(n_workers=default_workers(), threads_per_worker=1, dashboard_address=":0",
                                      silence_logs=40))
     with cluster_client(client) as c:
+        if pandas_in:
+            ddf = _scattered_frame(c, df, n)
         pub, details = run_pipeline(c, ddf, qi, cfg, seed, keep_row_id, progress)
         pub.k_anonymity.raise_if_failed()
         pub.rows.raise_if_failed()
@@ -112,6 +112,16 @@ def anonymize_on_cluster(df, qi, k, method, energy_loss, n_components, seed, kee
         n_distal=details["distal_macrocells"],
     )
     return release, report
+
+
+def _scattered_frame(client, df: pd.DataFrame, n: int):
+    """``df`` as a Dask DataFrame whose partitions live on the workers (sent once, not in graphs)."""
+    import dask.dataframe as dd
+
+    frame = df.reset_index(drop=True)
+    step = math.ceil(n / max(1, math.ceil(n / PANDAS_CHUNK_ROWS)))
+    futures = client.scatter([frame.iloc[i:i + step] for i in range(0, n, step)], hash=False)
+    return dd.from_delayed(futures, meta=frame.iloc[:0], verify_meta=False)
 
 
 def _shuffled_frame(release: pd.DataFrame, seed: int, keep_row_id: bool) -> pd.DataFrame:
