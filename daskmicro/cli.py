@@ -174,6 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     cli_report.add_parser(sub)
     _add_privacy_parsers(sub)
     cli_plan.add_parser(sub)
+    from . import cli_sweep
+
+    cli_sweep.add_parser(sub)
     return parser
 
 

@@ -26,6 +26,8 @@ __all__ = [
     "macrocell_sse_plot",
     "eigenvalue_plot",
     "sweep_plot",
+    "sweep_figure",
+    "sweep_png",
     "recommend_setting",
 ]
 
@@ -208,6 +210,21 @@ def recommend_setting(points: Iterable[Mapping], budget: float | None) -> dict |
 def sweep_plot(points: Iterable[Mapping], budget: float | None = None) -> str:
     """Relative time τ against distortion increment δ over a parameter sweep (seed 001 Fig. 14, 21).
 
+    The figure is :func:`sweep_figure`'s; see there for the parameters.  Returns inline SVG markup.
+    """
+    return figure_to_svg(sweep_figure(points, budget), "sweep")
+
+
+def sweep_png(points: Iterable[Mapping], budget: float | None = None, dpi: int = 150) -> bytes:
+    """:func:`sweep_figure` as PNG bytes (for slides and documents; the HTML pages use SVG)."""
+    buf = io.BytesIO()
+    sweep_figure(points, budget).savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
+    return buf.getvalue()
+
+
+def sweep_figure(points: Iterable[Mapping], budget: float | None = None):
+    """Relative time τ against distortion increment δ over a parameter sweep (seed 001 Fig. 14, 21).
+
     Parameters
     ----------
     points : iterable of mapping
@@ -219,8 +236,7 @@ def sweep_plot(points: Iterable[Mapping], budget: float | None = None) -> str:
 
     Returns
     -------
-    str
-        Inline SVG markup.
+    matplotlib.figure.Figure
     """
     pts = _check_points(points)
     t = np.array([p["relative_time"] for p in pts]) * 100
@@ -247,4 +263,4 @@ def sweep_plot(points: Iterable[Mapping], budget: float | None = None) -> str:
     ax.set_ylabel("relative time τ (%)")
     ax.legend(loc="best", fontsize=8)
     ax.grid(alpha=0.3)
-    return figure_to_svg(fig, "sweep")
+    return fig
