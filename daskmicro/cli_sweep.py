@@ -82,6 +82,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--sample", type=_positive_int, default=20_000, metavar="N", help="rows of the seeded sample (default: %(default)s; the whole table if smaller)")
     p.add_argument("--seed", type=_non_negative_int, default=0, metavar="S", help="seed of the sample (default: %(default)s)")
     p.add_argument("--budget", type=float, metavar="PCT", help="distortion budget: largest acceptable δ in percent (e.g. 1 for 1 %%)")
+    p.add_argument("--increment", choices=["relative", "absolute"], default="relative", help="what --budget bounds and the plot shows: relative δ = (D′ − D)/D, or absolute ΔD = D′ − D (the paper's axis) (default: %(default)s)")
     p.add_argument("--repeat", type=_positive_int, default=1, metavar="R", help="time each setting R times and keep the best (default: %(default)s)")
     p.add_argument("--out", required=True, metavar="DIR", help="directory for sweep.json, sweep.csv, sweep.png and sweep.html")
     p.add_argument("--overwrite", action="store_true", help="replace sweep files already in DIR")
@@ -121,18 +122,21 @@ def run(args) -> int:
 
     def show(row):
         print(f"  {row['setting']:<24} τ = {100 * row['relative_time']:6.1f} %   "
-              f"δ = {100 * row['relative_distortion']:+7.2f} %", file=sys.stderr, flush=True)
+              f"δ = {100 * row['relative_distortion']:+7.2f} %   ΔD = {100 * row['delta_D']:+6.3f} %",
+              file=sys.stderr, flush=True)
 
     result = sweep(data, qi, args.k, nu=nu, K=K, n_components=n_components, energy_loss=energy_loss,
-                   sample=args.sample, seed=args.seed, budget=budget, repeat=args.repeat, progress=show)
+                   sample=args.sample, seed=args.seed, budget=budget, repeat=args.repeat,
+                   increment=args.increment, progress=show)
     paths = write_sweep(result, args.out, input_path=args.input, overwrite=args.overwrite)
     ref = result.attrs["reference"]
     print(f"sweep of {len(result)} settings on {result.attrs['sample_size']:,} sampled records "
           f"(of {result.attrs['n_input']:,}); exact MDAV: IL {ref['information_loss']:.3f} in {ref['seconds']:.2f} s")
     if budget is not None:
         best = result.attrs["recommended"]
-        print(f"recommended for δ ≤ {args.budget:g} %: {best}" if best else
-              f"no setting keeps δ ≤ {args.budget:g} %: use exact MDAV")
+        sym = "ΔD" if args.increment == "absolute" else "δ"
+        print(f"recommended for {sym} ≤ {args.budget:g} %: {best}" if best else
+              f"no setting keeps {sym} ≤ {args.budget:g} %: use exact MDAV")
     for kind, path in paths.items():
         print(f"{kind + ':':<6}{path}")
     return 0

@@ -25,7 +25,10 @@ import pandas as pd
 
 from .errors import InputError, ParameterError
 
-__all__ = ["sweep", "sweep_points", "DEFAULT_NU", "DEFAULT_SAMPLE"]
+__all__ = ["sweep", "sweep_points", "DEFAULT_NU", "DEFAULT_SAMPLE", "INCREMENTS"]
+
+#: What a budget bounds: δ = (D′ − D)/D ("relative") or ΔD = D′ − D ("absolute").
+INCREMENTS = ("relative", "absolute")
 
 #: ν values scanned when none are given: 0, 0.1, …, 1.
 DEFAULT_NU = tuple(round(0.1 * i, 1) for i in range(11))
@@ -153,6 +156,7 @@ def sweep(
     seed: int = 0,
     budget: float | None = None,
     repeat: int = 1,
+    increment: str = "relative",
     progress=None,
 ) -> pd.DataFrame:
     """Scan settings of Algorithm C on a sample: relative time τ vs distortion increment.
@@ -184,10 +188,13 @@ def sweep(
     seed : int, default 0
         Seed of the sample.
     budget : float, optional
-        Largest acceptable relative distortion increment δ (a fraction: 0.01 = 1 %); marks the
-        fastest setting within it in the ``recommended`` column.
+        Largest acceptable distortion increment (a fraction: 0.01 = 1 %), on δ or on ΔD as
+        ``increment`` says; marks the fastest setting within it in the ``recommended`` column.
     repeat : int, default 1
         Each timing is the best of this many runs.
+    increment : {"relative", "absolute"}, default "relative"
+        The increment the budget bounds and the plot shows: δ = (D′ − D)/D, or the paper's
+        ΔD = D′ − D (Figs. 14 and 21).
     progress : callable, optional
         Called as ``progress(row_dict)`` after each setting.
 
@@ -224,6 +231,8 @@ def sweep(
         raise ParameterError(f"k must be an integer ≥ 2, got {k!r}")
     if sample < k:
         raise ParameterError(f"sample = {sample} is smaller than k = {k}")
+    if increment not in INCREMENTS:
+        raise ParameterError(f"increment must be one of {', '.join(INCREMENTS)}, got {increment!r}")
     if budget is not None:
         if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not math.isfinite(budget) or budget < 0:
             raise ParameterError(f"budget must be a number ≥ 0 (a fraction of D), got {budget!r}")
@@ -273,13 +282,13 @@ def sweep(
     result = pd.DataFrame(rows, columns=_COLUMNS)
     for col in ("K", "n_components", "m_tilde"):
         result[col] = result[col].astype("Int64")
-    best = recommend_setting(sweep_points(result), budget) if budget is not None else None
+    best = recommend_setting(sweep_points(result, increment), budget) if budget is not None else None
     result["recommended"] = result["setting"] == (best["setting"] if best else None)
     result.attrs.update({
         "k": int(k), "qi": [str(c) for c in qi], "m_used": m_used,
         "constant_columns": [str(c) for c, v in zip(qi, varying) if not v],
         "n_input": int(n_total), "sample_size": int(n), "seed": int(seed), "repeat": int(repeat),
-        "budget": None if budget is None else float(budget),
+        "budget": None if budget is None else float(budget), "increment": increment,
         "reference": {"method": "mdav", "information_loss": float(il_ref), "distortion": float(il_ref) / 100,
                       "seconds": float(t_ref), "cells": int(ref_labels.max()) + 1},
         "recommended": None if best is None else best["setting"],
@@ -294,10 +303,15 @@ def _exact_result(labels):
                             macrocell_sse=np.zeros(1))
 
 
-def sweep_points(result: pd.DataFrame) -> list[dict]:
-    """The rows of a :func:`sweep` result as points for :func:`~daskmicro.report.plots.sweep_plot`."""
+def sweep_points(result: pd.DataFrame, increment: str | None = None) -> list[dict]:
+    """The rows of a :func:`sweep` result as points for :func:`~daskmicro.report.plots.sweep_plot`.
+
+    The points' ``relative_distortion`` is δ, or ΔD when ``increment`` (default: the sweep's
+    own, ``result.attrs["increment"]``) is "absolute".
+    """
+    increment = increment or result.attrs.get("increment", "relative")
+    column = "delta_D" if increment == "absolute" else "relative_distortion"
     return [
-        {"setting": str(r.setting), "relative_time": float(r.relative_time),
-         "relative_distortion": float(r.relative_distortion)}
-        for r in result.itertuples(index=False)
+        {"setting": str(s), "relative_time": float(t), "relative_distortion": float(d)}
+        for s, t, d in zip(result["setting"], result["relative_time"], result[column])
     ]

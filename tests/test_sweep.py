@@ -239,3 +239,16 @@ def test_sweep_page_renders_in_headless_chromium(sweep_dir, tmp_path):
     assert rgb[20:60, 20:400].mean() < 120  # dark header band
     blue = (rgb[..., 2] > 140) & (rgb[..., 0] < 90) & (rgb[..., 1] < 130)
     assert blue.sum() > 200, "no plot markers on the page"
+
+
+def test_sweep_absolute_increment(data):
+    res = sweep(data, QI, 5, nu=[0, 0.5, 1], K=[100], sample=1000, budget=0.004, increment="absolute")
+    rec = res[res["recommended"]]
+    assert len(rec) == 1 and rec["delta_D"].iloc[0] <= 0.004
+    assert rec["relative_time"].iloc[0] == res.loc[res["delta_D"] <= 0.004, "relative_time"].min()
+    doc = sweep_document(res)
+    assert doc["increment"] == "absolute"
+    assert all(p["relative_distortion"] == pytest.approx(r) for p, r in zip(doc["points"], res["relative_distortion"]))
+    assert "Recommended setting for ΔD ≤ 0.4 %" in render_sweep_html(doc)
+    with pytest.raises(ParameterError, match="increment"):
+        sweep(data, QI, 5, sample=500, increment="percent")

@@ -46,14 +46,14 @@ def sweep_document(result: pd.DataFrame, input_path: str | None = None) -> dict:
         raise ParameterError("result must be the DataFrame returned by daskmicro.sweep")
     attrs = dict(result.attrs)
     points = []
-    for plot_point, row in zip(sweep_points(result), result.to_dict(orient="records")):
+    for plot_point, row in zip(sweep_points(result, "relative"), result.to_dict(orient="records")):
         points.append({**{key: _plain(value) for key, value in row.items()}, **plot_point})
     doc = {
         "daskmicro_version": __version__,
         "created": _utc_now(),
         "input": None if input_path is None else str(input_path),
         **{key: attrs.get(key) for key in ("k", "qi", "m_used", "constant_columns", "n_input", "sample_size",
-                                            "seed", "repeat", "reference", "budget", "recommended")},
+                                            "seed", "repeat", "reference", "budget", "increment", "recommended")},
         "points": points,
     }
     return doc
@@ -85,7 +85,14 @@ def render_sweep_html(doc: Mapping) -> str:
     points = list(doc["points"])
     budget = doc.get("budget")
     ref = doc.get("reference") or {}
-    best = plots.recommend_setting(points, budget)
+    absolute = doc.get("increment") == "absolute"
+    sym = "ΔD" if absolute else "δ"
+    if absolute:  # the paper's axis: ΔD = D′ − D
+        plot_points = [{**p, "relative_distortion": p.get("delta_D")} for p in points]
+        xlabel = "distortion increment ΔD = D′ − D over exact MDAV (% of SST)"
+    else:
+        plot_points, xlabel = points, None
+    best = plots.recommend_setting(plot_points, budget)
     params = [
         ("input", doc.get("input")), ("records in the input", doc.get("n_input")),
         ("records in the sample", doc.get("sample_size")), ("sample seed", doc.get("seed")),
@@ -99,18 +106,19 @@ def render_sweep_html(doc: Mapping) -> str:
     if budget is None:
         verdict = '<p class="notrun">no distortion budget given: no recommendation</p>'
     elif best is None:
-        verdict = (f'<p id="recommendation">No setting keeps δ within the budget of {100 * float(budget):.2g} %; '
+        verdict = (f'<p id="recommendation">No setting keeps {sym} within the budget of {100 * float(budget):.2g} %; '
                    "exact MDAV (ν = 1) is the safe choice.</p>")
     else:
-        verdict = (f'<p id="recommendation">Recommended setting for δ ≤ {100 * float(budget):.2g} %: '
+        verdict = (f'<p id="recommendation">Recommended setting for {sym} ≤ {100 * float(budget):.2g} %: '
                    f"<b>{_esc(best['setting'])}</b> — τ = {100 * best['relative_time']:.1f} % of the time of exact "
-                   f"MDAV, δ = {100 * best['relative_distortion']:+.2f} %.</p>")
+                   f"MDAV, {sym} = {100 * best['relative_distortion']:+.2f} %.</p>")
     sections = [
         ("parameters", "Sample and reference", _table(params, ("", "value"))),
         ("tradeoff", "Relative time vs distortion increment",
-         verdict + plots.sweep_plot(points, budget)
-         + "<p>τ = t′/t against the time t of exact MDAV on the same sample; δ = (D′ − D)/D against its "
-           "distortion D (seed 001, §V, Figs. 14 and 21).  ν = 1 is exact MDAV itself.</p>"),
+         verdict + plots.sweep_plot(plot_points, budget, xlabel)
+         + "<p>τ = t′/t against the time t of exact MDAV on the same sample; δ = (D′ − D)/D and "
+           "ΔD = D′ − D against its distortion D = SSE/SST (seed 001, §V, Figs. 14 and 21); the budget bounds "
+           f"{sym}.  ν = 1 is exact MDAV itself.</p>"),
         ("settings", "Settings", _settings_table(points)),
     ]
     body = "\n".join(f'<section id="{sid}"><h2>{_esc(title)}</h2>{html}</section>' for sid, title, html in sections)
@@ -143,7 +151,9 @@ def write_sweep(result: pd.DataFrame, out_dir, input_path: str | None = None, ov
     paths = check_sweep_target(out_dir, overwrite)
     doc = sweep_document(result, input_path)
     page = render_sweep_html(doc)
-    png = plots.sweep_png(sweep_points(result), doc.get("budget"))
+    absolute = doc.get("increment") == "absolute"
+    png = plots.sweep_png(sweep_points(result), doc.get("budget"),
+                          "distortion increment ΔD = D′ − D over exact MDAV (% of SST)" if absolute else None)
     table = result.copy()
     created = not out_dir.exists()
     out_dir.mkdir(exist_ok=True)
