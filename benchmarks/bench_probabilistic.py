@@ -123,7 +123,7 @@ def main_anonymize(args):
                 cols = []
                 for pi, pbar in SETTINGS:
                     _, rep = anonymize(df, qi, k, method=method, seed=0, participation=pi, max_cell_failure=pbar,
-                                       reference=False, **extra)
+                                       plain_k_reference=False, **extra)
                     assert rep.min_cell_size >= rep.probabilistic["n_min"] and rep.verified
                     cols.append(f"{rep.probabilistic['n_min']:7d} {rep.distortion:7.4f} {rep.distortion / d1:4.2f}")
                 print(f"{k:3d} | {d1:.4f}  | " + " | ".join(cols))
@@ -132,7 +132,7 @@ def main_anonymize(args):
                 for k in (10, 50):
                     t0 = time.perf_counter()
                     _, rep = anonymize(df, qi, k, method=method, seed=0, participation="pi_j", max_cell_failure=1e-6,
-                                       reference=True)
+                                       plain_k_reference=True)
                     p = rep.probabilistic
                     print(f"per-record π_j ~ U(0.5, 1), k = {k}, p̄ = 1e-6: cells {rep.min_cell_size}–{rep.max_cell_size}"
                           f" records, D = {rep.distortion:.4f} (× {p['distortion_ratio']:.2f}), D(§VI-B) = "

@@ -21,6 +21,7 @@ from .graph.pipeline import check_options
 from .kernels import centroids, check_k, information_loss, mdav, standardize
 from .privacy.verify import verify_k_anonymity, verify_rows
 from .publish import ROW_ID, replace_qi
+from .reference import attach_reference, check_reference
 from .report.run import Report
 
 __all__ = ["METHODS", "anonymize"]
@@ -60,7 +61,8 @@ def anonymize(
     progress=None,
     participation=None,
     max_cell_failure: float | None = None,
-    reference: bool | None = None,
+    plain_k_reference: bool | None = None,
+    reference: str | None = None,
 ):
     """Publish a k-anonymous version of ``df`` by microaggregating its quasi-identifier columns.
 
@@ -127,9 +129,14 @@ def anonymize(
     max_cell_failure : float in (0, 1), optional
         With ``participation``: the acceptable cell failure p̄, the largest probability that a cell
         ends with between 1 and k − 1 participants.
-    reference : bool, optional
+    plain_k_reference : bool, optional
         With ``participation``: also run the same method with plain k (π = 1) and report the
         distortion ratio.  Default: only for in-process runs of at most 50,000 records.
+    reference : {"auto", "exact", "sample"} or None, default None
+        Also compute the information loss of exact MDAV on the same data, for the report's
+        relative distortion increment (:func:`daskmicro.reference.attach_reference`): "exact" on
+        all records, "sample" estimated on a seeded sample of 20,000, "auto" exact up to 20,000
+        records.  None (the default) computes nothing.
 
     Returns
     -------
@@ -175,20 +182,27 @@ def anonymize(
     """
     method = _check_method(method)
     seed = _check_seed(seed)
+    reference = check_reference(reference)
     pipeline_options = check_options(K, nu, partition_size, task_rows, max_task_rows, sse_threshold)
-    if participation is not None or max_cell_failure is not None or reference is not None:
+    if participation is not None or max_cell_failure is not None or plain_k_reference is not None:
         from .anonymize_probabilistic import anonymize_probabilistic
 
-        return anonymize_probabilistic(df, qi, k, method, energy_loss, n_components, seed, keep_row_id,
-                                       pipeline_options, client, progress, participation, max_cell_failure, reference)
+        release, report = anonymize_probabilistic(
+            df, qi, k, method, energy_loss, n_components, seed, keep_row_id, pipeline_options, client, progress,
+            participation, max_cell_failure, plain_k_reference,
+        )
+        attach_reference(report, df, report.qi, reference)
+        return release, report
     if _is_dask_frame(df) or client is not None or method in ("partitioned", "proximal-distal") or (
         method == "auto" and isinstance(df, pd.DataFrame) and len(df) > AUTO_EXACT_ROWS
     ):
         from .anonymize_cluster import anonymize_on_cluster
 
-        return anonymize_on_cluster(
+        release, report = anonymize_on_cluster(
             df, qi, k, method, energy_loss, n_components, seed, keep_row_id, pipeline_options, client, progress
         )
+        attach_reference(report, df, report.qi, reference)
+        return release, report
     if any(v is not None for v in pipeline_options[:3]):
         raise ParameterError(f"K, nu and partition_size apply to the partitioned and proximal-distal methods, not {method!r}")
     if method == "auto":
@@ -257,6 +271,7 @@ def anonymize(
         rows=row_check,
         keep_row_id=bool(keep_row_id),
     )
+    attach_reference(report, df, qi, reference)
     return release, report
 
 

@@ -134,7 +134,7 @@ def participation_values(df: pd.DataFrame, column, qi) -> np.ndarray:
 def _check_reference(reference):
     if reference is None or isinstance(reference, (bool, np.bool_)):
         return None if reference is None else bool(reference)
-    raise ParameterError(f"reference must be True, False or None, got {reference!r}")
+    raise ParameterError(f"plain_k_reference must be True, False or None, got {reference!r}")
 
 
 def _n_min(k: int, pi: float, pbar: float, n: int) -> int:
@@ -250,7 +250,7 @@ def anonymize_probabilistic(df, qi, k, method, energy_loss, n_components, seed, 
     model = check_participation_options(participation, max_cell_failure)
     reference = _check_reference(reference)
     if model is None:
-        raise ParameterError("reference applies only with participation and max_cell_failure")
+        raise ParameterError("plain_k_reference applies only with participation and max_cell_failure")
     k = check_anonymity(k)
     dask_in = _is_dask_frame(df)
     if not dask_in and not isinstance(df, pd.DataFrame):

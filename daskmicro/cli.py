@@ -138,6 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report", metavar="PATH", help="JSON report to write (default: OUTPUT with suffix .report.json)")
     p.add_argument("--keep-row-id", action="store_true", help="add a row_id column with each record's position in the input")
     p.add_argument("--overwrite", action="store_true", help="replace OUTPUT and the report if they exist")
+    p.add_argument("--reference", default="auto", choices=["auto", "exact", "sample", "none"], help="IL of exact MDAV for the report's relative increment: exact on all records, estimated on a 20,000-record sample, auto (exact up to 20,000 records), none (default: %(default)s)")
+    p.add_argument("--no-dask-report", action="store_true", help="cluster runs: do not write the Dask performance report (REPORT.dask.html, or _dask-report.html in a directory output)")
     _add_cluster_options(p)
     p.set_defaults(handler=_cmd_anonymize)
 
@@ -177,6 +179,9 @@ def build_parser() -> argparse.ArgumentParser:
     cli_report.add_parser(sub)
     _add_privacy_parsers(sub)
     cli_plan.add_parser(sub)
+    from . import cli_sweep
+
+    cli_sweep.add_parser(sub)
     return parser
 
 
@@ -277,6 +282,7 @@ def _cmd_anonymize(args) -> int:
         seed=args.seed, keep_row_id=args.keep_row_id, K=args.K, nu=args.nu, partition_size=args.partition_size,
         task_rows=args.task_rows, max_task_rows=args.max_task_rows,
     )
+    options["reference"] = None if args.reference == "none" else args.reference
 
     lake_in = Path(args.input).is_dir()
     data = lake.read_lake(args.input) if lake_in else read_table(args.input)
@@ -293,6 +299,13 @@ def _cmd_anonymize(args) -> int:
         from .anonymize_probabilistic import per_record_refusal
 
         raise per_record_refusal(args.method)  # before any cluster is started
+
+    from .report import dask_report
+
+    perf = dask_report.DaskPerformanceReport(enabled=not (in_process or args.no_dask_report))
+    perf_path = output / dask_report.LAKE_NAME if lake_out else dask_report.performance_report_path(report_path or default_report)
+    if perf.enabled and not lake_out:
+        _check_target(perf_path, args.overwrite, "Dask performance report")
     if in_process:
         release, report = anonymize(data, **options)
     else:
@@ -300,7 +313,12 @@ def _cmd_anonymize(args) -> int:
 
         with cluster_client(scheduler=args.scheduler, security=security, n_workers=args.workers) as client:
             print(f"dask dashboard: {client.dashboard_link}", file=sys.stderr, flush=True)
-            release, report = anonymize(data, client=client, progress=_stage_printer, **options)
+            with perf.record():
+                release, report = anonymize(data, client=client, progress=_stage_printer, **options)
+            if perf.error:
+                print(f"{PROG}: warning: {perf.error}", file=sys.stderr)
+            if perf.available:
+                report.performance_report = dask_report.relative_link(perf_path, default_report if lake_out else (report_path or default_report))
             if lake_out:
                 staging = lake.staging_dir(output)
                 try:
@@ -309,6 +327,7 @@ def _cmd_anonymize(args) -> int:
                         raise VerificationError(f"wrote {rows} rows but the input has {report.n}")
                     report.paths = {"input": str(args.input), "output": str(output), "report": str(report_path or default_report)}
                     report.to_json(staging / "_report.json")
+                    perf.write(staging / dask_report.LAKE_NAME)
                     lake.commit_dir(staging, output)
                 finally:
                     if staging.exists():
@@ -316,6 +335,8 @@ def _cmd_anonymize(args) -> int:
 
                         shutil.rmtree(staging, ignore_errors=True)
                 if report_path is not None:
+                    if perf.available:
+                        report.performance_report = dask_report.relative_link(perf_path, report_path)
                     report.to_json(report_path)
                 print(report.summary())
                 print(f"release: {output}/ ({report.pipeline['partitions'] if report.pipeline else 1} partition(s) processed)\nreport:  {report_path or default_report}")
@@ -327,8 +348,11 @@ def _cmd_anonymize(args) -> int:
     with AtomicBatch() as batch:
         batch.parquet(release, output)
         batch.json(report.to_dict(), report_path)
+        perf.stage(batch, perf_path)
     print(report.summary())
     print(f"release: {output}\nreport:  {report_path}")
+    if perf.available:
+        print(f"dask:    {perf_path}")
     return 0
 
 
@@ -343,6 +367,7 @@ def _cmd_demo(args) -> int:
     from .privacy.risk import disclosure_risk
     from .publish import ROW_ID
     from .report import write_report
+    from .report.dask_report import DaskPerformanceReport
 
     out_dir = Path(args.output)
     if out_dir.exists() and not out_dir.is_dir():
@@ -354,9 +379,11 @@ def _cmd_demo(args) -> int:
     with cluster_client(n_workers=args.workers) as client:
         print(f"LocalCluster with {len(client.scheduler_info()['workers'])} worker processes; dashboard: {client.dashboard_link}",
               file=sys.stderr, flush=True)
-        release, report = anonymize(data, qi=qi, k=args.k, seed=args.seed, method="partitioned",
-                                    partition_size=args.partition_size, keep_row_id=True, client=client,
-                                    progress=_stage_printer)
+        perf = DaskPerformanceReport()
+        with perf.record():
+            release, report = anonymize(data, qi=qi, k=args.k, seed=args.seed, method="partitioned",
+                                        partition_size=args.partition_size, keep_row_id=True, client=client,
+                                        progress=_stage_printer, reference="auto")
     # utility and risk need each published row next to its original: align by row id, then drop it
     original = data[qi].to_numpy(np.float64)
     published = release.sort_values(ROW_ID)[qi].to_numpy(np.float64)
@@ -370,6 +397,8 @@ def _cmd_demo(args) -> int:
     with AtomicBatch() as batch:
         batch.parquet(data, paths["input"])
         batch.parquet(release, paths["release"])
+        if perf.stage(batch, out_dir / "dask-report.html"):
+            report.performance_report = "dask-report.html"
         batch.json(report.to_dict(), paths["report"])
     html = write_report(out_dir)
     print(report.summary())

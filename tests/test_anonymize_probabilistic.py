@@ -100,7 +100,7 @@ def test_constant_participation_in_process(census, method, k, pi):
 
 def test_constant_participation_one_is_plain_k(census):
     qi = list(census.columns)
-    release, report = anonymize(census, qi, 5, participation=1.0, max_cell_failure=1e-6, seed=0, reference=False)
+    release, report = anonymize(census, qi, 5, participation=1.0, max_cell_failure=1e-6, seed=0, plain_k_reference=False)
     plain, plain_report = anonymize(census, qi, 5, seed=0)
     assert report.probabilistic["n_min"] == 5 and report.probabilistic["cell_failure_max"] == 0.0
     assert report.information_loss == pytest.approx(plain_report.information_loss)
@@ -138,7 +138,7 @@ def test_per_record_equals_constant_when_all_equal(census):
     """With every π_j = π, grown cells are MDAV-shaped with n_min records (the last takes the rest)."""
     df = census.assign(pi=0.75)
     qi = list(census.columns)
-    _, grown = anonymize(df, qi, 10, participation="pi", max_cell_failure=PBAR, seed=0, reference=False)
+    _, grown = anonymize(df, qi, 10, participation="pi", max_cell_failure=PBAR, seed=0, plain_k_reference=False)
     sizes = sorted(int(s) for s, c in grown.cell_size_counts.items() for _ in range(c))
     assert sizes[0] == binom_n_min(10, 0.75, PBAR) == 25
     assert sizes[-2] == 25 and sum(sizes) == len(census)
@@ -166,8 +166,8 @@ def _bad(survey, **kw):
     (dict(max_cell_failure="x"), ParameterError, "max_cell_failure"),
     (dict(max_cell_failure=None), ParameterError, "max_cell_failure"),
     (dict(participation=None), ParameterError, "participation"),
-    (dict(participation=None, max_cell_failure=None, reference=True), ParameterError, "reference"),
-    (dict(reference="yes"), ParameterError, "reference"),
+    (dict(participation=None, max_cell_failure=None, plain_k_reference=True), ParameterError, "reference"),
+    (dict(plain_k_reference="yes"), ParameterError, "reference"),
     (dict(participation="nope"), ParameterError, "'nope'"),
     (dict(participation="AGI"), ParameterError, "'AGI'"),
     (dict(participation="region"), InputError, "'region'"),
@@ -217,7 +217,7 @@ def test_constant_participation_on_cluster(client):
     k, pi, pbar = 5, 0.5, 1e-6
     n_min = binom_n_min(k, pi, pbar)
     small = dict(method="partitioned", partition_size=1000, K=200, task_rows=1500, client=client, seed=3)
-    release, report = anonymize(df, qi, k, participation=pi, max_cell_failure=pbar, reference=True, **small)
+    release, report = anonymize(df, qi, k, participation=pi, max_cell_failure=pbar, plain_k_reference=True, **small)
     sizes = cells_of(release, qi).size().to_numpy()
     assert len(release) == len(df) and sizes.min() >= n_min and report.verified
     assert report.k == k and report.k_anonymity.k == n_min and report.pipeline["partitions"] > 1

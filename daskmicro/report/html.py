@@ -191,8 +191,17 @@ def _information_loss(r: Mapping) -> str:
         return _not_run("no information loss recorded")
     rows = [("information loss IL = 100·SSE/SST (z-scored)", float(il)), ("distortion D = SSE/SST", float(il) / 100)]
     ref = r.get("reference_information_loss")
+    how = r.get("reference") if isinstance(r.get("reference"), Mapping) else {}
     if ref is not None:
-        rows.append(("IL of exact MDAV (reference)", float(ref)))
+        label = "IL of exact MDAV (reference)"
+        if how.get("kind") == "sample":
+            label = f"IL of exact MDAV — {how.get('label') or 'estimated on a sample'}"
+        elif how.get("label"):
+            label += f" — {how['label']}"
+        rows.append((label, float(ref)))
+        if how.get("kind") == "sample" and how.get("ratio") is not None:
+            rows.append((f"ratio IL(method)/IL(exact MDAV) on the sample of {_fmt(how.get('sample_size'))} records",
+                         float(how["ratio"])))
         if float(ref) > 0:
             delta = (float(il) - float(ref)) / float(ref)
             rows.append(("relative distortion increment δ = (D − D_MDAV)/D_MDAV", f"{100 * delta:+.2f} %"))

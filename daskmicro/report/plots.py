@@ -26,6 +26,8 @@ __all__ = [
     "macrocell_sse_plot",
     "eigenvalue_plot",
     "sweep_plot",
+    "sweep_figure",
+    "sweep_png",
     "recommend_setting",
 ]
 
@@ -205,7 +207,23 @@ def recommend_setting(points: Iterable[Mapping], budget: float | None) -> dict |
     return min(fits, key=lambda p: (p["relative_time"], p["relative_distortion"]))
 
 
-def sweep_plot(points: Iterable[Mapping], budget: float | None = None) -> str:
+def sweep_plot(points: Iterable[Mapping], budget: float | None = None, xlabel: str | None = None) -> str:
+    """Relative time τ against distortion increment δ over a parameter sweep (seed 001 Fig. 14, 21).
+
+    The figure is :func:`sweep_figure`'s; see there for the parameters.  Returns inline SVG markup.
+    """
+    return figure_to_svg(sweep_figure(points, budget, xlabel), "sweep")
+
+
+def sweep_png(points: Iterable[Mapping], budget: float | None = None, xlabel: str | None = None,
+              dpi: int = 150) -> bytes:
+    """:func:`sweep_figure` as PNG bytes (for slides and documents; the HTML pages use SVG)."""
+    buf = io.BytesIO()
+    sweep_figure(points, budget, xlabel).savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
+    return buf.getvalue()
+
+
+def sweep_figure(points: Iterable[Mapping], budget: float | None = None, xlabel: str | None = None):
     """Relative time τ against distortion increment δ over a parameter sweep (seed 001 Fig. 14, 21).
 
     Parameters
@@ -216,11 +234,13 @@ def sweep_plot(points: Iterable[Mapping], budget: float | None = None) -> str:
     budget : float, optional
         Distortion budget on δ: drawn as a vertical line, and the fastest setting within it
         (:func:`recommend_setting`) is highlighted and labelled.
+    xlabel : str, optional
+        Label of the distortion axis, when the points carry another increment than δ (the
+        sweep's absolute ΔD = D′ − D, the paper's own axis).
 
     Returns
     -------
-    str
-        Inline SVG markup.
+    matplotlib.figure.Figure
     """
     pts = _check_points(points)
     t = np.array([p["relative_time"] for p in pts]) * 100
@@ -232,7 +252,7 @@ def sweep_plot(points: Iterable[Mapping], budget: float | None = None) -> str:
         for p, x, y in zip(pts, d, t):
             ax.annotate(str(p["setting"]), (x, y), xytext=(4, 4), textcoords="offset points", fontsize=8)
     if budget is not None:
-        ax.axvline(100 * float(budget), color=_ORANGE, linestyle="--", label=f"budget δ ≤ {100 * float(budget):.2g} %")
+        ax.axvline(100 * float(budget), color=_ORANGE, linestyle="--", label=f"budget ≤ {100 * float(budget):.2g} %")
         best = recommend_setting(pts, budget)
         if best is not None:
             bx, by = 100 * best["relative_distortion"], 100 * best["relative_time"]
@@ -243,8 +263,9 @@ def sweep_plot(points: Iterable[Mapping], budget: float | None = None) -> str:
     symlog = np.ptp(d) > 50 * linthresh
     if symlog:
         ax.set_xscale("symlog", linthresh=linthresh)
-    ax.set_xlabel("distortion increment δ over exact MDAV (%)" + (", symmetric log scale" if symlog else ""))
+    xlabel = xlabel or "distortion increment δ over exact MDAV (%)"
+    ax.set_xlabel(xlabel + (", symmetric log scale" if symlog else ""))
     ax.set_ylabel("relative time τ (%)")
     ax.legend(loc="best", fontsize=8)
     ax.grid(alpha=0.3)
-    return figure_to_svg(fig, "sweep")
+    return fig

@@ -104,6 +104,9 @@ class Report:
         measures (:func:`daskmicro.privacy.risk.disclosure_risk`) of the release.
     performance_report : str, optional
         Path of the Dask performance report (HTML) of the run.
+    reference : dict, optional
+        How ``reference_information_loss`` was obtained (:func:`daskmicro.reference.attach_reference`):
+        ``kind`` ("exact", "sample" or "self"), ``label`` and, on a sample, its size and the ratio.
     """
 
     n: int
@@ -142,6 +145,7 @@ class Report:
     utility: dict | None = None
     risk: dict | None = None
     performance_report: str | None = None
+    reference: dict | None = None
 
     @property
     def distortion(self) -> float:
@@ -215,6 +219,8 @@ class Report:
                 out[name] = value.to_dict() if hasattr(value, "to_dict") else dict(value)
         if self.performance_report is not None:
             out["performance_report"] = str(self.performance_report)
+        if self.reference is not None:
+            out["reference"] = dict(self.reference)
         return out
 
     def to_json(self, path) -> None:
