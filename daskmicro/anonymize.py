@@ -31,6 +31,9 @@ METHODS = ("auto", "mdav", "pca-mdav", "partitioned", "proximal-distal")
 #: ``method="auto"`` runs exact MDAV in process up to this many records.
 AUTO_EXACT_ROWS = 100_000
 
+#: Largest QI magnitude accepted: squares and sums of squares of ~1e150 stay far from float64 overflow.
+MAX_ABS = 1e150
+
 
 def _is_dask_frame(obj) -> bool:
     try:
@@ -58,6 +61,9 @@ def anonymize(
     sse_threshold: float | None = None,
     client=None,
     progress=None,
+    strata=None,
+    missing: str = "refuse",
+    merge_small_strata: bool = False,
 ):
     """Publish a k-anonymous version of ``df`` by microaggregating its quasi-identifier columns.
 
@@ -114,6 +120,15 @@ def anonymize(
         Cluster to run on.
     progress : callable, optional
         Cluster runs: called as ``progress(stage, seconds)`` when each pipeline stage ends.
+    strata : list of column labels, optional
+        Microaggregate independently inside each stratum (records sharing these columns' values),
+        as sdcMicro's ``strata_variables``; see :mod:`daskmicro.strata`.  pandas input only.
+    missing : {"refuse", "separate"}, default "refuse"
+        Missing QI values (NaN, NA, None) are refused with the column and count, or, with
+        ``"separate"``, each missingness pattern is microaggregated on its observed columns and the
+        gaps are kept.  pandas input only for ``"separate"``.
+    merge_small_strata : bool, default False
+        Merge a stratum with fewer than k records into a neighbour instead of refusing it.
 
     Returns
     -------
@@ -160,6 +175,15 @@ def anonymize(
     method = _check_method(method)
     seed = _check_seed(seed)
     pipeline_options = check_options(K, nu, partition_size, task_rows, max_task_rows, sse_threshold)
+    if missing not in ("refuse", "separate"):
+        raise ParameterError(f"missing must be 'refuse' or 'separate', got {missing!r}")
+    if strata or missing == "separate":
+        from .strata import anonymize_stratified
+
+        opts = dict(K=K, nu=nu, partition_size=partition_size, task_rows=task_rows, max_task_rows=max_task_rows,
+                    sse_threshold=sse_threshold)
+        return anonymize_stratified(df, qi, k, method, energy_loss, n_components, seed, keep_row_id, strata,
+                                    missing, merge_small_strata, opts, client)
     if _is_dask_frame(df) or client is not None or method in ("partitioned", "proximal-distal") or (
         method == "auto" and isinstance(df, pd.DataFrame) and len(df) > AUTO_EXACT_ROWS
     ):
@@ -294,6 +318,10 @@ def _qi_matrix(df: pd.DataFrame, qi: list) -> np.ndarray:
         raise InputError(f"QI column(s) with missing (NaN) values: {', '.join(missing)}; impute or drop them first")
     if infinite:
         raise InputError(f"QI column(s) with infinite values: {', '.join(infinite)}")
+    huge = [repr(c) for j, c in enumerate(qi) if np.abs(X[:, j]).max(initial=0.0) > MAX_ABS]
+    if huge:
+        raise InputError(f"QI column(s) with values beyond ±{MAX_ABS:.0e}: {', '.join(huge)}; squared distances "
+                         "would overflow: rescale them (e.g. to other units) first")
     return X
 
 
