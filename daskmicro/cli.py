@@ -136,6 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep-row-id", action="store_true", help="add a row_id column with each record's position in the input")
     p.add_argument("--overwrite", action="store_true", help="replace OUTPUT and the report if they exist")
     _add_cluster_options(p)
+    from .lake_run import add_options as _add_lake_options  # --filter, --strata, --missing, --drop, ...
+
+    _add_lake_options(p)
     p.set_defaults(handler=_cmd_anonymize)
 
     p = sub.add_parser(
@@ -243,6 +246,10 @@ def _stage_printer(stage: str, seconds: float) -> None:
 
 
 def _cmd_anonymize(args) -> int:
+    from . import lake_run
+
+    if lake_run.wants_lake_run(args):  # directory in/out or lake options: checks, strata, atomic commit
+        return lake_run.run_from_args(args)
     from .anonymize import AUTO_EXACT_ROWS, anonymize
     from .io import lake
     from .io.tables import AtomicBatch, read_table, table_format
