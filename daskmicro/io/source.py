@@ -78,7 +78,12 @@ def _file_schema(path: str, fmt: str):
     if os.path.getsize(path) == 0:
         raise InputError(f"empty file (0 bytes): {path}")
     try:
-        schema = ds.dataset(path, format=fmt).schema
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            schema = pq.read_schema(path)  # the file's own schema, duplicate names included
+        else:
+            schema = ds.dataset(path, format=fmt).schema
     except Exception as exc:  # ArrowInvalid, OSError, ...
         raise InputError(f"cannot read {path}: {_one_line(exc)}") from None
     names = schema.names
