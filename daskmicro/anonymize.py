@@ -32,6 +32,9 @@ METHODS = ("auto", "mdav", "pca-mdav", "partitioned", "proximal-distal")
 #: ``method="auto"`` runs exact MDAV in process up to this many records.
 AUTO_EXACT_ROWS = 100_000
 
+#: Largest QI magnitude accepted: squares and sums of squares of ~1e150 stay far from float64 overflow.
+MAX_ABS = 1e150
+
 
 def _is_dask_frame(obj) -> bool:
     try:
@@ -63,6 +66,9 @@ def anonymize(
     max_cell_failure: float | None = None,
     plain_k_reference: bool | None = None,
     reference: str | None = None,
+    strata=None,
+    missing: str = "refuse",
+    merge_small_strata: bool = False,
 ):
     """Publish a k-anonymous version of ``df`` by microaggregating its quasi-identifier columns.
 
@@ -137,6 +143,15 @@ def anonymize(
         relative distortion increment (:func:`daskmicro.reference.attach_reference`): "exact" on
         all records, "sample" estimated on a seeded sample of 20,000, "auto" exact up to 20,000
         records.  None (the default) computes nothing.
+    strata : list of column labels, optional
+        Microaggregate independently inside each stratum (records sharing these columns' values),
+        as sdcMicro's ``strata_variables``; see :mod:`daskmicro.strata`.  pandas input only.
+    missing : {"refuse", "separate"}, default "refuse"
+        Missing QI values (NaN, NA, None) are refused with the column and count, or, with
+        ``"separate"``, each missingness pattern is microaggregated on its observed columns and the
+        gaps are kept.  pandas input only for ``"separate"``.
+    merge_small_strata : bool, default False
+        Merge a stratum with fewer than k records into a neighbour instead of refusing it.
 
     Returns
     -------
@@ -184,6 +199,17 @@ def anonymize(
     seed = _check_seed(seed)
     reference = check_reference(reference)
     pipeline_options = check_options(K, nu, partition_size, task_rows, max_task_rows, sse_threshold)
+    if missing not in ("refuse", "separate"):
+        raise ParameterError(f"missing must be 'refuse' or 'separate', got {missing!r}")
+    if (strata or missing == "separate") and (participation is not None or max_cell_failure is not None):
+        raise ParameterError("participation cannot be combined with strata or missing='separate'")
+    if strata or missing == "separate":
+        from .strata import anonymize_stratified
+
+        opts = dict(K=K, nu=nu, partition_size=partition_size, task_rows=task_rows, max_task_rows=max_task_rows,
+                    sse_threshold=sse_threshold)
+        return anonymize_stratified(df, qi, k, method, energy_loss, n_components, seed, keep_row_id, strata,
+                                    missing, merge_small_strata, opts, client)
     if participation is not None or max_cell_failure is not None or plain_k_reference is not None:
         from .anonymize_probabilistic import anonymize_probabilistic
 
@@ -330,6 +356,10 @@ def _qi_matrix(df: pd.DataFrame, qi: list) -> np.ndarray:
         raise InputError(f"QI column(s) with missing (NaN) values: {', '.join(missing)}; impute or drop them first")
     if infinite:
         raise InputError(f"QI column(s) with infinite values: {', '.join(infinite)}")
+    huge = [repr(c) for j, c in enumerate(qi) if np.abs(X[:, j]).max(initial=0.0) > MAX_ABS]
+    if huge:
+        raise InputError(f"QI column(s) with values beyond ±{MAX_ABS:.0e}: {', '.join(huge)}; squared distances "
+                         "would overflow: rescale them (e.g. to other units) first")
     return X
 
 

@@ -141,6 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reference", default="auto", choices=["auto", "exact", "sample", "none"], help="IL of exact MDAV for the report's relative increment: exact on all records, estimated on a 20,000-record sample, auto (exact up to 20,000 records), none (default: %(default)s)")
     p.add_argument("--no-dask-report", action="store_true", help="cluster runs: do not write the Dask performance report (REPORT.dask.html, or _dask-report.html in a directory output)")
     _add_cluster_options(p)
+    from .lake_run import add_options as _add_lake_options  # --filter, --strata, --missing, --drop, ...
+
+    _add_lake_options(p)
     p.set_defaults(handler=_cmd_anonymize)
 
     p = sub.add_parser(
@@ -251,6 +254,10 @@ def _stage_printer(stage: str, seconds: float) -> None:
 
 
 def _cmd_anonymize(args) -> int:
+    from . import lake_run
+
+    if lake_run.wants_lake_run(args):  # directory in/out or lake options: checks, strata, atomic commit
+        return lake_run.run_from_args(args)
     from .anonymize import AUTO_EXACT_ROWS, anonymize
     from .io import lake
     from .io.tables import AtomicBatch, read_table, table_format

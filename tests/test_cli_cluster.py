@@ -41,11 +41,14 @@ def test_lake_in_lake_out_commits_atomically(lake_in, tmp_path, capsys):
             "--partition-size", "1000", "--K", "200", "--nu", "0.5", "--seed", "1", "--workers", "2"]
     assert main(args) == 0
     files = sorted(p.name for p in out.iterdir())
-    assert files == ["_dask-report.html", "_report.json", "part.00000.parquet", "part.00001.parquet", "part.00002.parquet"]
+    assert files == ["_SUCCESS", "_report.json", "part-00000.parquet"]
     release = pd.read_parquet(out)
     assert len(release) == 6000 and verify_k_anonymity(release, list(CENSUS_COLUMNS), 5)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]      # no staging left behind
-    assert main(args) == 2                                                      # exists, no --overwrite
+    capsys.readouterr()
+    assert main(args) == 0                                                      # same run: a no-op
+    assert "nothing to do" in capsys.readouterr().out
+    assert main(args[:-4] + ["--seed", "2", "--workers", "2"]) == 2             # other run, no --overwrite
     assert "already exists" in capsys.readouterr().err
     before = sorted(p.stat().st_mtime_ns for p in out.iterdir())
     assert main(args[:-2] + ["--nu", "2"]) == 2                                 # bad ν: nothing replaced

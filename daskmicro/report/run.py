@@ -146,6 +146,8 @@ class Report:
     risk: dict | None = None
     performance_report: str | None = None
     reference: dict | None = None
+    strata: dict | None = None      # strata / missing-pattern groups (daskmicro.strata)
+    lake: dict | None = None        # lake runs: input fingerprint, output files (daskmicro.lake_run)
 
     @property
     def distortion(self) -> float:
@@ -193,6 +195,10 @@ class Report:
         }
         if self.pipeline:
             out["pipeline"] = self.pipeline
+        if self.strata is not None:
+            out["strata"] = self.strata
+        if self.lake is not None:
+            out["lake"] = self.lake
         out.update(self._optional_dict())
         if self.paths:
             out["paths"] = {str(key): str(value) for key, value in self.paths.items()}

@@ -1,0 +1,279 @@
+"""Lake input through :mod:`pyarrow.dataset`: a file, a directory of files, or a hive-partitioned lake.
+
+:func:`open_source` checks the input before any work starts — every file readable, not empty,
+one schema across files (the first file that differs is named), no duplicate column names —
+and returns a :class:`LakeSource`: the sorted file list (the order of the global row ids), the
+schema with the hive partition keys, the projection and the filter, and a fingerprint of the
+input (paths, sizes, modification times) for the commit manifest.
+
+The workers read one file each (:func:`read_piece`), with the filter and projection applied
+and a global row id column added from the row offsets of the pre-scan (:func:`scan_piece`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError, ParameterError
+from .filters import parse_filters
+from .tables import CSV_SUFFIXES, PARQUET_SUFFIXES, _one_line
+
+__all__ = ["LakeSource", "open_source", "read_piece", "scan_piece", "RID"]
+
+#: Internal column holding each record's global row id while a run is in flight.
+RID = "__daskmicro_rid__"
+
+
+@dataclass
+class LakeSource:
+    """A checked lake input (see :func:`open_source`)."""
+
+    path: Path
+    files: list                  # absolute paths, sorted: the order of the global row ids
+    fmt: str                     # "parquet" or "csv"
+    schema: object               # pyarrow schema of the projected columns, partition keys included
+    full_schema: object          # every column of the input, partition keys included
+    partition_fields: list       # hive keys (directory names), in directory order
+    filter: object = None        # pyarrow.dataset.Expression or None
+    filter_text: list = field(default_factory=list)
+
+    @property
+    def columns(self) -> list:
+        return list(self.schema.names)
+
+    def fingerprint(self) -> dict:
+        """Input identity for the manifest: each file's path, size and mtime, plus filter and columns."""
+        files = []
+        for f in self.files:
+            st = os.stat(f)
+            files.append({"path": os.path.relpath(f, self.path) if self.path.is_dir() else Path(f).name,
+                          "bytes": st.st_size, "mtime_ns": st.st_mtime_ns})
+        return {"path": str(self.path.resolve()), "format": self.fmt, "files": files,
+                "filter": list(self.filter_text), "columns": self.columns}
+
+    def piece_args(self, i: int) -> tuple:
+        """Arguments of :func:`read_piece` / :func:`scan_piece` for file ``i`` (picklable)."""
+        return (self.files[i], self.fmt, str(self.path) if self.path.is_dir() else None,
+                self.full_schema, self.partition_fields, self.filter)
+
+
+def _data_files(root: Path, suffixes) -> list:
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "_")))
+        for name in filenames:
+            if not name.startswith((".", "_")) and name.lower().endswith(suffixes):
+                out.append(os.path.join(dirpath, name))
+    return sorted(out)
+
+
+def _file_schema(path: str, fmt: str):
+    import pyarrow.dataset as ds
+
+    if os.path.getsize(path) == 0:
+        raise InputError(f"empty file (0 bytes): {path}")
+    try:
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            schema = pq.read_schema(path)  # the file's own schema, duplicate names included
+        else:
+            schema = ds.dataset(path, format=fmt).schema
+    except Exception as exc:  # ArrowInvalid, OSError, ...
+        raise InputError(f"cannot read {path}: {_one_line(exc)}") from None
+    names = schema.names
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise InputError(f"duplicate column name(s) {', '.join(map(repr, dup))} in {path}")
+    return schema.remove_metadata()
+
+
+def _schema_difference(a, b) -> str:
+    for f in a:
+        if f.name not in b.names:
+            return f"column {f.name!r} missing"
+        if not b.field(f.name).type.equals(f.type):
+            return f"column {f.name!r} is {b.field(f.name).type}, not {f.type}"
+    extra = [n for n in b.names if n not in a.names]
+    if extra:
+        return f"extra column {extra[0]!r}"
+    return "column order differs"
+
+
+def _hive_fields(root: Path, files: list) -> list:
+    """Hive keys from the directory names (key=value) between ``root`` and each file."""
+    keys = None
+    for f in files:
+        parts = Path(f).relative_to(root).parts[:-1]
+        these = [p.split("=", 1)[0] for p in parts if "=" in p]
+        if keys is None:
+            keys = these
+        elif these != keys:
+            raise InputError(f"hive partition directories of {f} ({'/'.join(these) or 'none'}) differ from "
+                             f"those of {files[0]} ({'/'.join(keys) or 'none'})")
+    return keys or []
+
+
+def open_source(path, filters=(), columns=None, drop=()) -> LakeSource:
+    """Open and check a lake input.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A Parquet file, a CSV file, or a directory of Parquet files (hive ``key=value``
+        sub-directories become columns).  Files and directories whose names start with ``.`` or
+        ``_`` are ignored (staging directories, ``_SUCCESS``).
+    filters : sequence of str
+        Row filters (:func:`daskmicro.io.filters.parse_filter`), combined with AND.
+    columns : sequence of str, optional
+        Projection: the columns to read (default all).
+    drop : sequence of str
+        Columns to leave out (direct identifiers); they must exist.
+
+    Raises
+    ------
+    InputError
+        Missing path, no data files, empty or unreadable file, duplicate column names, a file
+        whose schema differs from the first file's (named).
+    ParameterError
+        Unknown columns in ``columns``, ``drop`` or a filter.
+    """
+    import pyarrow as pa
+
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"input not found: {path}")
+    if path.is_dir():
+        files = _data_files(path, PARQUET_SUFFIXES)
+        if not files:
+            raise InputError(f"directory holds no Parquet files: {path}")
+        fmt = "parquet"
+        hive = _hive_fields(path, files)
+    else:
+        name = path.name.lower()
+        if name.endswith(PARQUET_SUFFIXES):
+            fmt = "parquet"
+        elif name.endswith(CSV_SUFFIXES):
+            fmt = "csv"
+        else:
+            raise InputError(f"unknown input format for {path}: expected .parquet, .csv or a directory")
+        files, hive = [str(path.resolve())], []
+    files = [str(Path(f).resolve()) for f in files]
+    first = _file_schema(files[0], fmt)
+    for f in files[1:]:
+        s = _file_schema(f, fmt)
+        if not s.equals(first):
+            raise InputError(f"schema of {f} differs from that of {files[0]}: {_schema_difference(first, s)}")
+    clash = [k for k in hive if k in first.names]
+    if clash:
+        raise InputError(f"hive partition key(s) {', '.join(map(repr, clash))} also stored as column(s) in the files")
+    full = pa.schema(list(first) + [_hive_field(path, files, k) for k in hive])
+    names = list(full.names)
+    for label, cols in (("--columns", columns or []), ("--drop", drop or [])):
+        unknown = [c for c in cols if c not in names]
+        if unknown:
+            raise ParameterError(f"{label}: unknown column(s) {', '.join(map(repr, unknown))}")
+    keep = [c for c in (columns or names) if c not in set(drop or ())]
+    if not keep:
+        raise ParameterError("no column left to read after --columns/--drop")
+    expr = parse_filters(filters, full)
+    schema = pa.schema([full.field(c) for c in keep])
+    return LakeSource(path=path, files=files, fmt=fmt, schema=schema, full_schema=full,
+                      partition_fields=hive, filter=expr, filter_text=list(filters or ()))
+
+
+def _hive_field(root: Path, files, key):
+    """A hive key's type: int64 when every value is an integer, else string."""
+    import pyarrow as pa
+
+    values = set()
+    for f in files:
+        for p in Path(f).relative_to(root.resolve()).parts[:-1]:
+            if p.startswith(key + "="):
+                values.add(p.split("=", 1)[1])
+    ints = all(v.lstrip("-").isdigit() for v in values) and values
+    return pa.field(key, pa.int64() if ints else pa.string())
+
+
+def _read_table(file, fmt, root, full_schema, hive, expr, columns):
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    file_schema = pa.schema([f for f in full_schema if f.name not in hive])
+    table = ds.dataset(file, format=fmt, schema=file_schema if fmt == "parquet" else None).to_table()
+    if hive:
+        values = {}
+        for p in Path(file).relative_to(Path(root).resolve()).parts[:-1]:
+            if "=" in p:
+                key, val = p.split("=", 1)
+                values[key] = val
+        for key in hive:
+            f = full_schema.field(key)
+            v = int(values[key]) if pa.types.is_integer(f.type) else values[key]
+            table = table.append_column(f, pa.array([v] * table.num_rows, type=f.type))
+    if expr is not None:
+        table = table.filter(expr)
+    return table.select(columns) if columns is not None else table
+
+
+def _to_pandas(table) -> pd.DataFrame:
+    import pyarrow as pa
+
+    # integers as pandas nullable integers, whatever the nulls of this file: every piece gets the
+    # same dtypes, and a missing integer stays missing (never a float sentinel)
+    mapping = {t: pd.api.types.pandas_dtype(str(t).replace("int", "Int").replace("uInt", "UInt"))
+               for t in (pa.int8(), pa.int16(), pa.int32(), pa.int64(),
+                         pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64())}
+    return table.to_pandas(types_mapper=mapping.get)
+
+
+def read_piece(file, fmt, root, full_schema, hive, expr, columns, row0: int) -> pd.DataFrame:
+    """One file's rows (filtered, projected) as pandas, with the global row id column :data:`RID`."""
+    df = _to_pandas(_read_table(file, fmt, root, full_schema, hive, expr, list(columns)))
+    df[RID] = np.arange(row0, row0 + len(df), dtype=np.int64)
+    return df
+
+
+def scan_piece(file, fmt, root, full_schema, hive, expr, qi: list, keys: list) -> dict:
+    """Pre-scan of one file: rows, per-QI missing/infinite counts and largest magnitude, and the
+    record counts of each (key values, missingness pattern) combination.  No values leave the
+    worker except key values (strata and partition keys, which are published anyway)."""
+    table = _read_table(file, fmt, root, full_schema, hive, expr, list(dict.fromkeys(list(qi) + list(keys))))
+    df = _to_pandas(table)
+    n = len(df)
+    X = np.empty((n, len(qi)))
+    for j, c in enumerate(qi):
+        X[:, j] = df[c].to_numpy(dtype=np.float64, na_value=np.nan)
+    miss = np.isnan(X)
+    finite = np.where(np.isfinite(X), np.abs(X), 0.0)
+    pattern = np.zeros(n, dtype=np.int64)
+    for j in range(len(qi)):
+        pattern |= miss[:, j].astype(np.int64) << j
+    frame = df[list(keys)].copy() if keys else pd.DataFrame(index=df.index)
+    frame["__pattern__"] = pattern
+    counts = frame.groupby(list(frame.columns), dropna=False, sort=True).size()
+    combos = {}
+    for key, cnt in counts.items():
+        key = key if isinstance(key, tuple) else (key,)
+        combos[tuple(_plain(v) for v in key)] = int(cnt)
+    return {
+        "rows": n,
+        "missing": miss.sum(axis=0).astype(np.int64),
+        "posinf": np.isposinf(X).sum(axis=0).astype(np.int64),
+        "neginf": np.isneginf(X).sum(axis=0).astype(np.int64),
+        "maxabs": finite.max(axis=0) if n else np.zeros(len(qi)),
+        "combos": combos,
+    }
+
+
+def _plain(v):
+    if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
+        return None
+    if isinstance(v, np.generic):
+        return v.item()
+    return v

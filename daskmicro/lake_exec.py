@@ -1,0 +1,265 @@
+"""The cluster part of a lake run (:mod:`daskmicro.lake_run`): pre-scan, groups, write, verify.
+
+Every task is submitted with its inputs as futures, so the scheduler knows how to recompute
+any result lost with a worker: a worker killed mid-run costs time, not the release, which is
+the same bytes because nothing depends on which worker ran what.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .errors import InputError, ParameterError, VerificationError
+from .io import commit as cm
+from .io.source import RID, read_piece, scan_piece
+from .strata import group_mask, plan_groups, strata_summary
+
+__all__ = ["execute"]
+
+
+def _stage(name, t0):
+    print(f"  {name:<17} {time.perf_counter() - t0:7.2f} s", file=sys.stderr, flush=True)
+
+
+def _prescan(client, source, qi, keys):
+    futures = [client.submit(scan_piece, *source.piece_args(i), qi=qi, keys=keys, pure=False)
+               for i in range(len(source.files))]
+    return client.gather(futures)
+
+
+def _check_scan(scans, qi, missing):
+    n = sum(s["rows"] for s in scans)
+    if n == 0:
+        raise InputError("input has no rows" + (" after --filter" if True else ""))
+    miss = np.sum([s["missing"] for s in scans], axis=0)
+    pinf = np.sum([s["posinf"] for s in scans], axis=0)
+    ninf = np.sum([s["neginf"] for s in scans], axis=0)
+    big = np.max([s["maxabs"] for s in scans], axis=0)
+    if (pinf + ninf).any():
+        cols = ", ".join(f"{c!r} (+inf {int(p)}, -inf {int(q)})" for c, p, q in zip(qi, pinf, ninf) if p + q)
+        raise InputError(f"QI column(s) with infinite values: {cols}")
+    from .lake_run import MAX_ABS
+
+    huge = [repr(c) for c, v in zip(qi, big) if v > MAX_ABS]
+    if huge:
+        raise InputError(f"QI column(s) with values beyond ±{MAX_ABS:.0e}: {', '.join(huge)}; squared distances "
+                         "would overflow: rescale them first")
+    if missing == "refuse" and miss.any():
+        cols = ", ".join(f"{c!r} ({int(v)})" for c, v in zip(qi, miss) if v)
+        raise InputError(f"QI column(s) with missing values: {cols}; impute or drop them, or use --missing separate")
+    return n
+
+
+def _select(df, strata, qi, group):
+    return df[group_mask(df, strata, qi, group)]
+
+
+def _run_small(observed, k, method, energy_loss, n_components, seed, *parts):
+    """One group as one task: exact MDAV or PCA-MDAV in process on the worker."""
+    from .anonymize import anonymize
+
+    df = pd.concat(parts, ignore_index=True)
+    # order the records by global row id: the result must not depend on how the input was cut
+    df = df.sort_values(RID, kind="stable").reset_index(drop=True)
+    release, report = anonymize(df, observed, k, method, energy_loss, n_components, seed, False)
+    return release, report
+
+
+def _release_of(pair):
+    return pair[0]
+
+
+def _empty_like(df):
+    return df.iloc[:0]
+
+
+def execute(client, source, qi, args, method, strata, partition_by, missing, rows_per_file, seed, output,
+            lake_out):
+    import dask.dataframe as dd
+
+    from .anonymize import anonymize
+    from .lake_run import SMALL_GROUP_ROWS, _worker_memory, check_memory
+    from .privacy.verify import check_tuple_counts, merge_tuple_counts
+    from .report.run import Report
+
+    t0 = time.perf_counter()
+    keys = list(dict.fromkeys(strata + partition_by))
+    scans = _prescan(client, source, qi, keys)
+    n = _check_scan(scans, qi, missing)
+    counts, part_counts = {}, {}
+    for s in scans:
+        for combo, c in s["combos"].items():
+            vals, pat = combo[:-1], combo[-1]
+            skey = tuple(vals[keys.index(col)] for col in strata)
+            pkey = tuple(vals[keys.index(col)] for col in partition_by)
+            counts[(skey, pat)] = counts.get((skey, pat), 0) + c
+            part_counts[pkey] = part_counts.get(pkey, 0) + c
+    groups = plan_groups(counts, strata, qi, args.k, args.merge_small_strata)
+    wmem = _worker_memory(client)
+    for g in groups:
+        one_task = method in ("mdav", "pca-mdav") or (method == "auto" and g.n <= SMALL_GROUP_ROWS)
+        m = "mdav" if method == "auto" and one_task else ("partitioned" if method == "auto" else method)
+        max_rows = args.max_task_rows or 1_000_000
+        if m in ("mdav", "pca-mdav") and g.n > max_rows:
+            raise ParameterError(f"method {m!r} runs {g.label} (n = {g.n:,}) in one task, more than max_task_rows = "
+                                 f"{max_rows:,}; use --method partitioned")
+        check_memory(m, g.n, len(g.observed), wmem, g.label)
+    _stage("pre-scan", t0)
+
+    t0 = time.perf_counter()
+    row0s = np.concatenate([[0], np.cumsum([s["rows"] for s in scans])[:-1]]).astype(np.int64)
+    cols = source.columns
+    pieces = [client.submit(read_piece, *source.piece_args(i), columns=cols, row0=int(row0s[i]))
+              for i in range(len(source.files)) if scans[i]["rows"]]
+    meta = client.submit(_empty_like, pieces[0]).result()
+    releases, reports = [], []
+    for g in groups:
+        sel = [client.submit(_select, p, strata, qi, g) for p in pieces]
+        if not g.observed:  # every QI missing: nothing to aggregate, the records pass through
+            releases.extend(sel)
+            reports.append(None)
+            continue
+        one_task = method in ("mdav", "pca-mdav") or (method == "auto" and g.n <= SMALL_GROUP_ROWS)
+        if one_task:
+            m = "mdav" if method == "auto" else method
+            pair = client.submit(_run_small, g.observed, args.k, m, args.energy_loss, args.n_components, seed, *sel)
+            releases.append(client.submit(_release_of, pair))
+            reports.append(client.submit(operator.itemgetter(1), pair))
+        else:
+            sub = dd.from_delayed(sel, meta=meta, verify_meta=False)
+            rel, rep = anonymize(sub, g.observed, args.k, "partitioned" if method == "auto" else method,
+                                 args.energy_loss, args.n_components, seed, False, K=args.K, nu=args.nu,
+                                 partition_size=args.partition_size, task_rows=args.task_rows,
+                                 max_task_rows=args.max_task_rows, client=client)
+            releases.extend(rel.to_delayed())  # lazy: each part is built where it is split for writing
+            reports.append(rep)
+    reports = [r.result() if hasattr(r, "result") else r for r in reports]
+    _stage("microaggregation", t0)
+
+    t0 = time.perf_counter()
+    files = cm.plan_files(partition_by, part_counts, rows_per_file if lake_out else n)
+    schema = _promised_schema(source, qi, partition_by, args.keep_row_id)
+    expected = cm.row_checksum(np.arange(n, dtype=np.int64))
+    if lake_out:
+        staging = cm.staging_dir(output)
+        staging.mkdir()
+        try:
+            listing = _write_and_verify(client, releases, files, schema, qi, args.k, seed, partition_by,
+                                        args.keep_row_id, staging, n, expected)
+        except BaseException:
+            import shutil
+
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        k_check, rows_check = listing.pop("k_check"), listing.pop("rows_check")
+    else:
+        frame, k_check, rows_check = _collect(client, releases, schema, qi, args.k, seed, args.keep_row_id, n,
+                                              expected)
+    _stage("write + verify", t0)
+    report = _report(n, qi, args, method, seed, groups, reports, strata, missing, k_check, rows_check, source)
+    if lake_out:
+        report.lake = {"staging": staging, "files": listing["files"]}
+    else:
+        report.lake = {"frame": frame, "files": []}
+    return report, report.lake["files"]
+
+
+def _promised_schema(source, qi, partition_by, keep_row_id):
+    import pyarrow as pa
+
+    fields = []
+    for f in source.schema:
+        if f.name in partition_by:
+            continue
+        fields.append(pa.field(f.name, pa.float64()) if f.name in qi and pa.types.is_integer(f.type) else f)
+    if keep_row_id:
+        fields.append(pa.field("row_id", pa.int64()))
+    return pa.schema(fields)
+
+
+def _tree(client, futures, combine, arity=8):
+    while len(futures) > 1:
+        futures = [client.submit(combine, *futures[i:i + arity]) for i in range(0, len(futures), arity)]
+    return futures[0]
+
+
+def _write_and_verify(client, releases, files, schema, qi, k, seed, partition_by, keep_row_id, staging, n,
+                      expected):
+    from .privacy.verify import RowCheck, check_tuple_counts, merge_tuple_counts
+
+    import dask
+    from dask.delayed import Delayed
+
+    split = dask.delayed(cm.split_piece, pure=True)
+    splits = [client.compute(split(r, seed, partition_by, files)) if isinstance(r, Delayed)
+              else client.submit(cm.split_piece, r, seed, partition_by, files) for r in releases]
+    written, paths = [], []
+    for key in sorted(files, key=lambda t: tuple((v is None, "" if v is None else v) for v in t)):
+        rel, nb = files[key]
+        for b in range(nb):
+            path = staging / rel / f"part-{b:05d}.parquet"
+            picks = [client.submit(cm.pick, s, (key, b)) for s in splits]
+            written.append(client.submit(cm.write_bucket, str(path), schema, keep_row_id, *picks))
+            paths.append(path)
+    results = client.gather(written)
+    del splits
+    keep = [(p, r) for p, r in zip(paths, results) if r["rows"]]
+    checks = [client.submit(cm.verify_file, str(p), schema, qi, pure=False) for p, _ in keep]
+    rows_read = sum(client.gather([client.submit(operator.itemgetter(0), c) for c in checks]))
+    same = client.gather([client.submit(operator.itemgetter(1), c) for c in checks])
+    counts = _tree(client, [client.submit(operator.itemgetter(2), c) for c in checks], merge_tuple_counts)
+    k_check = client.submit(check_tuple_counts, counts, k).result()
+    cm.check_written(results, n, expected, same, k_check, rows_read)
+    listing = [{"path": str(p.relative_to(staging)), "rows": r["rows"], "bytes": p.stat().st_size}
+               for p, r in keep]
+    return {"files": listing, "k_check": k_check, "rows_check": RowCheck(ok=True, rows_in=n, rows_out=rows_read)}
+
+
+def _collect(client, releases, schema, qi, k, seed, keep_row_id, n, expected):
+    """Single-file output: the release in one frame, rows in key order, verified in memory."""
+    from .privacy.verify import verify_k_anonymity, verify_rows
+    from .publish import ROW_ID, shuffle_keys
+
+    from dask.delayed import Delayed
+
+    futures = [client.compute(r) if isinstance(r, Delayed) else r for r in releases]
+    df = pd.concat(client.gather(futures), ignore_index=True)
+    rids = df[RID].to_numpy(dtype=np.int64)
+    if cm.row_checksum(rids) != expected or len(df) != n:
+        raise VerificationError("the release does not hold each input row exactly once")
+    df = df.take(np.argsort(shuffle_keys(seed, rids), kind="stable")).reset_index(drop=True)
+    if keep_row_id:
+        df[ROW_ID] = df[RID].to_numpy(dtype=np.int64)
+    df = df[schema.names]
+    return df, verify_k_anonymity(df, qi, k).raise_if_failed(), verify_rows(n, df).raise_if_failed()
+
+
+def _report(n, qi, args, method, seed, groups, reports, strata, missing, k_check, rows_check, source):
+    from .report.run import Report
+
+    done = [r for r in reports if r is not None]
+    n_agg = sum(r.n for r in done)
+    report = Report(
+        n=n, m=len(qi), m_used=max((r.m_used for r in done), default=0), k=int(args.k),
+        method=(done[0].method if len({r.method for r in done}) == 1 else "mixed") if done else str(method), qi=list(qi),
+        cells=sum(r.cells for r in done), min_cell_size=min((r.min_cell_size for r in done), default=0),
+        max_cell_size=max((r.max_cell_size for r in done), default=0),
+        information_loss=sum(r.information_loss * r.n for r in done) / n_agg if n_agg else 0.0,
+        seconds=sum(r.seconds for r in done), seed=seed,
+        constant_columns=sorted({c for r in done for c in r.constant_columns}),
+        dtype_changes={c: {"from": str(source.schema.field(c).type), "to": "float64"} for c in qi
+                       if str(source.schema.field(c).type).startswith(("int", "uint"))},
+        k_anonymity=k_check, rows=rows_check, keep_row_id=bool(args.keep_row_id),
+    )
+    if strata or missing == "separate" or len(groups) > 1:
+        report.strata = strata_summary(strata, missing, args.merge_small_strata, groups, reports)
+    elif done and done[0].pipeline:
+        report.pipeline = done[0].pipeline
+    return report

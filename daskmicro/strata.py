@@ -1,0 +1,267 @@
+"""Strata and missing-value patterns: independent microaggregation inside groups of records.
+
+A *stratum* is the set of records sharing the values of the ``strata`` columns (as sdcMicro's
+``strata_variables``); each is microaggregated on its own, so no cell mixes two strata.  With
+``missing="separate"`` the records of each stratum are further split by *missingness pattern*
+(which QI columns are missing): each pattern group is microaggregated on its observed columns
+and the gaps stay missing (never a sentinel value).  A group is the unit of work of the fan-out.
+
+Small strata.  A stratum with fewer than k records is refused (named in the error) unless
+``merge_small_strata`` is set: then, with strata ordered by their key values, the smallest
+stratum under k is merged with its adjacent stratum holding fewer records (the previous one on a
+tie), repeatedly, until every group has at least k records.  Adjacency in key order is the
+"nearest neighbour": for ordered keys (years, age bands, regions coded in order) it joins
+neighbouring values.  A pattern group with fewer than k records is refused, naming the pattern's
+missing columns and the stratum.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .errors import ParameterError
+
+__all__ = ["Group", "MISSING", "plan_groups", "check_strata", "anonymize_groups", "pattern_of"]
+
+MISSING = ("refuse", "separate")
+
+
+@dataclass
+class Group:
+    """One unit of microaggregation: a set of strata and one missingness pattern."""
+
+    strata: list          # stratum key tuples (one unless merged)
+    pattern: int          # bit j set = QI column j missing
+    observed: list        # QI columns observed in this group
+    n: int
+    label: str            # for reports and errors: stratum names and missing columns, no QI values
+
+    def to_dict(self) -> dict:
+        return {"group": self.label, "n": int(self.n), "observed": list(self.observed)}
+
+
+def pattern_of(X_missing: np.ndarray) -> np.ndarray:
+    """Pattern codes (bit j = column j missing) of a boolean missing matrix (rows × QI)."""
+    code = np.zeros(X_missing.shape[0], dtype=np.int64)
+    for j in range(X_missing.shape[1]):
+        code |= X_missing[:, j].astype(np.int64) << j
+    return code
+
+
+def _sort_key(t):
+    return tuple((v is None, "" if v is None else v) for v in t)
+
+
+def stratum_label(cols, key) -> str:
+    if not cols:
+        return "all records"
+    return ",".join(f"{c}={v}" for c, v in zip(cols, key))
+
+
+def check_strata(strata, qi, columns, partition_by=()) -> list:
+    """Validate the strata columns: known, not QI, not repeated."""
+    if strata is None:
+        return []
+    if isinstance(strata, str):
+        strata = [strata]
+    strata = list(strata)
+    unknown = [c for c in strata if c not in columns]
+    if unknown:
+        raise ParameterError(f"strata: unknown column(s) {', '.join(map(repr, unknown))}")
+    both = [c for c in strata if c in qi]
+    if both:
+        raise ParameterError(f"strata: column(s) {', '.join(map(repr, both))} are also quasi-identifiers")
+    if len(set(strata)) != len(strata):
+        raise ParameterError("strata: a column is named more than once")
+    return strata
+
+
+def plan_groups(counts: dict, strata: list, qi: list, k: int, merge_small: bool = False) -> list:
+    """The groups of a run from record counts per (stratum key tuple, pattern).
+
+    Parameters
+    ----------
+    counts : dict
+        ``{(stratum key tuple, pattern code): records}``.
+    strata, qi : list
+        Strata columns and QI columns (pattern bits follow ``qi``).
+    k : int
+    merge_small : bool
+        Merge strata under k with a neighbour (module docstring) instead of refusing.
+
+    Raises
+    ------
+    ParameterError
+        A stratum (or, after merging, the whole input) or a pattern group with fewer than k records.
+    """
+    sizes: dict = {}
+    for (key, _), n in counts.items():
+        sizes[key] = sizes.get(key, 0) + n
+    units = [[key] for key in sorted(sizes, key=_sort_key)]
+    total = lambda u: sum(sizes[s] for s in u)  # noqa: E731
+    if strata:
+        small = [u for u in units if total(u) < k]
+        if small and not merge_small:
+            u = small[0]
+            raise ParameterError(
+                f"stratum {stratum_label(strata, u[0])} has {total(u)} record(s), fewer than k = {k} "
+                f"({len(small)} such strata; use --merge-small-strata to merge them with a neighbour)"
+            )
+        while len(units) > 1:
+            small = [i for i, u in enumerate(units) if total(u) < k]
+            if not small:
+                break
+            i = min(small, key=lambda j: (total(units[j]), j))
+            cands = [j for j in (i - 1, i + 1) if 0 <= j < len(units)]
+            j = min(cands, key=lambda c: (total(units[c]), c))
+            lo, hi = min(i, j), max(i, j)
+            units[lo:hi + 1] = [units[lo] + units[hi]]
+    if sum(sizes.values()) < k:
+        raise ParameterError(f"k = {k} exceeds the number of records n = {sum(sizes.values())}")
+    groups = []
+    for u in units:
+        members = set(u)
+        label = " + ".join(stratum_label(strata, s) for s in u)
+        by_pattern: dict = {}
+        for (key, pat), n in counts.items():
+            if key in members:
+                by_pattern[pat] = by_pattern.get(pat, 0) + n
+        for pat in sorted(by_pattern):
+            n = by_pattern[pat]
+            missing_cols = [c for j, c in enumerate(qi) if pat >> j & 1]
+            observed = [c for j, c in enumerate(qi) if not pat >> j & 1]
+            glabel = label if not missing_cols else f"{label}; missing {','.join(missing_cols)}"
+            if n < k:
+                raise ParameterError(
+                    f"{n} record(s) with missing {', '.join(map(repr, missing_cols))} in {label}: fewer than "
+                    f"k = {k}; impute them or drop those records"
+                )
+            groups.append(Group(strata=list(u), pattern=int(pat), observed=observed, n=int(n), label=glabel))
+    return groups
+
+
+def group_mask(df: pd.DataFrame, strata: list, qi: list, group: Group) -> np.ndarray:
+    """Boolean mask of the rows of ``df`` in ``group``."""
+    n = len(df)
+    if strata:
+        keys = df[strata]
+        mask = np.zeros(n, dtype=bool)
+        for key in group.strata:
+            m = np.ones(n, dtype=bool)
+            for c, v in zip(strata, key):
+                col = keys[c]
+                m &= col.isna().to_numpy() if v is None else (col == v).fillna(False).to_numpy(dtype=bool)
+            mask |= m
+    else:
+        mask = np.ones(n, dtype=bool)
+    miss = np.column_stack([df[c].isna().to_numpy() for c in qi]) if qi else np.zeros((n, 0), bool)
+    return mask & (pattern_of(miss) == group.pattern)
+
+
+def scan_frame(df: pd.DataFrame, strata: list, qi: list) -> dict:
+    """Record counts per (stratum key tuple, pattern) of an in-memory frame."""
+    miss = np.column_stack([df[c].isna().to_numpy() for c in qi])
+    frame = df[strata].copy() if strata else pd.DataFrame(index=df.index)
+    frame["__pattern__"] = pattern_of(miss)
+    out = {}
+    for key, cnt in frame.groupby(list(frame.columns), dropna=False, sort=True).size().items():
+        key = key if isinstance(key, tuple) else (key,)
+        key = tuple(None if (v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)))
+                    else (v.item() if isinstance(v, np.generic) else v) for v in key)
+        out[(key[:-1], int(key[-1]))] = int(cnt)
+    return out
+
+
+def anonymize_groups(df: pd.DataFrame, qi: list, k: int, strata, missing: str, merge_small_strata: bool,
+                     seed: int, keep_row_id: bool, run_group):
+    """In-memory strata / missing-pattern run: ``run_group(frame, observed_qi)`` anonymizes one
+    group (and returns release with ``row_id``, report); the pieces are put back in place, QI
+    columns that are not float become float64, and the rows are shuffled with ``seed``.
+
+    Returns the release, the groups and their reports.
+    """
+    from .publish import ROW_ID, shuffle_keys
+
+    counts = scan_frame(df, strata, qi)
+    if missing == "refuse":
+        n_miss = {c: int(df[c].isna().sum()) for c in qi}
+        bad = [f"{c!r} ({v})" for c, v in n_miss.items() if v]
+        if bad:
+            raise ParameterError(f"QI column(s) with missing values: {', '.join(bad)}; impute or drop them, "
+                                 "or use missing='separate'")
+    groups = plan_groups(counts, strata, qi, k, merge_small_strata)
+    out = df.reset_index(drop=True).copy()
+    for c in qi:
+        if not pd.api.types.is_float_dtype(out[c].dtype) or isinstance(out[c].dtype, pd.api.extensions.ExtensionDtype):
+            out[c] = out[c].to_numpy(dtype=np.float64, na_value=np.nan)
+    reports = []
+    for g in groups:
+        rows = np.flatnonzero(group_mask(out, strata, qi, g))
+        if g.observed:
+            sub = out.iloc[rows].reset_index(drop=True)
+            rel, rep = run_group(sub[g.observed], g.observed)
+            pos = rows[rel[ROW_ID].to_numpy()]
+            for c in g.observed:
+                out.loc[pos, c] = rel[c].to_numpy()
+            reports.append(rep)
+        else:
+            reports.append(None)   # nothing observed: the records pass through with their gaps
+    order = np.argsort(shuffle_keys(seed, np.arange(len(out), dtype=np.int64)), kind="stable")
+    release = out.take(order).reset_index(drop=True)
+    if keep_row_id:
+        release[ROW_ID] = order.astype(np.int64)
+    return release, groups, reports
+
+
+def anonymize_stratified(df, qi, k, method, energy_loss, n_components, seed, keep_row_id, strata, missing,
+                         merge_small_strata, options: dict, client=None):
+    """:func:`daskmicro.anonymize` with ``strata`` or ``missing="separate"`` on a pandas DataFrame."""
+    from .anonymize import _check_frame, _check_k, _check_qi, anonymize
+    from .privacy.verify import verify_k_anonymity, verify_rows
+    from .report.run import Report
+
+    if not isinstance(df, pd.DataFrame):
+        raise ParameterError("strata and missing='separate' take a pandas DataFrame (use the CLI for lakes)")
+    n = _check_frame(df)
+    qi = _check_qi(df, qi)
+    strata = check_strata(strata, qi, df.columns)
+    _check_k(n, k)
+
+    def run_group(sub, observed):
+        return anonymize(sub, observed, k, method, energy_loss, n_components, seed, True, client=client, **options)
+
+    release, groups, reports = anonymize_groups(df, qi, k, strata, missing, merge_small_strata, seed,
+                                                keep_row_id, run_group)
+    done = [r for r in reports if r is not None]
+    n_agg = sum(r.n for r in done)
+    il = sum(r.information_loss * r.n for r in done) / n_agg if n_agg else 0.0
+    k_check = verify_k_anonymity(release, qi, k).raise_if_failed()
+    row_check = verify_rows(n, release).raise_if_failed()
+    changes = {c: {"from": str(df[c].dtype), "to": "float64"} for c in qi
+               if not pd.api.types.is_float_dtype(df[c].dtype) or str(df[c].dtype) == "Float64"}
+    report = Report(
+        n=n, m=len(qi), m_used=max((r.m_used for r in done), default=0), k=int(k),
+        method=done[0].method if done else str(method), qi=list(qi),
+        cells=sum(r.cells for r in done), min_cell_size=min((r.min_cell_size for r in done), default=0),
+        max_cell_size=max((r.max_cell_size for r in done), default=0), information_loss=il,
+        seconds=sum(r.seconds for r in done), seed=seed, dtype_changes=changes,
+        constant_columns=sorted({c for r in done for c in r.constant_columns}),
+        k_anonymity=k_check, rows=row_check, keep_row_id=bool(keep_row_id),
+    )
+    report.strata = strata_summary(strata, missing, merge_small_strata, groups, reports)
+    return release, report
+
+
+def strata_summary(strata, missing, merge_small, groups, reports) -> dict:
+    """The ``strata`` section of a report: one entry per group (names, counts, IL; no QI values)."""
+    entries = []
+    for g, r in zip(groups, reports):
+        e = g.to_dict()
+        if r is not None:
+            e.update(cells=int(r.cells), information_loss=float(r.information_loss))
+        entries.append(e)
+    return {"columns": list(strata), "missing": missing, "merge_small_strata": bool(merge_small),
+            "information_loss": "record-weighted mean over groups, each z-scored on its own", "groups": entries}

@@ -1,0 +1,86 @@
+"""Faults in lake runs: a worker process killed mid-run, the driver killed during the write."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from distributed import Client, LocalCluster
+
+from daskmicro import lake_run
+from daskmicro.cli import build_parser
+from daskmicro.io.commit import SUCCESS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _lake(root: Path, n=4000, files=4) -> Path:
+    rng = np.random.default_rng(2)
+    df = pd.DataFrame({"x": rng.normal(size=n), "y": rng.normal(size=n), "s": np.arange(n) % 2})
+    root.mkdir()
+    for i, idx in enumerate(np.array_split(np.arange(n), files)):
+        df.iloc[idx].to_parquet(root / f"f{i}.parquet", index=False)
+    return root
+
+
+OPTS = ["--qi", "x,y", "--k", "5", "--strata", "s", "--seed", "3", "--partition-size", "500", "--K", "100",
+        "--rows-per-file", "1000"]
+
+
+def _bytes(out: Path) -> dict:
+    return {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("part-*.parquet")}
+
+
+def test_worker_killed_during_fan_out_gives_the_same_release(tmp_path, monkeypatch):
+    monkeypatch.setattr(lake_run, "SMALL_GROUP_ROWS", 100)   # both strata through the pipeline
+    src = _lake(tmp_path / "in")
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+                      silence_logs=50) as lc, Client(lc) as c:
+        args = build_parser().parse_args(["anonymize", str(src), str(tmp_path / "ref"), *OPTS])
+        assert lake_run.run_from_args(args, client=c) == 0
+        pids = list(c.run(os.getpid).values())
+        killed = []
+
+        def killer():  # kill one worker process while the run is under way
+            time.sleep(1.5)
+            os.kill(pids[0], signal.SIGKILL)
+            killed.append(pids[0])
+
+        th = threading.Thread(target=killer, daemon=True)
+        args = build_parser().parse_args(["anonymize", str(src), str(tmp_path / "out"), *OPTS])
+        th.start()
+        assert lake_run.run_from_args(args, client=c) == 0
+        th.join()
+    assert killed and _bytes(tmp_path / "out") == _bytes(tmp_path / "ref")
+    assert (tmp_path / "out" / SUCCESS).exists()
+
+
+def test_driver_killed_during_write_commits_nothing_and_rerun_succeeds(tmp_path):
+    src = _lake(tmp_path / "in")
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "daskmicro", "anonymize", str(src), str(out), *OPTS, "--workers", "1"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and not list(tmp_path.glob(".out.tmp-*")):
+            assert proc.poll() is None, "the run ended before its staging directory appeared"
+            time.sleep(0.02)
+        os.killpg(proc.pid, signal.SIGKILL)   # the driver and its LocalCluster, mid-write
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert not out.exists()                      # nothing committed: no target, no _SUCCESS
+    rerun = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    assert (out / SUCCESS).exists() and len(pd.read_parquet(out)) == 4000
