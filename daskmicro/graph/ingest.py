@@ -63,9 +63,13 @@ def _zscore(part: pd.DataFrame, qi: list, mean: np.ndarray, std: np.ndarray, var
 
 
 def ingest(client, ddf, qi: list) -> Ingested:
-    """Check and z-score the QI columns of ``ddf`` on the cluster (see module docstring)."""
+    """Check and z-score the QI columns of ``ddf`` on the cluster (see module docstring).
+
+    The tasks get fresh keys (``pure=False``), and so does everything computed from them: a run
+    repeated on the same client never reuses a key the scheduler may still be forgetting.
+    """
     parts = client.compute(ddf[qi].to_delayed())
-    stats = client.gather(client.map(_summary, parts, qi=qi))
+    stats = client.gather(client.map(_summary, parts, qi=qi, pure=False))
     lengths = [s[0] for s in stats]
     n = int(sum(lengths))
     if n == 0:
@@ -87,7 +91,7 @@ def ingest(client, ddf, qi: list) -> Ingested:
     std = np.where(varying, np.sqrt(np.maximum(mean_sq - mean * mean, 0.0)), 0.0)
     # a column whose spread is lost in rounding would divide by zero: treat it as constant
     varying &= std > 0
-    blocks = client.map(_zscore, parts, qi=qi, mean=mean, std=std, varying=varying)
+    blocks = client.map(_zscore, parts, qi=qi, mean=mean, std=std, varying=varying, pure=False)
     row0s = list(np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(int))
     del parts
     return Ingested(blocks=blocks, row0s=row0s, lengths=lengths, n=n, mean=mean, std=std, varying=varying)
