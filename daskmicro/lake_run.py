@@ -132,6 +132,9 @@ def run_from_args(args, client=None) -> int:
     from .anonymize import _check_method, _check_seed
     from .io.lake import is_lake_target
 
+    if getattr(args, "participation", None) is not None:
+        raise ParameterError("--participation is not available with a Parquet directory (input or output) or lake "
+                             "options yet: use single-file input and output")
     output = Path(args.output)
     lake_out = is_lake_target(args.output)
     if not lake_out and not str(output).lower().endswith((".parquet", ".pq")):

@@ -288,3 +288,16 @@ def test_cli_bad_input(tmp_path, survey, capsys, extra, words):
     err = capsys.readouterr().err
     assert err.startswith("daskmicro: error:") and err.count("\n") == 1 and words in err
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_cli_participation_with_a_lake_is_refused_not_ignored(survey, tmp_path, capsys):
+    lake_dir = tmp_path / "lake"
+    lake_dir.mkdir()
+    survey.to_parquet(lake_dir / "part-0.parquet", index=False)
+    out = tmp_path / "out"
+    argv = ["anonymize", str(lake_dir), str(out), "--qi", ",".join(QI6), "--k", "5",
+            "--participation", "0.75", "--max-cell-failure", "1e-4"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--participation" in err and "single-file" in err
+    assert not out.exists()
