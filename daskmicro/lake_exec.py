@@ -116,12 +116,17 @@ def execute(client, source, qi, args, method, strata, partition_by, missing, row
     t0 = time.perf_counter()
     row0s = np.concatenate([[0], np.cumsum([s["rows"] for s in scans])[:-1]]).astype(np.int64)
     cols = source.columns
-    pieces = [client.submit(read_piece, *source.piece_args(i), columns=cols, row0=int(row0s[i]))
+    # the pieces stay lazy: each task that needs one reads it, so the table is never held whole
+    import dask
+
+    read = dask.delayed(read_piece, pure=True)
+    pieces = [read(*source.piece_args(i), columns=cols, row0=int(row0s[i]))
               for i in range(len(source.files)) if scans[i]["rows"]]
-    meta = client.submit(_empty_like, pieces[0]).result()
+    meta = client.compute(dask.delayed(_empty_like)(pieces[0])).result()
+    select = dask.delayed(_select, pure=True)
     releases, reports = [], []
     for g in groups:
-        sel = [client.submit(_select, p, strata, qi, g) for p in pieces]
+        sel = pieces if g.n == n else [select(p, strata, qi, g) for p in pieces]
         if not g.observed:  # every QI missing: nothing to aggregate, the records pass through
             releases.extend(sel)
             reports.append(None)
@@ -129,7 +134,8 @@ def execute(client, source, qi, args, method, strata, partition_by, missing, row
         one_task = method in ("mdav", "pca-mdav") or (method == "auto" and g.n <= SMALL_GROUP_ROWS)
         if one_task:
             m = "mdav" if method == "auto" else method
-            pair = client.submit(_run_small, g.observed, args.k, m, args.energy_loss, args.n_components, seed, *sel)
+            pair = client.submit(_run_small, g.observed, args.k, m, args.energy_loss, args.n_components, seed,
+                                 *client.compute(sel))
             releases.append(client.submit(_release_of, pair))
             reports.append(client.submit(operator.itemgetter(1), pair))
         else:
