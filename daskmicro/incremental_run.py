@@ -152,13 +152,21 @@ def anonymize_incremental(
     if not isinstance(reference, (bool, np.bool_)):
         raise ParameterError(f"reference must be True or False, got {reference!r}")
 
+    if src.total_rows is None:
+        raise ParameterError(f"the lake {source} has no _arrivals.json manifest: give expected_rows (total records of the survey)")
+    if nu is None and zeta is None and src.survey_seconds() is None:
+        raise ParameterError("give nu or zeta: the survey's duration is unknown for a lake without a simulator manifest")
+    sched = None if nu is None and zeta is None and model is None else _choose_nu(nu, zeta, model, src, None, len(qi), k, kernel)
+    if sched is not None:
+        _check_increment_size(sched["nu"], src.total_rows, k, increment)
+
     with cluster_client(client or _default_client()) as c:
         warm_up(c, increment, kernel)
         step("workers ready")
-        sched = _choose_nu(nu, zeta, model, src, c, len(qi), k, kernel)
+        if sched is None:  # calibrate the time model on a worker
+            sched = _choose_nu(nu, zeta, model, src, c, len(qi), k, kernel)
+            _check_increment_size(sched["nu"], src.total_rows, k, increment)
         nu_used = sched["nu"]
-        if increment == "2mdav" and nu_used > 0 and src.total_rows is not None and math.ceil(nu_used * src.total_rows) < k:
-            raise ParameterError(f"nu = {nu_used:.4g} leaves fewer than k = {k} records to the 2mdav increment; raise nu or use increment='nn-split-end'")
         step("schedule")
         graph = IncrementalGraph(c, qi, k, increment, kernel, seed)
         try:
@@ -229,10 +237,6 @@ def _choose_nu(nu, zeta, model, src, client, m, k, kernel) -> dict:
         return out
     if zeta is None:
         survey = src.survey_seconds()
-        if survey is None:
-            raise ParameterError("give nu or zeta: the survey's duration is unknown for a lake without a simulator manifest")
-        if src.total_rows is None:
-            raise ParameterError("give nu or zeta, or expected_rows: the number of records of the survey is unknown")
         if model is None:
             ns, secs = calibrate_on(client, m, k, kernel)
             model = _schedule.calibrate(ns, secs)
@@ -246,6 +250,11 @@ def _choose_nu(nu, zeta, model, src, client, m, k, kernel) -> dict:
     out.update(_plan_fields(zeta, beta))
     out["nu"] = out["nu_star"]
     return out
+
+
+def _check_increment_size(nu: float, total: int, k: int, increment: str) -> None:
+    if increment == "2mdav" and nu > 0 and math.ceil(nu * total - 1e-9) < k:
+        raise ParameterError(f"nu = {nu:.4g} leaves fewer than k = {k} of the {total} records to the 2mdav increment; raise nu or use increment='nn-split-end'")
 
 
 def _plan_fields(zeta: float, beta: float) -> dict:

@@ -245,8 +245,8 @@ class FrameSource:
         need = max(1, math.ceil(fraction * self.total_rows - 1e-9))
         due = min(float(self.times[need - 1]), self.close_at)
         self._sleep_until(due, deadline, lambda: f"timeout: {int(np.searchsorted(self.times, time.time(), 'right'))} of the {need} records of the base stage had arrived")
-        self._taken = int(np.searchsorted(self.times, max(due, time.time()), "right"))
-        self._taken = max(min(self._taken, self.total_rows), 1)
+        # The base is what had arrived at the trigger, also for a survey already over.
+        self._taken = int(np.searchsorted(self.times, due, "right"))
         return [self.frame.iloc[: self._taken]]
 
     def wait_close(self, taken: list, deadline: float | None) -> list:
