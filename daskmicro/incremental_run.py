@@ -26,7 +26,7 @@ from .errors import InputError, ParameterError
 from .graph.incremental import IncrementalGraph, calibrate_on, default_kernel, warm_up
 from .io.survey import SurveyTimeoutError, open_source
 from .kernels.incremental import METHODS as INCREMENT_METHODS
-from .privacy.verify import verify_k_anonymity, verify_rows
+from .privacy.verify import verify_rows
 from .report.run import Report
 
 __all__ = ["anonymize_incremental", "BASE_METHODS", "INCREMENT_METHODS", "SurveyTimeoutError"]
@@ -170,22 +170,23 @@ def anonymize_incremental(
         step("schedule")
         graph = IncrementalGraph(c, qi, k, increment, kernel, seed)
         try:
-            base_chunk = src.wait_base(1.0 - nu_used, deadline)
+            base_chunk = src.wait_base(1.0 - nu_used, deadline, on_new=graph.ingest)
             graph.submit_base(base_chunk)
             step("base stage submitted")
-            inc_chunk = src.wait_close(base_chunk, deadline)
-            n_base, n_inc = _rows(base_chunk), _rows(inc_chunk)
+            inc_chunk = src.wait_close(base_chunk, deadline, on_new=graph.ingest, on_poll=graph.collect)
+            n_base, n_inc = src.rows(base_chunk), src.rows(inc_chunk)
             method = increment
             if increment == "2mdav" and 0 < n_inc < k:
                 method = "nn"  # too few late records for their own cells
             graph.submit_increment(inc_chunk, method)
             step("increment stage submitted")
-            release, changes, base_res, inc_res, metrics = graph.results()
+            release, changes, k_check = graph.results()
             n = n_base + n_inc
-            k_check = verify_k_anonymity(release, qi, k).raise_if_failed()
+            k_check.raise_if_failed()
             row_check = verify_rows(n, release).raise_if_failed()
             t_release = time.time()
             step("release verified")
+            base_res, inc_res, metrics = graph.stage_results()
             ref = graph.reference() if reference else None
             if ref is not None:
                 step("reference done")
@@ -365,13 +366,3 @@ def _check_time_model(model):
     except (TypeError, ValueError):
         raise ParameterError(f"time_model must be a schedule.TimeModel or an (a, beta) pair, got {model!r}") from None
     return _schedule.TimeModel(a=_schedule._real(a, "a"), beta=_schedule._real(beta, "beta"))
-
-
-def _rows(chunk) -> int:
-    import pandas as pd
-    import pyarrow.parquet as pq
-
-    total = 0
-    for part in chunk:
-        total += len(part) if isinstance(part, pd.DataFrame) else pq.read_metadata(part).num_rows
-    return total

@@ -39,6 +39,7 @@ import pyarrow.parquet as pq
 from ..errors import InputError
 from ..kernels import centroids, information_loss, mdav, standardize
 from ..kernels.incremental import increment as increment_kernel
+from ..privacy.verify import check_tuple_counts, merge_tuple_counts, tuple_counts, verify_k_anonymity
 from ..publish import replace_qi
 
 __all__ = ["Chunk", "StageResult", "IncrementalGraph", "read_chunk"]
@@ -127,6 +128,18 @@ def _publish_part(chunk: Chunk, labels, qi: list) -> tuple[pd.DataFrame, dict]:
     if len(chunk) == 0:
         return chunk.frame, {}
     return replace_qi(chunk.frame, qi, centroids(chunk.X, labels)[labels])
+
+
+def _publish_counted(chunk: Chunk, labels, qi: list):
+    """A release part with the counts of its QI tuples (for the k-anonymity check of the whole)."""
+    frame, changes = _publish_part(chunk, labels, qi)
+    return frame, changes, tuple_counts(frame, qi)
+
+
+def _concat(*chunks: Chunk) -> Chunk:
+    if len(chunks) == 1:
+        return chunks[0]
+    return Chunk(pd.concat([c.frame for c in chunks], ignore_index=True), np.concatenate([c.X for c in chunks]))
 
 
 def _publish_all(base: Chunk, chunk: Chunk, result: StageResult, qi: list) -> tuple[pd.DataFrame, dict]:
@@ -221,6 +234,8 @@ class IncrementalGraph:
         self.client, self.qi, self.k, self.increment, self.kernel, self.seed = client, list(qi), k, increment, kernel, seed
         self._tag = uuid.uuid4().hex[:8]
         self._futures: list = []
+        self._reads: dict = {}
+        self._base_part = None
         self.base_submitted: float | None = None
         self.increment_submitted: float | None = None
 
@@ -229,48 +244,77 @@ class IncrementalGraph:
         self._futures.append(fut)
         return fut
 
-    def _put(self, name: str, chunk):
-        """Data of a chunk on the cluster: a DataFrame is scattered, paths are read by a worker."""
-        if isinstance(chunk, pd.DataFrame):
-            [chunk] = self.client.scatter([chunk], hash=False)
-            self._futures.append(chunk)
-        return self._submit(f"read-{name}", read_chunk, chunk, self.qi)
+    def ingest(self, paths: list) -> None:
+        """Have a worker read newly landed files now, while the survey goes on."""
+        fut = self._submit(f"read-{len(self._reads)}", read_chunk, list(paths), self.qi)
+        for p in paths:
+            self._reads[Path(p).name] = fut
 
-    def submit_base(self, chunk) -> None:
+    def _data(self, name: str, chunk: list):
+        """The records of a chunk on the cluster: a DataFrame is scattered; files read by ingest are reused."""
+        if len(chunk) == 1 and isinstance(chunk[0], pd.DataFrame):
+            [frame] = self.client.scatter([chunk[0]], hash=False)
+            self._futures.append(frame)
+            return self._submit(f"read-{name}", read_chunk, frame, self.qi)
+        missing = [p for p in chunk if Path(p).name not in self._reads]
+        if missing:
+            self.ingest(missing)
+        parts = list(dict.fromkeys(self._reads[Path(p).name] for p in chunk))  # batches, in arrival order
+        return self._submit(f"concat-{name}", _concat, *parts)
+
+    def submit_base(self, chunk: list) -> None:
         """Submit the base stage on the records arrived so far (paths or one DataFrame)."""
         self.base_submitted = time.time()
-        self.base = self._put("base", chunk[0] if len(chunk) == 1 and isinstance(chunk[0], pd.DataFrame) else chunk)
+        self.base = self._data("base", chunk)
         self.std = self._submit("standardization", _standardization, self.base)
         self.base_result = self._submit("base", _base_stage, self.base, self.std, self.k, self.kernel)
         if self.increment == "2mdav":
-            # Base cells are final under 2MDAV: publish their rows during the head start.
-            self.base_part = self._submit("publish-base", _publish_part, self.base, self.base_result, self.qi)
+            # Base cells are final under 2MDAV: publish and count their rows during the head start.
+            self.base_part = self._submit("publish-base", _publish_counted, self.base, self.base_result, self.qi)
 
-    def submit_increment(self, chunk, method: str | None = None) -> None:
+    def collect(self) -> None:
+        """Fetch the published base part once it is ready (called while waiting for the close)."""
+        if self.increment == "2mdav" and self._base_part is None and self.base_part.done():
+            self._base_part = self.base_part.result()
+
+    def submit_increment(self, chunk: list, method: str | None = None) -> None:
         """Submit the increment stage on the records that arrived after the base trigger."""
         self.increment_submitted = time.time()
-        method = method or self.increment
-        if len(chunk) == 1 and isinstance(chunk[0], pd.DataFrame):
-            self.inc = self._put("increment", chunk[0])
-        elif chunk:
-            self.inc = self._put("increment", chunk)
+        self.method = method = method or self.increment
+        if chunk:
+            self.inc = self._data("increment", chunk)
         else:  # nothing arrived after the base trigger
             self.inc = self._submit("read-increment", _empty_like, self.base)
         self.joined = method != "2mdav"
         if self.joined:
             self.inc_result = self._submit("increment", _nn_stage, self.base, self.std, self.base_result, self.inc, self.k, method)
             parts = [self._submit("publish", _publish_all, self.base, self.inc, self.inc_result, self.qi)]
+            self.release = self._submit("combine", _combine, parts, self.seed)
         else:
             self.inc_result = self._submit("increment", _two_mdav_stage, self.inc, self.std, self.k, self.kernel)
-            parts = [self.base_part, self._submit("publish-increment", _publish_part, self.inc, self.inc_result, self.qi)]
-        self.release = self._submit("combine", _combine, parts, self.seed)
+            self.inc_part = self._submit("publish-increment", _publish_counted, self.inc, self.inc_result, self.qi)
         self.metrics = self._submit("metrics", _metrics, self.base, self.inc, self.base_result, self.inc_result, self.joined, self.qi)
 
     def results(self):
-        """Block for the release and the stage results: (release, dtype changes, base, increment, metrics)."""
-        release, changes = self.release.result()
-        base, inc, metrics = self.client.gather([self.base_result, self.inc_result, self.metrics])
-        return release, changes, base, inc, metrics
+        """Block for the release and its k-anonymity check: (release, dtype changes, check).
+
+        2MDAV: the base part was fetched during the head start; only the increment part travels
+        after the close, and the check merges the QI-tuple counts of both parts.  Otherwise the
+        release is assembled on a worker and checked here.
+        """
+        if self.joined:
+            release, changes = self.release.result()
+            return release, changes, verify_k_anonymity(release, self.qi, self.k)
+        if self._base_part is None:
+            self._base_part = self.base_part.result()
+        inc = self.inc_part.result()
+        release, changes = _combine([self._base_part[:2], inc[:2]], self.seed)
+        check = check_tuple_counts(merge_tuple_counts(self._base_part[2], inc[2]), self.k)
+        return release, changes, check
+
+    def stage_results(self):
+        """Base result, increment result and metrics (stage times, cell sizes, information loss)."""
+        return self.client.gather([self.base_result, self.inc_result, self.metrics])
 
     def reference(self) -> dict:
         """Run the one-pass reference on all the records (after the release) and return its time and IL."""

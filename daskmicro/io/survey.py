@@ -19,16 +19,18 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+import os
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 from pandas.api import types as ptypes
 
 from ..errors import InputError, ParameterError
-from .arrivals import CLOSED, arrived, is_closed, read_manifest, survey_clock
+from .arrivals import _NAME, CLOSED, is_closed, read_manifest
 
 __all__ = ["SurveyTimeoutError", "LakeSource", "FrameSource", "open_source", "to_epoch"]
 
@@ -76,7 +78,7 @@ class LakeSource:
 
     kind = "lake"
 
-    def __init__(self, lake_dir, close_at: float | None = None, expected_rows: int | None = None, poll: float = 0.02):
+    def __init__(self, lake_dir, close_at: float | None = None, expected_rows: int | None = None, poll: float = 0.05):
         self.path = Path(lake_dir)
         if not self.path.is_dir():
             raise InputError(f"source lake directory does not exist: {self.path}")
@@ -88,6 +90,8 @@ class LakeSource:
             rows = expected_rows
         self.total_rows = rows
         self.closed_at: float | None = None
+        self._rows: dict = {}
+        self._seen: set = set()
 
     # -- what the planner needs ------------------------------------------------------------
 
@@ -101,7 +105,7 @@ class LakeSource:
         files = self._landed()
         if not files:
             return None
-        return list(pq.read_schema(files[0].path).names)
+        return list(pq.read_schema(files[0][0]).names)
 
     def survey_seconds(self) -> float | None:
         """Length of the whole survey in real seconds, when known (simulator manifest or close_at)."""
@@ -114,9 +118,37 @@ class LakeSource:
 
     # -- arrivals ----------------------------------------------------------------------------
 
-    def _landed(self):
-        until = survey_clock(self.path) if self.manifest is not None else None
-        return arrived(self.path, until=until)
+    def _clock(self) -> float | None:
+        """Survey seconds since the simulated opening (None without a manifest)."""
+        if self.manifest is None:
+            return None
+        return (time.time() - float(self.manifest["opened_at"])) * float(self.manifest["speed"])
+
+    def _landed(self) -> list:
+        """Landed files as (path, rows), by arrival time then name; footers are read once per file."""
+        until = self._clock()
+        out = []
+        for entry in os.scandir(self.path):
+            name = entry.name
+            if not name.endswith(".parquet") or name.startswith((".", "_")) or not entry.is_file():
+                continue
+            m = _NAME.match(name)
+            offset = int(m.group(2)) / 1000.0 if m else math.inf
+            if until is not None and m and offset > until:
+                continue
+            rows = self._rows.get(name)
+            if rows is None:
+                try:
+                    rows = self._rows[name] = pq.read_metadata(entry.path).num_rows
+                except (OSError, pa.ArrowException) as exc:
+                    raise InputError(f"unreadable Parquet file in the lake: {entry.path}: {' '.join(str(exc).split())}") from None
+            out.append((offset, name, Path(entry.path), rows))
+        out.sort(key=lambda e: (e[0], e[1]))
+        return [(p, r) for _, _, p, r in out]
+
+    def rows(self, chunk: list) -> int:
+        """Number of records in a chunk (paths handed out by this source)."""
+        return sum(self._rows[Path(p).name] for p in chunk)
 
     def _closed_now(self) -> bool:
         if self.close_at is not None and time.time() >= self.close_at:
@@ -124,48 +156,65 @@ class LakeSource:
         if not is_closed(self.path):
             return False
         if self.manifest is not None and self.manifest.get("mode") == "instant":
-            return survey_clock(self.path) >= float(self.manifest["duration"])
+            return self._clock() >= float(self.manifest["duration"])
         return True
 
-    def wait_base(self, fraction: float, deadline: float | None) -> list:
-        """Block until ``fraction`` of the records has landed; return the landed files' paths."""
+    def _look(self, on_new) -> list:
+        files = self._landed()
+        new = [p for p, _ in files if p.name not in self._seen]
+        if new:
+            self._seen.update(p.name for p in new)
+            if on_new is not None:
+                on_new(new)
+        return files
+
+    def wait_base(self, fraction: float, deadline: float | None, on_new=None) -> list:
+        """Block until ``fraction`` of the records has landed; return the landed files' paths.
+
+        ``on_new(paths)`` is called with each batch of newly landed files as they are seen (the
+        run hands them to the workers to read while the survey goes on).
+        """
         if self.total_rows is None:
             raise ParameterError(f"the lake {self.path} has no _arrivals.json manifest: give expected_rows (total records)")
         need = max(1, math.ceil(fraction * self.total_rows - 1e-9))
         while True:
-            files = self._landed()
-            got = sum(a.rows for a in files)
-            if got >= need:
-                return [a.path for a in files]
+            files = self._look(on_new)
+            got = sum(r for _, r in files)
+            if got >= need or (self._closed_now() and got > 0):
+                # (a survey that closed short of the base fraction: the base is what arrived)
+                return [p for p, _ in files]
             if self._closed_now():
-                # The survey closed short of the base fraction: the base is what arrived.
-                if got == 0:
-                    raise InputError(f"the survey in {self.path} closed with no records")
-                return [a.path for a in files]
+                raise InputError(f"the survey in {self.path} closed with no records")
             left = _remaining(deadline)
             if left <= 0:
                 raise SurveyTimeoutError(f"timeout: {got} of the {need} records of the base stage had landed in {self.path}")
             time.sleep(min(self.poll, left))
 
-    def wait_close(self, taken: list, deadline: float | None) -> list:
-        """Block until the survey closes; return the paths of the files not in ``taken``."""
+    def wait_close(self, taken: list, deadline: float | None, on_new=None, on_poll=None) -> list:
+        """Block until the survey closes; return the paths of the files not in ``taken``.
+
+        ``on_poll()`` is called at each look (the run collects finished base work meanwhile).
+        """
         while not self._closed_now():
+            self._look(on_new)
+            if on_poll is not None:
+                on_poll()
             left = _remaining(deadline)
             if left <= 0:
-                got = sum(a.rows for a in self._landed())
+                got = sum(r for _, r in self._landed())
                 total = "?" if self.total_rows is None else self.total_rows
                 raise SurveyTimeoutError(
                     f"timeout: the survey in {self.path} had not closed ({got} of {total} records landed); no release made"
                 )
             time.sleep(min(self.poll, left))
         self.closed_at = self._close_time()
-        files = self._landed()
-        seen = set(map(str, taken))
+        files = self._look(on_new)
         if self.manifest is not None and (self.close_at is None or is_closed(self.path)):
-            got = sum(a.rows for a in files)
+            got = sum(r for _, r in files)
             if got != self.total_rows:
                 raise InputError(f"the lake {self.path} closed with {got} records but its manifest announces {self.total_rows}")
-        return [a.path for a in files if str(a.path) not in seen]
+        seen = {Path(p).name for p in taken}
+        return [p for p, _ in files if p.name not in seen]
 
     def _close_time(self) -> float:
         """When the survey closed: the earlier of the marker's time and ``close_at`` (if reached)."""
@@ -240,7 +289,10 @@ class FrameSource:
     def opened_at(self) -> float:
         return float(self.times[0])
 
-    def wait_base(self, fraction: float, deadline: float | None) -> list:
+    def rows(self, chunk: list) -> int:
+        return sum(len(part) for part in chunk)
+
+    def wait_base(self, fraction: float, deadline: float | None, on_new=None) -> list:
         """Sleep until ``fraction`` of the records' timestamps have passed; return them as one chunk."""
         need = max(1, math.ceil(fraction * self.total_rows - 1e-9))
         due = min(float(self.times[need - 1]), self.close_at)
@@ -249,15 +301,18 @@ class FrameSource:
         self._taken = int(np.searchsorted(self.times, due, "right"))
         return [self.frame.iloc[: self._taken]]
 
-    def wait_close(self, taken: list, deadline: float | None) -> list:
-        self._sleep_until(self.close_at, deadline, lambda: "timeout: the survey had not closed (close_at not reached); no release made")
+    def wait_close(self, taken: list, deadline: float | None, on_new=None, on_poll=None) -> list:
+        self._sleep_until(self.close_at, deadline, lambda: "timeout: the survey had not closed (close_at not reached); no release made",
+                          on_poll)
         self.closed_at = float(self.close_at)
         rest = self.frame.iloc[self._taken:]
         return [rest] if len(rest) else []
 
     @staticmethod
-    def _sleep_until(due: float, deadline: float | None, message) -> None:
+    def _sleep_until(due: float, deadline: float | None, message, on_poll=None) -> None:
         while True:
+            if on_poll is not None:
+                on_poll()
             now = time.time()
             if now >= due:
                 return
@@ -269,7 +324,7 @@ class FrameSource:
             time.sleep(max(step, 0.0))
 
 
-def open_source(source, *, time_column=None, close_at=None, expected_rows=None, poll: float = 0.02):
+def open_source(source, *, time_column=None, close_at=None, expected_rows=None, poll: float = 0.05):
     """Wrap a lake directory (str/Path) or a timestamped DataFrame as a source of an incremental run."""
     close = None if close_at is None else to_epoch(close_at)
     if expected_rows is not None:
