@@ -161,6 +161,18 @@ def test_base_fraction_not_reached_times_out(data, qi, client, tmp_path):
         sim.stop()
 
 
+def test_datetime_arrivals_and_close_at(data, qi, client):
+    now = pd.Timestamp.now(tz="UTC").tz_localize(None)  # naive datetimes are UTC
+    frame = data.assign(ts=now - pd.to_timedelta(np.linspace(5.0, 1.0, N), unit="s"))
+    close = now + pd.Timedelta(seconds=2.0)
+    release, report = anonymize_incremental(frame, qi, K, nu=0.2, increment="nn", time_column="ts", close_at=close,
+                                            client=client, seed=2, timeout=30)
+    inc = report.incremental
+    assert inc["times"]["close"] == pytest.approx(close.tz_localize("UTC").timestamp())
+    assert inc["times"]["increment_submitted"] >= inc["times"]["close"]  # waited for close_at
+    assert inc["n_base"] == 1600 and report.verified and release["ts"].dtype == frame["ts"].dtype
+
+
 def test_non_numeric_qi_reported_from_the_workers(data, qi, client):
     frame = data.assign(ts=time.time() - 1.0, region=data["region"].astype(str))
     with pytest.raises(InputError, match="'region' is not numeric"):

@@ -42,7 +42,7 @@ class SurveyTimeoutError(InputError, TimeoutError):
 def to_epoch(value, name: str = "close_at") -> float:
     """A point in time as POSIX seconds: a number (already POSIX), a datetime or a Timestamp.
 
-    Naive datetimes are taken as local time, as :meth:`datetime.datetime.timestamp` does.
+    Naive datetimes are taken as UTC (as naive values of a datetime ``time_column`` are).
     """
     if isinstance(value, bool):
         raise ParameterError(f"{name} must be a time (POSIX seconds or a datetime), got {value!r}")
@@ -52,6 +52,8 @@ def to_epoch(value, name: str = "close_at") -> float:
             raise ParameterError(f"{name} must be finite, got {value!r}")
         return x
     if isinstance(value, (_dt.datetime, pd.Timestamp)):
+        if value.tzinfo is None:  # naive times are UTC, as for a datetime time_column
+            value = value.replace(tzinfo=_dt.timezone.utc)
         return float(value.timestamp())
     raise ParameterError(f"{name} must be a time (POSIX seconds or a datetime), got {type(value).__name__}")
 
