@@ -65,7 +65,9 @@ def run(name, client, df, qi, k, zeta, n_files, increment):
     X = df[qi].to_numpy(np.float64)
     print(f"### kernel {name}: n = {len(df):,}, m = {len(qi)}, k = {k}, ζ = {zeta:g}, increment {increment}")
     print(f"before: {_load()}")
-    t_ref0 = client.submit(_one_pass, X, k, kernel, pure=False).result()
+    [X_remote] = client.scatter([X])
+    t_ref0 = client.submit(_one_pass, X_remote, k, kernel, pure=False).result()
+    del X_remote
     survey = zeta * t_ref0
     print(f"one-pass time measured first: {t_ref0:.2f} s → survey of {survey:.1f} s in {n_files} files")
     with tempfile.TemporaryDirectory() as tmp:
