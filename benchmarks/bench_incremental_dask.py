@@ -15,11 +15,11 @@ For each stage kernel the script
    and prints the measured timeline, τ₀, τ₊, τ₋, the time from close to verified release as a
    fraction of t_ref, and δ against one-pass MDAV.
 
-Kernels: ``textbook`` — plain numpy MDAV (``numpy_mdav.py``, quadratic like the paper's);
+Kernels: ``textbook`` — MDAV with full distance passes (``quadratic_mdav.py``, quadratic like the paper's);
 ``fast`` — the package's exact MDAV (pruned k-d tree, far from quadratic, so the paper's ν*
 is not optimal for it: see the README).
 
-    .venv/bin/python benchmarks/bench_incremental_dask.py                         # both kernels, n = 150,000
+    .venv/bin/python benchmarks/bench_incremental_dask.py --n 100000              # both kernels
     .venv/bin/python benchmarks/bench_incremental_dask.py --kernel fast --n 50000  # quick check
 """
 
@@ -36,16 +36,16 @@ import cloudpickle
 import distributed
 import numpy as np
 
-import numpy_mdav
+import quadratic_mdav
 from _common import print_machine_info
 from daskmicro import anonymize_incremental, schedule
 from daskmicro.datasets import census_like
 from daskmicro.io.arrivals import ArrivalSimulator
 from daskmicro.kernels import mdav, standardize
 
-cloudpickle.register_pickle_by_value(numpy_mdav)  # the workers cannot import the benchmarks folder
+cloudpickle.register_pickle_by_value(quadratic_mdav)  # the workers cannot import the benchmarks folder
 
-KERNELS = {"textbook": numpy_mdav.numpy_mdav, "fast": mdav}
+KERNELS = {"textbook": quadratic_mdav.quadratic_mdav, "fast": mdav}
 
 
 def _one_pass(X, k, kernel):
