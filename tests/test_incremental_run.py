@@ -111,6 +111,7 @@ def test_frame_source_nn_split_end_with_reference(data, qi, client):
     assert -0.05 < inc["delta"] < 1.0
     for key in ("tau_0", "tau_plus", "tau_minus", "delta_tau"):
         assert np.isfinite(inc[key])
+    json.dumps(report.to_dict())  # the report stays JSON-serialisable
     html = render_html(report.to_dict())
     assert "τ₀" in html and "δ" in html
 
