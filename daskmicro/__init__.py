@@ -27,12 +27,13 @@ from .kernels.utility import eigen_measure, il1s, utility_measures
 from .report import render_html, write_report
 from . import schedule
 from .tradeoff import sweep
+from .incremental_run import anonymize_incremental
 
 __all__ = [
     "mdav", "pca_reduce", "pca_mdav", "standardize", "centroids", "cell_sizes", "cell_sse", "sse",
     "sst", "distortion", "information_loss", "relative_distortion", "MDAV", "PCAMDAV", "anonymize",
     "verify_k_anonymity", "verify_rows", "effective_anonymity", "probabilistic_cells", "disclosure_risk",
     "interval_disclosure", "record_linkage", "assign", "build_spec", "load_spec", "eigen_measure", "il1s",
-    "utility_measures", "render_html", "write_report", "schedule",
+    "utility_measures", "render_html", "write_report", "schedule", "anonymize_incremental",
     "sweep",
 ]

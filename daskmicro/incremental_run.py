@@ -1,0 +1,368 @@
+"""Incremental k-anonymous microaggregation of a survey while its records arrive.
+
+:func:`anonymize_incremental` implements the two-stage scheme of Rebollo-Monedero et al.,
+*Incremental k-Anonymous Microaggregation in Large-Scale Electronic Surveys With Optimized
+Scheduling* (IEEE Access 2018; ``000_614e2e2317b23170.txt``): a base stage microaggregates the
+first fraction 1 − ν of the records while the rest are still arriving (§III-B), and a small
+increment stage adds the last ν when the survey closes (2MDAV, §IV-A, or nearest-neighbour
+assignment with cell splitting, §IV-D).  ν comes from the scheduling formulas of §IV-B
+(:mod:`daskmicro.schedule`).  Both stages are Dask work on the same cluster, submitted at those
+two moments (:mod:`daskmicro.graph.incremental`); the release joins both partitions and is
+verified before it is returned.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Callable
+
+import numpy as np
+
+from . import schedule as _schedule
+from .anonymize import _check_seed, _is_dask_frame
+from .cluster import cluster_client
+from .errors import InputError, ParameterError
+from .graph.incremental import IncrementalGraph, calibrate_on, default_kernel, warm_up
+from .io.survey import SurveyTimeoutError, open_source
+from .kernels.incremental import METHODS as INCREMENT_METHODS
+from .privacy.verify import verify_rows
+from .report.run import Report
+
+__all__ = ["anonymize_incremental", "BASE_METHODS", "INCREMENT_METHODS", "SurveyTimeoutError"]
+
+#: Base-stage methods by name (a callable ``f(Z, k) -> labels`` is accepted too).
+BASE_METHODS = ("mdav",)
+
+
+def anonymize_incremental(
+    source,
+    qi,
+    k: int,
+    *,
+    nu: float | None = None,
+    zeta: float | None = None,
+    close_at=None,
+    base_method="mdav",
+    increment: str = "2mdav",
+    seed: int | None = None,
+    client=None,
+    reference: bool = False,
+    timeout: float | None = None,
+    progress: Callable | None = None,
+    time_column=None,
+    time_model=None,
+    expected_rows: int | None = None,
+):
+    """Anonymize a survey in two time-delayed stages: a base stage while it runs, an increment at the close.
+
+    The base stage's Dask work is submitted as soon as the fraction 1 − ν of the records has
+    arrived; the increment stage is submitted when the survey closes; both run on the same
+    cluster (§III-B of ``000_614e2e2317b23170.txt``).  The release combines both micropartitions,
+    is verified (k-anonymity, rows in = rows out) and only then returned.
+
+    Parameters
+    ----------
+    source : path or pandas.DataFrame
+        A Parquet lake directory being filled (by :class:`~daskmicro.io.arrivals.ArrivalSimulator`
+        or a collector): a file counts once it is in the directory (for a simulated lake, once the
+        survey clock passes its arrival time), and the survey closes with the ``_closed.json``
+        marker or at ``close_at``.  Or a DataFrame with an arrival-time column ``time_column``
+        (POSIX seconds or datetimes): a record has arrived once the clock passes its time.
+    qi : list of column labels
+        Numeric quasi-identifier columns (no missing or infinite values).
+    k : int
+        Anonymity parameter, 2 ≤ k ≤ number of records.
+    nu : float in [0, 1), optional
+        Data ratio ν: the fraction of the records left to the increment stage.  Default: ν* of
+        §IV-B from ``zeta``, else from the time model (``time_model`` or, when absent, a short
+        calibration run on a worker) and the survey's duration.
+    zeta : float, optional
+        Arrivals coefficient ζ (survey duration / one-pass running time) for ν* (closed form for
+        quadratic stages, §IV-B, or the numerical optimum for the time model's exponent β).
+    close_at : float or datetime, optional
+        When the survey closes (POSIX seconds or a datetime), whatever the lake's marker says.
+        For a DataFrame source the default is its last arrival time.
+    base_method : "mdav" or callable, default "mdav"
+        Base microaggregation: exact MDAV, or ``f(Z, k) -> labels`` on z-scored records (also
+        used for 2MDAV's increment run).  A callable must be importable by the workers.
+    increment : {"2mdav", "nn", "nn-split-mid", "nn-split-end"}, default "2mdav"
+        Increment algorithm (:func:`daskmicro.kernels.incremental.increment`).  2MDAV needs at
+        least k increment records; with fewer, "nn" is used and the report says so.
+    seed : int, optional
+        Seed of the row shuffle of the release (drawn and recorded when None).
+    client : distributed.Client, optional
+        Cluster to run on; default the current client, else a LocalCluster for the run.
+    reference : bool, default False
+        After the release, also run one-pass microaggregation of all the records, to report
+        its time t_ref, the relative times τ₀, τ₊, τ₋, Δτ and the distortion loss δ (§III-B.4).
+    timeout : float, optional
+        Seconds (from the call) to wait for the base fraction and for the close.  When passed,
+        the stages are cancelled and :class:`~daskmicro.io.survey.SurveyTimeoutError` is raised;
+        nothing is released.
+    progress : callable, optional
+        Called as ``progress(event, seconds since the call)`` at each step.
+    time_column : column label, optional
+        DataFrame source: the arrival-time column (published unchanged, like any non-QI column).
+    time_model : schedule.TimeModel or (a, beta), optional
+        Running time ``t(n) = a·nᵝ`` seconds of the base method, for ν* when neither ``nu``
+        nor ``zeta`` is given, and as the predicted t_ref of the report.
+    expected_rows : int, optional
+        Lake without a simulator manifest: the total number of records of the survey.
+
+    Returns
+    -------
+    release : pandas.DataFrame
+        All records, shuffled, QI values replaced by their cell's centroid (original units).
+    report : Report
+        ``report.incremental`` holds ν, ζ, the measured times (POSIX seconds: base submitted,
+        started, ended, close, increment ended, release) and, relative to t_ref, τ₀, τ₊, τ₋, Δτ,
+        and δ when ``reference`` is set.
+
+    Raises
+    ------
+    SurveyTimeoutError
+        The base fraction or the close was not reached within ``timeout`` (no release).
+    InputError, ParameterError, VerificationError
+        Bad source or parameters; a failed release check.
+    """
+    t_call = time.time()
+    deadline = None if timeout is None else t_call + _positive(timeout, "timeout")
+
+    def step(event: str) -> None:
+        if progress is not None:
+            progress(event, time.time() - t_call)
+
+    if _is_dask_frame(source):
+        raise InputError("source must be a Parquet lake directory or a pandas DataFrame, not a Dask DataFrame")
+    src = open_source(source, time_column=time_column, close_at=close_at, expected_rows=expected_rows)
+    qi = _check_qi_names(qi, src.columns())
+    k = _check_k(k, src.total_rows)
+    if nu is not None:
+        nu = _schedule._ratio(nu, "nu")
+        if nu >= 1.0:
+            raise ParameterError("nu must be < 1: the base stage needs some records")
+    if zeta is not None:
+        zeta = _schedule._zeta(zeta)
+    kernel, base_name = _check_base_method(base_method)
+    if increment not in INCREMENT_METHODS:
+        raise ParameterError(f"increment must be one of {', '.join(INCREMENT_METHODS)}; got {increment!r}")
+    seed = _check_seed(seed)
+    model = _check_time_model(time_model)
+    if not isinstance(reference, (bool, np.bool_)):
+        raise ParameterError(f"reference must be True or False, got {reference!r}")
+
+    if src.total_rows is None:
+        raise ParameterError(f"the lake {source} has no _arrivals.json manifest: give expected_rows (total records of the survey)")
+    if nu is None and zeta is None and src.survey_seconds() is None:
+        raise ParameterError("give nu or zeta: the survey's duration is unknown for a lake without a simulator manifest")
+    sched = None if nu is None and zeta is None and model is None else _choose_nu(nu, zeta, model, src, None, len(qi), k, kernel)
+    if sched is not None:
+        _check_increment_size(sched["nu"], src.total_rows, k, increment)
+
+    with cluster_client(client or _default_client()) as c:
+        warm_up(c, increment, kernel)
+        step("workers ready")
+        if sched is None:  # calibrate the time model on a worker
+            sched = _choose_nu(nu, zeta, model, src, c, len(qi), k, kernel)
+            _check_increment_size(sched["nu"], src.total_rows, k, increment)
+        nu_used = sched["nu"]
+        step("schedule")
+        graph = IncrementalGraph(c, qi, k, increment, kernel, seed)
+        try:
+            base_chunk = src.wait_base(1.0 - nu_used, deadline, on_new=graph.ingest)
+            graph.submit_base(base_chunk)
+            step("base stage submitted")
+            inc_chunk = src.wait_close(base_chunk, deadline, on_new=graph.ingest, on_poll=graph.collect)
+            n_base, n_inc = src.rows(base_chunk), src.rows(inc_chunk)
+            method = increment
+            if increment == "2mdav" and 0 < n_inc < k:
+                method = "nn"  # too few late records for their own cells
+            graph.submit_increment(inc_chunk, method)
+            step("increment stage submitted")
+            release, changes, k_check = graph.results()
+            n = n_base + n_inc
+            k_check.raise_if_failed()
+            row_check = verify_rows(n, release).raise_if_failed()
+            t_release = time.time()
+            step("release verified")
+            base_res, inc_res, metrics = graph.stage_results()
+            ref = graph.reference() if reference else None
+            if ref is not None:
+                step("reference done")
+        except BaseException:
+            graph.cancel()
+            raise
+
+    closed = float(src.closed_at)
+    timing = {
+        "opened": src.opened_at(),
+        "base_submitted": graph.base_submitted,
+        "base_start": base_res.start,
+        "base_end": base_res.end,
+        "close": closed,
+        "increment_submitted": graph.increment_submitted,
+        "increment_start": inc_res.start,
+        "increment_end": inc_res.end,
+        "release": t_release,
+    }
+    inc = _incremental_dict(sched, timing, base_res.seconds, inc_res.seconds, n_base, n_inc, base_name, increment, method, ref,
+                            metrics["information_loss"], model, n)
+    report = Report(
+        n=n, m=len(qi), m_used=metrics["m_used"], k=k, method="incremental", qi=list(qi), cells=metrics["cells"],
+        min_cell_size=metrics["min_cell_size"], max_cell_size=metrics["max_cell_size"],
+        information_loss=metrics["information_loss"], seconds=base_res.seconds + inc_res.seconds, seed=seed,
+        constant_columns=metrics["constant_columns"], dtype_changes=changes, k_anonymity=k_check, rows=row_check,
+        cell_size_counts=metrics["cell_size_counts"], nu=None,
+        reference_information_loss=None if ref is None else ref["information_loss"],
+        timings={"base stage": base_res.seconds, "increment stage": inc_res.seconds,
+                 "close to release": t_release - closed},
+        incremental=inc,
+    )
+    if src.kind == "lake":
+        report.paths = {"source": str(src.path)}
+    return release, report
+
+
+# --------------------------------------------------------------------------- scheduling
+
+
+def _choose_nu(nu, zeta, model, src, client, m, k, kernel) -> dict:
+    """ν given, or ν* from ζ, or ν* from a time model and the survey's duration (§IV-B)."""
+    beta = 2.0 if model is None else model.beta
+    out = {"nu_source": None, "zeta": zeta, "beta": beta, "nu_star": None, "nu_critical": None, "calibration": None}
+    if nu is not None:
+        out.update(nu=nu, nu_source="given")
+        if zeta is not None:
+            out.update(_plan_fields(zeta, beta))
+        return out
+    if zeta is None:
+        survey = src.survey_seconds()
+        if model is None:
+            ns, secs = calibrate_on(client, m, k, kernel)
+            model = _schedule.calibrate(ns, secs)
+            out["calibration"] = {"n": ns, "seconds": secs, "a": model.a, "beta": model.beta}
+            out["beta"] = beta = model.beta
+        t_ref = model(src.total_rows)
+        zeta = survey / t_ref
+        out.update(zeta=zeta, t_ref_predicted=t_ref, nu_source="time model")
+    else:
+        out["nu_source"] = "zeta"
+    out.update(_plan_fields(zeta, beta))
+    out["nu"] = out["nu_star"]
+    return out
+
+
+def _check_increment_size(nu: float, total: int, k: int, increment: str) -> None:
+    if increment == "2mdav" and nu > 0 and math.ceil(nu * total - 1e-9) < k:
+        raise ParameterError(f"nu = {nu:.4g} leaves fewer than k = {k} of the {total} records to the 2mdav increment; raise nu or use increment='nn-split-end'")
+
+
+def _plan_fields(zeta: float, beta: float) -> dict:
+    p = _schedule.plan(zeta, beta=beta)
+    return {"zeta": p.zeta, "nu_star": p.nu_star, "nu_critical": p.nu_critical, "gain_star": p.gain_star}
+
+
+def _incremental_dict(sched, t, base_s, inc_s, n_base, n_inc, base_name, increment, method, ref, il, model, n) -> dict:
+    """Report entries: schedule, measured times, and relative times τ when a t_ref is known (§III-B)."""
+    out = {
+        "nu": sched["nu"], "nu_source": sched["nu_source"], "nu_actual": n_inc / (n_base + n_inc),
+        "zeta": sched["zeta"], "beta": sched["beta"], "nu_star": sched["nu_star"], "nu_critical": sched["nu_critical"],
+        "n_base": n_base, "n_increment": n_inc, "base_method": base_name, "increment": increment,
+        "increment_used": method,
+        "times": {key: value for key, value in t.items() if value is not None},
+        "base_seconds": base_s, "increment_seconds": inc_s,
+        "head_start_seconds": t["close"] - t["base_start"],
+        "close_to_release_seconds": t["release"] - t["close"],
+        "base_started_before_close": t["base_start"] < t["close"],
+    }
+    if sched.get("calibration"):
+        out["calibration"] = sched["calibration"]
+    t_ref, source = None, None
+    if ref is not None:
+        t_ref, source = ref["seconds"], "measured"
+        out["delta"] = il / ref["information_loss"] - 1.0 if ref["information_loss"] > 0 else None
+        out["reference_information_loss"] = ref["information_loss"]
+    elif sched.get("t_ref_predicted") is not None:
+        t_ref, source = sched["t_ref_predicted"], "predicted"
+    elif model is not None:
+        t_ref, source = model(n), "predicted"
+    out["t_ref"], out["t_ref_source"] = t_ref, source
+    if t_ref:
+        tau0, tau_plus, tau_minus = base_s / t_ref, inc_s / t_ref, out["head_start_seconds"] / t_ref
+        out.update(
+            tau_0=tau0, tau_plus=tau_plus, tau_minus=tau_minus,
+            delta_tau=min(tau_minus + 1.0 - tau0, 1.0) - tau_plus,
+            close_to_release_ratio=out["close_to_release_seconds"] / t_ref,
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _default_client():
+    try:
+        from distributed import default_client
+
+        return default_client()
+    except ValueError:
+        return None
+
+
+def _positive(value, name: str) -> float:
+    if isinstance(value, bool):
+        raise ParameterError(f"{name} must be a positive number of seconds, got {value!r}")
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ParameterError(f"{name} must be a positive number of seconds, got {value!r}") from None
+    if not (math.isfinite(x) and x > 0):
+        raise ParameterError(f"{name} must be a positive number of seconds, got {value!r}")
+    return x
+
+
+def _check_qi_names(qi, columns) -> list:
+    if qi is None:
+        raise ParameterError("qi must name at least one quasi-identifier column")
+    if isinstance(qi, str) or not isinstance(qi, (list, tuple)):
+        qi = [qi]
+    qi = list(qi)
+    if not qi:
+        raise ParameterError("qi must name at least one quasi-identifier column")
+    if len(set(qi)) != len(qi):
+        raise ParameterError("qi names a column more than once")
+    if columns is not None:
+        unknown = [c for c in qi if c not in columns]
+        if unknown:
+            raise ParameterError(f"unknown QI column(s), not in the source: {', '.join(map(repr, unknown))}")
+    return qi
+
+
+def _check_k(k, total) -> int:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise ParameterError(f"k must be an integer ≥ 2, got {k!r}")
+    k = int(k)
+    if k < 2:
+        raise ParameterError(f"k must be ≥ 2, got {k}")
+    if total is not None and k > total:
+        raise ParameterError(f"k = {k} exceeds the number of records of the survey ({total})")
+    return k
+
+
+def _check_base_method(base_method):
+    if callable(base_method):
+        return base_method, getattr(base_method, "__name__", "custom")
+    if base_method not in BASE_METHODS:
+        raise ParameterError(f"base_method must be one of {', '.join(BASE_METHODS)} or a callable f(Z, k); got {base_method!r}")
+    return default_kernel, base_method
+
+
+def _check_time_model(model):
+    if model is None or isinstance(model, _schedule.TimeModel):
+        return model
+    try:
+        a, beta = model
+    except (TypeError, ValueError):
+        raise ParameterError(f"time_model must be a schedule.TimeModel or an (a, beta) pair, got {model!r}") from None
+    return _schedule.TimeModel(a=_schedule._real(a, "a"), beta=_schedule._real(beta, "beta"))

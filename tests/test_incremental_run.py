@@ -1,0 +1,218 @@
+"""Incremental runs on a real LocalCluster of worker processes, with arrivals simulated in compressed time."""
+
+import json
+import os
+import time
+
+import distributed
+import numpy as np
+import pandas as pd
+import pytest
+
+from daskmicro import anonymize_incremental, schedule
+from daskmicro.datasets import census_like
+from daskmicro.errors import InputError, ParameterError
+from daskmicro.io.arrivals import ArrivalSimulator, arrival_offsets
+from daskmicro.graph.incremental import default_kernel, warm_up
+from daskmicro.io.survey import SurveyTimeoutError
+from daskmicro.kernels import centroids, mdav, standardize
+from daskmicro.report import render_html
+
+N, K = 2000, 5
+
+
+@pytest.fixture(scope="module")
+def data():
+    return census_like(N, seed=3, with_extra_columns=True)
+
+
+@pytest.fixture(scope="module")
+def qi(data):
+    return [c for c in data.columns if c not in ("record_id", "region")]
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=40)
+    c = distributed.Client(cluster, set_as_default=False)
+    # Load the compiled kernels in the workers before any simulated survey opens (a run does the
+    # same, but before it starts waiting: here the survey would already be running).
+    warm_up(c, "nn-split-end", default_kernel)
+    yield c
+    c.close()
+    cluster.close()
+
+
+def _simulate(data, tmp_path, duration=2.5, n_files=10):
+    lake = tmp_path / "lake"
+    sim = ArrivalSimulator(data, lake, n_files=n_files, duration=duration, speed=1.0, timestamp_column="arrived")
+    return sim.start(), lake
+
+
+def _check_release(release, data, qi, k):
+    assert len(release) == len(data)
+    assert list(release.columns[: len(data.columns)]) == list(data.columns)
+    assert release.groupby(qi).size().min() >= k
+    by_id = release.sort_values("record_id").reset_index(drop=True)
+    # Non-QI columns pass through untouched: same records, same values.
+    pd.testing.assert_series_equal(by_id["record_id"], data["record_id"].reset_index(drop=True), check_names=False)
+    pd.testing.assert_series_equal(by_id["region"], data["region"].reset_index(drop=True), check_names=False)
+    return by_id
+
+
+def test_lake_2mdav_base_starts_before_the_last_file_and_increment_waits_for_close(data, qi, client, tmp_path):
+    sim, lake = _simulate(data, tmp_path)
+    events = []
+    release, report = anonymize_incremental(lake, qi, K, nu=0.3, client=client, seed=4, timeout=60,
+                                            progress=lambda event, s: events.append(event))
+    assert sim.join(5)
+    inc = report.incremental
+    times = inc["times"]
+    last_file = max(lake.glob("part-*.parquet"))
+    landed_last = os.stat(last_file).st_mtime
+    closed_at = json.loads((lake / "_closed.json").read_text())["closed_at"]
+    # The base stage really ran while data were still arriving ...
+    assert times["base_submitted"] < landed_last and times["base_start"] < landed_last
+    assert inc["base_started_before_close"] and inc["head_start_seconds"] > 0.3
+    # ... and the increment stage was submitted only once the survey had closed.
+    assert times["increment_submitted"] >= closed_at >= landed_last - 1e-3
+    assert times["increment_start"] >= times["increment_submitted"] and times["release"] >= times["increment_end"]
+    assert events.index("base stage submitted") < events.index("increment stage submitted") < events.index("release verified")
+    # ν = 0.3 of 2000 records in 10 files of 200: the base is the first 7 files.
+    assert inc["n_base"] == 1400 and inc["n_increment"] == 600 and inc["nu_actual"] == pytest.approx(0.3)
+    assert report.verified and report.k_anonymity.min_count >= K and report.rows.rows_out == N
+    by_id = _check_release(release, data, qi, K)
+    # The release is exactly 2MDAV: base MDAV on the first 1400 records, MDAV on the rest, both
+    # z-scored by the base statistics, centroids in original units.
+    X = data[qi].to_numpy(np.float64)
+    std = standardize(X[:1400])[1]
+    lb, li = mdav(std.transform(X[:1400]), K), mdav(std.transform(X[1400:]), K)
+    expected = np.concatenate([centroids(X[:1400], lb)[lb], centroids(X[1400:], li)[li]])
+    np.testing.assert_allclose(by_id[qi].to_numpy(np.float64), expected, rtol=1e-12)
+    np.testing.assert_allclose(by_id["arrived"], arrival_offsets(N, 2.5), rtol=1e-12)
+    assert report.method == "incremental" and inc["increment_used"] == "2mdav"
+
+
+def test_frame_source_nn_split_end_with_reference(data, qi, client):
+    t0 = time.time() + 0.2
+    frame = data.assign(ts=t0 + np.linspace(0.0, 2.0, N))
+    frame = frame.sample(frac=1.0, random_state=0)  # arrival order comes from the timestamps, not the rows
+    release, report = anonymize_incremental(frame, qi, K, nu=0.25, increment="nn-split-end", time_column="ts",
+                                            client=client, reference=True, seed=1, timeout=60)
+    inc = report.incremental
+    assert inc["times"]["base_start"] < t0 + 2.0 <= inc["times"]["increment_submitted"]
+    assert inc["times"]["close"] == pytest.approx(t0 + 2.0)
+    assert inc["n_base"] == 1500 and inc["n_increment"] == 500
+    _check_release(release.drop(columns="ts"), data, qi, K)
+    assert report.verified
+    # δ against one-pass MDAV, and relative times from the measured t_ref (§III-B).
+    assert report.reference_information_loss > 0 and inc["t_ref_source"] == "measured"
+    assert inc["delta"] == pytest.approx(report.information_loss / report.reference_information_loss - 1)
+    assert -0.05 < inc["delta"] < 1.0
+    for key in ("tau_0", "tau_plus", "tau_minus", "delta_tau"):
+        assert np.isfinite(inc[key])
+    json.dumps(report.to_dict())  # the report stays JSON-serialisable
+    html = render_html(report.to_dict())
+    assert "τ₀" in html and "δ" in html
+
+
+def test_nu_star_from_zeta(data, qi, client):
+    frame = data.assign(ts=time.time() - 10.0 + np.arange(N) * 1e-3)  # a finished survey
+    _, report = anonymize_incremental(frame, qi, K, zeta=5, time_column="ts", client=client, seed=0)
+    inc = report.incremental
+    assert inc["nu_source"] == "zeta" and inc["nu"] == pytest.approx(schedule.optimal_ratio(5)) == pytest.approx(0.146, abs=1e-3)
+    # The base is every record up to the one that completes the fraction 1 − ν (a finished survey).
+    assert inc["n_base"] == int(np.ceil(N * (1 - inc["nu"]))) and inc["n_increment"] == N - inc["n_base"]
+    assert inc["times"]["base_submitted"] < inc["times"]["increment_submitted"]
+
+
+def test_nu_star_from_time_model_and_survey_duration(data, qi, client, tmp_path):
+    sim, lake = _simulate(data, tmp_path, duration=1.0)
+    a = 0.2 / N**2  # one pass predicted at 0.2 s, the survey lasts 1 s: ζ = 5
+    _, report = anonymize_incremental(lake, qi, K, time_model=(a, 2.0), client=client, seed=0, timeout=60)
+    sim.join(5)
+    inc = report.incremental
+    assert inc["nu_source"] == "time model" and inc["zeta"] == pytest.approx(5.0)
+    assert inc["nu"] == pytest.approx(schedule.optimal_ratio(5.0))
+    assert inc["t_ref_source"] == "predicted" and inc["t_ref"] == pytest.approx(0.2)
+
+
+def test_missing_close_times_out_with_no_release(data, qi, client, tmp_path):
+    sim, lake = _simulate(data, tmp_path, duration=30.0, n_files=100)  # closes long after the timeout
+    try:
+        start = time.time()
+        with pytest.raises(SurveyTimeoutError, match="had not closed") as info:
+            anonymize_incremental(lake, qi, K, nu=0.99, client=client, timeout=1.5)
+        assert time.time() - start < 10
+        assert "\n" not in str(info.value) and isinstance(info.value, TimeoutError)
+        # The base stage had been submitted; after the timeout nothing of the run is left on the cluster.
+        time.sleep(0.2)
+        left = client.run_on_scheduler(lambda dask_scheduler: [k for k in dask_scheduler.tasks if "incremental" in str(k)])
+        assert left == []
+    finally:
+        sim.stop()
+
+
+def test_base_fraction_not_reached_times_out(data, qi, client, tmp_path):
+    sim, lake = _simulate(data, tmp_path, duration=30.0)
+    try:
+        with pytest.raises(SurveyTimeoutError, match="base stage"):
+            anonymize_incremental(lake, qi, K, nu=0.1, client=client, timeout=0.5)
+    finally:
+        sim.stop()
+
+
+def test_datetime_arrivals_and_close_at(data, qi, client):
+    now = pd.Timestamp.now(tz="UTC").tz_localize(None)  # naive datetimes are UTC
+    frame = data.assign(ts=now - pd.to_timedelta(np.linspace(5.0, 1.0, N), unit="s"))
+    close = now + pd.Timedelta(seconds=2.0)
+    release, report = anonymize_incremental(frame, qi, K, nu=0.2, increment="nn", time_column="ts", close_at=close,
+                                            client=client, seed=2, timeout=30)
+    inc = report.incremental
+    assert inc["times"]["close"] == pytest.approx(close.tz_localize("UTC").timestamp())
+    assert inc["times"]["increment_submitted"] >= inc["times"]["close"]  # waited for close_at
+    assert inc["n_base"] == 1600 and report.verified and release["ts"].dtype == frame["ts"].dtype
+
+
+def test_non_numeric_qi_reported_from_the_workers(data, qi, client):
+    frame = data.assign(ts=time.time() - 1.0, region=data["region"].astype(str))
+    with pytest.raises(InputError, match="'region' is not numeric"):
+        anonymize_incremental(frame, qi + ["region"], K, nu=0.2, time_column="ts", client=client)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"k": 1}, "k must be ≥ 2"),
+    ({"k": N + 1}, "exceeds the number of records"),
+    ({"nu": 1.0}, "nu must be < 1"),
+    ({"nu": -0.1}, "nu must lie in"),
+    ({"zeta": -1}, "zeta"),
+    ({"increment": "kmeans"}, "increment must be one of"),
+    ({"base_method": "pcl"}, "base_method must be one of"),
+    ({"timeout": 0}, "timeout must be a positive"),
+    ({"qi": ["nope"]}, "unknown QI column"),
+    ({"qi": []}, "at least one"),
+    ({"time_column": "missing"}, "time_column 'missing'"),
+    ({"time_column": None}, "needs time_column"),
+    ({"expected_rows": 10}, "expected_rows applies to a lake"),
+    ({"close_at": "tomorrow"}, "close_at must be a time"),
+    ({"time_model": (1.0,)}, "time_model must be"),
+    ({"reference": "yes"}, "reference must be True or False"),
+    ({"nu": 0.001}, "fewer than k"),
+])
+def test_bad_parameters(data, qi, kwargs, message):
+    frame = data.assign(ts=time.time())
+    args = {"k": K, "qi": qi, "time_column": "ts", **kwargs}
+    with pytest.raises(ParameterError, match=message):
+        anonymize_incremental(frame, args.pop("qi"), args.pop("k"), **args)
+
+
+def test_bad_sources(tmp_path, qi):
+    with pytest.raises(InputError, match="does not exist"):
+        anonymize_incremental(tmp_path / "nowhere", qi, K, nu=0.1)
+    with pytest.raises(InputError, match="must be a Parquet lake directory or a pandas DataFrame"):
+        anonymize_incremental(np.zeros((10, 2)), [0], K, nu=0.1)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ParameterError, match="give nu or zeta"):
+        anonymize_incremental(tmp_path / "empty", qi, K, expected_rows=100)
+    with pytest.raises(ParameterError, match="give expected_rows"):
+        anonymize_incremental(tmp_path / "empty", qi, K, nu=0.2)
