@@ -196,26 +196,36 @@ def run_from_args(args, client=None) -> int:
     from .cli import security_from_args
     from .cluster import cluster_client
 
+    from .report import dask_report
+
+    perf = dask_report.DaskPerformanceReport(enabled=not getattr(args, "no_dask_report", False))
     security = security_from_args(args)
     with cluster_client(client, scheduler=args.scheduler, security=security, n_workers=args.workers) as c:
         if client is None:
             print(f"dask dashboard: {c.dashboard_link}", file=sys.stderr, flush=True)
         from .lake_exec import execute
 
-        report, files = execute(c, source, qi, args, method, strata, partition_by, missing, rows_per_file,
-                                seed, output, lake_out)
+        with perf.record():
+            report, files = execute(c, source, qi, args, method, strata, partition_by, missing, rows_per_file,
+                                    seed, output, lake_out)
+    if perf.error:
+        print(f"daskmicro: warning: {perf.error}", file=sys.stderr)
     report.lake.update(input=input_fp, configuration=config, fingerprint=run_fp, files=files)
     report.paths = {"input": str(inp), "output": str(output)}
-    return _finish(report, output, lake_out, report_path, __version__, run_fp, input_fp, config, seed)
+    return _finish(report, output, lake_out, report_path, __version__, run_fp, input_fp, config, seed, perf)
 
 
-def _finish(report, output, lake_out, report_path, version, run_fp, input_fp, config, seed) -> int:
+def _finish(report, output, lake_out, report_path, version, run_fp, input_fp, config, seed, perf=None) -> int:
+    from .report import dask_report
     from .io.tables import AtomicBatch
 
     if lake_out:
         staging = report.lake.pop("staging")
         try:
             report.paths["report"] = str(report_path or output / "_report.json")
+            if perf is not None and perf.available:
+                perf.write(staging / dask_report.LAKE_NAME)
+                report.performance_report = dask_report.LAKE_NAME
             report.to_json(staging / "_report.json")
             manifest = {
                 "format": "daskmicro-release/1", "fingerprint": run_fp, "daskmicro_version": version,
@@ -241,9 +251,14 @@ def _finish(report, output, lake_out, report_path, version, run_fp, input_fp, co
     release = report.lake.pop("frame")
     report_path = report_path or output.with_suffix(".report.json")
     report.paths["report"] = str(report_path)
+    perf_path = dask_report.performance_report_path(report_path)
+    if perf is not None and perf.available:
+        report.performance_report = dask_report.relative_link(perf_path, report_path)
     with AtomicBatch() as batch:
         batch.parquet(release, output)
         batch.json(report.to_dict(), report_path)
+        if perf is not None:
+            perf.stage(batch, perf_path)
     print(report.summary())
     print(f"release: {output}\nreport:  {report_path}")
     return 0

@@ -52,7 +52,7 @@ _TITLES = {
 _INCREMENTAL_LABELS = {
     "tau0": "τ₀ — base-stage time", "tau_0": "τ₀ — base-stage time",
     "tau_plus": "τ₊ — increment-stage time", "tau_minus": "τ₋ — critical time",
-    "delta_tau": "Δτ — delay between stages", "delta": "δ — distortion increment",
+    "delta_tau": "Δτ — relative time gain", "delta": "δ — distortion increment",
     "nu": "ν — data ratio of the increment", "zeta": "ζ — arrivals coefficient",
     "nu_star": "ν* — optimal data ratio", "nu_end": "ν_end — deadline ratio",
 }
