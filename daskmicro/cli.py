@@ -174,6 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     cli_report.add_parser(sub)
     _add_privacy_parsers(sub)
     cli_plan.add_parser(sub)
+    from .cli_workflow import add_parsers as _add_workflow_parsers  # run, submit, status, cancel
+
+    _add_workflow_parsers(sub)
     return parser
 
 
