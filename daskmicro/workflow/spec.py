@@ -259,7 +259,10 @@ def _check_incremental(value) -> dict:
         except ValueError:
             _fail("incremental.close_at", f"expected an ISO 8601 time or a duration, got {_show(close)}")
     else:
-        out["close_at_seconds"] = _duration(close, "incremental.close_at")
+        try:
+            out["close_at_seconds"] = _duration(close, "incremental.close_at")
+        except SpecError:
+            _fail("incremental.close_at", f"expected an ISO 8601 time or a duration such as 2h, got {_show(close)}")
     if "zeta" in sec:
         out["zeta"] = _float(sec["zeta"], "incremental.zeta", 0, math.inf, low_open=True)
     if "nu" in sec:
