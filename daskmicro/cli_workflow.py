@@ -76,6 +76,7 @@ def add_parsers(sub) -> None:
     p.add_argument("spec", metavar="SPEC", help="workflow spec file (YAML)")
     p.add_argument("--slot", type=_time, metavar="TIME", help="scheduled specs: the slot to run (ISO 8601)")
     p.add_argument("--workers", type=int, metavar="N", help="LocalCluster worker processes (default: cluster.workers or cores)")
+    p.add_argument("--local", action="store_true", help="run on a LocalCluster even if the spec names cluster.address")
     _add_connection(p, "run on this cluster instead of cluster.address / a LocalCluster")
     p.set_defaults(handler=_cmd_run)
 
@@ -141,9 +142,11 @@ def _cmd_run(args) -> int:
         if slot is None:
             raise ParameterError("the schedule has no slot within a year of now: give --slot")
     out, _, _ = output_paths(spec, slot)
-    address = args.scheduler or spec.cluster.get("address")
-    security = _security(args, spec)
-    if slot is not None:
+    if args.local and args.scheduler:
+        raise ParameterError("--local and --scheduler exclude each other")
+    address = None if args.local else (args.scheduler or spec.cluster.get("address"))
+    security = None if args.local else _security(args, spec)
+    if slot is not None and args.slot is None:   # an explicit --slot runs now; the next slot is waited for
         wait = clock.real_time(slot) - time.time()
         if wait > 0:
             _say(f"waiting {wait:.0f} s for slot {slot.isoformat()}")
