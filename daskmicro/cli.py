@@ -185,6 +185,10 @@ def build_parser() -> argparse.ArgumentParser:
     from . import cli_sweep
 
     cli_sweep.add_parser(sub)
+
+    from .cli_workflow import add_parsers as _add_workflow_parsers  # run, submit, status, cancel
+
+    _add_workflow_parsers(sub)
     return parser
 
 

@@ -1,0 +1,266 @@
+"""Execute one run of a workflow: read the input, anonymize, commit the release atomically.
+
+The same function runs in ``daskmicro run`` (on a LocalCluster or a given cluster, in the
+caller's process) and on a worker of the cluster for ``daskmicro submit`` (with the worker's own
+client, :func:`distributed.worker_client`).  Paths are therefore read and written by whichever
+machine runs it: on a real cluster they must be on storage every machine sees.
+
+The release is written next to its target and moved into place only when complete and verified
+(the CLI's helpers in :mod:`daskmicro.io.lake` and :mod:`daskmicro.io.tables`), together with its
+report; a run that fails or is cancelled leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import inspect
+import shutil
+import time
+from pathlib import Path
+
+from ..anonymize import _is_dask_frame
+from ..errors import InputError, ParameterError, VerificationError
+from .spec import UTC, WorkflowSpec, fill, run_key as _run_key, slot_id
+
+__all__ = ["execute_run", "Cancelled", "output_paths"]
+
+
+class Cancelled(Exception):
+    """The run was cancelled before it committed anything."""
+
+
+def output_paths(spec: WorkflowSpec, slot: dt.datetime | None) -> tuple[Path, Path, bool]:
+    """(release path, report path, release is a directory) of one run."""
+    from ..io import lake
+
+    out = Path(fill(spec.data["output"]["path"], spec.name, slot))
+    is_dir = lake.is_lake_target(out)
+    rep = spec.data.get("report", {}).get("path")
+    if rep:
+        report = Path(fill(rep, spec.name, slot))
+    else:
+        report = out / "_report.json" if is_dir else out.with_suffix(".report.json")
+    return out, report, is_dir
+
+
+def _check_targets(out: Path, report: Path, is_dir: bool, overwrite: bool) -> None:
+    from ..io import lake
+
+    if is_dir:
+        lake.check_dir_target(out, overwrite)
+    else:
+        if out.exists() and not overwrite:
+            raise ParameterError(f"output already exists: {out} (set output.overwrite: true to replace it)")
+        if not out.parent.is_dir():
+            raise ParameterError(f"directory of the output does not exist: {out.parent}")
+    if report.parent != out and report.exists() and not overwrite:
+        raise ParameterError(f"report already exists: {report} (set output.overwrite: true to replace it)")
+
+
+def _read_input(path: Path, filters: list, name: str, slot):
+    from ..io import lake
+    from ..io.tables import read_table
+
+    if not path.exists():
+        raise InputError(f"input not found: {path}")
+    data = lake.read_lake(path) if path.is_dir() else read_table(path)
+    for col, op, value in filters:
+        if col not in data.columns:
+            raise ParameterError(f"input.filters: unknown column {col!r}")
+        value = [fill(v, name, slot) if isinstance(v, str) else v for v in value] if isinstance(value, list) \
+            else (fill(value, name, slot) if isinstance(value, str) else value)
+        c = data[col]
+        mask = {"==": lambda: c == value, "!=": lambda: c != value, "<": lambda: c < value, "<=": lambda: c <= value,
+                ">": lambda: c > value, ">=": lambda: c >= value, "in": lambda: c.isin(value),
+                "not in": lambda: ~c.isin(value)}[op]()
+        data = data[mask]
+    return data
+
+
+def _anonymize_kwargs(spec: WorkflowSpec) -> dict:
+    d = spec.data
+    kw = {"qi": d["qi"], "k": d["k"], **d["parameters"]}
+    part = d.get("participation")
+    if part:
+        from .. import anonymize
+
+        params = inspect.signature(anonymize).parameters
+        if "participation" not in params or "max_cell_failure" not in params:
+            raise ParameterError("participation: this build of daskmicro.anonymize has no participation option yet")
+        kw["participation"] = part.get("pi", part.get("column"))
+        kw["max_cell_failure"] = part["max_cell_failure"]
+    return kw
+
+
+def _incremental(spec: WorkflowSpec, source: Path, client, slot, started: float):
+    import daskmicro
+
+    fn = getattr(daskmicro, "anonymize_incremental", None)
+    if fn is None:
+        raise ParameterError("method: incremental needs daskmicro.anonymize_incremental, not in this build yet")
+    inc = dict(spec.data["incremental"])
+    params = inspect.signature(fn).parameters
+    kw = {"nu": inc.get("nu"), "zeta": inc.get("zeta"), "seed": spec.data["parameters"].get("seed"), "client": client}
+    if "close_at" in inc:
+        kw["close_at"] = dt.datetime.fromisoformat(inc["close_at"])
+    else:
+        kw["close_at"] = dt.datetime.fromtimestamp(started + inc["close_at_seconds"], UTC)
+    for key in ("base_method", "increment", "reference", "arrivals"):
+        if key in inc and key in params:
+            kw[key] = inc[key]
+    if "deadline" in inc:
+        kw["timeout"] = inc["deadline"]
+    return fn(str(source), spec.data["qi"], spec.data["k"], **kw)
+
+
+def _check(should_stop) -> None:
+    if should_stop is not None and should_stop():
+        raise Cancelled("cancelled")
+
+
+def execute_run(spec: WorkflowSpec, slot: dt.datetime | None = None, client=None, *, progress=None,
+                should_stop=None, key: str | None = None) -> dict:
+    """Run ``spec`` for one slot and commit its release; returns a summary dict.
+
+    Parameters
+    ----------
+    spec : WorkflowSpec
+        A validated spec (:func:`daskmicro.workflow.load_spec`).
+    slot : datetime, optional
+        The scheduled time of the run (fills ``{slot}``, ``{date}``, ... in paths); None for an
+        unscheduled run.
+    client : distributed.Client, optional
+        Where the Dask work runs; a LocalCluster is started for the run when None.
+    progress : callable, optional
+        ``progress(stage, seconds)`` after each stage.
+    should_stop : callable, optional
+        Polled between stages; when it returns True the run stops with :class:`Cancelled`
+        before anything is committed.
+    key : str, optional
+        The run key recorded in the report (default :func:`daskmicro.workflow.run_key`).
+
+    Returns
+    -------
+    dict
+        ``key``, ``slot``, ``output``, ``report``, ``rows``, ``cells``, ``information_loss``,
+        ``seconds``.
+    """
+    from ..cluster import cluster_client
+
+    d = spec.data
+    key = key or _run_key(spec, slot)
+    out, report_path, is_dir = output_paths(spec, slot)
+    _check_targets(out, report_path, is_dir, d["output"]["overwrite"])
+    started = time.time()
+    tick = time.perf_counter()
+
+    def stage(name):
+        nonlocal tick
+        now = time.perf_counter()
+        if progress is not None:
+            progress(name, now - tick)
+        tick = now
+
+    cl = d.get("cluster", {})
+    with cluster_client(client, n_workers=cl.get("workers")) as c:
+        _check(should_stop)
+        source = Path(fill(d["input"]["path"], spec.name, slot))
+        if d["method"] == "incremental":
+            release, report = _incremental(spec, source, c, slot, started)
+            parts = [(None, release, report)]
+        else:
+            data = _read_input(source, d["input"]["filters"], spec.name, slot)
+            stage("read input")
+            parts = list(_anonymize_strata(data, spec, c, progress))
+        stage("anonymize")
+        _check(should_stop)
+        workflow = {"name": spec.name, "key": key, "slot": slot.isoformat() if slot else None,
+                    "spec": spec.source, "spec_digest": spec.digest, "started": dt.datetime.fromtimestamp(started, UTC).isoformat()}
+        summary = _commit(c, parts, out, report_path, is_dir, workflow, should_stop)
+        stage("commit")
+    summary.update(key=key, slot=slot_id(slot), seconds=round(time.time() - started, 3))
+    return summary
+
+
+def _anonymize_strata(data, spec: WorkflowSpec, client, progress):
+    from .. import anonymize
+
+    kw = _anonymize_kwargs(spec)
+    strata = spec.data["input"]["strata"]
+    method = spec.data["method"]
+    if not strata:
+        yield None, *anonymize(data, method=method, client=client, progress=progress, **kw)
+        return
+    missing = [s for s in strata if s not in data.columns]
+    if missing:
+        raise ParameterError(f"input.strata: unknown column(s) {', '.join(missing)}")
+    combos = data[strata].drop_duplicates()
+    combos = combos.compute() if _is_dask_frame(combos) else combos
+    combos = combos.sort_values(strata).to_dict("records")
+    for combo in combos:
+        sub = data
+        for col, value in combo.items():
+            sub = sub[sub[col] == value]
+        n = len(sub)
+        if n < spec.data["k"]:
+            raise InputError(f"input.strata: stratum {combo} has {n} record(s), fewer than k = {spec.data['k']}")
+        yield combo, *anonymize(sub, method=method, client=client, progress=progress, **kw)
+
+
+def _commit(client, parts, out: Path, report_path: Path, is_dir: bool, workflow: dict, should_stop) -> dict:
+    """Write every release part and the report into place atomically."""
+    import pandas as pd
+
+    from ..io import lake
+    from ..io.tables import AtomicBatch, write_json_atomic
+
+    reports = [r.to_dict() for _, _, r in parts]
+    n = sum(r.n for _, _, r in parts)
+    if len(parts) == 1:
+        doc = dict(reports[0])
+    else:
+        doc = {"n": n, "k": parts[0][2].k, "strata": [{"stratum": s, "report": rd} for (s, _, _), rd in zip(parts, reports)]}
+    doc["workflow"] = workflow
+    doc["paths"] = {"output": str(out), "report": str(report_path)}
+    inside = is_dir and report_path.parent == out
+    if is_dir:
+        staging = lake.staging_dir(out)
+        try:
+            futures = []
+            frames = []
+            for _, release, _ in parts:
+                if _is_dask_frame(release):
+                    futures.extend(client.compute(release.to_delayed()))
+                else:
+                    frames.append(release)
+            if frames:
+                futures.extend(client.scatter(frames))
+            rows = lake.write_parts(client, futures, staging)
+            if rows != n:
+                raise VerificationError(f"wrote {rows} rows but the input has {n}")
+            if inside:
+                write_json_atomic(doc, staging / report_path.name)
+            _check(should_stop)
+            lake.commit_dir(staging, out)
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
+        if not inside:
+            write_json_atomic(doc, report_path)
+    else:
+        frames = []
+        for _, release, _ in parts:
+            frames.append(release.compute() if _is_dask_frame(release) else release)
+        table = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+        if len(table) != n:
+            raise VerificationError(f"release has {len(table)} rows but the input has {n}")
+        _check(should_stop)
+        with AtomicBatch() as batch:
+            batch.parquet(table, out)
+            batch.json(doc, report_path)
+    cells = sum(r.cells for _, _, r in parts)
+    il = None
+    if len(parts) == 1:
+        il = parts[0][2].information_loss
+    return {"output": str(out), "report": str(report_path), "rows": int(n), "cells": int(cells),
+            "information_loss": il, "strata": len(parts) if parts[0][0] is not None else 0}

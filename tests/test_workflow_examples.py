@@ -1,0 +1,83 @@
+"""The example specs in workflows/ work as written against data from `daskmicro demo-data`."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import daskmicro
+from daskmicro.cli import main
+from daskmicro.privacy import verify_k_anonymity
+from daskmicro.workflow import load_spec
+
+WORKFLOWS = Path(__file__).resolve().parents[1] / "workflows"
+EXAMPLES = sorted(p.name for p in WORKFLOWS.glob("*.yaml"))
+
+
+@pytest.fixture()
+def copy(tmp_path):
+    for name in EXAMPLES:
+        shutil.copy(WORKFLOWS / name, tmp_path / name)
+    (tmp_path / "data").mkdir()
+    return tmp_path
+
+
+def test_every_example_is_a_valid_spec():
+    assert EXAMPLES == ["census-demo.yaml", "incremental-survey.yaml", "nightly-lake.yaml", "probabilistic-survey.yaml"]
+    for name in EXAMPLES:
+        spec = load_spec(WORKFLOWS / name)
+        assert spec.name == name.removesuffix(".yaml")
+
+
+def test_census_demo_runs_as_written(copy, capsys):
+    assert main(["demo-data", str(copy / "data/census_like.parquet"), "--n", "1000"]) == 0
+    assert main(["run", str(copy / "census-demo.yaml"), "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "committed 1,000 rows" in out
+    release = pd.read_parquet(copy / "data/census-demo-release.parquet")
+    spec = load_spec(copy / "census-demo.yaml")
+    assert len(release) == 1000 and verify_k_anonymity(release, spec.data["qi"], 5)
+    report = json.loads((copy / "data/census-demo-release.report.json").read_text())
+    assert report["workflow"]["key"] == spec.key(None) and report["k"] == 5
+
+
+def test_nightly_lake_processes_the_partition_of_the_day_before(copy, capsys):
+    day = copy / "data/lake/date=2026-11-21"
+    day.mkdir(parents=True)
+    assert main(["demo-data", str(day / "part-0.parquet"), "--n", "1500", "--kind", "gaussian"]) == 0
+    (copy / "data/releases").mkdir()
+    args = ["run", str(copy / "nightly-lake.yaml"), "--local", "--workers", "1", "--slot", "2026-11-22T02:00:00Z"]
+    assert main(args) == 0
+    out = copy / "data/releases/date=2026-11-21"
+    release = pd.read_parquet(out)
+    assert len(release) == 1500 and verify_k_anonymity(release, [f"x{j:02d}" for j in range(1, 14)], 10)
+    assert json.loads((out / "_report.json").read_text())["workflow"]["slot"] == "2026-11-22T02:00:00+00:00"
+    capsys.readouterr()
+    assert main(args) == 2                                  # that night's release exists: not replaced
+    assert "output already exists" in capsys.readouterr().err
+    assert main(args[:-1] + ["2026-11-23T02:00:00Z"]) == 2  # no partition for 2026-11-22
+    assert "input not found" in capsys.readouterr().err and not (copy / "data/releases/date=2026-11-22").exists()
+
+
+def test_probabilistic_survey_runs_or_says_what_is_missing(copy, capsys):
+    assert main(["demo-data", str(copy / "data/census_like.parquet"), "--n", "600"]) == 0
+    rc = main(["run", str(copy / "probabilistic-survey.yaml"), "--workers", "1"])
+    if "participation" in inspect.signature(daskmicro.anonymize).parameters:
+        assert rc == 0 and len(pd.read_parquet(copy / "data/probabilistic-release")) == 600
+    else:   # until the participation option lands: one line, nothing written
+        assert rc == 2 and "participation: this build of daskmicro.anonymize has no participation option yet" in capsys.readouterr().err
+        assert not (copy / "data/probabilistic-release").exists()
+
+
+def test_incremental_survey_says_what_is_missing(copy, capsys):
+    if hasattr(daskmicro, "anonymize_incremental"):
+        pytest.skip("anonymize_incremental is wired in: exercised by its own tests with a simulated survey")
+    (copy / "data/survey-arrivals").mkdir()
+    assert main(["run", str(copy / "incremental-survey.yaml"), "--workers", "1"]) == 2
+    assert "needs daskmicro.anonymize_incremental" in capsys.readouterr().err
+    assert not (copy / "data/survey-release").exists()

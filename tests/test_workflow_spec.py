@@ -1,0 +1,180 @@
+"""Workflow specs: one-line errors naming the key, schedules, stable run keys, the local state file."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+
+import pytest
+
+from daskmicro.cli import main
+from daskmicro.workflow import Clock, SpecError, load_spec, parse_spec
+from daskmicro.workflow.submit import LocalState
+
+UTC = dt.timezone.utc
+BASE = {"name": "w", "input": {"path": "in.parquet"}, "qi": ["a", "b"], "k": 5, "output": {"path": "out.parquet"}}
+
+
+def _with(path: str, value):
+    spec = copy.deepcopy(BASE)
+    keys = path.split(".")
+    node = spec
+    for key in keys[:-1]:
+        node = node.setdefault(key, {})
+    if value is _DELETE:
+        del node[keys[-1]]
+    else:
+        node[keys[-1]] = value
+    return spec
+
+
+_DELETE = object()
+
+# (what to change, value, text the one-line message must hold)
+MISTAKES = [
+    ("output.path", 3, "workflow spec: output.path: expected a string, got 3"),
+    ("output.path", _DELETE, "workflow spec: output.path: missing"),
+    ("output.path", "out.csv", "output.path: expected a .parquet file or a directory"),
+    ("output.paht", "x", "workflow spec: output: unknown key(s) 'paht' (expected one of: path, overwrite)"),
+    ("output.overwrite", "yes", "output.overwrite: expected true or false, got 'yes'"),
+    ("colour", "red", "workflow spec: unknown key(s) 'colour'"),
+    ("k", 1, "workflow spec: k: expected an integer ≥ 2, got 1"),
+    ("k", "5", "workflow spec: k: expected an integer ≥ 2, got '5'"),
+    ("k", _DELETE, "workflow spec: k: missing"),
+    ("qi", [], "workflow spec: qi: expected a list of column names"),
+    ("qi", ["a", "a"], "workflow spec: qi: column(s) named twice: a"),
+    ("name", "has space", "workflow spec: name: expected letters, digits"),
+    ("method", "kmeans", "workflow spec: method: expected one of auto, mdav, pca-mdav, partitioned, proximal-distal, incremental, got 'kmeans'"),
+    ("parameters.nu", 1.5, "workflow spec: parameters.nu: expected a number in [0, 1], got 1.5"),
+    ("parameters.energy_loss", 1.0, "parameters.energy_loss: expected a number in [0, 1), got 1.0"),
+    ("parameters.K", 2, "parameters.K: expected an integer ≥ 3, got 2"),
+    ("parameters.bogus", 1, "workflow spec: parameters: unknown key(s) 'bogus'"),
+    ("input.path", _DELETE, "workflow spec: input.path: missing"),
+    ("input.filters", [["region", "~", 1]], "input.filters[0][1]: expected one of ==, !=, <, <=, >, >=, in, not in, got '~'"),
+    ("input.filters", [["region", "in", 1]], "input.filters[0][2]: expected a list of values for 'in', got 1"),
+    ("input.filters", ["region"], "input.filters[0]: expected [column, op, value], got 'region'"),
+    ("input.strata", 5, "input.strata: expected a list of column names"),
+    ("input.path", "lake/{day}", "input.path: unknown placeholder {day}"),
+    ("output.path", "out/{date}", "output.path: slot placeholders ({slot}, {date}, ...) need a schedule"),
+    ("schedule", {"cron": "0 2 * *"}, "schedule.cron: expected 5 fields 'minute hour day-of-month month day-of-week', got '0 2 * *'"),
+    ("schedule", {"cron": "61 2 * * *"}, "schedule.cron: expected 5 fields"),
+    ("schedule", {"cron": "0 2 * * *", "at": ["2026-01-01T00:00:00Z"]}, "schedule: give exactly one of cron"),
+    ("schedule", {"at": ["tomorrow"]}, "schedule.at[0]: expected an ISO 8601 time such as 2026-11-21T02:00:00Z, got 'tomorrow'"),
+    ("schedule", {"cron": "0 2 * * *", "timezone": "Mars/Olympus"}, "schedule.timezone: unknown time zone 'Mars/Olympus'"),
+    ("schedule", {"cron": "0 2 * * *"}, "output.path: a scheduled workflow writes one release per slot"),
+    ("cluster", {"address": "scheduler:8786"}, "cluster.address: expected an address such as tcp://host:8786"),
+    ("cluster", {"address": "tls://s:8786"}, "cluster.tls: a tls:// address needs ca_file, cert and key"),
+    ("cluster", {"tls": {"ca_file": "ca.pem"}}, "cluster.tls: expected ca_file, cert and key; missing cert, key"),
+    ("cluster", {"workers": 0}, "cluster.workers: expected an integer ≥ 1, got 0"),
+    ("participation", {"pi": 0.5}, "participation.max_cell_failure: missing"),
+    ("participation", {"pi": 0.5, "column": "p", "max_cell_failure": 0.1}, "participation: give exactly one of pi"),
+    ("participation", {"pi": 0, "max_cell_failure": 0.1}, "participation.pi: expected a number in (0, 1], got 0"),
+    ("participation", {"pi": 0.5, "max_cell_failure": 1}, "participation.max_cell_failure: expected a number in (0, 1), got 1"),
+    ("incremental", {"close_at": "2h", "zeta": 5}, "incremental: only used with method: incremental"),
+    ("report", {"path": 7}, "report.path: expected a non-empty string, got 7"),
+    ("version", 2, "workflow spec: version: expected 1, got 2"),
+]
+
+
+@pytest.mark.parametrize("path, value, message", MISTAKES, ids=[f"{m[0]}={m[1]!r}"[:40] for m in MISTAKES])
+def test_each_mistake_is_one_line_naming_the_key(path, value, message, tmp_path):
+    with pytest.raises(SpecError) as info:
+        parse_spec(_with(path, value), base_dir=tmp_path)
+    text = str(info.value)
+    assert message in text and "\n" not in text
+
+
+@pytest.mark.parametrize("section, message", [
+    ({"close_at": "2h"}, "incremental: give zeta (arrivals coefficient) or nu"),
+    ({"zeta": 5}, "incremental.close_at: missing"),
+    ({"close_at": "soon", "zeta": 5}, "incremental.close_at: expected an ISO 8601 time or a duration such as 2h, got 'soon'"),
+    ({"close_at": "2h", "zeta": -1}, "incremental.zeta: expected a number > 0, got -1"),
+    ({"close_at": "2h", "zeta": 5, "arrivals": "poisson"}, "incremental.arrivals: expected one of uniform, front, back"),
+    ({"close_at": "2h", "zeta": 5, "deadline": "tomorrow"}, "incremental.deadline: expected a duration"),
+    ({"close_at": "2h", "zeta": 5, "base_method": "pcl"}, "incremental.base_method: expected mdav or pca-mdav"),
+])
+def test_incremental_section_mistakes(section, message, tmp_path):
+    spec = dict(BASE, method="incremental", incremental=section)
+    with pytest.raises(SpecError, match=None) as info:
+        parse_spec(spec, base_dir=tmp_path)
+    assert message in str(info.value)
+
+
+def test_missing_incremental_section_and_yaml_errors(tmp_path, capsys):
+    with pytest.raises(SpecError, match="incremental: missing: method incremental needs"):
+        parse_spec(dict(BASE, method="incremental"), base_dir=tmp_path)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\ninput: [unclosed\n")
+    assert main(["run", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("daskmicro: error: workflow spec:") and "not valid YAML at line" in err and err.count("\n") == 1
+    (tmp_path / "empty.yaml").write_text("")
+    assert main(["submit", str(tmp_path / "empty.yaml"), "--scheduler", "tcp://127.0.0.1:1"]) == 2
+    assert main(["run", str(tmp_path / "nope.yaml")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert "the file is empty" in err[0] and "workflow spec not found" in err[1]
+    (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
+    assert main(["run", str(tmp_path / "list.yaml")]) == 2
+    assert "workflow spec: expected a mapping with keys version, name" in capsys.readouterr().err
+
+
+def test_paths_are_relative_to_the_spec_and_keys_are_stable(tmp_path):
+    (tmp_path / "s.yaml").write_text("name: w\ninput: {path: data/in.parquet}\nqi: a, b\nk: 3\n"
+                                     "output: {path: 'rel/{date}'}\nschedule: {cron: '0 2 * * *'}\n"
+                                     "cluster: {address: 'tcp://x:8786'}\n")
+    s = load_spec(tmp_path / "s.yaml")
+    assert s.data["input"]["path"] == str(tmp_path.resolve() / "data/in.parquet") and s.data["qi"] == ["a", "b"]
+    slot = dt.datetime(2026, 11, 22, 2, tzinfo=UTC)
+    assert s.key(slot) == f"w-{s.digest[:10]}-20261122T020000Z" and s.key(slot) == load_spec(tmp_path / "s.yaml").key(slot)
+    other_cluster = parse_spec({**BASE, "cluster": {"address": "tcp://y:1"}}, base_dir=tmp_path)
+    assert other_cluster.digest == parse_spec(BASE, base_dir=tmp_path).digest          # cluster not in the key
+    assert parse_spec({**BASE, "k": 6}, base_dir=tmp_path).digest != parse_spec(BASE, base_dir=tmp_path).digest
+    assert parse_spec(BASE, base_dir=tmp_path).key(None).endswith("-once")
+
+
+def test_cron_and_one_off_slots(tmp_path):
+    s = parse_spec({**BASE, "output": {"path": "o/{slot}"}, "schedule": {"cron": "30 2 * * 1-5"}}, base_dir=tmp_path)
+    start = dt.datetime(2026, 11, 20, 0, tzinfo=UTC)                      # a Friday
+    got = s.slots(start, start + dt.timedelta(days=4))
+    assert got == [dt.datetime(2026, 11, d, 2, 30, tzinfo=UTC) for d in (20, 23)]
+    madrid = parse_spec({**BASE, "output": {"path": "o/{slot}"},
+                         "schedule": {"cron": "0 2 * * *", "timezone": "Europe/Madrid"}}, base_dir=tmp_path)
+    assert madrid.slots(start, start + dt.timedelta(days=1)) == [dt.datetime(2026, 11, 20, 1, tzinfo=UTC)]
+    once = parse_spec({**BASE, "output": {"path": "o/{slot}"},
+                       "schedule": {"at": ["2026-11-21T10:00:00+01:00", dt.datetime(2026, 11, 21, 8)]}}, base_dir=tmp_path)
+    assert once.slots(start, start + dt.timedelta(days=2)) == [dt.datetime(2026, 11, 21, 8, tzinfo=UTC),
+                                                                dt.datetime(2026, 11, 21, 9, tzinfo=UTC)]
+
+
+def test_compressed_clock_maps_simulated_to_real_time():
+    c = Clock(speed=60.0, sim_origin=1_000_000.0, real_origin=500.0)
+    t = dt.datetime.fromtimestamp(1_000_000.0 + 600, UTC)                   # ten simulated minutes later
+    assert c.real_time(t) == pytest.approx(510.0)
+    assert abs(Clock().now().timestamp() - dt.datetime.now(UTC).timestamp()) < 1
+
+
+def test_local_state_survives_a_new_submitter(tmp_path):
+    path = tmp_path / "deep" / "runs.json"
+    LocalState(path).add({"w-1-once": {"slot": "once"}})
+    LocalState(path).add({"w-1-20260101T000000Z": {"slot": "20260101T000000Z"}})
+    assert set(LocalState(path).load()) == {"w-1-once", "w-1-20260101T000000Z"}
+    path.write_text("{not json")
+    with pytest.raises(Exception, match="state file .* is unreadable"):
+        LocalState(path).load()
+
+
+def test_cli_usage_errors_are_one_line(tmp_path, capsys):
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: w\ninput: {path: in.parquet}\nqi: [a]\nk: 2\noutput: {path: out.parquet}\n")
+    assert main(["submit", str(spec)]) == 2
+    assert "--scheduler: give the address of the cluster" in capsys.readouterr().err
+    assert main(["submit", str(spec), "--scheduler", "tcp://127.0.0.1:1", "--slot", "2026-01-01T00:00:00Z"]) == 2
+    assert "--slot: the spec has no schedule" in capsys.readouterr().err
+    assert main(["submit", str(spec), "--scheduler", "tcp://x:1", "--horizon", "soon"]) == 2
+    assert "cannot read duration" in capsys.readouterr().err
+    assert main(["cancel", "k", "--scheduler", "tls://127.0.0.1:1"]) == 2
+    assert "uses TLS" in capsys.readouterr().err
+    assert main(["run", str(spec)]) == 2                                   # input missing: nothing written
+    assert "input not found" in capsys.readouterr().err and not (tmp_path / "out.parquet").exists()
+    assert main(["status", "--state", str(tmp_path / "none.json")]) == 0
+    assert capsys.readouterr().out.strip() == "no runs"
