@@ -3,6 +3,7 @@
     python benchmarks/bench_pcl_pipeline.py                       # 1M census-like, k = 10, 2 workers
     python benchmarks/bench_pcl_pipeline.py --quick               # default vs default + refine only
     python benchmarks/bench_pcl_pipeline.py --macro               # also macro="pcl" settings (slow)
+    python benchmarks/bench_pcl_pipeline.py --macro --only macro  # only those
 
 Same measurement as ``bench_pipeline.py`` (whose helpers it uses): wall time from reading the lake
 to the committed release directory, cluster start-up and numba warm-up excluded; distortion
@@ -10,6 +11,9 @@ relative to exact MDAV on the same records (``benchmarks/exact_reference.py --n 
 under ``benchmarks/.cache``).  For each setting the table shows the refinement stage's own wall
 time and the SSE ratio after/before refinement.  The 1-minute load average is printed before
 every run: the machine is shared, and a load above the worker count slows every figure.
+"CPU s" is the CPU time of the client and the worker processes during the run (user + system),
+"ref CPU" the CPU time inside the refinement tasks: both are much less sensitive to the load than
+wall time, and CPU s / workers is a lower bound of the wall time on an idle machine.
 Targets (issue 4): ≤ 1.00× exact MDAV's distortion, ≤ 60 s.
 """
 
@@ -25,6 +29,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 
 from bench_pipeline import CACHE, make_lake, run_once
 from daskmicro import anonymize, information_loss
@@ -33,6 +38,18 @@ from exact_reference import reference_path
 
 TARGET_RATIO = 1.00
 TARGET_SECONDS = 60.0
+
+
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process and its children (the workers) so far."""
+    total = 0.0
+    for p in [psutil.Process()] + psutil.Process().children(recursive=True):
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
 
 
 def settings(quick: bool, macro: bool):
@@ -64,6 +81,7 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="only the default with and without refinement")
     ap.add_argument("--macro", action="store_true", help="add macro='pcl' settings")
+    ap.add_argument("--only", metavar="TEXT", help="run only the settings whose label contains TEXT")
     a = ap.parse_args()
     n = int(a.n)
     from distributed import Client, LocalCluster
@@ -88,13 +106,18 @@ def main():
     print(f"n = {n:,} census-like × 13, k = 10, {len(client.scheduler_info()['workers'])} workers, "
           f"{os.cpu_count()} CPUs on the machine")
     print(f"exact MDAV IL: {ref_il:.4f}" if ref_il else "exact MDAV IL: not cached (run exact_reference.py)")
-    head = f"{'setting':<46} {'load':>5} {'wall s':>7} {'IL':>7} {'× exact':>8} {'refine s':>8} {'SSE ratio':>9}  targets"
+    head = (f"{'setting':<46} {'load':>5} {'wall s':>7} {'CPU s':>7} {'IL':>7} {'× exact':>8} {'refine s':>8} "
+            f"{'ref CPU':>7} {'SSE ratio':>9}  targets")
     print(head)
     with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
         for i, (label, kw) in enumerate(settings(a.quick, a.macro)):
+            if a.only and a.only not in label:
+                continue
             load = os.getloadavg()[0]
             out = Path(tmp) / f"out-{i}"
+            c0 = cpu_seconds()
             wall, rep = run_once(client, lake_in, out, **kw)
+            cpu = cpu_seconds() - c0
             shutil.rmtree(out, ignore_errors=True)
             ratio = rep.information_loss / ref_il if ref_il else float("nan")
             r = rep.pipeline.get("refine") or {}
@@ -103,8 +126,9 @@ def main():
             if ref_il:
                 verdict.append("IL " + ("PASS" if ratio <= TARGET_RATIO else "FAIL"))
             verdict.append("time " + ("PASS" if wall <= TARGET_SECONDS else "FAIL"))
-            print(f"{label:<46} {load:5.1f} {wall:7.2f} {rep.information_loss:7.4f} {ratio:8.4f} "
-                  f"{t_ref if t_ref is not None else float('nan'):8.2f} {r.get('sse_ratio', float('nan')):9.4f}  "
+            print(f"{label:<46} {load:5.1f} {wall:7.2f} {cpu:7.1f} {rep.information_loss:7.4f} {ratio:8.4f} "
+                  f"{t_ref if t_ref is not None else float('nan'):8.2f} {r.get('task_cpu_seconds', float('nan')):7.1f} "
+                  f"{r.get('sse_ratio', float('nan')):9.4f}  "
                   f"{', '.join(verdict)}", flush=True)
             stages = " ".join(f"{k}={v:.1f}" for k, v in rep.timings.items() if k != "total")
             print(f"{'':<46}   stages (s): {stages}; min cell {rep.min_cell_size}", flush=True)

@@ -66,10 +66,10 @@ def anonymize(
     """Publish a k-anonymous version of ``df`` by microaggregating its quasi-identifier columns.
 
     A pandas DataFrame with ``method="mdav"``, ``"pca-mdav"`` or ``"pcl"`` and no ``client`` (nor
-    ``refine`` / ``macro``) is processed in this process.  Everything else runs on a Dask cluster (:mod:`daskmicro.graph.pipeline`):
-    ``client`` if given, else the current default client, else a LocalCluster started for the
-    run; a Dask DataFrame input gives a Dask DataFrame release (backed by verified, persisted
-    partitions), a pandas input a pandas release.
+    ``refine`` / ``macro``) is processed in this process.  Everything else runs on a Dask cluster
+    (:mod:`daskmicro.graph.pipeline`): ``client`` if given, else the current default client, else
+    a LocalCluster started for the run; a Dask DataFrame input gives a Dask DataFrame release
+    (backed by verified, persisted partitions), a pandas input a pandas release.
 
     Parameters
     ----------

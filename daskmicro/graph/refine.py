@@ -50,4 +50,5 @@ def refine(client, fo: FanoutResult, k: int, method: str, max_iter: int, timings
         "converged_partitions": sum(bool(i["converged"]) for i in infos),
         "repaired_cells": sum(i["n_repaired"] for i in infos),
         "task_seconds": sum(i["seconds"] for i in infos),
+        "task_cpu_seconds": sum(i["cpu_seconds"] for i in infos),
     }
