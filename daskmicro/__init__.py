@@ -16,7 +16,8 @@ from .kernels import (
     information_loss,
     relative_distortion,
 )
-from .estimators import MDAV, PCAMDAV
+from .estimators import MDAV, PCAMDAV, PCL
+from .kernels.pcl import pcl
 from .anonymize import anonymize
 from .privacy import verify_k_anonymity, verify_rows
 from .privacy.effective import effective_anonymity
@@ -35,5 +36,5 @@ __all__ = [
     "verify_k_anonymity", "verify_rows", "effective_anonymity", "probabilistic_cells", "disclosure_risk",
     "interval_disclosure", "record_linkage", "assign", "build_spec", "load_spec", "eigen_measure", "il1s",
     "utility_measures", "render_html", "write_report", "schedule", "anonymize_incremental",
-    "sweep",
+    "sweep", "pcl", "PCL",
 ]

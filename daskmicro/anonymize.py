@@ -1,8 +1,8 @@
 """k-anonymous release of a pandas DataFrame by microaggregation of its quasi-identifiers.
 
 :func:`anonymize` is the one-call entry point behind ``daskmicro anonymize``: validate, z-score the
-quasi-identifier (QI) columns, form cells of at least k records with a kernel (exact MDAV or
-PCA-MDAV), replace each record's QI values by its cell centroid in the original units, shuffle
+quasi-identifier (QI) columns, form cells of at least k records with a kernel (exact MDAV,
+PCA-MDAV or PCL), replace each record's QI values by its cell centroid in the original units, shuffle
 the rows with a recorded seed, verify the result, and return it with a :class:`~daskmicro.report.Report`.
 """
 
@@ -17,7 +17,7 @@ import pandas as pd
 from pandas.api import types as ptypes
 
 from .errors import InputError, ParameterError
-from .graph.pipeline import check_options
+from .graph.pipeline import DEFAULT_MAX_TASK_ROWS, check_options, check_pcl_options
 from .kernels import centroids, check_k, information_loss, mdav, standardize
 from .privacy.verify import verify_k_anonymity, verify_rows
 from .publish import ROW_ID, replace_qi
@@ -27,7 +27,7 @@ from .report.run import Report
 __all__ = ["METHODS", "anonymize"]
 
 #: Microaggregation methods accepted by :func:`anonymize`.
-METHODS = ("auto", "mdav", "pca-mdav", "partitioned", "proximal-distal")
+METHODS = ("auto", "mdav", "pca-mdav", "partitioned", "proximal-distal", "pcl")
 
 #: ``method="auto"`` runs exact MDAV in process up to this many records.
 AUTO_EXACT_ROWS = 100_000
@@ -69,14 +69,18 @@ def anonymize(
     strata=None,
     missing: str = "refuse",
     merge_small_strata: bool = False,
+    refine: str | None = None,
+    refine_iter: int | None = None,
+    macro: str | None = None,
+    macro_iter: int | None = None,
 ):
     """Publish a k-anonymous version of ``df`` by microaggregating its quasi-identifier columns.
 
-    A pandas DataFrame with ``method="mdav"`` or ``"pca-mdav"`` and no ``client`` is processed
-    in this process.  Everything else runs on a Dask cluster (:mod:`daskmicro.graph.pipeline`):
-    ``client`` if given, else the current default client, else a LocalCluster started for the
-    run; a Dask DataFrame input gives a Dask DataFrame release (backed by verified, persisted
-    partitions), a pandas input a pandas release.
+    A pandas DataFrame with ``method="mdav"``, ``"pca-mdav"`` or ``"pcl"`` and no ``client`` (nor
+    ``refine`` / ``macro``) is processed in this process.  Everything else runs on a Dask cluster
+    (:mod:`daskmicro.graph.pipeline`): ``client`` if given, else the current default client, else
+    a LocalCluster started for the run; a Dask DataFrame input gives a Dask DataFrame release
+    (backed by verified, persisted partitions), a pandas input a pandas release.
 
     Parameters
     ----------
@@ -94,6 +98,10 @@ def anonymize(
         ``"partitioned"``: the scalable pipeline — macroaggregation, proximal/distal split and one
         task per partition of ``partition_size`` … 2·``partition_size``−1 records.
         ``"proximal-distal"``: Algorithm C of the PCA paper as published (two partitions).
+        ``"pcl"``: the probability-constrained Lloyd algorithm started from MDAV
+        (:func:`daskmicro.kernels.pcl.pcl`, PCL paper §3.3–3.4; noisy variant for k ≤ 10 on up to
+        125,000 records): lower distortion than MDAV at a much higher cost; one task, limited
+        to ``max_task_rows`` records like ``"mdav"``.
         ``"auto"``: exact MDAV up to 100,000 records, ``"partitioned"`` beyond.
     energy_loss : float in [0, 1), optional
         PCA-MDAV only: keep the fewest components whose discarded eigenvalue energy fraction is at
@@ -152,6 +160,17 @@ def anonymize(
         gaps are kept.  pandas input only for ``"separate"``.
     merge_small_strata : bool, default False
         Merge a stratum with fewer than k records into a neighbour instead of refusing it.
+    refine : {None, "pcl"}, optional
+        Refinement stage (runs on the cluster): every partition's cells are improved by noiseless
+        PCL started from them — never worse than before.  Recorded in ``report.pipeline["refine"]``
+        (SSE before/after, iterations) and ``report.timings["refine"]``.
+    refine_iter : int, optional
+        Bound on PCL iterations per partition of the refinement stage (default 2).
+    macro : {"mdav", "pcl"}, optional
+        Macroaggregation inside each top-level task: nested MDAV (default) or nested MDAV refined
+        by PCL with K in the thousands (cells ≥ K, not bounded by 2K−1).
+    macro_iter : int, optional
+        Bound on PCL iterations per macroaggregation level with ``macro="pcl"`` (default 2).
 
     Returns
     -------
@@ -199,6 +218,11 @@ def anonymize(
     seed = _check_seed(seed)
     reference = check_reference(reference)
     pipeline_options = check_options(K, nu, partition_size, task_rows, max_task_rows, sse_threshold)
+    pcl_options = _check_pcl_stage_options(refine, refine_iter, macro, macro_iter)
+    if (refine is not None or macro is not None) and (
+        strata or missing == "separate" or participation is not None or max_cell_failure is not None
+    ):
+        raise ParameterError("refine and macro cannot be combined with strata, missing='separate' or participation yet")
     if missing not in ("refuse", "separate"):
         raise ParameterError(f"missing must be 'refuse' or 'separate', got {missing!r}")
     if (strata or missing == "separate") and (participation is not None or max_cell_failure is not None):
@@ -221,11 +245,12 @@ def anonymize(
         return release, report
     if _is_dask_frame(df) or client is not None or method in ("partitioned", "proximal-distal") or (
         method == "auto" and isinstance(df, pd.DataFrame) and len(df) > AUTO_EXACT_ROWS
-    ):
+    ) or pcl_options[0] is not None or pcl_options[2] != "mdav":
         from .anonymize_cluster import anonymize_on_cluster
 
         release, report = anonymize_on_cluster(
-            df, qi, k, method, energy_loss, n_components, seed, keep_row_id, pipeline_options, client, progress
+            df, qi, k, method, energy_loss, n_components, seed, keep_row_id, pipeline_options, client, progress,
+            pcl_options=pcl_options,
         )
         attach_reference(report, df, report.qi, reference)
         return release, report
@@ -236,6 +261,12 @@ def anonymize(
     n = _check_frame(df)
     qi = _check_qi(df, qi)
     k = _check_k(n, k)
+    max_rows = pipeline_options[4] or DEFAULT_MAX_TASK_ROWS
+    if method == "pcl" and n > max_rows:
+        raise ParameterError(
+            f"method 'pcl' runs in one task and is limited to max_task_rows = {max_rows:,} records (got {n:,}); "
+            "use method='partitioned' with refine='pcl', or raise max_task_rows"
+        )
     energy_loss, n_components = _check_pca_options(method, energy_loss, n_components)
     if keep_row_id and ROW_ID in df.columns:
         raise ParameterError(f"keep_row_id: the input already has a column named {ROW_ID!r}")
@@ -257,6 +288,11 @@ def anonymize(
         labels = pca_mdav(Z, k, energy_loss=energy_loss, n_components=n_components)
         seconds = time.perf_counter() - start
         pca_info = pca_reduce(Z, energy_loss=energy_loss, n_components=n_components)
+    elif method == "pcl":
+        from .kernels.pcl import pcl
+
+        labels = pcl(Z, k, init="mdav", seed=0)
+        seconds = time.perf_counter() - start
     else:
         labels = mdav(Z, k)
         seconds = time.perf_counter() - start
@@ -396,6 +432,15 @@ def _check_pca_options(method: str, energy_loss, n_components):
             raise ParameterError(f"n_components must be an integer ≥ 1, got {n_components!r}")
         n_components = int(n_components)
     return energy_loss, n_components
+
+
+def _check_pcl_stage_options(refine, refine_iter, macro, macro_iter):
+    """(refine, refine_iter, macro, macro_iter) checked; the iteration bounds need their stage."""
+    if refine_iter is not None and refine is None:
+        raise ParameterError("refine_iter applies only with refine='pcl'")
+    if macro_iter is not None and (not isinstance(macro, str) or macro.lower() != "pcl"):
+        raise ParameterError("macro_iter applies only with macro='pcl'")
+    return check_pcl_options(refine, refine_iter, "mdav" if macro is None else macro, macro_iter)
 
 
 def _check_seed(seed) -> int:

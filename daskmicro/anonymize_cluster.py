@@ -35,8 +35,10 @@ def _default_client():
         return None
 
 
-def anonymize_on_cluster(df, qi, k, method, energy_loss, n_components, seed, keep_row_id, options, client, progress=None):
+def anonymize_on_cluster(df, qi, k, method, energy_loss, n_components, seed, keep_row_id, options, client, progress=None,
+                         pcl_options=None):
     K, nu, partition_size, task_rows, max_task_rows, sse_threshold = options
+    refine, refine_iter, macro, macro_iter = pcl_options or (None, None, "mdav", None)
     pandas_in = isinstance(df, pd.DataFrame)
     if pandas_in:
         n = _check_frame(df)
@@ -58,6 +60,11 @@ def anonymize_on_cluster(df, qi, k, method, energy_loss, n_components, seed, kee
         task_rows=task_rows or DEFAULT_TASK_ROWS, max_task_rows=max_task_rows or DEFAULT_MAX_TASK_ROWS,
         energy_loss=energy_loss, n_components=n_components, sse_threshold=sse_threshold,
     )
+    cfg.refine, cfg.macro = refine, macro
+    if refine_iter is not None:
+        cfg.refine_iter = refine_iter
+    if macro_iter is not None:
+        cfg.macro_iter = macro_iter
     client = client or _default_client()
     if client is None and not pandas_in:
         # the release's graph holds futures (cell ids, centroids): the cluster must outlive this call (it becomes the
@@ -93,7 +100,7 @@ def anonymize_on_cluster(df, qi, k, method, energy_loss, n_components, seed, kee
         min_cell_size=pub.min_cell_size,
         max_cell_size=pub.max_cell_size,
         information_loss=details["information_loss"],
-        seconds=sum(t.get(s, 0.0) for s in ("top_level", "macroaggregation", "split", "fan_out")),
+        seconds=sum(t.get(s, 0.0) for s in ("top_level", "macroaggregation", "split", "fan_out", "refine")),
         seed=seed,
         constant_columns=details["constant_columns"],
         dtype_changes=changes,

@@ -124,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("output", metavar="OUTPUT", help="release to write: a .parquet file, or a directory (no extension) for a partitioned release written by the workers")
     p.add_argument("--qi", required=True, metavar="COLS", help="comma-separated quasi-identifier columns (numeric)")
     p.add_argument("--k", required=True, type=int, metavar="K", help="anonymity parameter: each published QI tuple is shared by ≥ K records (2 ≤ K ≤ rows)")
-    p.add_argument("--method", default="auto", choices=["auto", "mdav", "pca-mdav", "partitioned", "proximal-distal"], help="microaggregation method (default: %(default)s: exact MDAV up to 100,000 rows of a single file, partitioned otherwise)")
+    p.add_argument("--method", default="auto", choices=["auto", "mdav", "pca-mdav", "partitioned", "proximal-distal", "pcl"], help="microaggregation method (default: %(default)s: exact MDAV up to 100,000 rows of a single file, partitioned otherwise; pcl: PCL from MDAV, lower distortion, much slower, one task)")
     p.add_argument("--energy-loss", type=float, metavar="EPS2", help="pca-mdav and proximal records: largest fraction of eigenvalue energy the discarded components may hold, in [0, 1)")
     p.add_argument("--n-components", type=_positive_int, metavar="M", help="pca-mdav and proximal records: number of principal components to keep (instead of --energy-loss)")
     p.add_argument("--K", dest="K", type=int, metavar="K", help="partitioned, proximal-distal: macrocell size, > k (default 1000)")
@@ -132,6 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--partition-size", type=int, metavar="N", help="partitioned: records per partition, ≥ K (default 50000)")
     p.add_argument("--task-rows", type=int, metavar="N", help="partitioned: records per top-level task (default 250000)")
     p.add_argument("--max-task-rows", type=int, metavar="N", help="largest input the one-task methods accept (default 1000000)")
+    p.add_argument("--refine", choices=["pcl"], help="refinement stage on the cluster: improve every partition's cells by noiseless PCL (never worse)")
+    p.add_argument("--refine-iter", type=_positive_int, metavar="N", help="--refine pcl: PCL iterations per partition (default 2)")
+    p.add_argument("--macro", choices=["mdav", "pcl"], help="macroaggregation inside each top-level task: nested MDAV (default) or MDAV refined by PCL")
+    p.add_argument("--macro-iter", type=_positive_int, metavar="N", help="--macro pcl: PCL iterations per level (default 2)")
     p.add_argument("--seed", type=_non_negative_int, metavar="S", help="seed of the row shuffle (default: drawn at random and recorded in the report)")
     p.add_argument("--participation", metavar="P|COLUMN", help="p-probabilistic k-anonymity: probability in (0, 1] that each record takes part, or a column of per-record probabilities (mdav, pca-mdav only); needs --max-cell-failure")
     p.add_argument("--max-cell-failure", type=float, metavar="PBAR", help="with --participation: acceptable probability, in (0, 1), that a cell ends with 1 to K-1 participants")
@@ -292,6 +296,7 @@ def _cmd_anonymize(args) -> int:
         qi=qi, k=args.k, method=args.method, energy_loss=args.energy_loss, n_components=args.n_components,
         seed=args.seed, keep_row_id=args.keep_row_id, K=args.K, nu=args.nu, partition_size=args.partition_size,
         task_rows=args.task_rows, max_task_rows=args.max_task_rows,
+        refine=args.refine, refine_iter=args.refine_iter, macro=args.macro, macro_iter=args.macro_iter,
     )
     options["reference"] = None if args.reference == "none" else args.reference
 
@@ -304,7 +309,8 @@ def _cmd_anonymize(args) -> int:
                        max_cell_failure=args.max_cell_failure)
     in_process = (
         not (lake_in or lake_out or args.scheduler)
-        and (args.method in ("mdav", "pca-mdav") or (args.method == "auto" and len(data) <= AUTO_EXACT_ROWS))
+        and (args.method in ("mdav", "pca-mdav", "pcl") or (args.method == "auto" and len(data) <= AUTO_EXACT_ROWS))
+        and args.refine is None and args.macro in (None, "mdav")
     )
     if not in_process and isinstance(options.get("participation"), str):
         from .anonymize_probabilistic import per_record_refusal

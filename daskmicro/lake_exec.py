@@ -143,7 +143,9 @@ def execute(client, source, qi, args, method, strata, partition_by, missing, row
             rel, rep = anonymize(sub, g.observed, args.k, "partitioned" if method == "auto" else method,
                                  args.energy_loss, args.n_components, seed, False, K=args.K, nu=args.nu,
                                  partition_size=args.partition_size, task_rows=args.task_rows,
-                                 max_task_rows=args.max_task_rows, client=client)
+                                 max_task_rows=args.max_task_rows, client=client,
+                                 refine=getattr(args, "refine", None), refine_iter=getattr(args, "refine_iter", None),
+                                 macro=getattr(args, "macro", None), macro_iter=getattr(args, "macro_iter", None))
             releases.extend(rel.to_delayed())  # lazy: each part is built where it is split for writing
             reports.append(rep)
     reports = [r.result() if hasattr(r, "result") else r for r in reports]

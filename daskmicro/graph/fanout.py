@@ -44,6 +44,9 @@ class FanoutConfig:
     n_components: int | None = None
     sse_threshold: float | None = None
     method_params: dict = field(default_factory=dict)
+    macro: str = "mdav"           # macroaggregation inside a top cell: "mdav" or "pcl"
+    macro_iter: int = 2           # PCL iterations per level when macro == "pcl"
+    keep_parts: bool = False      # keep each partition's records for a later refinement stage
 
 
 @dataclass
@@ -56,6 +59,7 @@ class FanoutResult:
     n_distal_macro: int
     pca: dict | None
     timings: dict
+    parts: list | None = None     # futures of each partition's (row ids, Z) when keep_parts
 
 
 def top_cells(client, blocks, row0s, lengths, n: int, task_rows: int, timings: dict):
@@ -91,7 +95,8 @@ def fan_out(client, tops: list, cfg: FanoutConfig, timings: dict) -> FanoutResul
     t0 = time.perf_counter()
     split_needed = 0.0 < cfg.nu < 1.0 or cfg.sse_threshold is not None or cfg.partition_size is None
     macro_K = cfg.K if split_needed else None
-    tops = client.map(kp.macroaggregate, tops, partition_size=cfg.partition_size, K=macro_K)
+    tops = client.map(kp.macroaggregate, tops, partition_size=cfg.partition_size, K=macro_K, macro=cfg.macro,
+                      macro_iter=cfg.macro_iter)
     summaries = client.gather(client.map(kp.macro_summary, tops))
     timings["macroaggregation"] = time.perf_counter() - t0
 
@@ -118,7 +123,7 @@ def fan_out(client, tops: list, cfg: FanoutConfig, timings: dict) -> FanoutResul
     timings["split"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    results, partitions = [], []
+    results, partitions, parts = [], [], []
     for t, (grp, msize, _, _) in enumerate(summaries):
         d_t = distal_by_top[t]
         for g in np.unique(grp):
@@ -133,6 +138,8 @@ def fan_out(client, tops: list, cfg: FanoutConfig, timings: dict) -> FanoutResul
                     params.update(prox_params)
                 part = client.submit(kp.extract, tops[t], int(g), mask)
                 results.append(client.submit(kp.run_partition, part, method, cfg.k, params))
+                if cfg.keep_parts:
+                    parts.append(part)
                 partitions.append((t, int(g), side, rows))
     client.gather(client.map(_n_cells, results))  # wait, surfacing any task error here
     timings["fan_out"] = time.perf_counter() - t0
@@ -145,6 +152,7 @@ def fan_out(client, tops: list, cfg: FanoutConfig, timings: dict) -> FanoutResul
         n_distal_macro=int(distal.sum()),
         pca=pca,
         timings=timings,
+        parts=parts if cfg.keep_parts else None,
     )
 
 

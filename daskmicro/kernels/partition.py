@@ -71,18 +71,31 @@ def concat_pieces(*pieces) -> TopCell:
     return TopCell(rowids=rowids, Z=np.ascontiguousarray(Z))
 
 
-def macroaggregate(top: TopCell, partition_size: int | None, K: int | None) -> TopCell:
+def macroaggregate(top: TopCell, partition_size: int | None, K: int | None, macro: str = "mdav",
+                   macro_iter: int = 2) -> TopCell:
     """Nested MDAV inside a top cell: groups at ``partition_size``, then macrocells at ``K``.
 
     With ``K=None`` each group is a single macrocell (no proximal/distal split needed).  With
     ``partition_size=None`` (the paper's two-partition layout) there is one group and the
     macrocells come from MDAV at size ``K`` over all the records, as in Algorithm C.
+    ``macro="pcl"`` refines every level by at most ``macro_iter`` PCL iterations
+    (:func:`~daskmicro.kernels.partition_pcl.nested_pcl`).
     """
     if partition_size is None:
-        macro = mdav_large(top.Z, K)
-        return TopCell(rowids=top.rowids, Z=top.Z, group=np.zeros_like(macro), macro=macro)
+        if macro == "pcl":
+            from .partition_pcl import nested_pcl
+
+            macro_labels = nested_pcl(top.Z, [K], macro_iter)[0]
+        else:
+            macro_labels = mdav_large(top.Z, K)
+        return TopCell(rowids=top.rowids, Z=top.Z, group=np.zeros_like(macro_labels), macro=macro_labels)
     sizes = [partition_size] + ([K] if K is not None and K < partition_size else [])
-    levels = nested_mdav(top.Z, sizes)
+    if macro == "pcl":
+        from .partition_pcl import nested_pcl
+
+        levels = nested_pcl(top.Z, sizes, macro_iter)
+    else:
+        levels = nested_mdav(top.Z, sizes)
     group = levels[0]
     macro = levels[1] if len(levels) > 1 else group.copy()
     return TopCell(rowids=top.rowids, Z=top.Z, group=group, macro=macro)
@@ -129,8 +142,15 @@ def _pca_mdav_method(Z, k, components=None, mean=None, **_):
     return mdav(scores, k)
 
 
+def _pcl_method(Z, k, **params):
+    """PCL from MDAV (:func:`~daskmicro.kernels.partition_pcl.pcl_method`)."""
+    from .partition_pcl import pcl_method
+
+    return pcl_method(Z, k, **params)
+
+
 #: Per-partition microaggregation methods: name → f(Z, k, **params) -> labels.
-PARTITION_METHODS = {"mdav": _mdav_method, "pca-mdav": _pca_mdav_method}
+PARTITION_METHODS = {"mdav": _mdav_method, "pca-mdav": _pca_mdav_method, "pcl": _pcl_method}
 
 
 def register_method(name: str, fn) -> None:

@@ -249,6 +249,10 @@ class Report:
                 f"  layout: {p['top_cells']} top cell(s), {p['partitions']} partition(s), "
                 f"{p['distal_macrocells']} of {p['macrocells']} macrocells distal, {p['workers']} worker(s)"
             )
+            if p.get("refine"):
+                r = p["refine"]
+                lines.append(f"  refinement: {r['method']}, ≤ {r['max_iter']} iterations per partition, "
+                             f"SSE × {r['sse_ratio']:.4f}")
         if self.method == "pca-mdav" and self.n_components is not None:
             lines.append(f"  principal components kept: {self.n_components} of {self.m_used}")
         if self.constant_columns:
