@@ -249,7 +249,8 @@ def test_cli_method_pcl_in_process(data, qi, tmp_path, capsys):
     src = tmp_path / "in.csv"
     data.iloc[:300].to_csv(src, index=False)
     out = tmp_path / "out.parquet"
-    assert main(["anonymize", str(src), str(out), "--qi", ",".join(qi), "--k", "5", "--method", "pcl", "--seed", "0"]) == 0
+    args = ["anonymize", str(src), str(out), "--qi", ",".join(qi), "--k", "5", "--method", "pcl", "--seed", "0"]
+    assert main(args) == 0
     report = json.loads(out.with_suffix(".report.json").read_text())
     assert report["method"] == "pcl" and report["min_cell_size"] >= 5
     assert len(pd.read_parquet(out)) == 300
