@@ -165,9 +165,9 @@ def test_macro_pcl_two_partition_layout(data, qi, client2):
     _, rep = anonymize(sub, qi, 5, method="proximal-distal", K=300, nu=0.4, seed=0, client=client2, macro="pcl")
     assert rep.verified and rep.min_cell_size >= 5
     assert rep.pipeline["macrocells"] == mdav_rep.pipeline["macrocells"]
-    # PCL macrocells hold at least K records each (not bounded by 2K − 1)
-    sizes = np.array(rep.pipeline["partition_rows"])
-    assert sizes.sum() == 3_000
+    # the paper's two partitions (proximal, distal) over every record
+    assert sorted(rep.pipeline["partition_sides"]) == ["distal", "proximal"]
+    assert sum(rep.pipeline["partition_rows"]) == 3_000
 
 
 def test_method_pcl_in_process_and_on_the_cluster(data, qi, client2):
