@@ -165,9 +165,9 @@ def test_macro_pcl_two_partition_layout(data, qi, client2):
     _, rep = anonymize(sub, qi, 5, method="proximal-distal", K=300, nu=0.4, seed=0, client=client2, macro="pcl")
     assert rep.verified and rep.min_cell_size >= 5
     assert rep.pipeline["macrocells"] == mdav_rep.pipeline["macrocells"]
-    # PCL macrocells hold at least K records each (not bounded by 2K − 1)
-    sizes = np.array(rep.pipeline["partition_rows"])
-    assert sizes.sum() == 3_000
+    # the paper's two partitions (proximal, distal) over every record
+    assert sorted(rep.pipeline["partition_sides"]) == ["distal", "proximal"]
+    assert sum(rep.pipeline["partition_rows"]) == 3_000
 
 
 def test_method_pcl_in_process_and_on_the_cluster(data, qi, client2):
@@ -249,7 +249,8 @@ def test_cli_method_pcl_in_process(data, qi, tmp_path, capsys):
     src = tmp_path / "in.csv"
     data.iloc[:300].to_csv(src, index=False)
     out = tmp_path / "out.parquet"
-    assert main(["anonymize", str(src), str(out), "--qi", ",".join(qi), "--k", "5", "--method", "pcl", "--seed", "0"]) == 0
+    args = ["anonymize", str(src), str(out), "--qi", ",".join(qi), "--k", "5", "--method", "pcl", "--seed", "0"]
+    assert main(args) == 0
     report = json.loads(out.with_suffix(".report.json").read_text())
     assert report["method"] == "pcl" and report["min_cell_size"] >= 5
     assert len(pd.read_parquet(out)) == 300
