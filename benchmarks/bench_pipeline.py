@@ -175,6 +175,9 @@ def main():
                     ("partitioned P=20000 ν=0.5 K=1000", {**P, "nu": 0.5}),
                     ("partitioned P=20000 ν=0.5 K=5000", {**P, "nu": 0.5, "K": 5000}),
                     ("partitioned P=20000 ν=0 (PCA-MDAV everywhere)", {**P, "nu": 0.0}),
+                    ("partitioned + repair (refine=pcl, 1 iteration)",
+                     {"method": "partitioned", "refine": "pcl", "refine_iter": 1}),
+                    ("partitioned + repair (refine=pcl, default 2)", {"method": "partitioned", "refine": "pcl"}),
                 ]
             settings_table(client, int(a.n), tmpdir, settings)
     client.close()

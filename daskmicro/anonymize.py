@@ -271,15 +271,7 @@ def anonymize(
     if keep_row_id and ROW_ID in df.columns:
         raise ParameterError(f"keep_row_id: the input already has a column named {ROW_ID!r}")
 
-    X = _qi_matrix(df, qi)
-    constant = X.max(axis=0) == X.min(axis=0)
-    varying = [c for c, const in zip(qi, constant) if not const]
-    if n_components is not None and n_components > len(varying):
-        raise ParameterError(
-            f"n_components = {n_components} exceeds the number of non-constant QI columns ({len(varying)})"
-        )
-    Xv = X[:, ~constant]
-    Z = standardize(Xv)[0] if Xv.shape[1] else np.zeros((n, 1))
+    constant, varying, Xv, Z = _qi_space(df, qi, n_components)
 
     pca_info = None
     start = time.perf_counter()
@@ -298,12 +290,7 @@ def anonymize(
         seconds = time.perf_counter() - start
     labels = np.asarray(labels, dtype=np.int64)
 
-    release, dtype_changes = _publish(df, varying, Xv, labels)
-    rng = np.random.default_rng(seed)
-    perm = rng.permutation(n)
-    release = release.take(perm).reset_index(drop=True)
-    if keep_row_id:
-        release[ROW_ID] = perm.astype(np.int64)
+    release, dtype_changes = _publish_shuffled(df, varying, Xv, labels, seed, keep_row_id)
 
     k_check = verify_k_anonymity(release, qi, k).raise_if_failed()
     row_check = verify_rows(n, release).raise_if_failed()
@@ -374,6 +361,34 @@ def _check_qi(df: pd.DataFrame, qi) -> list:
         if ptypes.is_bool_dtype(dtype) or not (ptypes.is_integer_dtype(dtype) or ptypes.is_float_dtype(dtype)):
             raise InputError(f"QI column {c!r} is not numeric (dtype {dtype}); quasi-identifiers must be numbers")
     return qi
+
+
+def _qi_space(df: pd.DataFrame, qi: list, n_components):
+    """(constant mask, varying column names, X of the varying columns, their z-scores) of the QI columns.
+
+    Constant columns carry no information: they are left out of the cells' space and published
+    unchanged.  With none varying, Z is one column of zeros (every record alike).
+    """
+    X = _qi_matrix(df, qi)
+    constant = X.max(axis=0) == X.min(axis=0)
+    varying = [c for c, const in zip(qi, constant) if not const]
+    if n_components is not None and n_components > len(varying):
+        raise ParameterError(
+            f"n_components = {n_components} exceeds the number of non-constant QI columns ({len(varying)})"
+        )
+    Xv = X[:, ~constant]
+    Z = standardize(Xv)[0] if Xv.shape[1] else np.zeros((len(df), 1))
+    return constant, varying, Xv, Z
+
+
+def _publish_shuffled(df: pd.DataFrame, varying, Xv, labels, seed, keep_row_id):
+    """The release (QIs replaced by centroids) in a row order shuffled with ``seed``; (release, dtype changes)."""
+    release, dtype_changes = _publish(df, varying, Xv, labels)
+    perm = np.random.default_rng(seed).permutation(len(df))
+    release = release.take(perm).reset_index(drop=True)
+    if keep_row_id:
+        release[ROW_ID] = perm.astype(np.int64)
+    return release, dtype_changes
 
 
 def _qi_matrix(df: pd.DataFrame, qi: list) -> np.ndarray:

@@ -346,8 +346,8 @@ def resolve_cli_participation(text: str, columns) -> object:
 def _in_process(df: pd.DataFrame, qi, k: int, method: str, energy_loss, n_components, seed: int, keep_row_id,
                 model: ParticipationModel, reference):
     """Validate, form the cells (n_min or grown), publish, shuffle, verify; mirrors :func:`anonymize`."""
-    from .anonymize import _check_frame, _check_pca_options, _check_qi, _pca_kernels, _publish, _qi_matrix
-    from .kernels import information_loss, mdav, standardize
+    from .anonymize import _check_frame, _check_pca_options, _check_qi, _pca_kernels, _publish_shuffled, _qi_space
+    from .kernels import information_loss, mdav
     from .privacy.probabilistic import grow_cells
     from .privacy.verify import verify_k_anonymity, verify_rows
     from .publish import ROW_ID
@@ -363,15 +363,7 @@ def _in_process(df: pd.DataFrame, qi, k: int, method: str, energy_loss, n_compon
     if keep_row_id and ROW_ID in df.columns:
         raise ParameterError(f"keep_row_id: the input already has a column named {ROW_ID!r}")
 
-    X = _qi_matrix(df, qi)
-    constant = X.max(axis=0) == X.min(axis=0)
-    varying = [c for c, const in zip(qi, constant) if not const]
-    if n_components is not None and n_components > len(varying):
-        raise ParameterError(
-            f"n_components = {n_components} exceeds the number of non-constant QI columns ({len(varying)})"
-        )
-    Xv = X[:, ~constant]
-    Z = standardize(Xv)[0] if Xv.shape[1] else np.zeros((n, 1))
+    constant, varying, Xv, Z = _qi_space(df, qi, n_components)
 
     pca_info = None
     if method == "pca-mdav" and Xv.shape[1]:
@@ -400,12 +392,7 @@ def _in_process(df: pd.DataFrame, qi, k: int, method: str, energy_loss, n_compon
     prob = {**_model_dict(k, model, n_min, pis), **prob}
     _check_failures(prob, model.max_cell_failure)
 
-    release, dtype_changes = _publish(df, varying, Xv, labels)
-    rng = np.random.default_rng(seed)
-    perm = rng.permutation(n)
-    release = release.take(perm).reset_index(drop=True)
-    if keep_row_id:
-        release[ROW_ID] = perm.astype(np.int64)
+    release, dtype_changes = _publish_shuffled(df, varying, Xv, labels, seed, keep_row_id)
     k_check = verify_k_anonymity(release, qi, k if model.per_record else n_min).raise_if_failed()
     row_check = verify_rows(n, release).raise_if_failed()
 

@@ -50,7 +50,7 @@ def _duration(text: str) -> float:
 
 
 def _time(text: str) -> dt.datetime:
-    from .workflow.spec import parse_time
+    from .workflow.slots import parse_time
 
     try:
         return parse_time(text)

@@ -201,13 +201,11 @@ def test_bad_participation_column(survey, values, words):
 
 @pytest.fixture(scope="module")
 def client():
-    distributed = pytest.importorskip("distributed")
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                       silence_logs=40)
-    c = distributed.Client(cluster, set_as_default=False)
-    yield c
-    c.close()
-    cluster.close()
+    pytest.importorskip("distributed")
+    from _clusters import process_client
+
+    with process_client(2) as c:
+        yield c
 
 
 def test_constant_participation_on_cluster(client):

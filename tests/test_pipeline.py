@@ -12,18 +12,12 @@ distributed = pytest.importorskip("distributed")
 from daskmicro import anonymize, information_loss, mdav, standardize  # noqa: E402
 from daskmicro.datasets import census_like  # noqa: E402
 from daskmicro.errors import InputError, ParameterError  # noqa: E402
+from _clusters import process_client  # noqa: E402
 
 N = 12_000
 # small sizes so that a 12,000-row set exercises every level: 3 top cells (chunked MDAV),
 # several partitions per top cell, macrocells and a proximal/distal split
 SMALL = dict(method="partitioned", task_rows=4_000, partition_size=1_500, K=300)
-
-
-def _cluster(n_workers):
-    cluster = distributed.LocalCluster(
-        n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
-    )
-    return cluster, distributed.Client(cluster, set_as_default=False)
 
 
 @pytest.fixture(scope="module")
@@ -40,10 +34,8 @@ def qi(data):
 
 @pytest.fixture(scope="module")
 def client2():
-    cluster, client = _cluster(2)
-    yield client
-    client.close()
-    cluster.close()
+    with process_client(2) as client:
+        yield client
 
 
 def _by_row(release: pd.DataFrame) -> pd.DataFrame:
@@ -64,12 +56,8 @@ def test_same_release_for_1_2_4_workers_and_any_chunking(data, qi, client2, nu):
         other, _ = _run(data, qi, client2, npartitions, nu=nu)
         pd.testing.assert_frame_equal(other, reference)
     for workers in (1, 4):
-        cluster, client = _cluster(workers)
-        try:
+        with process_client(workers) as client:
             other, _ = _run(data, qi, client, 5, nu=nu)
-        finally:
-            client.close()
-            cluster.close()
         pd.testing.assert_frame_equal(other, reference)
 
 

@@ -20,17 +20,11 @@ from daskmicro.graph.pipeline import PipelineConfig  # noqa: E402
 from daskmicro.kernels import partition as kp  # noqa: E402
 from daskmicro.kernels.macro import cell_stats, nested_mdav  # noqa: E402
 from daskmicro.kernels.partition_pcl import nested_pcl, refine_partition  # noqa: E402
+from _clusters import process_client  # noqa: E402
 
 N = 9_000
 # 3 top cells (chunked MDAV), 2 partitions per top cell, macrocells of 250 for the ν < 1 split
 SMALL = dict(method="partitioned", task_rows=3_000, partition_size=1_200, K=250)
-
-
-def _cluster(n_workers):
-    cluster = distributed.LocalCluster(
-        n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=40
-    )
-    return cluster, distributed.Client(cluster, set_as_default=False)
 
 
 @pytest.fixture(scope="module")
@@ -45,10 +39,8 @@ def qi(data):
 
 @pytest.fixture(scope="module")
 def client2():
-    cluster, client = _cluster(2)
-    yield client
-    client.close()
-    cluster.close()
+    with process_client(2) as client:
+        yield client
 
 
 @pytest.fixture(scope="module")
@@ -150,12 +142,8 @@ def test_refine_and_macro_pcl_same_release_for_1_2_4_workers_and_any_chunking(da
     assert rep.pipeline["macro"] == {"method": "pcl", "max_iter": 2}
     assert rep.pipeline["top_cells"] == 3 and rep.verified
     for workers in (1, 4):
-        cluster, client = _cluster(workers)
-        try:
+        with process_client(workers) as client:
             other, _ = _run(data, qi, client, 1 if workers == 1 else 5, **kw)
-        finally:
-            client.close()
-            cluster.close()
         pd.testing.assert_frame_equal(other, reference)
 
 

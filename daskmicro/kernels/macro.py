@@ -125,18 +125,21 @@ def _mean(X):
     return dd_combine([dd_colsum(X)]) / X.shape[0]
 
 
-def nested_mdav(X, sizes) -> list[np.ndarray]:
+def nested_mdav(X, sizes, cut=None) -> list[np.ndarray]:
     """Nested macroaggregation: MDAV at ``sizes[0]``, then at ``sizes[1]`` inside each cell, …
 
     Returns one label array per level; level ``l`` labels are global (cells of a parent are
     numbered consecutively, parents in order), so each level refines the previous one.  A parent
-    with fewer than 2·size records at the next level stays one cell there.
+    with fewer than 2·size records at the next level stays one cell there.  ``cut(X_parent,
+    size) -> labels`` replaces MDAV (:func:`mdav_large`) as the way a parent is cut.
     """
+    cut = cut or mdav_large
     X = as_records(X)
     n = X.shape[0]
     parent = np.zeros(n, dtype=np.int64)
     out = []
     for size in sizes:
+        size = int(size)
         child = np.empty(n, dtype=np.int64)
         order = np.argsort(parent, kind="stable")
         bounds = np.flatnonzero(np.diff(parent[order])) + 1
@@ -144,7 +147,10 @@ def nested_mdav(X, sizes) -> list[np.ndarray]:
         for idx in np.split(order, bounds):
             if idx.size == 0:
                 continue
-            sub = mdav_large(X[idx], size) if idx.size >= 2 * size else np.zeros(idx.size, np.int64)
+            if idx.size >= 2 * size:
+                sub = np.asarray(cut(X[idx], size), dtype=np.int64)
+            else:
+                sub = np.zeros(idx.size, np.int64)
             child[idx] = sub + offset
             offset += int(sub.max()) + 1
         out.append(child)

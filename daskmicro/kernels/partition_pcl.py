@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from .macro import cell_stats, mdav_large
+from .macro import cell_stats, mdav_large, nested_mdav
 from .pcl import pcl
 
 __all__ = ["REFINE_METHODS", "pcl_method", "refine_labels", "refine_partition", "nested_pcl"]
@@ -115,28 +115,9 @@ def nested_pcl(X, sizes, max_iter: int) -> list[np.ndarray]:
     consecutive and each level refines the previous one.  A parent with fewer than
     2·``sizes[l]`` records stays one cell.
     """
-    X = np.ascontiguousarray(X, dtype=np.float64)
-    n = X.shape[0]
-    parent = np.zeros(n, dtype=np.int64)
-    out = []
-    for size in sizes:
-        size = int(size)
-        child = np.empty(n, dtype=np.int64)
-        order = np.argsort(parent, kind="stable")
-        bounds = np.flatnonzero(np.diff(parent[order])) + 1
-        offset = 0
-        for idx in np.split(order, bounds):
-            if idx.size == 0:
-                continue
-            if idx.size >= 2 * size:
-                Xi = X[idx]
-                sub = mdav_large(Xi, size)
-                if max_iter > 0:
-                    sub = np.asarray(pcl(Xi, size, init=sub, max_iter=max_iter, noisy=False), dtype=np.int64)
-            else:
-                sub = np.zeros(idx.size, np.int64)
-            child[idx] = sub + offset
-            offset += int(sub.max()) + 1
-        out.append(child)
-        parent = child
-    return out
+
+    def cut(Xi, size):
+        sub = mdav_large(Xi, size)
+        return pcl(Xi, size, init=sub, max_iter=max_iter, noisy=False) if max_iter > 0 else sub
+
+    return nested_mdav(X, sizes, cut=cut)

@@ -26,7 +26,7 @@ __all__ = ["UtilityMeasures", "il1s", "eigen_measure", "correlation_eigenvalues"
 _REL_TOL = 1e-12
 
 
-def _pair(original, released) -> tuple[np.ndarray, np.ndarray]:
+def check_pair(original, released) -> tuple[np.ndarray, np.ndarray]:
     """Validate and return ``(X, X')`` as float64 matrices of the same shape."""
     try:
         X = np.asarray(original, dtype=np.float64)
@@ -82,7 +82,7 @@ def il1s(original, released) -> float:
     -------
     float
     """
-    X, Y = _pair(original, released)
+    X, Y = check_pair(original, released)
     S = X.std(axis=0, ddof=1)
     used = S > 0
     if not used.any():
@@ -126,7 +126,7 @@ def eigen_measure(original, released) -> float:
     eigenvalue — exactly collinear attributes — are skipped instead of dividing by zero.
     0 means the correlation spectrum is unchanged.
     """
-    X, Y = _pair(original, released)
+    X, Y = check_pair(original, released)
     used = X.std(axis=0) > 0
     if not used.any():
         return 0.0
@@ -222,7 +222,7 @@ def utility_measures(original, released, columns=None, n_eigenvalues: int = 5) -
     for a release of cell centroids it equals :func:`~daskmicro.kernels.metrics.distortion` of the
     micropartition, and it is defined for any perturbation of the data.
     """
-    X, Y = _pair(original, released)
+    X, Y = check_pair(original, released)
     m = X.shape[1]
     if columns is None:
         columns = [f"x{j + 1}" for j in range(m)]

@@ -35,6 +35,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from ..errors import InputError, ParameterError
+from ..kernels.utility import check_pair
 
 __all__ = [
     "RecordLinkage",
@@ -45,29 +46,6 @@ __all__ = [
 ]
 
 _TIE_TOL = 1e-9
-
-
-def _pair(original, released) -> tuple[np.ndarray, np.ndarray]:
-    try:
-        X = np.asarray(original, dtype=np.float64)
-        Y = np.asarray(released, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InputError("original and released must be numeric arrays") from None
-    X = X[:, None] if X.ndim == 1 else X
-    Y = Y[:, None] if Y.ndim == 1 else Y
-    if X.ndim != 2:
-        raise InputError(f"original must be a 2-D array (records × attributes), got {X.ndim} dimensions")
-    if X.shape != Y.shape:
-        raise InputError(f"released has shape {Y.shape} but original has shape {X.shape}: they must be row-aligned")
-    if X.shape[0] < 2:
-        raise InputError(f"original needs at least 2 records, got {X.shape[0]}")
-    if X.shape[1] < 1:
-        raise InputError("original has no attributes (0 columns)")
-    if not np.isfinite(X).all():
-        raise InputError("original contains NaN or infinite values")
-    if not np.isfinite(Y).all():
-        raise InputError("released contains NaN or infinite values")
-    return X, Y
 
 
 def _sample(n: int, sample_size, seed) -> np.ndarray:
@@ -148,7 +126,7 @@ def record_linkage(original, released, sample_size: int | None = 10_000, seed=0)
     -------
     RecordLinkage
     """
-    X, Y = _pair(original, released)
+    X, Y = check_pair(original, released)
     idx = _sample(X.shape[0], sample_size, seed)
     mean = X.mean(axis=0)
     std = X.std(axis=0)
@@ -194,7 +172,7 @@ def interval_disclosure(
     -------
     IntervalDisclosure
     """
-    X, Y = _pair(original, released)
+    X, Y = check_pair(original, released)
     try:
         p = float(p)
     except (TypeError, ValueError):

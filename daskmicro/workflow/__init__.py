@@ -1,12 +1,14 @@
 """Workflow specs (YAML), runs, and scheduled submission to a running Dask cluster.
 
-* :mod:`daskmicro.workflow.spec`: load and validate a spec; schedule slots; stable run keys.
+* :mod:`daskmicro.workflow.spec`: load and validate a spec.
+* :mod:`daskmicro.workflow.slots`: schedule slots, stable run keys, the (compressed) clock.
 * :mod:`daskmicro.workflow.runner`: execute one run (read, anonymize, commit atomically).
 * :mod:`daskmicro.workflow.submit`: hand runs to a cluster so they go on after the client exits;
   status and cancellation; the submitter's local state file.
 """
 
-from .spec import Clock, SpecError, WorkflowSpec, load_spec, parse_spec, run_key, slots_between
+from .slots import Clock, run_key, slots_between
+from .spec import SpecError, WorkflowSpec, load_spec, parse_spec
 from .runner import execute_run
 from .submit import cancel_run, list_runs, submit_spec
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from ..anonymize import _is_dask_frame
 from ..errors import InputError, ParameterError, VerificationError
-from .spec import UTC, WorkflowSpec, fill, run_key as _run_key, slot_id
+from .slots import UTC, fill, run_key as _run_key, slot_id
+from .spec import WorkflowSpec
 
 __all__ = ["execute_run", "Cancelled", "output_paths"]
 

@@ -24,16 +24,14 @@ import math
 import os
 import re
 import string
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError, ParameterError
+from .slots import UTC, Clock, fill, parse_time, run_key, slot_id, slots_between, zone  # noqa: F401 (re-exported)
 
 __all__ = ["SpecError", "WorkflowSpec", "load_spec", "parse_spec", "run_key", "slots_between", "slot_id",
-           "parse_time", "Clock", "PLACEHOLDERS", "METHODS"]
-
-UTC = dt.timezone.utc
+           "parse_time", "fill", "Clock", "UTC", "PLACEHOLDERS", "METHODS"]
 
 #: Placeholders allowed in input/output/report paths and filter values, filled per run.
 PLACEHOLDERS = ("name", "slot", "date", "yesterday", "time")
@@ -142,27 +140,6 @@ def _duration(value, path: str) -> float:
     if seconds is None or not seconds > 0:
         _fail(path, f"expected a duration such as 90, 45s, 10m, 2h or 1h30m, got {_show(value)}")
     return float(seconds)
-
-
-def parse_time(value, tz: dt.tzinfo = UTC) -> dt.datetime:
-    """An aware UTC datetime from an ISO 8601 string or a datetime (naive ones are in ``tz``)."""
-    if isinstance(value, dt.datetime):
-        t = value
-    elif isinstance(value, dt.date):
-        t = dt.datetime(value.year, value.month, value.day)
-    elif isinstance(value, str):
-        text = value.strip()
-        if text.endswith(("Z", "z")):
-            text = text[:-1] + "+00:00"
-        try:
-            t = dt.datetime.fromisoformat(text)
-        except ValueError:
-            raise ValueError(f"not an ISO 8601 time: {value!r}") from None
-    else:
-        raise ValueError(f"not a time: {value!r}")
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=tz)
-    return t.astimezone(UTC)
 
 
 def _template(value, path: str) -> str:
@@ -369,15 +346,11 @@ def _check_schedule(value) -> dict:
 
 
 def _timezone(name) -> dt.tzinfo:
-    if not isinstance(name, str):
-        _fail("schedule.timezone", f"expected an IANA time zone name such as UTC or Europe/Madrid, got {_show(name)}")
-    if name.upper() == "UTC":
-        return UTC
     try:
-        from zoneinfo import ZoneInfo
-
-        return ZoneInfo(name)
-    except Exception:
+        return zone(name)
+    except ValueError:
+        if not isinstance(name, str):
+            _fail("schedule.timezone", f"expected an IANA time zone name such as UTC or Europe/Madrid, got {_show(name)}")
         _fail("schedule.timezone", f"unknown time zone {_show(name)}")
 
 
@@ -485,86 +458,3 @@ def load_spec(path) -> WorkflowSpec:
     if obj is None:
         raise SpecError(f"workflow spec: {p}: the file is empty")
     return parse_spec(obj, base_dir=p.parent, source=str(p.resolve()))
-
-
-# --------------------------------------------------------------------------- slots and keys
-
-
-def slot_id(slot: dt.datetime | None) -> str:
-    return "once" if slot is None else slot.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
-
-
-def run_key(spec: WorkflowSpec, slot: dt.datetime | None) -> str:
-    """Stable key of one run: ``NAME-DIGEST10-SLOT``."""
-    return f"{spec.name}-{spec.digest[:10]}-{slot_id(slot)}"
-
-
-def slots_between(schedule: dict, start: dt.datetime, end: dt.datetime) -> list[dt.datetime]:
-    """Times of ``schedule`` strictly after ``start`` and at or before ``end`` (aware UTC datetimes)."""
-    start, end = start.astimezone(UTC), end.astimezone(UTC)
-    if "at" in schedule:
-        times = [parse_time(t) for t in schedule["at"]]
-        return [t for t in times if start < t <= end]
-    from croniter import croniter
-
-    tz = _timezone(schedule.get("timezone", "UTC"))
-    it = croniter(schedule["cron"], start.astimezone(tz))
-    out = []
-    while True:
-        t = it.get_next(dt.datetime).astimezone(UTC)
-        if t > end:
-            return out
-        out.append(t)
-        if len(out) > 100_000:
-            raise ParameterError("schedule: more than 100,000 slots in the window; shorten it")
-
-
-def fill(text: str, spec_name: str, slot: dt.datetime | None) -> str:
-    """Fill the placeholders of a path or filter value for one run."""
-    s = (slot or dt.datetime.now(UTC)).astimezone(UTC)
-    values = {"name": spec_name, "slot": slot_id(slot) if slot else "once", "date": s.strftime("%Y-%m-%d"),
-              "yesterday": (s - dt.timedelta(days=1)).strftime("%Y-%m-%d"), "time": s.strftime("%H%M%S")}
-    return text.format(**values)
-
-
-@dataclass(frozen=True)
-class Clock:
-    """Wall clock, optionally compressed: simulated time runs ``speed`` times faster than real time.
-
-    ``Clock()`` is the real clock.  ``Clock(speed=60, sim_origin=..., real_origin=...)`` maps the
-    real epoch second ``real_origin`` to the simulated epoch second ``sim_origin`` and runs sixty
-    simulated seconds per real one, so a cron schedule fires every real second per minute slot:
-    used by tests and demos.  The environment variable ``DASKMICRO_CLOCK`` =
-    ``SIM_ISO,REAL_EPOCH,SPEED`` sets it for the CLI.
-    """
-
-    speed: float = 1.0
-    sim_origin: float = 0.0
-    real_origin: float = 0.0
-
-    def now(self) -> dt.datetime:
-        real = time.time()
-        sim = real if self.speed == 1.0 and self.sim_origin == self.real_origin else \
-            self.sim_origin + (real - self.real_origin) * self.speed
-        return dt.datetime.fromtimestamp(sim, UTC)
-
-    def real_time(self, t: dt.datetime) -> float:
-        """Real epoch seconds at which the simulated time ``t`` comes."""
-        return self.real_origin + (t.timestamp() - self.sim_origin) / self.speed
-
-    def as_tuple(self) -> tuple[float, float, float]:
-        return (self.speed, self.sim_origin, self.real_origin)
-
-    @classmethod
-    def from_env(cls) -> "Clock":
-        text = os.environ.get("DASKMICRO_CLOCK")
-        if not text:
-            return cls()
-        try:
-            sim, real, speed = text.split(",")
-            clock = cls(speed=float(speed), sim_origin=parse_time(sim).timestamp(), real_origin=float(real))
-        except ValueError:
-            raise ParameterError(f"DASKMICRO_CLOCK: expected SIM_ISO,REAL_EPOCH,SPEED, got {text!r}") from None
-        if not clock.speed > 0:
-            raise ParameterError(f"DASKMICRO_CLOCK: speed must be > 0, got {clock.speed}")
-        return clock

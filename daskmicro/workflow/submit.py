@@ -32,7 +32,8 @@ import time
 from pathlib import Path
 
 from ..errors import ParameterError
-from .spec import UTC, Clock, WorkflowSpec, parse_time, run_key, slot_id
+from .slots import UTC, Clock, parse_time, run_key, slot_id
+from .spec import WorkflowSpec
 
 __all__ = ["submit_spec", "list_runs", "cancel_run", "follow_key", "state_path", "LocalState", "RUNS", "CANCEL"]
 
