@@ -28,9 +28,11 @@ def main():
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--steps", type=int, default=10)
     a = ap.parse_args()
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
-    cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40)
+    from daskmicro.cluster import local_cluster
+
+    cluster = local_cluster(1, dashboard_address=None)
     client = Client(cluster)
     _common.print_machine_info()
     df = census_like(a.n, seed=0)

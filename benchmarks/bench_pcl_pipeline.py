@@ -84,11 +84,12 @@ def main():
     ap.add_argument("--only", metavar="TEXT", help="run only the settings whose label contains TEXT")
     a = ap.parse_args()
     n = int(a.n)
-    from distributed import Client, LocalCluster
+    from distributed import Client
+
+    from daskmicro.cluster import local_cluster
 
     t0 = time.perf_counter()
-    cluster = LocalCluster(n_workers=a.workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                           silence_logs=40)
+    cluster = local_cluster(a.workers, dashboard_address=None)  # daskmicro's own worker settings
     client = Client(cluster)
     # warm-up: the workers load every compiled kernel (MDAV, PCL's auction) from numba's cache once
     anonymize(census_like(30_000), list(CENSUS_COLUMNS), 10, method="partitioned", partition_size=5_000,

@@ -135,6 +135,8 @@ def scaling(client, sizes, tmpdir: Path, kw):
         points.append((n, wall))
         print(f"{n:>12,} {wall:8.1f} {rep.information_loss:7.4f} {extra / 2**20:9.0f} {raw / 2**20:10.0f} "
               f"{extra / raw:8.2f}  {dom} ({t[dom]:.1f} s of {sum(t.values()):.1f})", flush=True)
+        print(" " * 14 + "stages (s): " + " ".join(f"{k}={v:.1f}" for k, v in t.items())
+              + f"; {rep.pipeline['top_cells']} top cells, {rep.pipeline['partitions']} partitions", flush=True)
     if len(points) > 1:
         x = np.log([p[0] for p in points])
         y = np.log([p[1] for p in points])
@@ -149,11 +151,12 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="only the default setting")
     a = ap.parse_args()
-    from distributed import Client, LocalCluster
+    from distributed import Client
+
+    from daskmicro.cluster import local_cluster
 
     t0 = time.perf_counter()
-    cluster = LocalCluster(n_workers=a.workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                           silence_logs=40)
+    cluster = local_cluster(a.workers, dashboard_address=None)  # daskmicro's own worker settings
     client = Client(cluster)
     # warm-up: workers load the compiled kernels from numba's cache once
     anonymize(census_like(30_000), list(CENSUS_COLUMNS), 10, method="partitioned", partition_size=5_000,

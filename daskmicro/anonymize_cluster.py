@@ -69,12 +69,11 @@ def anonymize_on_cluster(df, qi, k, method, energy_loss, n_components, seed, kee
     if client is None and not pandas_in:
         # the release's graph holds futures (cell ids, centroids): the cluster must outlive this call (it becomes the
         # default client, as a bare distributed.Client() would)
-        from distributed import Client, LocalCluster
+        from distributed import Client
 
-        from .cluster import default_workers
+        from .cluster import local_cluster
 
-        client = Client(LocalCluster(n_workers=default_workers(), threads_per_worker=1, dashboard_address=":0",
-                                     silence_logs=40))
+        client = Client(local_cluster())
     with cluster_client(client) as c:
         if pandas_in:
             ddf = _scattered_frame(c, df, n)

@@ -1,4 +1,4 @@
-"""A real LocalCluster of worker processes for the tests (one thread each, no dashboard port clash)."""
+"""A real LocalCluster of worker processes for the tests, set up as daskmicro sets up its own."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ def process_client(n_workers: int = 2):
     """A client of a fresh LocalCluster with ``n_workers`` single-threaded worker processes."""
     import distributed
 
-    cluster = distributed.LocalCluster(
-        n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=40
-    )
+    from daskmicro.cluster import local_cluster
+
+    cluster = local_cluster(n_workers)
     client = distributed.Client(cluster, set_as_default=False)
     try:
         yield client

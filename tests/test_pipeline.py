@@ -61,6 +61,25 @@ def test_same_release_for_1_2_4_workers_and_any_chunking(data, qi, client2, nu):
         pd.testing.assert_frame_equal(other, reference)
 
 
+def test_recursive_top_level_is_deterministic_and_k_anonymous(data, qi, client2):
+    # task_rows = 1,000 on 12,000 rows: the top level cuts into 4 cells, then each into 3 (the
+    # §VI-B recursion), the deeper level running on pieces joined into chunks of 500 rows
+    kw = dict(task_rows=1_000, partition_size=1_000, K=300, nu=1.0)
+    reference, rep = _run(data, qi, client2, 3, **kw)
+    assert rep.pipeline["top_cells"] == 12 and rep.verified and rep.min_cell_size >= 5
+    assert sorted(reference["row_id"]) == list(range(N))
+    for npartitions in (1, 7):
+        other, _ = _run(data, qi, client2, npartitions, **kw)
+        pd.testing.assert_frame_equal(other, reference)
+    with process_client(1) as client:
+        other, _ = _run(data, qi, client, 5, **kw)
+    pd.testing.assert_frame_equal(other, reference)
+    X = data[qi].to_numpy(np.float64)
+    exact = information_loss(X, mdav(standardize(X)[0], 5))
+    print("recursive top level: IL", rep.information_loss, "exact MDAV", exact)
+    assert rep.information_loss < 1.25 * exact
+
+
 def test_release_is_k_anonymous_and_keeps_every_row(data, qi, client2):
     release, report = _run(data, qi, client2, 4, nu=0.3)
     assert report.verified and report.min_cell_size >= 5

@@ -3,8 +3,9 @@
 The shape of Algorithm C (``001_4020e12e98fa2147.txt`` §IV-B) made to scale:
 
 1. **top level** — when there are more than ``task_rows`` records, MDAV at a very large size
-   K₀ ≈ ``task_rows`` over the chunked data (:func:`graph.macro.chunked_mdav`) cuts them into
-   top cells of one task each, and the rows are shuffled into those tasks;
+   over the chunked data (:func:`graph.macro.chunked_mdav`) cuts them into a few cells, and
+   each cell again (the §VI-B recursion), until the top cells hold about ``task_rows`` records
+   each; the rows are shuffled into one task per top cell;
 2. **macroaggregation** inside each top cell: nested MDAV, first at ``partition_size`` (the
    groups that become partitions), then at ``K`` (the macrocells, when the split needs them);
 3. **split** — the fraction ν of macrocells with the highest SSE is distal, the rest proximal;
@@ -62,27 +63,98 @@ class FanoutResult:
     parts: list | None = None     # futures of each partition's (row ids, Z) when keep_parts
 
 
-def top_cells(client, blocks, row0s, lengths, n: int, task_rows: int, timings: dict):
-    """Futures of :class:`~daskmicro.kernels.partition.TopCell`, one per top cell."""
+#: Most cells one level of the top-level recursion cuts a parent into (001 §VI-B).  Each level
+#: costs about FAN/2 passes over its records, and there are log_FAN(n / task_rows) levels: a small
+#: fan keeps the top level O(n log n) instead of O(n² / task_rows) for one flat level.
+TOP_FAN = 4
+#: Pieces of a parent are joined into chunks of at least this many rows (at most task_rows / 2)
+#: for the next level.
+CHUNK_ROWS = 125_000
+
+
+def top_cells(client, ing, task_rows: int, timings: dict):
+    """Futures of :class:`~daskmicro.kernels.partition.TopCell`, one per top cell.
+
+    Takes the z-scored chunks from ``ing`` (``ing.blocks`` is cleared, so the workers free them as
+    soon as the top cells no longer need them).  With more than ``task_rows`` records, MDAV at a
+    very large size over the chunks (:func:`graph.macro.chunked_mdav`) cuts the data into at
+    most ``TOP_FAN`` cells, each cell is cut again the same way — the cells of one level in
+    parallel — until cells hold about ``task_rows`` records, and the rows are shuffled into one
+    task per final cell.  The cells are numbered depth first, so the layout depends only on the
+    records, never on the chunking or the number of workers.
+    """
     import time
 
-    live = [i for i, L in enumerate(lengths) if L]
-    blocks = [blocks[i] for i in live]
-    row0s = [row0s[i] for i in live]
-    n_top = max(1, n // task_rows)
+    live = [i for i, L in enumerate(ing.lengths) if L]
+    blocks = [ing.blocks[i] for i in live]
+    ing.blocks = None
+    row0s = [ing.row0s[i] for i in live]
     t0 = time.perf_counter()
-    if n_top == 1:
+    if ing.n // task_rows <= 1:
         pieces = client.map(_whole, blocks, row0s)
+        blocks.clear()
         tops = [client.submit(kp.concat_pieces, *pieces)]
     else:
-        labels, n_top = chunked_mdav(client, blocks, row0s, n, n // n_top)
-        split = client.map(ck.split_rows, blocks, labels, row0s, n_groups=n_top)
-        tops = []
-        for t in range(n_top):
-            parts = [client.submit(operator.getitem, s, t) for s in split]
-            tops.append(client.submit(kp.concat_pieces, *parts))
+        leaves = _cut(client, blocks, row0s, int(ing.n), task_rows)
+        tops = [client.submit(kp.concat_pieces, *pieces) for pieces in leaves]
     timings["top_level"] = time.perf_counter() - t0
     return tops
+
+
+def _cut(client, blocks, row0s, n: int, task_rows: int):
+    """Lists of (row ids, Z) piece futures, one list per final top cell of this parent (recursive).
+
+    Empties ``blocks``: once the rows are split by cell, the workers may free the parent's chunks.
+    """
+    n_cells = min(TOP_FAN, n // task_rows)
+    labels, n_cells = chunked_mdav(client, blocks, row0s, n, n // n_cells)
+    counts = client.gather(client.map(ck.label_counts, labels, n_groups=n_cells))
+    split = client.map(ck.split_rows, blocks, labels, row0s, n_groups=n_cells)
+    blocks.clear()
+    del labels
+    children = []
+    for c in range(n_cells):
+        sizes = [int(cnt[c]) for cnt in counts]
+        pieces = [client.submit(operator.getitem, s, c) for s, size in zip(split, sizes) if size]
+        sizes = [size for size in sizes if size]
+        children.append((pieces, sizes))
+    del split
+    deeper = [sum(sizes) // task_rows > 1 for _, sizes in children]
+    if not any(deeper):
+        return [pieces for pieces, _ in children]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=len(children)) as pool:
+        jobs = [pool.submit(_descend, client, pieces, sizes, task_rows) if more else None
+                for (pieces, sizes), more in zip(children, deeper)]
+        out = []
+        for (pieces, _), job in zip(children, jobs):
+            out.extend(job.result() if job is not None else [pieces])
+    return out
+
+
+def _descend(client, pieces, sizes, task_rows):
+    """The next level for one cell: its pieces joined into chunks of ≥ CHUNK_ROWS rows, then cut.
+
+    Empties ``pieces``: once joined, the workers may free them.
+    """
+    target = max(1, min(CHUNK_ROWS, task_rows // 2))
+    groups, cur, rows = [], [], 0
+    for piece, size in zip(pieces, sizes):
+        cur.append(piece)
+        rows += size
+        if rows >= target:
+            groups.append(cur)
+            cur, rows = [], 0
+    if cur:
+        groups.append(cur)
+    chunks = [client.submit(ck.join_pieces, *g) for g in groups]
+    pieces.clear()
+    del groups, cur
+    blocks = [client.submit(operator.getitem, c, 1) for c in chunks]
+    row0s = [client.submit(operator.getitem, c, 0) for c in chunks]
+    del chunks
+    return _cut(client, blocks, row0s, sum(sizes), task_rows)
 
 
 def _whole(Z, row0):

@@ -42,12 +42,6 @@ class Published:
     rows: RowCheck
 
 
-def _tree_reduce(client, futures, combine, arity: int = 8):
-    while len(futures) > 1:
-        futures = [client.submit(combine, *futures[i:i + arity]) for i in range(0, len(futures), arity)]
-    return futures[0]
-
-
 def _chunk_check(part, qi):
     """(rows, tuple counts) of one release partition; the partition itself is dropped."""
     return len(part), tuple_counts(part, qi)
@@ -110,10 +104,15 @@ def publish(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: bool, timi
         build(o, c, table, int(row0), columns=varying, seed=seed, keep_row_id=keep_row_id)
         for o, c, row0 in zip(ddf.to_delayed(), cells, ing.row0s)
     ]
+    # one graph, so that dask orders each merge right after its inputs: the per-partition counts
+    # are folded in as they come instead of all being held until the last partition is checked
     check = dask.delayed(_chunk_check, pure=True)
-    checks = client.compute([check(p, list(qi)) for p in parts])
-    rows_out, k_check = client.submit(_verdict, _tree_reduce(client, checks, _merge_checks), k).result()
-    del checks
+    merge = dask.delayed(_merge_checks, pure=True)
+    level = [check(p, list(qi)) for p in parts]
+    while len(level) > 1:
+        level = [merge(*level[i:i + 8]) for i in range(0, len(level), 8)]
+    rows_out, k_check = client.compute(dask.delayed(_verdict, pure=True)(level[0], k)).result()
+    del level
     timings["verify"] = time.perf_counter() - t0
 
     meta = publish_chunk(ddf._meta, np.empty(0, np.int64), np.empty((0, len(varying))), 0, varying, seed, keep_row_id)

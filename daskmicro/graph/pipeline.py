@@ -200,8 +200,7 @@ def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row
         # every QI column is constant: one cell, nothing to microaggregate
         fcfg = FanoutConfig(k=cfg.k, K=None, nu=1.0, partition_size=ing.n, task_rows=ing.n, distal_method="mdav")
         task_rows = ing.n
-    tops = top_cells(client, ing.blocks, ing.row0s, ing.lengths, ing.n, task_rows, timings)
-    ing.blocks = None  # the z-scored chunks now live in the top cells: let the workers free them
+    tops = top_cells(client, ing, task_rows, timings)  # takes ing.blocks: the workers free them when done
     fo = fan_out(client, tops, fcfg, timings)
     del tops
     refine_info = None

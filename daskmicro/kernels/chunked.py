@@ -15,8 +15,11 @@ holds.  Every MDAV query then becomes a reduction over chunks:
   (:func:`finish_selection`);
 * assignment of the selected records to the new cell (:func:`assign_upto`).
 
-A chunk is a z-scored matrix ``Z`` (rows in input order), its first global row id ``row0`` and
-an int64 label array (−1 = free).  All functions are pure: they return new arrays.
+A chunk is a z-scored matrix ``Z`` (rows in input order), its global row ids ``row0`` and an
+int64 label array (−1 = free).  ``row0`` is either the first row id of a chunk of consecutive
+rows (an int) or the ascending int64 array of the chunk's row ids (the pieces of a parent cell
+at the deeper levels of the recursion, :func:`join_pieces`).  All functions are pure: they
+return new arrays.
 """
 
 from __future__ import annotations
@@ -36,9 +39,27 @@ __all__ = [
     "assign_upto",
     "assign_rest",
     "split_rows",
+    "join_pieces",
+    "label_counts",
 ]
 
 _INF = np.inf
+
+
+def _ids(row0, idx):
+    """Global row ids of the chunk positions ``idx`` (``row0``: first id, or every row's id)."""
+    if isinstance(row0, np.ndarray):
+        return row0[idx]
+    return np.asarray(idx, dtype=np.int64) + row0
+
+
+def _position(row0, row: int) -> int:
+    """Position of global row ``row`` in the chunk, or −1 when the chunk does not hold it."""
+    if isinstance(row0, np.ndarray):
+        i = int(np.searchsorted(row0, row))
+        return i if i < row0.size and row0[i] == row else -1
+    i = row - row0
+    return i
 
 
 def free_sums(Z: np.ndarray, labels: np.ndarray):
@@ -57,14 +78,14 @@ def farthest_free(Z: np.ndarray, labels: np.ndarray, row0: int, d: np.ndarray):
     if free.size == 0:
         return None
     i = free[int(np.argmax(d[free]))]
-    return float(d[i]), int(row0 + i), Z[i].copy()
+    return float(d[i]), int(_ids(row0, i)), Z[i].copy()
 
 
 def distances(Z: np.ndarray, labels: np.ndarray, row0: int, point: np.ndarray, centre_row: int = -1):
     """Squared distances to ``point``; +inf for assigned rows, −1 for the centre record itself."""
     d = sq_dist(Z, point)
     d[labels >= 0] = _INF
-    i = centre_row - row0
+    i = _position(row0, centre_row) if centre_row >= 0 else -1
     if 0 <= i < d.shape[0]:
         d[i] = -1.0
     return d
@@ -90,7 +111,7 @@ def rank_sample(d: np.ndarray, row0: int, size: int = 256):
         step = n // size
         pick = np.arange(step - 1, n, step)
     sel = order[pick]
-    return d[sel], sel.astype(np.int64) + row0, pick.astype(np.int64) + 1, n
+    return d[sel], _ids(row0, sel), pick.astype(np.int64) + 1, n
 
 
 def _le(d, r, td, tr):
@@ -145,7 +166,7 @@ def pairs_between(d: np.ndarray, row0: int, lo, hi):
     """Free pairs of the chunk strictly above ``lo`` and at most ``hi``, and the count ≤ ``lo``."""
     free = np.flatnonzero(np.isfinite(d))
     fd = d[free]
-    rows = free.astype(np.int64) + row0
+    rows = _ids(row0, free)
     below = np.zeros(free.size, dtype=bool) if lo is None else _le(fd, rows, *lo)
     inside = ~below if hi is None else (~below & _le(fd, rows, *hi))
     return fd[inside], rows[inside], int(below.sum())
@@ -167,7 +188,7 @@ def finish_selection(candidates, count: int):
 def assign_upto(labels: np.ndarray, d: np.ndarray, row0: int, cut, cell: int) -> np.ndarray:
     """New labels: free rows whose (distance, row) pair is ≤ ``cut`` join ``cell``."""
     out = labels.copy()
-    rows = np.arange(d.shape[0], dtype=np.int64) + row0
+    rows = _ids(row0, np.arange(d.shape[0]))
     take = np.isfinite(d) & _le(d, rows, *cut)
     out[take] = cell
     return out
@@ -187,5 +208,17 @@ def split_rows(Z: np.ndarray, labels: np.ndarray, row0: int, n_groups: int):
     out = []
     for g in range(n_groups):
         idx = order[bounds[g]:bounds[g + 1]]
-        out.append((idx.astype(np.int64) + row0, Z[idx]))
+        out.append((_ids(row0, idx), Z[idx]))
     return out
+
+
+def label_counts(labels: np.ndarray, n_groups: int) -> np.ndarray:
+    """Rows of the chunk in each of the groups 0 … n_groups − 1."""
+    return np.bincount(labels, minlength=n_groups)[:n_groups]
+
+
+def join_pieces(*pieces):
+    """One chunk (row ids, Z) from (row ids, Z) pieces of consecutive chunks; ids stay ascending."""
+    rows = np.concatenate([p[0] for p in pieces])
+    Z = np.concatenate([p[1] for p in pieces])
+    return rows, np.ascontiguousarray(Z)

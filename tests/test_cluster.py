@@ -1,0 +1,32 @@
+"""daskmicro.cluster: the LocalCluster daskmicro starts for a run."""
+
+from __future__ import annotations
+
+import pytest
+
+distributed = pytest.importorskip("distributed")
+
+from daskmicro.cluster import WORKER_ENV, cluster_client, local_cluster  # noqa: E402
+
+
+def _arrow_pool():
+    import pyarrow as pa
+
+    return pa.default_memory_pool().backend_name
+
+
+def test_local_cluster_workers_allocate_arrow_memory_with_the_system_allocator():
+    assert WORKER_ENV["ARROW_DEFAULT_MEMORY_POOL"] == "system"
+    with local_cluster(1, dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        info = client.scheduler_info()["workers"]
+        assert len(info) == 1 and all(w["nthreads"] == 1 for w in info.values())
+        assert list(client.run(_arrow_pool).values()) == ["system"]
+
+
+def test_cluster_client_starts_and_closes_its_own_local_cluster():
+    with cluster_client(n_workers=1) as client:
+        assert list(client.run(_arrow_pool).values()) == ["system"]
+        address = client.scheduler.address
+    assert client.status == "closed"
+    with pytest.raises(Exception):
+        distributed.Client(address, timeout=1)
