@@ -7,6 +7,7 @@ import json
 
 import pandas as pd
 
+from _clusters import process_client
 from daskmicro.cli import main
 from daskmicro.datasets import CENSUS_COLUMNS, census_like
 from daskmicro.io.arrivals import ArrivalSimulator
@@ -27,10 +28,12 @@ def test_incremental_workflow_runs_as_written(tmp_path):
         "incremental:\n  close_at: 6s\n  nu: 0.2\n  deadline: 60s\n  increment: 2mdav\n"
         "parameters:\n  seed: 3\n"
         f"output:\n  path: {out}\n"
-        "cluster:\n  workers: 1\n"
     )
-    with ArrivalSimulator(df, lake_dir, n_files=6, duration=4.0, speed=1.0):
-        rc = main(["run", str(spec)])
+    # the cluster is up before the survey opens: its start-up must not race the arrivals
+    with process_client(1) as client:
+        spec.write_text(spec.read_text() + f"cluster:\n  address: {client.scheduler.address}\n")
+        with ArrivalSimulator(df, lake_dir, n_files=6, duration=4.0, speed=1.0):
+            rc = main(["run", str(spec)])
     assert rc == 0
     release = pd.read_parquet(out)
     assert len(release) == len(df) and verify_k_anonymity(release, QI, 5)

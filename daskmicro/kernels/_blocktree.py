@@ -38,8 +38,20 @@ _SAFE_HI = 1.0 + 1e-12
 @njit(cache=True, nogil=True)
 def build(X, leaf_size, need):
     """Build the index over all rows of X; ``need`` sizes the nearest-search heap."""
-    n, m = X.shape
-    perm = np.arange(n)
+    return build_rows(X, np.arange(X.shape[0]), leaf_size, need)
+
+
+@njit(cache=True, nogil=True)
+def build_rows(X, rows, leaf_size, need):
+    """Build the index over the rows ``rows`` of X (ascending); the other rows count as deleted.
+
+    MDAV rebuilds its index over the remaining records each time half of them have gone: blocks
+    stay full and the tree shallow, so a search visits fewer, fuller leaves.
+    """
+    m = X.shape[1]
+    n_all = X.shape[0]
+    n = rows.shape[0]
+    perm = rows.copy()
     maxnodes = 2 * (n // max(leaf_size // 2, 1) + 1) + 1
     left = np.full(maxnodes, -1, np.int64)
     right = np.full(maxnodes, -1, np.int64)
@@ -103,8 +115,8 @@ def build(X, leaf_size, need):
     Yb = np.empty((nleaf, m, B))
     bidx = np.empty((nleaf, B), np.int64)
     cnt = np.empty(nleaf, np.int64)
-    blk = np.empty(n, np.int64)
-    slot = np.empty(n, np.int64)
+    blk = np.full(n_all, -1, np.int64)
+    slot = np.full(n_all, -1, np.int64)
     ncnt = np.zeros(nnodes, np.int64)
     nfit = np.zeros(nnodes, np.int64)
     lo = np.empty((nnodes, m))

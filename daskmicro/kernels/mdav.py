@@ -25,7 +25,10 @@ Textbook MDAV makes three full distance passes over the remaining records per pa
 (≈ 0.75·n²·m/k operations).  This kernel answers the same queries without full passes:
 
 * the k−1 nearest records and the record furthest from a record come from branch-and-bound over
-  a shrinking k-d tree whose leaves are SIMD-friendly blocks (:mod:`._blocktree`);
+  a shrinking k-d tree whose leaves are SIMD-friendly blocks (:mod:`._blocktree`), rebuilt
+  over the remaining records each time half of them have gone, so that searches visit full
+  blocks of a shallow tree rather than the emptied blocks of the first one (150 000 × 13
+  Gaussian records: the nearest search visited 412 blocks holding 22 live records on average);
 * the record furthest from the centroid comes from a list sorted by distance to an older
   reference centroid: the centroid moves little between iterations, so the triangle inequality
   ``d(x, C) ≤ d(x, C_ref) + ‖C − C_ref‖`` leaves only the first few records of the list to check;
@@ -42,7 +45,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._blocktree import _SAFE_HI, block_dist, build, dist2, farthest, nearest, remove
+from ._blocktree import _SAFE_HI, block_dist, build, build_rows, dist2, farthest, nearest, remove
 
 __all__ = ["mdav", "check_k", "as_records"]
 
@@ -243,8 +246,13 @@ def _mdav(X, k, leaf_size):
     group = np.empty(k, np.int64)
     C = np.empty(m)
     r = n
+    built = n
     cell = 0
     while r >= 2 * k:
+        if 2 * r <= built and r > 4 * leaf_size:
+            # half the records have gone: re-index the rest (full blocks, a shallower tree)
+            T = build_rows(X, np.flatnonzero(labels < 0), leaf_size, k - 1)
+            built = r
         for d in range(m):
             C[d] = mu[d] + Sc[d] / r
         p = _farthest_from_centroid(T, W, C, X)
