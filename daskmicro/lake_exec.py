@@ -81,7 +81,15 @@ def _empty_like(df):
 
 
 def execute(client, source, qi, args, method, strata, partition_by, missing, rows_per_file, seed, output,
-            lake_out):
+            lake_out, participation=None):
+    """Run a lake job on ``client``; returns (report, written files).
+
+    ``participation`` (a constant-π :class:`~daskmicro.anonymize_probabilistic.ParticipationModel`)
+    makes the release p-probabilistically k-anonymous: every group is microaggregated with cells
+    of n_min records (``003`` §V-B), the written release is verified against n_min, and the
+    failure figures of its published tuples (§VI-A) must stay within p̄ before anything is
+    committed.
+    """
     import dask.dataframe as dd
 
     from .anonymize import anonymize
@@ -93,6 +101,11 @@ def execute(client, source, qi, args, method, strata, partition_by, missing, row
     keys = list(dict.fromkeys(strata + partition_by))
     scans = _prescan(client, source, qi, keys)
     n = _check_scan(scans, qi, missing)
+    k = args.k
+    if participation is not None:
+        from .anonymize_probabilistic import _n_min
+
+        k = _n_min(args.k, participation.constant, participation.max_cell_failure, n)
     counts, part_counts = {}, {}
     for s in scans:
         for combo, c in s["combos"].items():
@@ -101,7 +114,7 @@ def execute(client, source, qi, args, method, strata, partition_by, missing, row
             pkey = tuple(vals[keys.index(col)] for col in partition_by)
             counts[(skey, pat)] = counts.get((skey, pat), 0) + c
             part_counts[pkey] = part_counts.get(pkey, 0) + c
-    groups = plan_groups(counts, strata, qi, args.k, args.merge_small_strata)
+    groups = plan_groups(counts, strata, qi, k, args.merge_small_strata)
     wmem = _worker_memory(client)
     for g in groups:
         one_task = method in ("mdav", "pca-mdav") or (method == "auto" and g.n <= SMALL_GROUP_ROWS)
@@ -134,13 +147,13 @@ def execute(client, source, qi, args, method, strata, partition_by, missing, row
         one_task = method in ("mdav", "pca-mdav") or (method == "auto" and g.n <= SMALL_GROUP_ROWS)
         if one_task:
             m = "mdav" if method == "auto" else method
-            pair = client.submit(_run_small, g.observed, args.k, m, args.energy_loss, args.n_components, seed,
+            pair = client.submit(_run_small, g.observed, k, m, args.energy_loss, args.n_components, seed,
                                  *client.compute(sel))
             releases.append(client.submit(_release_of, pair))
             reports.append(client.submit(operator.itemgetter(1), pair))
         else:
             sub = dd.from_delayed(sel, meta=meta, verify_meta=False)
-            rel, rep = anonymize(sub, g.observed, args.k, "partitioned" if method == "auto" else method,
+            rel, rep = anonymize(sub, g.observed, k, "partitioned" if method == "auto" else method,
                                  args.energy_loss, args.n_components, seed, False, K=args.K, nu=args.nu,
                                  partition_size=args.partition_size, task_rows=args.task_rows,
                                  max_task_rows=args.max_task_rows, client=client,
@@ -159,8 +172,9 @@ def execute(client, source, qi, args, method, strata, partition_by, missing, row
         staging = cm.staging_dir(output)
         staging.mkdir()
         try:
-            listing = _write_and_verify(client, releases, files, schema, qi, args.k, seed, partition_by,
+            listing = _write_and_verify(client, releases, files, schema, qi, k, seed, partition_by,
                                         args.keep_row_id, staging, n, expected)
+            prob = _probabilistic(args.k, participation, listing.pop("tuple_sizes"), n)
         except BaseException:
             import shutil
 
@@ -168,10 +182,13 @@ def execute(client, source, qi, args, method, strata, partition_by, missing, row
             raise
         k_check, rows_check = listing.pop("k_check"), listing.pop("rows_check")
     else:
-        frame, k_check, rows_check = _collect(client, releases, schema, qi, args.k, seed, args.keep_row_id, n,
-                                              expected)
+        frame, k_check, rows_check, sizes = _collect(client, releases, schema, qi, k, seed, args.keep_row_id, n,
+                                                     expected)
+        prob = _probabilistic(args.k, participation, sizes, n)
     _stage("write + verify", t0)
     report = _report(n, qi, args, method, seed, groups, reports, strata, missing, k_check, rows_check, source)
+    report.k = int(args.k)
+    report.probabilistic = prob
     if lake_out:
         report.lake = {"staging": staging, "files": listing["files"]}
     else:
@@ -225,9 +242,29 @@ def _write_and_verify(client, releases, files, schema, qi, k, seed, partition_by
     counts = _tree(client, [client.submit(operator.itemgetter(2), c) for c in checks], merge_tuple_counts)
     k_check = client.submit(check_tuple_counts, counts, k).result()
     cm.check_written(results, n, expected, same, k_check, rows_read)
+    sizes = client.submit(_tuple_sizes, counts).result()
     listing = [{"path": str(p.relative_to(staging)), "rows": r["rows"], "bytes": p.stat().st_size}
                for p, r in keep]
-    return {"files": listing, "k_check": k_check, "rows_check": RowCheck(ok=True, rows_in=n, rows_out=rows_read)}
+    return {"files": listing, "k_check": k_check, "rows_check": RowCheck(ok=True, rows_in=n, rows_out=rows_read),
+            "tuple_sizes": sizes}
+
+
+def _tuple_sizes(counts):
+    """(distinct sizes, number of tuples of each size) of merged tuple counts."""
+    return np.unique(counts.counts, return_counts=True)
+
+
+def _probabilistic(k, participation, sizes, n):
+    """The p-probabilistic section of the report from the published tuples' sizes; refuses above p̄."""
+    if participation is None:
+        return None
+    from .anonymize_probabilistic import _check_failures, _model_dict, _n_min, cell_failure_summary
+
+    pi, pbar = participation.constant, participation.max_cell_failure
+    prob = _model_dict(k, participation, _n_min(k, pi, pbar, n), None)
+    prob.update(cell_failure_summary(k, pbar, sizes[0], sizes[1], participation=pi, n=n))
+    _check_failures(prob, pbar)
+    return prob
 
 
 def _collect(client, releases, schema, qi, k, seed, keep_row_id, n, expected):
@@ -246,7 +283,9 @@ def _collect(client, releases, schema, qi, k, seed, keep_row_id, n, expected):
     if keep_row_id:
         df[ROW_ID] = df[RID].to_numpy(dtype=np.int64)
     df = df[schema.names]
-    return df, verify_k_anonymity(df, qi, k).raise_if_failed(), verify_rows(n, df).raise_if_failed()
+    k_check = verify_k_anonymity(df, qi, k).raise_if_failed()
+    sizes = np.unique(df.groupby(list(qi), sort=False, dropna=False).size().to_numpy(), return_counts=True)
+    return df, k_check, verify_rows(n, df).raise_if_failed(), sizes
 
 
 def _report(n, qi, args, method, seed, groups, reports, strata, missing, k_check, rows_check, source):

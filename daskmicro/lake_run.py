@@ -117,9 +117,29 @@ def _check_qi_types(source, qi):
             raise InputError(f"QI column {c!r} is not numeric (type {t}); quasi-identifiers must be numbers")
 
 
+def _participation(args):
+    """``--participation P --max-cell-failure PBAR`` on the lake path: a constant π only."""
+    text = getattr(args, "participation", None)
+    pbar = getattr(args, "max_cell_failure", None)
+    if text is None and pbar is None:
+        return None
+    if text is None or pbar is None:
+        raise ParameterError("--participation and --max-cell-failure go together")
+    from .anonymize_probabilistic import check_participation_options
+
+    try:
+        pi = float(text)
+    except (TypeError, ValueError):
+        raise ParameterError(
+            f"--participation {text}: with a Parquet directory (input or output) or lake options only a constant "
+            "probability is supported; a per-record column needs single-file input and method mdav or pca-mdav"
+        ) from None
+    return check_participation_options(pi, pbar)
+
+
 def _config(args, qi, strata, partition_by, missing, rows_per_file) -> dict:
     keys = ("k", "method", "energy_loss", "n_components", "K", "nu", "partition_size", "task_rows",
-            "max_task_rows", "seed", "keep_row_id", "merge_small_strata")
+            "max_task_rows", "seed", "keep_row_id", "merge_small_strata", "participation", "max_cell_failure")
     cfg = {key: getattr(args, key, None) for key in keys}
     cfg.update(qi=qi, strata=strata, partition_by=partition_by, missing=missing, rows_per_file=rows_per_file,
                drop=_csv(args.drop))
@@ -132,9 +152,7 @@ def run_from_args(args, client=None) -> int:
     from .anonymize import _check_method, _check_seed
     from .io.lake import is_lake_target
 
-    if getattr(args, "participation", None) is not None:
-        raise ParameterError("--participation is not available with a Parquet directory (input or output) or lake "
-                             "options yet: use single-file input and output")
+    participation = _participation(args)
     output = Path(args.output)
     lake_out = is_lake_target(args.output)
     if not lake_out and not str(output).lower().endswith((".parquet", ".pq")):
@@ -207,7 +225,7 @@ def run_from_args(args, client=None) -> int:
 
         with perf.record():
             report, files = execute(c, source, qi, args, method, strata, partition_by, missing, rows_per_file,
-                                    seed, output, lake_out)
+                                    seed, output, lake_out, participation)
     if perf.error:
         print(f"daskmicro: warning: {perf.error}", file=sys.stderr)
     report.lake.update(input=input_fp, configuration=config, fingerprint=run_fp, files=files)

@@ -288,14 +288,57 @@ def test_cli_bad_input(tmp_path, survey, capsys, extra, words):
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
-def test_cli_participation_with_a_lake_is_refused_not_ignored(survey, tmp_path, capsys):
+def test_cli_constant_participation_on_a_lake(survey, tmp_path, capsys):
+    # a Parquet directory in and out: every group gets cells of n_min records, the written
+    # release is verified against n_min and its failure figures against p̄ before the commit
+    lake_dir = tmp_path / "lake"
+    lake_dir.mkdir()
+    for i, part in enumerate(np.array_split(np.arange(len(survey)), 3)):
+        survey.iloc[part].to_parquet(lake_dir / f"part-{i}.parquet", index=False)
+    out = tmp_path / "out"
+    argv = ["anonymize", str(lake_dir), str(out), "--qi", ",".join(QI6), "--k", "5", "--workers", "1",
+            "--participation", "0.75", "--max-cell-failure", "1e-4", "--no-dask-report"]
+    assert main(argv) == 0
+    assert (out / "_SUCCESS").exists()
+    release = pd.read_parquet(out)
+    report = json.loads((out / "_report.json").read_text())
+    n_min = binom_n_min(5, 0.75, 1e-4)
+    prob = report["probabilistic"]
+    assert report["k"] == 5 and prob["n_min"] == n_min and prob["participation"] == 0.75
+    assert len(release) == len(survey) and cells_of(release, QI6).size().min() >= n_min
+    assert prob["cell_failure_max"] <= 1e-4 and prob["cells_above_max_cell_failure"] == 0
+    assert prob["n_cells"] == cells_of(release, QI6).ngroups
+    # the same cells as the in-process run with the same participation (one group, exact MDAV)
+    _, rep = anonymize(survey, QI6, 5, method="mdav", participation=0.75, max_cell_failure=1e-4, seed=1)
+    assert rep.probabilistic["n_min"] == n_min
+
+
+def test_cli_constant_participation_on_a_lake_with_strata_to_one_file(survey, tmp_path):
+    lake_dir = tmp_path / "lake"
+    lake_dir.mkdir()
+    for i, part in enumerate(np.array_split(np.arange(len(survey)), 2)):
+        survey.iloc[part].to_parquet(lake_dir / f"part-{i}.parquet", index=False)
+    out = tmp_path / "release.parquet"
+    argv = ["anonymize", str(lake_dir), str(out), "--qi", ",".join(QI6), "--k", "4", "--workers", "1",
+            "--strata", "region", "--participation", "0.6", "--max-cell-failure", "1e-5", "--no-dask-report"]
+    assert main(argv) == 0
+    release = pd.read_parquet(out)
+    report = json.loads(out.with_suffix(".report.json").read_text())
+    n_min = binom_n_min(4, 0.6, 1e-5)
+    assert report["probabilistic"]["n_min"] == n_min and report["k"] == 4
+    assert release.groupby(["region", *QI6]).size().min() >= n_min
+    assert report["probabilistic"]["cell_failure_max"] <= 1e-5
+
+
+def test_cli_participation_column_with_a_lake_is_refused(survey, tmp_path, capsys):
     lake_dir = tmp_path / "lake"
     lake_dir.mkdir()
     survey.to_parquet(lake_dir / "part-0.parquet", index=False)
     out = tmp_path / "out"
     argv = ["anonymize", str(lake_dir), str(out), "--qi", ",".join(QI6), "--k", "5",
-            "--participation", "0.75", "--max-cell-failure", "1e-4"]
+            "--participation", "p_respond", "--max-cell-failure", "1e-4"]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--participation" in err and "single-file" in err
     assert not out.exists()
+
