@@ -185,6 +185,26 @@ def test_constant_column_is_published_unchanged(tmp_path, client):
     assert (rel.y == 7).all() and json.loads((tmp_path / "out/_report.json").read_text())["constant_columns"] == ["y"]
 
 
+def test_reference_is_exact_mdav_on_the_released_records(tmp_path, client):
+    df = frame(600, seed=4)
+    src = write_files(tmp_path / "in", df)
+    argv = [src, tmp_path / "out", "--qi", "x,y", "--k", "3", "--method", "partitioned", "--K", "20",
+            "--partition-size", "60", "--task-rows", "200", "--seed", "1", "--no-dask-report"]
+    assert run(argv, client)[0] == 0
+    rep = json.loads((tmp_path / "out/_report.json").read_text())
+    from daskmicro import information_loss, mdav, standardize
+
+    X = df[["x", "y"]].to_numpy(np.float64)
+    exact = information_loss(X, mdav(standardize(X)[0], 3))
+    assert rep["reference"]["kind"] == "exact" and rep["reference_information_loss"] == pytest.approx(exact)
+    assert rep["information_loss"] >= exact * 0.95
+    # stratified: one reference per stratum would be needed; the report says it was not computed
+    argv = [src, tmp_path / "out2", "--qi", "x,y", "--k", "3", "--strata", "s", "--no-dask-report"]
+    assert run(argv, client)[0] == 0
+    rep = json.loads((tmp_path / "out2/_report.json").read_text())
+    assert rep["reference"]["kind"] == "none" and "reference_information_loss" not in rep
+
+
 # --------------------------------------------------------------------------- lake features
 
 

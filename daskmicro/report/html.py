@@ -207,7 +207,8 @@ def _information_loss(r: Mapping) -> str:
             rows.append(("relative distortion increment δ = (D − D_MDAV)/D_MDAV", f"{100 * delta:+.2f} %"))
         body = _table(rows, ("measure", "value"))
     else:
-        body = _table(rows, ("measure", "value")) + '<p class="notrun">relative to exact MDAV: not run</p>'
+        why = f": {_esc(how['label'])}" if how.get("label") else ""
+        body = _table(rows, ("measure", "value")) + f'<p class="notrun">relative to exact MDAV: not run{why}</p>'
     pca = r.get("pca") or {}
     if pca.get("energy_loss") is not None:
         body += f"<p>PCA energy loss ε² of the kept components: {_fmt(float(pca['energy_loss']))}</p>"
