@@ -288,13 +288,18 @@ def test_cli_bad_input(tmp_path, survey, capsys, extra, words):
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
+def _lake(df, root, files):
+    """``df`` written as a Parquet directory of ``files`` consecutive parts."""
+    root.mkdir()
+    for i, part in enumerate(np.array_split(np.arange(len(df)), files)):
+        df.iloc[part].to_parquet(root / f"part-{i}.parquet", index=False)
+    return root
+
+
 def test_cli_constant_participation_on_a_lake(survey, tmp_path, capsys):
     # a Parquet directory in and out: every group gets cells of n_min records, the written
     # release is verified against n_min and its failure figures against p̄ before the commit
-    lake_dir = tmp_path / "lake"
-    lake_dir.mkdir()
-    for i, part in enumerate(np.array_split(np.arange(len(survey)), 3)):
-        survey.iloc[part].to_parquet(lake_dir / f"part-{i}.parquet", index=False)
+    lake_dir = _lake(survey, tmp_path / "lake", 3)
     out = tmp_path / "out"
     argv = ["anonymize", str(lake_dir), str(out), "--qi", ",".join(QI6), "--k", "5", "--workers", "1",
             "--participation", "0.75", "--max-cell-failure", "1e-4", "--no-dask-report"]
@@ -314,10 +319,7 @@ def test_cli_constant_participation_on_a_lake(survey, tmp_path, capsys):
 
 
 def test_cli_constant_participation_on_a_lake_with_strata_to_one_file(survey, tmp_path):
-    lake_dir = tmp_path / "lake"
-    lake_dir.mkdir()
-    for i, part in enumerate(np.array_split(np.arange(len(survey)), 2)):
-        survey.iloc[part].to_parquet(lake_dir / f"part-{i}.parquet", index=False)
+    lake_dir = _lake(survey, tmp_path / "lake", 2)
     out = tmp_path / "release.parquet"
     argv = ["anonymize", str(lake_dir), str(out), "--qi", ",".join(QI6), "--k", "4", "--workers", "1",
             "--strata", "region", "--participation", "0.6", "--max-cell-failure", "1e-5", "--no-dask-report"]
@@ -331,9 +333,7 @@ def test_cli_constant_participation_on_a_lake_with_strata_to_one_file(survey, tm
 
 
 def test_cli_participation_column_with_a_lake_is_refused(survey, tmp_path, capsys):
-    lake_dir = tmp_path / "lake"
-    lake_dir.mkdir()
-    survey.to_parquet(lake_dir / "part-0.parquet", index=False)
+    lake_dir = _lake(survey, tmp_path / "lake", 1)
     out = tmp_path / "out"
     argv = ["anonymize", str(lake_dir), str(out), "--qi", ",".join(QI6), "--k", "5",
             "--participation", "p_respond", "--max-cell-failure", "1e-4"]
