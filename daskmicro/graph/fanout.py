@@ -67,6 +67,8 @@ class FanoutResult:
 #: costs about FAN/2 passes over its records, and there are log_FAN(n / task_rows) levels: a small
 #: fan keeps the top level O(n log n) instead of O(n² / task_rows) for one flat level.
 TOP_FAN = 4
+#: Most parents of one level whose chunked MDAV runs at once (one client thread each).
+MAX_DRIVERS = 8
 #: Pieces of a parent are joined into chunks of at least this many rows (at most task_rows / 2)
 #: for the next level.
 CHUNK_ROWS = 125_000
@@ -95,14 +97,41 @@ def top_cells(client, ing, task_rows: int, timings: dict):
         blocks.clear()
         tops = [client.submit(kp.concat_pieces, *pieces)]
     else:
-        leaves = _cut(client, blocks, row0s, int(ing.n), task_rows)
-        tops = [client.submit(kp.concat_pieces, *pieces) for pieces in leaves]
+        tops = [client.submit(kp.concat_pieces, *pieces) for pieces in _recursive_cells(client, blocks, row0s,
+                                                                                         int(ing.n), task_rows)]
     timings["top_level"] = time.perf_counter() - t0
     return tops
 
 
-def _cut(client, blocks, row0s, n: int, task_rows: int):
-    """Lists of (row ids, Z) piece futures, one list per final top cell of this parent (recursive).
+def _recursive_cells(client, blocks, row0s, n: int, task_rows: int) -> list:
+    """Lists of (row ids, Z) piece futures, one list per final top cell, in depth-first order.
+
+    Level by level: every parent of a level is cut at once (at most MAX_DRIVERS client threads
+    drive their chunked MDAV), children still holding at least 2·task_rows records become the
+    next level's parents.  Each cell carries its path (child indices from the root), so the
+    final order does not depend on which parent finished first.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    leaves = []
+    level = [((), blocks, row0s, n)]
+    while level:
+        with ThreadPoolExecutor(max_workers=min(len(level), MAX_DRIVERS)) as pool:
+            cuts = list(pool.map(lambda parent: _cut(client, parent[1], parent[2], parent[3], task_rows), level))
+        parents, level = level, []
+        for (path, *_), children in zip(parents, cuts):
+            for c, (pieces, sizes) in enumerate(children):
+                if sum(sizes) // task_rows > 1:
+                    level.append((path + (c,), *_join(client, pieces, sizes, task_rows), sum(sizes)))
+                else:
+                    leaves.append((path + (c,), pieces))
+        del parents, cuts
+    leaves.sort(key=lambda leaf: leaf[0])
+    return [pieces for _, pieces in leaves]
+
+
+def _cut(client, blocks, row0s, n: int, task_rows: int) -> list:
+    """One parent cut into at most TOP_FAN cells: per cell, its (row ids, Z) piece futures and sizes.
 
     Empties ``blocks``: once the rows are split by cell, the workers may free the parent's chunks.
     """
@@ -116,25 +145,12 @@ def _cut(client, blocks, row0s, n: int, task_rows: int):
     for c in range(n_cells):
         sizes = [int(cnt[c]) for cnt in counts]
         pieces = [client.submit(operator.getitem, s, c) for s, size in zip(split, sizes) if size]
-        sizes = [size for size in sizes if size]
-        children.append((pieces, sizes))
-    del split
-    deeper = [sum(sizes) // task_rows > 1 for _, sizes in children]
-    if not any(deeper):
-        return [pieces for pieces, _ in children]
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=len(children)) as pool:
-        jobs = [pool.submit(_descend, client, pieces, sizes, task_rows) if more else None
-                for (pieces, sizes), more in zip(children, deeper)]
-        out = []
-        for (pieces, _), job in zip(children, jobs):
-            out.extend(job.result() if job is not None else [pieces])
-    return out
+        children.append((pieces, [size for size in sizes if size]))
+    return children
 
 
-def _descend(client, pieces, sizes, task_rows):
-    """The next level for one cell: its pieces joined into chunks of ≥ CHUNK_ROWS rows, then cut.
+def _join(client, pieces, sizes, task_rows):
+    """A cell's pieces joined into chunks of ≥ min(CHUNK_ROWS, task_rows / 2) rows: (Z futures, row-id futures).
 
     Empties ``pieces``: once joined, the workers may free them.
     """
@@ -153,8 +169,7 @@ def _descend(client, pieces, sizes, task_rows):
     del groups, cur
     blocks = [client.submit(operator.getitem, c, 1) for c in chunks]
     row0s = [client.submit(operator.getitem, c, 0) for c in chunks]
-    del chunks
-    return _cut(client, blocks, row0s, sum(sizes), task_rows)
+    return blocks, row0s
 
 
 def _whole(Z, row0):
