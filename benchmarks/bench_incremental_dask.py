@@ -60,7 +60,7 @@ def _load() -> str:
     return "load average %.1f / %.1f / %.1f (1 / 5 / 15 min)" % os.getloadavg()
 
 
-def run(name, client, df, qi, k, zeta, n_files, increment):
+def run(name, client, df, qi, k, zeta, n_files, increment, calibrate=False):
     kernel = KERNELS[name]
     X = df[qi].to_numpy(np.float64)
     print(f"### kernel {name}: n = {len(df):,}, m = {len(qi)}, k = {k}, ζ = {zeta:g}, increment {increment}")
@@ -75,15 +75,23 @@ def run(name, client, df, qi, k, zeta, n_files, increment):
         sim = ArrivalSimulator(df, lake, n_files=n_files, duration=survey, speed=1.0, timestamp_column="arrived")
         sim.start()
         try:
-            release, report = anonymize_incremental(lake, qi, k, zeta=zeta, base_method=kernel, increment=increment,
-                                                    client=client, reference=True, seed=0, timeout=survey + 600)
+            # --calibrate: ν from a time model a·n^β fitted by short runs on a worker and the
+            # survey's length (the simulator's manifest), not from the ζ the benchmark set up
+            schedule_kw = {} if calibrate else {"zeta": zeta}
+            release, report = anonymize_incremental(lake, qi, k, base_method=kernel, increment=increment,
+                                                    client=client, reference=True, seed=0, timeout=survey + 600,
+                                                    **schedule_kw)
         finally:
             sim.stop()
     inc = report.incremental
     t = inc["times"]
     o = t["opened"]
     print(f"after:  {_load()}")
-    print(f"ν = {inc['nu']:.4f} (ν* of ζ = {zeta:g}); base {inc['n_base']:,} records, increment {inc['n_increment']:,}")
+    if inc.get("calibration"):
+        cal = inc["calibration"]
+        print(f"calibrated time model t(n) = {cal['a']:.3g}·n^{cal['beta']:.3f} from n = {cal['n']}; "
+              f"predicted t_ref {cal['a'] * len(df) ** cal['beta']:.2f} s → ζ = {inc['zeta']:.2f}")
+    print(f"ν = {inc['nu']:.4f} ({inc['nu_source']}, ν* of ζ = {inc['zeta']:.3g}); base {inc['n_base']:,} records, increment {inc['n_increment']:,}")
     print("timeline (s since the survey opened):")
     for key in ("base_submitted", "base_start", "base_end", "close", "increment_submitted", "increment_start",
                 "increment_end", "release"):
@@ -111,6 +119,8 @@ def main(argv=None):
     ap.add_argument("--increment", default="2mdav")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--calibrate", action="store_true",
+                    help="let the run calibrate its time model and choose ν (instead of being given ζ)")
     args = ap.parse_args(argv)
     print_machine_info()
     print(f"ν*(ζ = {args.zeta:g}) = {schedule.optimal_ratio(args.zeta):.4f}, ν*² = {schedule.optimal_ratio(args.zeta) ** 2:.4f}\n")
@@ -120,7 +130,7 @@ def main(argv=None):
     with distributed.LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=":0",
                                   silence_logs=40) as cluster, distributed.Client(cluster) as client:
         for name in args.kernel:
-            run(name, client, df, qi, args.k, args.zeta, args.files, args.increment)
+            run(name, client, df, qi, args.k, args.zeta, args.files, args.increment, args.calibrate)
 
 
 if __name__ == "__main__":
