@@ -191,8 +191,8 @@ def test_matches_numpy_baseline():
 
 
 def test_matches_reference_across_index_rebuilds_with_duplicate_rows():
-    # the index is rebuilt over the remaining records each time half have gone (n > 256 after
-    # the rebuild): 4,000 rows, every one present twice, so distance ties are exact
+    # the index is rebuilt over the remaining records each time a quarter have gone (while more
+    # than 4 leaves' worth remain): 4,000 rows, every one present twice, so distance ties are exact
     rng = np.random.default_rng(77)
     half = rng.standard_normal((2000, 4)) @ rng.standard_normal((4, 4))
     X = np.vstack([half, half[::-1]])
