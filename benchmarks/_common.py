@@ -43,3 +43,21 @@ def best_time(func, repeat):
         result = func()
         best = min(best, time.perf_counter() - t0)
     return best, result
+
+
+def tree_rss(pid: int) -> int:
+    """Summed RSS of process ``pid`` and all its descendants (0 once it has gone)."""
+    import psutil
+
+    try:
+        p = psutil.Process(pid)
+        procs = [p] + p.children(recursive=True)
+    except psutil.NoSuchProcess:
+        return 0
+    total = 0
+    for q in procs:
+        try:
+            total += q.memory_info().rss
+        except psutil.NoSuchProcess:
+            pass
+    return total

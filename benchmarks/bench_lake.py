@@ -26,7 +26,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import psutil
 
 
 def make_lake(root: Path, rows: int, files: int, m: int, n_strata: int, seed: int = 0) -> None:
@@ -43,21 +42,6 @@ def make_lake(root: Path, rows: int, files: int, m: int, n_strata: int, seed: in
         df["s"] = np.array([f"s{j}" for j in range(n_strata)])[rng.choice(n_strata, size=size, p=weights)]
         df["id"] = np.arange(i * per, i * per + size, dtype=np.int64)
         df.to_parquet(root / f"part-{i:05d}.parquet", index=False)
-
-
-def tree_rss(pid: int) -> int:
-    try:
-        p = psutil.Process(pid)
-        procs = [p] + p.children(recursive=True)
-    except psutil.NoSuchProcess:
-        return 0
-    total = 0
-    for q in procs:
-        try:
-            total += q.memory_info().rss
-        except psutil.NoSuchProcess:
-            pass
-    return total
 
 
 def main() -> None:
@@ -88,7 +72,7 @@ def main() -> None:
 
     def sample():
         while proc.poll() is None:
-            peak[0] = max(peak[0], tree_rss(proc.pid))
+            peak[0] = max(peak[0], _common.tree_rss(proc.pid))
             time.sleep(0.2)
 
     th = threading.Thread(target=sample, daemon=True)

@@ -28,13 +28,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import psutil
 
 from bench_pipeline import CACHE, make_lake, run_once
-from daskmicro import anonymize, information_loss
+from daskmicro import anonymize
 from daskmicro.datasets import CENSUS_COLUMNS, census_like
-from exact_reference import reference_path
+from exact_reference import cached_reference_il
 
 TARGET_RATIO = 1.00
 TARGET_SECONDS = 60.0
@@ -98,12 +97,7 @@ def main():
     _common.print_machine_info()
 
     lake_in = make_lake(n)
-    ref_path = reference_path(n, 10, 0)
-    ref_il = None
-    if ref_path.exists():
-        X = census_like(n, seed=0).to_numpy(np.float64)
-        ref_il = information_loss(X, np.load(ref_path))
-        del X
+    ref_il = cached_reference_il(n)
     print(f"n = {n:,} census-like × 13, k = 10, {len(client.scheduler_info()['workers'])} workers, "
           f"{os.cpu_count()} CPUs on the machine")
     print(f"exact MDAV IL: {ref_il:.4f}" if ref_il else "exact MDAV IL: not cached (run exact_reference.py)")

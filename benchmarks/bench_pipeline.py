@@ -16,6 +16,7 @@ import _common  # noqa: F401  (one thread per process)
 
 import argparse
 import math
+import os
 import shutil
 import tempfile
 import threading
@@ -23,13 +24,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-import psutil
 
-from daskmicro import anonymize, information_loss
+from daskmicro import anonymize
 from daskmicro.datasets import CENSUS_COLUMNS, census_like
 from daskmicro.io import lake
 
-from exact_reference import reference_path
+from exact_reference import cached_reference_il
 
 CACHE = Path(__file__).parent / ".cache"
 
@@ -55,19 +55,12 @@ class PeakRSS:
     """Samples the summed RSS of this process and its children every 50 ms."""
 
     def __init__(self):
-        self.proc = psutil.Process()
+        self.pid = os.getpid()
         self.peak = 0
         self._stop = threading.Event()
 
     def total(self) -> int:
-        procs = [self.proc] + self.proc.children(recursive=True)
-        s = 0
-        for p in procs:
-            try:
-                s += p.memory_info().rss
-            except psutil.Error:
-                pass
-        return s
+        return _common.tree_rss(self.pid)
 
     def __enter__(self):
         self.base = self.total()
@@ -100,12 +93,7 @@ def run_once(client, lake_in: Path, out: Path, **kw):
 
 def settings_table(client, n: int, tmpdir: Path, settings):
     lake_in = make_lake(n)
-    ref_path = reference_path(n, 10, 0)
-    ref_il = None
-    if ref_path.exists():
-        X = census_like(n, seed=0).to_numpy(np.float64)
-        ref_il = information_loss(X, np.load(ref_path))
-        del X
+    ref_il = cached_reference_il(n)
     print(f"n = {n:,} census-like × 13, k = 10, {len(client.scheduler_info()['workers'])} workers")
     print(f"exact MDAV IL: {ref_il:.4f}" if ref_il else "exact MDAV IL: not cached (run exact_reference.py)")
     print(f"{'setting':<44} {'wall s':>7} {'IL':>7} {'× exact':>8}  stages (s)")

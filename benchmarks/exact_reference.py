@@ -18,6 +18,16 @@ def reference_path(n: int, k: int, seed: int) -> Path:
     return CACHE / f"exact_census_like_n{n}_k{k}_seed{seed}.npy"
 
 
+def cached_reference_il(n: int, k: int = 10, seed: int = 0):
+    """Exact MDAV's information loss on census_like(n, seed), from the cached labels, or None."""
+    path = reference_path(n, k, seed)
+    if not path.exists():
+        return None
+    from daskmicro import information_loss
+
+    return information_loss(census_like(n, seed=seed).to_numpy(np.float64), np.load(path))
+
+
 def exact_labels(n: int, k: int = 10, seed: int = 0, data=None):
     path = reference_path(n, k, seed)
     if path.exists():

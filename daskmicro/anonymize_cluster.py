@@ -6,7 +6,6 @@ arguments into its configuration and its result into a release and a :class:`Rep
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import numpy as np

@@ -47,7 +47,6 @@ from .privacy.effective import (
     cell_failure,
     check_anonymity,
     check_max_cell_failure,
-    check_participation,
     effective_anonymity,
 )
 

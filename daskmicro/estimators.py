@@ -7,11 +7,9 @@ distance on the raw columns is not what you mean (:func:`daskmicro.standardize`)
 
 from __future__ import annotations
 
-import numpy as np
-
 from .kernels.mdav import as_records, mdav
 from .kernels.metrics import cell_sizes, centroids, information_loss
-from .kernels.pca import pca_mdav, pca_reduce
+from .kernels.pca import pca_reduce
 from .kernels.pcl import pcl
 
 __all__ = ["MDAV", "PCAMDAV", "PCL"]

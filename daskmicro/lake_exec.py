@@ -7,11 +7,9 @@ the same bytes because nothing depends on which worker ran what.
 
 from __future__ import annotations
 
-import math
 import operator
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -94,8 +92,6 @@ def execute(client, source, qi, args, method, strata, partition_by, missing, row
 
     from .anonymize import anonymize
     from .lake_run import SMALL_GROUP_ROWS, _worker_memory, check_memory
-    from .privacy.verify import check_tuple_counts, merge_tuple_counts
-    from .report.run import Report
 
     t0 = time.perf_counter()
     keys = list(dict.fromkeys(strata + partition_by))
@@ -174,7 +170,7 @@ def execute(client, source, qi, args, method, strata, partition_by, missing, row
         try:
             listing = _write_and_verify(client, releases, files, schema, qi, k, seed, partition_by,
                                         args.keep_row_id, staging, n, expected)
-            prob = _probabilistic(args.k, participation, listing.pop("tuple_sizes"), n)
+            prob = _probabilistic(args.k, participation, k, listing.pop("tuple_sizes"), n)
         except BaseException:
             import shutil
 
@@ -184,7 +180,7 @@ def execute(client, source, qi, args, method, strata, partition_by, missing, row
     else:
         frame, k_check, rows_check, sizes = _collect(client, releases, schema, qi, k, seed, args.keep_row_id, n,
                                                      expected)
-        prob = _probabilistic(args.k, participation, sizes, n)
+        prob = _probabilistic(args.k, participation, k, sizes, n)
     _stage("write + verify", t0)
     report = _report(n, qi, args, method, seed, groups, reports, strata, missing, k_check, rows_check, source)
     report.k = int(args.k)
@@ -276,14 +272,14 @@ def _tuple_sizes(counts):
     return np.unique(counts.counts, return_counts=True)
 
 
-def _probabilistic(k, participation, sizes, n):
+def _probabilistic(k, participation, n_min, sizes, n):
     """The p-probabilistic section of the report from the published tuples' sizes; refuses above p̄."""
     if participation is None:
         return None
-    from .anonymize_probabilistic import _check_failures, _model_dict, _n_min, cell_failure_summary
+    from .anonymize_probabilistic import _check_failures, _model_dict, cell_failure_summary
 
     pi, pbar = participation.constant, participation.max_cell_failure
-    prob = _model_dict(k, participation, _n_min(k, pi, pbar, n), None)
+    prob = _model_dict(k, participation, n_min, None)
     prob.update(cell_failure_summary(k, pbar, sizes[0], sizes[1], participation=pi, n=n))
     _check_failures(prob, pbar)
     return prob

@@ -17,18 +17,14 @@ The order of a run, each step refusing in one line before anything is written:
 
 from __future__ import annotations
 
-import math
-import operator
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
-from .errors import InputError, ParameterError, VerificationError
+from .errors import InputError, ParameterError
 from .io import commit as cm
-from .io.source import RID, open_source, read_piece, scan_piece
-from .strata import check_strata, plan_groups, strata_summary
+from .io.source import open_source
+from .strata import check_strata
 
 __all__ = ["add_options", "wants_lake_run", "run_from_args", "estimate_task_bytes", "check_memory",
            "SMALL_GROUP_ROWS", "DEFAULT_ROWS_PER_FILE"]

@@ -2,7 +2,6 @@
 
 import copy
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -16,7 +15,7 @@ from daskmicro.datasets import CENSUS_COLUMNS, census_like
 from daskmicro.errors import InputError, ParameterError
 from daskmicro.kernels.utility import utility_measures
 from daskmicro.privacy.risk import disclosure_risk
-from daskmicro.report import Report, recommend_setting, render_html, sweep_plot, write_report
+from daskmicro.report import recommend_setting, render_html, sweep_plot, write_report
 from daskmicro.report.html import SECTION_IDS
 
 QI = list(CENSUS_COLUMNS)

@@ -25,7 +25,7 @@ from daskmicro.cli import main
 from daskmicro.datasets import census_like
 from daskmicro.privacy import verify_k_anonymity
 from daskmicro.workflow import Clock, load_spec
-from daskmicro.workflow.submit import CANCEL, RUNS
+from daskmicro.workflow.submit import RUNS
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[1]

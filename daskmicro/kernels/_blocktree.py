@@ -378,7 +378,7 @@ def nearest(T, q, skip_row, need, out):
     The block holding ``skip_row`` (the query record itself, when it is one) is searched first
     so the pruning threshold is tight from the start.  Written to ``out[:need]`` in order.
     """
-    cnt, blk, left, right, leaf, ncnt = T[2], T[3], T[5], T[6], T[8], T[9]
+    blk, left, right, leaf, ncnt = T[3], T[5], T[6], T[8], T[9]
     stack_n, stack_b = T[16], T[17]
     hd, hr = T[18], T[19]
     size = 0

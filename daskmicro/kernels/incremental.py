@@ -40,7 +40,8 @@ from numba import njit
 from scipy.spatial import cKDTree
 
 from ..errors import InputError, ParameterError
-from .mdav import mdav
+from ._blocktree import dist2
+from .mdav import check_k, mdav
 
 __all__ = ["METHODS", "increment", "two_mdav", "nn_assign", "split_large_cells"]
 
@@ -73,14 +74,10 @@ def _matrix(Z, name: str, allow_empty: bool = False) -> np.ndarray:
 
 
 def _check_k(k, n0: int) -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-        raise ParameterError(f"k must be an integer ≥ 2, got {k!r}")
-    k = int(k)
-    if k < 2:
-        raise ParameterError(f"k must be ≥ 2, got {k}")
-    if k > n0:
-        raise ParameterError(f"k = {k} exceeds the number of records ({n0})")
-    return k
+    try:
+        return check_k(n0, k)
+    except ValueError as exc:
+        raise ParameterError(str(exc)) from None
 
 
 def _cell_labels(labels, n: int, k: int, name: str) -> np.ndarray:
@@ -348,15 +345,6 @@ def _link(labels, n, head, nxt):
 
 
 @njit(cache=True)
-def _sqdist(a, b):
-    s = 0.0
-    for j in range(a.shape[0]):
-        d = a[j] - b[j]
-        s += d * d
-    return s
-
-
-@njit(cache=True)
 def _adjoin(Y, lo, hi, off, cand, dist, pos, ntree, cent, sums, sizes, state, drift, extras, detached, wmin, inertial, split_at, labels, n0, head, nxt):
     """Adjoin records lo … hi−1 in order; stop early (returning the cell) when one must be split."""
     m = Y.shape[1]
@@ -369,14 +357,14 @@ def _adjoin(Y, lo, hi, off, cand, dist, pos, ntree, cent, sums, sizes, state, dr
         for jj in range(K):
             q = cand[r, jj]
             w = sizes[q] / (sizes[q] + 1.0) if inertial else 1.0
-            f = w * _sqdist(y, cent[q])
+            f = w * dist2(y, cent[q])
             if f < best or (f == best and q < bq):
                 best = f
                 bq = q
         for e in range(state[2]):  # new cells and split tree cells
             q = extras[e]
             w = sizes[q] / (sizes[q] + 1.0) if inertial else 1.0
-            f = w * _sqdist(y, cent[q])
+            f = w * dist2(y, cent[q])
             if f < best or (f == best and q < bq):
                 best = f
                 bq = q
@@ -387,7 +375,7 @@ def _adjoin(Y, lo, hi, off, cand, dist, pos, ntree, cent, sums, sizes, state, dr
             state[1] += 1
             for q in range(ntree):
                 w = sizes[q] / (sizes[q] + 1.0) if inertial else 1.0
-                f = w * _sqdist(y, cent[q])
+                f = w * dist2(y, cent[q])
                 if f < best or (f == best and q < bq):
                     best = f
                     bq = q
@@ -398,7 +386,7 @@ def _adjoin(Y, lo, hi, off, cand, dist, pos, ntree, cent, sums, sizes, state, dr
             sums[bq, j] += y[j]
             cent[bq, j] = sums[bq, j] / sizes[bq]
         if bq < ntree and not detached[bq]:
-            d = math.sqrt(_sqdist(cent[bq], pos[bq]))
+            d = math.sqrt(dist2(cent[bq], pos[bq]))
             if d > drift[0]:
                 drift[0] = d
         if split_at > 0:

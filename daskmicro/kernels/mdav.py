@@ -229,7 +229,6 @@ def _farthest_from_record(T, W, X, p):
 def _mdav(X, k, leaf_size):
     n, m = X.shape
     T = build(X, leaf_size, k - 1)
-    blk = T[3]
     W = (np.zeros(n), np.empty(n, np.int64), np.array([0.0, 0.0, -1.0, 1.0]), np.zeros(m))
 
     mu = np.zeros(m)

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy.spatial import cKDTree
 
-from ..errors import InputError, ParameterError
+from ..errors import ParameterError
 from ..kernels.utility import check_pair
 
 __all__ = [
