@@ -45,7 +45,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._blocktree import _SAFE_HI, block_dist, build, build_rows, dist2, farthest, nearest, remove
+from ._blocktree import _SAFE_HI, build, build_rows, dist2, farthest, nearest, remove
 
 __all__ = ["mdav", "check_k", "as_records"]
 
@@ -111,8 +111,7 @@ def _walk_rebuild(T, W, C):
     with the largest ``a`` in decreasing order, ``state = [len(top), cursor, floor, stale]`` where
     ``floor`` bounds ``a`` of every live row not in ``top``.
     """
-    Yb, bidx, cnt = T[:3]
-    acc = T[15]
+    cnt, blk, X = T[2], T[3], T[21]
     a, top, state, Cref = W
     r = 0
     for j in range(cnt.shape[0]):
@@ -122,22 +121,18 @@ def _walk_rebuild(T, W, C):
     best = -1.0
     brow = -1
     t = 0
-    for j in range(cnt.shape[0]):
-        c = cnt[j]
-        if c == 0:
+    for row in range(X.shape[0]):
+        if blk[row] < 0:
             continue
-        block_dist(Yb, j, c, C, acc)
-        for i in range(c):
-            row = bidx[j, i]
-            d = acc[i]
-            if d > best or (d == best and row < brow):
-                best = d
-                brow = row
-            v = np.sqrt(d) * _SAFE_HI
-            a[row] = v
-            rows[t] = row
-            vals[t] = v
-            t += 1
+        d = dist2(X[row], C)
+        if d > best:
+            best = d
+            brow = row
+        v = np.sqrt(d) * _SAFE_HI
+        a[row] = v
+        rows[t] = row
+        vals[t] = v
+        t += 1
     ntop = min(r, max(256, r // 32))
     o = np.argsort(-vals)
     for i in range(ntop):
