@@ -105,20 +105,17 @@ def build_rows(X, rows, leaf_size, need):
             leaf_nodes[nleaf] = node
             nleaf += 1
             continue
+        # the widest coordinate, judged on at most ~1024 evenly spaced records (the split only
+        # shapes the tree; every bound is refitted on the records themselves)
+        step = max(1, (b - a) // 1024)
         for d in range(m):
             blo[d] = Z[a, d]
             bhi[d] = Z[a, d]
-        for i0 in range(a, b, 64):  # 64 rows at a time, each column's extremes in registers
-            i1 = min(i0 + 64, b)
+        for i in range(a, b, step):
             for d in range(m):
-                u = blo[d]
-                w = bhi[d]
-                for i in range(i0, i1):
-                    v = Z[i, d]
-                    u = min(u, v)
-                    w = max(w, v)
-                blo[d] = u
-                bhi[d] = w
+                v = Z[i, d]
+                blo[d] = min(blo[d], v)
+                bhi[d] = max(bhi[d], v)
         dim = 0
         wide = -1.0
         for d in range(m):
@@ -204,11 +201,17 @@ def build_rows(X, rows, leaf_size, need):
          np.empty(B, np.float32), np.empty(256, np.int64), np.empty(256), np.empty(max(need, 1)),
          np.empty(max(need, 1), np.int64), leaf_nodes[:nleaf].copy(),
          X, shift, scal, np.empty(m, np.float32))
-    # children were created after their parents: fit in reverse creation order
+    # leaves are fitted from the contiguous copy; then the inner nodes, children before parents
+    # (they were created after them)
+    at = np.arange(n)
+    for t in range(nleaf):
+        node = leaf_nodes[t]
+        _fit_leaf(Z, at[na[node]:], cnt[t], node, lo, hi, cen, rad)
+        nfit[node] = cnt[t]
     for node in range(nnodes - 1, -1, -1):
         if leaf[node] < 0:
             ncnt[node] = ncnt[left[node]] + ncnt[right[node]]
-        _refit(T, node)
+            _refit(T, node)
     return T
 
 
@@ -276,33 +279,7 @@ def _refit(T, node):
     m = lo.shape[1]
     j = leaf[node]
     if j >= 0:
-        X = T[21]
-        c = cnt[j]
-        for d in range(m):
-            v = X[bidx[j, 0], d]
-            lo[node, d] = v
-            hi[node, d] = v
-            cen[node, d] = 0.0
-        for i in range(c):
-            x = X[bidx[j, i]]
-            for d in range(m):
-                v = x[d]
-                cen[node, d] += v
-                if v < lo[node, d]:
-                    lo[node, d] = v
-                if v > hi[node, d]:
-                    hi[node, d] = v
-        for d in range(m):
-            cen[node, d] /= c
-        r2 = 0.0
-        for i in range(c):
-            x = X[bidx[j, i]]
-            t2 = 0.0
-            for d in range(m):
-                u = x[d] - cen[node, d]
-                t2 += u * u
-            r2 = max(r2, t2)
-        rad[node] = np.sqrt(r2) * _SAFE_HI
+        _fit_leaf(T[21], bidx[j], cnt[j], node, lo, hi, cen, rad)
     else:
         lc = left[node]
         rc = right[node]
@@ -331,6 +308,35 @@ def _refit(T, node):
             r = max(r, np.sqrt(t2) * _SAFE_HI + rad[ch])
         rad[node] = r * _SAFE_HI
     nfit[node] = ncnt[node]
+
+
+@njit(cache=True, nogil=True)
+def _fit_leaf(V, rows, c, node, lo, hi, cen, rad):
+    """Box and ball of the records V[rows[:c]] (c ≥ 1), into the bounds of ``node``."""
+    m = V.shape[1]
+    for d in range(m):
+        v = V[rows[0], d]
+        lo[node, d] = v
+        hi[node, d] = v
+        cen[node, d] = 0.0
+    for i in range(c):
+        x = V[rows[i]]
+        for d in range(m):
+            v = x[d]
+            cen[node, d] += v
+            lo[node, d] = min(lo[node, d], v)
+            hi[node, d] = max(hi[node, d], v)
+    for d in range(m):
+        cen[node, d] /= c
+    r2 = 0.0
+    for i in range(c):
+        x = V[rows[i]]
+        t2 = 0.0
+        for d in range(m):
+            u = x[d] - cen[node, d]
+            t2 += u * u
+        r2 = max(r2, t2)
+    rad[node] = np.sqrt(r2) * _SAFE_HI
 
 
 @njit(cache=True, nogil=True)
@@ -574,20 +580,42 @@ def nearest(T, q, skip_row, need, out):
             stack_n[sp] = rc
             stack_b[sp] = br
             sp += 1
-    rows = hr[:size].copy()
-    dist = hd[:size].copy()
-    o = np.argsort(rows)
-    rows = rows[o]
-    dist = dist[o]
-    o = np.argsort(dist, kind="mergesort")
+    if size > 32:
+        rows = hr[:size].copy()
+        dist = hd[:size].copy()
+        o = np.argsort(rows)
+        rows = rows[o]
+        dist = dist[o]
+        o = np.argsort(dist, kind="mergesort")
+        for i in range(size):
+            out[i] = rows[o[i]]
+        return size
+    # few neighbours (k ≤ 33): insertion sort by (distance, row) in the heap's own arrays
+    for i in range(1, size):
+        d = hd[i]
+        r = hr[i]
+        j = i - 1
+        while j >= 0 and _worse(hd[j], hr[j], d, r):
+            hd[j + 1] = hd[j]
+            hr[j + 1] = hr[j]
+            j -= 1
+        hd[j + 1] = d
+        hr[j + 1] = r
     for i in range(size):
-        out[i] = rows[o[i]]
+        out[i] = hr[i]
     return size
 
 
 @njit(cache=True, nogil=True)
 def farthest(T, q):
     """Row of the live record furthest from q (lowest row on ties)."""
+    return farthest_from(T, q, -1.0, -1)
+
+
+@njit(cache=True, nogil=True)
+def farthest_from(T, q, best, brow):
+    """:func:`farthest`, seeded with a live record ``brow`` at squared distance ``best`` from q
+    (or ``-1.0, -1``): a good seed prunes from the first node on."""
     Yb, bidx, cnt = T[0], T[1], T[2]
     left, right, leaf, ncnt = T[5], T[6], T[8], T[9]
     cen, rad = T[13], T[14]
@@ -596,8 +624,6 @@ def farthest(T, q):
     scale = T[23][0]
     m = q.shape[0]
     A = query(T, q)
-    best = -1.0
-    brow = -1
     stack_n[0] = 0
     stack_b[0] = _upper(cen, rad, 0, q)
     sp = 1
