@@ -139,12 +139,34 @@ def _walk_rebuild(T, W, C):
         vals[t] = v
         t += 1
     ntop = min(r, max(256, r // 32))
+    floor = -1.0
+    if ntop < r:
+        # the largest value left out of the list comes from a partial sort; only the list itself
+        # is then sorted (a full argsort of r values was most of this function's time)
+        floor = np.partition(vals, r - ntop - 1)[r - ntop - 1]
+        head = np.empty(ntop, np.int64)
+        hv = np.empty(ntop)
+        t = 0
+        for i in range(r):
+            if vals[i] > floor:
+                head[t] = rows[i]
+                hv[t] = vals[i]
+                t += 1
+        for i in range(r):  # then rows at exactly the floor value (any of them will do)
+            if t == ntop:
+                break
+            if vals[i] == floor:
+                head[t] = rows[i]
+                hv[t] = vals[i]
+                t += 1
+        rows = head
+        vals = hv
     o = np.argsort(-vals)
     for i in range(ntop):
         top[i] = rows[o[i]]
     state[0] = ntop
     state[1] = 0
-    state[2] = vals[o[ntop]] if ntop < r else -1.0
+    state[2] = floor
     state[3] = 0
     Cref[:] = C
     return brow
