@@ -49,11 +49,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._blocktree import _SAFE_HI, build, build_rows, dist2, farthest_from, nearest, remove
+from numba import float32
+
+from ._blocktree import _RHO, _SAFE_HI, _TINY, build, build_rows, dist2, far_cut, farthest_from, nearest, remove
 
 __all__ = ["mdav", "check_k", "as_records"]
 
-_WALK = 16  # records of the reference list tried before the tree for Q (512 cost 5–15 % more)
 _BLOCK = 256  # leaf size: with float32 blocks, 256–384 beat 128 by ~10 % (150k × 13, index rebuilt as records go)
 
 
@@ -112,12 +113,14 @@ def mdav(X, k) -> np.ndarray:
 def _walk_rebuild(T, W, C):
     """Exact furthest record from C by a full pass, keeping the top of the distance list.
 
-    W = (a, top, state, Cref): ``a[row]`` bounds ‖x − Cref‖ from above, ``top`` lists the rows
-    with the largest ``a`` in decreasing order, ``state = [len(top), cursor, floor, stale]`` where
-    ``floor`` bounds ``a`` of every live row not in ``top``.
+    W = (a, top, state, Cref, S32, frame, q32, acc): ``a[row]`` bounds ‖x − Cref‖ from above,
+    ``top`` lists the rows with the largest ``a`` in decreasing order (a quarter of the records),
+    ``state = [len(top), cursor, floor, stale]`` where ``floor`` bounds ``a`` of every live row
+    not in ``top``; ``S32`` holds the records of ``top`` in that order, column-major, in float32
+    (x − Cref scaled by ``frame[0]``, a power of two; ``frame[1]`` bounds their scaled norms).
     """
     cnt, blk, X = T[2], T[3], T[21]
-    a, top, state, Cref = W
+    a, top, state, Cref, S32, frame = W[:6]
     r = 0
     for j in range(cnt.shape[0]):
         r += cnt[j]
@@ -138,7 +141,7 @@ def _walk_rebuild(T, W, C):
         rows[t] = row
         vals[t] = v
         t += 1
-    ntop = min(r, max(256, r // 32))
+    ntop = min(r, max(256, r // 4))
     floor = -1.0
     if ntop < r:
         # the largest value left out of the list comes from a partial sort; only the list itself
@@ -164,6 +167,18 @@ def _walk_rebuild(T, W, C):
     o = np.argsort(-vals)
     for i in range(ntop):
         top[i] = rows[o[i]]
+    amax = vals[o[0]]
+    scale = 1.0
+    if not np.isfinite(amax):
+        amax = np.inf  # the float32 pass then discards nothing
+    elif amax > 0.0:
+        scale = 2.0 ** (-np.ceil(np.log2(amax)))
+    frame[0] = scale
+    frame[1] = amax * scale
+    for i in range(ntop):
+        row = top[i]
+        for d in range(C.shape[0]):
+            S32[d, i] = float32((X[row, d] - C[d]) * scale)
     state[0] = ntop
     state[1] = 0
     state[2] = floor
@@ -173,7 +188,7 @@ def _walk_rebuild(T, W, C):
 
 
 @njit(cache=True, nogil=True)
-def _farthest_from_centroid(T, W, C, X):
+def _farthest_from_centroid(T, W, C, X, r):
     """Record furthest from the centroid C.
 
     The centroid moves little from one MDAV iteration to the next, so distances to an older
@@ -181,7 +196,7 @@ def _farthest_from_centroid(T, W, C, X):
     the few records at the top of the old list need an exact distance.
     """
     blk = T[3]
-    a, top, state, Cref = W
+    a, top, state, Cref = W[:4]
     if state[3] != 0:
         return _walk_rebuild(T, W, C)
     drift = np.sqrt(dist2(C, Cref))
@@ -208,51 +223,70 @@ def _farthest_from_centroid(T, W, C, X):
             brow = row
     if not done and not (best >= 0.0 and (state[2] + drift) * _SAFE_HI < np.sqrt(best)):
         return _walk_rebuild(T, W, C)
-    if walked * 8 > ntop:
+    if walked * 256 > r:
         state[3] = 1  # the list has gone stale: rebuild at the next query
     return brow
 
 
 @njit(cache=True, nogil=True)
 def _farthest_from_record(T, W, X, p):
-    """Record furthest from record p.
+    """Record furthest from record p (its cell already removed).
 
-    First tries the reference list: ‖x − p‖ ≤ ‖x − Cref‖ + ‖Cref − p‖, so on elongated data the
-    answer sits among the first records of the list and the walk stops early.  If the walk is
-    not conclusive within ``_WALK`` records, branch-and-bound on the tree answers, starting from
-    the walk's best record.
+    Walks the reference list, 64 records at a time: ‖x − p‖ ≤ ‖x − Cref‖ + ‖Cref − p‖ ends the
+    walk as soon as the list's ``a`` drops below the best distance minus ‖Cref − p‖.  On 150 000
+    Gaussian records that leaves 0.5–15 % of the live records to examine, against ~40 % for the
+    tree's ball bounds.  Each chunk is measured in float32 first (the same rigorous discard
+    bound as the index, :func:`._blocktree.query`); records it cannot rule out are measured in
+    float64.  If the list runs out first, the tree search finishes, seeded with the best record.
     """
     blk = T[3]
-    a, top, state, Cref = W
+    a, top, state, Cref, S32, frame, q32, acc = W
+    m = X.shape[1]
     xp = X[p]
-    dcp = np.sqrt(dist2(xp, Cref))
+    dcp = np.sqrt(dist2(xp, Cref)) * _SAFE_HI
+    scale = frame[0]
+    nq = 0.0
+    for d in range(m):
+        v = (xp[d] - Cref[d]) * scale
+        q32[d] = float32(v)
+        nq += v * v
+    A = _RHO * (frame[1] + np.sqrt(nq) * _SAFE_HI) + _TINY
     ntop = int(state[0])
     best = -1.0
     brow = -1
-    walked = 0
-    for i in range(int(state[1]), ntop):
-        row = top[i]
-        if blk[row] < 0:
-            continue
-        if best >= 0.0 and (a[row] + dcp) * _SAFE_HI < np.sqrt(best):
-            return brow
-        walked += 1
-        if walked > _WALK:
-            break
-        d = dist2(X[row], xp)
-        if d > best or (d == best and row < brow):
-            best = d
-            brow = row
-    if walked <= _WALK and best >= 0.0 and (state[2] + dcp) * _SAFE_HI < np.sqrt(best):
+    for i0 in range(int(state[1]), ntop, 64):
+        if best >= 0.0 and (a[top[i0]] + dcp) * _SAFE_HI < np.sqrt(best):
+            return brow  # every record from here on has a ≤ a[top[i0]]
+        for i in range(64):
+            acc[i] = float32(0.0)
+        for d in range(m):
+            qd = q32[d]
+            col = S32[d, i0:i0 + 64]  # (a contiguous view: the loop vectorises; 2-D indexing did not)
+            for i in range(64):
+                t = col[i] - qd
+                acc[i] += t * t
+        cut = far_cut(m, scale, best, A)
+        for i in range(min(64, ntop - i0)):
+            if not acc[i] < cut:
+                row = top[i0 + i]
+                if blk[row] < 0:
+                    continue
+                dd = dist2(X[row], xp)
+                if dd > best or (dd == best and row < brow):
+                    best = dd
+                    brow = row
+                    cut = far_cut(m, scale, best, A)
+    if best >= 0.0 and (state[2] + dcp) * _SAFE_HI < np.sqrt(best):
         return brow
-    return farthest_from(T, xp, best, brow)  # the walk's best record seeds the search
+    return farthest_from(T, xp, best, brow)  # the list ran out: the tree finishes, seeded
 
 
 @njit(cache=True, nogil=True)
 def _mdav(X, k, leaf_size):
     n, m = X.shape
     T = build(X, leaf_size, k - 1)
-    W = (np.zeros(n), np.empty(n, np.int64), np.array([0.0, 0.0, -1.0, 1.0]), np.zeros(m))
+    W = (np.zeros(n), np.empty(n, np.int64), np.array([0.0, 0.0, -1.0, 1.0]), np.zeros(m),
+         np.zeros((m, n + 64), np.float32), np.ones(2), np.empty(m, np.float32), np.empty(64, np.float32))
 
     mu = np.zeros(m)
     for i in range(n):
@@ -278,7 +312,7 @@ def _mdav(X, k, leaf_size):
             built = r
         for d in range(m):
             C[d] = mu[d] + Sc[d] / r
-        p = _farthest_from_centroid(T, W, C, X)
+        p = _farthest_from_centroid(T, W, C, X, r)
         r = _take_cell(T, X, p, k, group, labels, cell, mu, Sc, r)
         cell += 1
         if r < 2 * k:
