@@ -32,7 +32,9 @@ functions) or its cached build keeps the old code.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
 _SAFE_LO = 1.0 - 1e-12
 _SAFE_HI = 1.0 + 1e-12
@@ -422,6 +424,40 @@ def query(T, q):
     return _RHO * (scal[1] + np.sqrt(nq) * _SAFE_HI) + _TINY
 
 
+@intrinsic
+def _bits(typingctx, v):
+    """The bit pattern of a float32 as an int32: non-negative floats order like their bits."""
+    sig = types.int32(types.float32)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+
+    return sig, codegen
+
+
+@njit(cache=True, inline="always")
+def _min_bits(acc, c):
+    """min(acc[:c]) as bits; an integer reduction vectorises where a float one may not.
+
+    acc holds sums of squares: non-negative, and finite whenever a cut is finite (the blocks'
+    frame keeps every coordinate below 1)."""
+    b = acc.view(np.int32)
+    v = b[0]
+    for i in range(1, c):
+        v = min(v, b[i])
+    return v
+
+
+@njit(cache=True, inline="always")
+def _max_bits(acc, c):
+    """max(acc[:c]) as bits (see :func:`_min_bits`)."""
+    b = acc.view(np.int32)
+    v = b[0]
+    for i in range(1, c):
+        v = max(v, b[i])
+    return v
+
+
 @njit(cache=True, inline="always")
 def near_cut(m, scale, tau, A):
     """float32 threshold: a record whose float32 distance exceeds it is further than √tau."""
@@ -520,6 +556,8 @@ def _scan_near(Yb, bidx, cnt, X, acc, hd, hr, j, q, q32, A, scale, skip_row, nee
     m = q.shape[0]
     block_dist(Yb, j, c, q32, acc)
     cut = near_cut(m, scale, hd[0] if size == need else np.inf, A)
+    if cut < np.inf and _min_bits(acc, c) > _bits(cut):
+        return size  # no record of the block can enter (the common case)
     for i in range(c):
         if not acc[i] > cut:  # (NaN-safe: keeps the record)
             row = bidx[j, i]
@@ -642,6 +680,8 @@ def farthest_from(T, q, best, brow):
             c = cnt[j]
             block_dist(Yb, j, c, q32, acc)
             cut = far_cut(m, scale, best, A)
+            if cut > 0.0 and A < np.inf and _max_bits(acc, c) < _bits(cut):
+                continue  # every record of the block is nearer than the best
             for i in range(c):
                 if not acc[i] < cut:
                     row = bidx[j, i]

@@ -51,7 +51,20 @@ from numba import njit
 
 from numba import float32
 
-from ._blocktree import _RHO, _SAFE_HI, _TINY, build, build_rows, dist2, far_cut, farthest_from, nearest, remove
+from ._blocktree import (
+    _RHO,
+    _SAFE_HI,
+    _TINY,
+    _bits,
+    _max_bits,
+    build,
+    build_rows,
+    dist2,
+    far_cut,
+    farthest_from,
+    nearest,
+    remove,
+)
 
 __all__ = ["mdav", "check_k", "as_records"]
 
@@ -266,7 +279,10 @@ def _farthest_from_record(T, W, X, p):
                 t = col[i] - qd
                 acc[i] += t * t
         cut = far_cut(m, scale, best, A)
-        for i in range(min(64, ntop - i0)):
+        c = min(64, ntop - i0)
+        if cut > 0.0 and A < np.inf and _max_bits(acc, c) < _bits(cut):
+            continue  # the whole chunk is nearer than the best
+        for i in range(c):
             if not acc[i] < cut:
                 row = top[i0 + i]
                 if blk[row] < 0:
