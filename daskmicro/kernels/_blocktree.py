@@ -49,9 +49,10 @@ from numba import float32  # noqa: E402
 #   lo, hi, cen, rad,                                 node bounds
 #   acc, stack_n, stack_b, heap_d, heap_r             scratch (acc is float32)
 #   leaf_node                                         block id → its leaf node
-#   X, shift, scal, q32                               the float64 records, the float32 frame
-#                                                     (x32 = fl32((x − shift)·scal[0]); scal[1] =
-#                                                     max ‖x − shift‖·scal[0]) and a query scratch
+#   X, shift, scal, q32, V, Yr, qr                    the caller's float64 records; the frame
+#                                                     (z = (x − shift)·V, see _frame; scal =
+#                                                     [scale, big·scale, big]); query scratch in
+#                                                     float32 and float64; Yr[row] = z of a row
 
 
 @njit(cache=True, nogil=True)
@@ -70,13 +71,10 @@ def build_rows(X, rows, leaf_size, need):
     m = X.shape[1]
     n_all = X.shape[0]
     n = rows.shape[0]
-    # the records are copied into Z and moved physically as the tree splits them, so every pass
-    # below reads contiguous memory (gathers from X made the build ~13 % of a 150k MDAV)
-    Z = np.empty((n, m))
+    # the records are copied, centred and turned to their principal axes (Z), and moved
+    # physically as the tree splits them, so every pass below reads contiguous memory
     perm = rows.copy()
-    for i in range(n):
-        for d in range(m):
-            Z[i, d] = X[rows[i], d]
+    Z, shift, V, scal = _frame(X, rows)
     key = np.empty(n)
     tmp = np.empty((n, m))
     tmp_id = np.empty(n, np.int64)
@@ -174,8 +172,8 @@ def build_rows(X, rows, leaf_size, need):
         node = leaf_nodes[t]
         B = max(B, nb_[node] - na[node])
     B = (B + 31) // 32 * 32  # whole SIMD strides: see block_dist
-    shift, scal = _frame(Z)
     Yb = np.zeros((nleaf, m, B), np.float32)  # zeros: the padding never holds subnormals
+    Yr = np.empty((n_all, m))  # each record in the frame, by row (for refits)
     bidx = np.empty((nleaf, B), np.int64)
     cnt = np.empty(nleaf, np.int64)
     blk = np.full(n_all, -1, np.int64)
@@ -197,13 +195,14 @@ def build_rows(X, rows, leaf_size, need):
             blk[row] = t
             slot[row] = i
             for d in range(m):
-                Yb[t, d, i] = float32((Z[a + i, d] - shift[d]) * scal[0])
+                Yb[t, d, i] = float32(Z[a + i, d] * scal[0])
+                Yr[row, d] = Z[a + i, d]
         ncnt[node] = c
     T = (Yb, bidx, cnt, blk, slot, left[:nnodes], right[:nnodes], parent[:nnodes], leaf[:nnodes],
          ncnt, nfit, lo, hi, cen, rad,
          np.empty(B, np.float32), np.empty(256, np.int64), np.empty(256), np.empty(max(need, 1)),
          np.empty(max(need, 1), np.int64), leaf_nodes[:nleaf].copy(),
-         X, shift, scal, np.empty(m, np.float32))
+         X, shift, scal, np.empty(m, np.float32), V, Yr, np.empty(m))
     # leaves are fitted from the contiguous copy; then the inner nodes, children before parents
     # (they were created after them)
     at = np.arange(n)
@@ -219,32 +218,65 @@ def build_rows(X, rows, leaf_size, need):
 
 
 @njit(cache=True, nogil=True)
-def _frame(Z):
-    """The float32 frame of the blocks: records are shifted by their mean and scaled by a power
-    of two so the largest lies in [0.5, 1) (exact in float64; no float32 overflow).
+def _frame(X, rows):
+    """The index's frame: the records centred on their mean and turned to their principal axes.
 
-    Returns ``shift`` and ``scal = [scale, max ‖x − shift‖·scale]``."""
-    n, m = Z.shape
+    Returns ``Z`` (the records ``rows`` of X in the frame, n × m), ``shift`` (the mean), ``V``
+    (orthonormal, m × m: z = (x − shift)·V) and ``scal = [scale, big·scale, big]`` where ``big``
+    bounds ‖z‖ and ``scale`` is the power of two that puts it in [0.5, 1) (exact in float64, no
+    float32 overflow).  Distances are the same in any orthonormal frame, so the choice only
+    shapes the tree: splits and boxes along the principal axes of correlated data are tighter
+    (150 000 × 13 Gaussian records: a nearest search crosses ~40 % fewer leaves).  The basis
+    comes from at most ~4096 evenly spaced records.  Records too large for float64 arithmetic
+    keep the original axes, unshifted.
+    """
+    m = X.shape[1]
+    n = rows.shape[0]
     shift = np.zeros(m)
     for i in range(n):
         for d in range(m):
-            shift[d] += Z[i, d]
-    if n > 0:
-        shift /= n
+            shift[d] += X[rows[i], d]
+    shift /= n
+    step = max(1, n // 4096)
+    k = (n + step - 1) // step
+    S = np.empty((k, m))
+    for t in range(k):
+        for d in range(m):
+            S[t, d] = X[rows[t * step], d] - shift[d]
+    V = np.eye(m)
+    ok = np.isfinite(shift).all() and np.isfinite(S).all()
+    if ok:
+        C = S.T @ S
+        ok = np.isfinite(C).all()
+        if ok:
+            V = np.ascontiguousarray(np.linalg.eigh(C)[1][:, ::-1])
+    Z = np.empty((n, m))
+    if ok:
+        D = np.empty((n, m))
+        for i in range(n):
+            for d in range(m):
+                D[i, d] = X[rows[i], d] - shift[d]
+        Z = D @ V
+        ok = np.isfinite(Z).all()
+    if not ok:  # absurd magnitudes: the original axes, unshifted (every value finite)
+        V = np.eye(m)
+        shift[:] = 0.0
+        for i in range(n):
+            for d in range(m):
+                Z[i, d] = X[rows[i], d]
     big = 0.0
     for i in range(n):
         s = 0.0
         for d in range(m):
-            t = Z[i, d] - shift[d]
-            s += t * t
+            s += Z[i, d] * Z[i, d]
         big = max(big, s)
     big = np.sqrt(big) * _SAFE_HI
     scale = 1.0
     if not np.isfinite(big):
-        big = np.inf  # A = ∞: the float32 pass then discards nothing
+        big = np.inf  # A = ∞: nothing is discarded or pruned
     elif big > 0.0:
         scale = 2.0 ** (-np.ceil(np.log2(big)))
-    return shift, np.array([scale, big * scale])
+    return Z, shift, V, np.array([scale, big * scale, big])
 
 
 @njit(cache=True, nogil=True)
@@ -282,7 +314,7 @@ def _refit(T, node):
     m = lo.shape[1]
     j = leaf[node]
     if j >= 0:
-        _fit_leaf(T[21], bidx[j], cnt[j], node, lo, hi, cen, rad)
+        _fit_leaf(T[26], bidx[j], cnt[j], node, lo, hi, cen, rad)
     else:
         lc = left[node]
         rc = right[node]
@@ -402,7 +434,8 @@ def block_dist(Yb, j, c, q32, acc):
 
 @njit(cache=True, nogil=True)
 def query(T, q):
-    """Put q in the blocks' float32 frame (into the q32 scratch); return its error radius A.
+    """Put q in the index's frame (into the qr scratch, float64, for the node bounds, and the q32
+    scratch, float32, for the blocks); return the error radii ``(A, E)``.
 
     The float32 distance between a record x and q, computed by :func:`block_dist`, and the exact
     distance D in the blocks' frame satisfy (rounding of the inputs, the differences, the
@@ -412,16 +445,46 @@ def query(T, q):
         γ = (m + 2)ρ,
 
     so the float32 pass only discards records that an exact float64 distance would discard too
-    (:func:`near_cut`, :func:`far_cut`); the records it keeps are measured in float64.
+    (:func:`near_cut`, :func:`far_cut`); the records it keeps are measured in float64.  (The
+    rotation to the frame is float64 and V is orthonormal to ~m·2⁻⁵³: its errors are far inside
+    ρ − u.)
+
+    The node bounds are computed in float64 on rotated coordinates, each within
+    E = (m + 4)·2⁻⁴⁹·(‖q‖ + max ‖x‖) of the exact ones: searches compare them with thresholds
+    widened by E (:func:`_near_node_cut`, :func:`_far_node_cut`).
     """
-    shift, scal, q32 = T[22], T[23], T[24]
+    shift, scal, q32, V, qr = T[22], T[23], T[24], T[25], T[27]
     m = q.shape[0]
     nq = 0.0
-    for d in range(m):
-        v = (q[d] - shift[d]) * scal[0]
-        q32[d] = float32(v)
+    for e in range(m):
+        v = 0.0
+        for d in range(m):
+            v += (q[d] - shift[d]) * V[d, e]
+        qr[e] = v
+        q32[e] = float32(v * scal[0])
         nq += v * v
-    return _RHO * (scal[1] + np.sqrt(nq) * _SAFE_HI) + _TINY
+    nq = np.sqrt(nq) * _SAFE_HI
+    A = _RHO * (scal[1] + nq * scal[0]) + _TINY
+    E = (m + 4) * 2.0**-49 * (nq + scal[2])
+    return A, E
+
+
+@njit(cache=True, inline="always")
+def _near_node_cut(tau, E):
+    """A node whose computed lower bound exceeds this holds no record within √tau."""
+    if tau == np.inf:
+        return np.inf
+    b = np.sqrt(tau) * (1.0 + 1e-12) + E
+    return b * b * (1.0 + 1e-12)
+
+
+@njit(cache=True, inline="always")
+def _far_node_cut(best, E):
+    """A node whose computed upper bound is below this holds no record as far as √best."""
+    if best < 0.0:
+        return -1.0
+    b = max(np.sqrt(best) * (1.0 - 1e-12) - E, 0.0)
+    return b * b * (1.0 - 1e-12)
 
 
 @intrinsic
@@ -581,30 +644,33 @@ def nearest(T, q, skip_row, need, out):
     left, right, leaf, ncnt = T[5], T[6], T[8], T[9]
     lo, hi = T[11], T[12]
     acc, stack_n, stack_b, hd, hr = T[15], T[16], T[17], T[18], T[19]
-    X, q32 = T[21], T[24]
+    X, q32, qr = T[21], T[24], T[27]
     scale = T[23][0]
     size = 0
-    A = query(T, q)
+    A, E = query(T, q)
     own = blk[skip_row] if skip_row >= 0 else -1
     if own >= 0:
         size = _scan_near(Yb, bidx, cnt, X, acc, hd, hr, own, q, q32, A, scale, skip_row, need, size)
+    tn = _near_node_cut(hd[0] if size == need else np.inf, E)
     stack_n[0] = 0
-    stack_b[0] = _lower(lo, hi, 0, q)
+    stack_b[0] = _lower(lo, hi, 0, qr)
     sp = 1
     while sp > 0:
         sp -= 1
         node = stack_n[sp]
-        if size == need and stack_b[sp] > hd[0]:
+        if stack_b[sp] > tn:
             continue
         j = leaf[node]
         if j >= 0:
             if j != own:
                 size = _scan_near(Yb, bidx, cnt, X, acc, hd, hr, j, q, q32, A, scale, skip_row, need, size)
+                if size == need:
+                    tn = _near_node_cut(hd[0], E)
             continue
         lc = left[node]
         rc = right[node]
-        bl = _lower(lo, hi, lc, q) if ncnt[lc] > 0 else np.inf
-        br = _lower(lo, hi, rc, q) if ncnt[rc] > 0 else np.inf
+        bl = _lower(lo, hi, lc, qr) if ncnt[lc] > 0 else np.inf
+        br = _lower(lo, hi, rc, qr) if ncnt[rc] > 0 else np.inf
         # push the farther child first so the nearer one is searched first
         if bl <= br:
             if br < np.inf:
@@ -663,17 +729,18 @@ def farthest_from(T, q, best, brow):
     left, right, leaf, ncnt = T[5], T[6], T[8], T[9]
     cen, rad = T[13], T[14]
     acc, stack_n, stack_b = T[15], T[16], T[17]
-    X, q32 = T[21], T[24]
+    X, q32, qr = T[21], T[24], T[27]
     scale = T[23][0]
     m = q.shape[0]
-    A = query(T, q)
+    A, E = query(T, q)
+    tf = _far_node_cut(best, E)
     stack_n[0] = 0
-    stack_b[0] = _upper(cen, rad, 0, q)
+    stack_b[0] = _upper(cen, rad, 0, qr)
     sp = 1
     while sp > 0:
         sp -= 1
         node = stack_n[sp]
-        if stack_b[sp] < best:
+        if stack_b[sp] < tf:
             continue
         j = leaf[node]
         if j >= 0:
@@ -690,11 +757,12 @@ def farthest_from(T, q, best, brow):
                         best = d
                         brow = row
                         cut = far_cut(m, scale, best, A)
+            tf = _far_node_cut(best, E)
             continue
         lc = left[node]
         rc = right[node]
-        bl = _upper(cen, rad, lc, q) if ncnt[lc] > 0 else -1.0
-        br = _upper(cen, rad, rc, q) if ncnt[rc] > 0 else -1.0
+        bl = _upper(cen, rad, lc, qr) if ncnt[lc] > 0 else -1.0
+        br = _upper(cen, rad, rc, qr) if ncnt[rc] > 0 else -1.0
         # push the nearer child first so the farther one is searched first
         if bl >= br:
             if br >= 0.0:
