@@ -191,14 +191,15 @@ def test_matches_numpy_baseline():
 
 
 def test_matches_reference_across_index_rebuilds_with_duplicate_rows():
-    # the index is rebuilt over the remaining records each time a quarter have gone (while more
-    # than 4 leaves' worth remain): 4,000 rows, every one present twice, so distance ties are exact
+    # the index is rebuilt over the remaining records each time half have gone (while more than
+    # 4 leaves' worth, 2,048, remain): at 5,000 and 2,500 of these 10,000 rows, every one present
+    # twice, so distance ties are exact
     rng = np.random.default_rng(77)
-    half = rng.standard_normal((2000, 4)) @ rng.standard_normal((4, 4))
+    half = rng.standard_normal((5000, 4)) @ rng.standard_normal((4, 4))
     X = np.vstack([half, half[::-1]])
     got = mdav(X, 6)
     np.testing.assert_array_equal(got, reference_mdav(X, 6))
-    assert_valid_partition(got, 4000, 6)
+    assert_valid_partition(got, 10000, 6)
 
 
 # --------------------------------------------------------------------------------------------

@@ -65,7 +65,7 @@ def build(X, leaf_size, need):
 def build_rows(X, rows, leaf_size, need):
     """Build the index over the rows ``rows`` of X (ascending); the other rows count as deleted.
 
-    MDAV rebuilds its index over the remaining records each time a quarter of them have gone: blocks
+    MDAV rebuilds its index over the remaining records each time half of them have gone: blocks
     stay full and the tree shallow, so a search visits fewer, fuller leaves.
     """
     m = X.shape[1]

@@ -28,7 +28,7 @@ Textbook MDAV makes three full distance passes over the remaining records per pa
   a shrinking k-d tree whose leaves are SIMD-friendly float32 blocks (:mod:`._blocktree`; a
   float32 distance only discards records that provably cannot matter, the rest are measured
   again in float64), rebuilt
-  over the remaining records each time a quarter of them have gone, so that searches visit full
+  over the remaining records each time half of them have gone, so that searches visit full
   blocks of a shallow tree rather than the emptied blocks of the first one (150 000 × 13
   Gaussian records: the nearest search visited 412 blocks holding 22 live records on average);
 * the record furthest from the centroid comes from a list sorted by distance to an older
@@ -68,7 +68,7 @@ from ._blocktree import (
 
 __all__ = ["mdav", "check_k", "as_records"]
 
-_BLOCK = 256  # leaf size: with float32 blocks, 256–384 beat 128 by ~10 % (150k × 13, index rebuilt as records go)
+_BLOCK = 512  # leaf size (leaves hold 256–512 records): see the sweep in benchmarks/README.md
 
 
 def check_k(n: int, k) -> int:
@@ -321,9 +321,9 @@ def _mdav(X, k, leaf_size):
     built = n
     cell = 0
     while r >= 2 * k:
-        if 4 * r <= 3 * built and r > 4 * leaf_size:
-            # a quarter of the records have gone: re-index the rest (full blocks, a shallower
-            # tree); measured on 150k × 13: rebuilding after a quarter beats after a half by ~12 %
+        if 2 * r <= built and r > 4 * leaf_size:
+            # half the records have gone: re-index the rest (full blocks, a shallower tree, the
+            # principal axes of what remains); see the sweep in benchmarks/README.md
             T = build_rows(X, np.flatnonzero(labels < 0), leaf_size, k - 1)
             built = r
         for d in range(m):
