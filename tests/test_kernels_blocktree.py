@@ -1,4 +1,5 @@
-"""The shrinking block index behind exact MDAV (``daskmicro.kernels._blocktree``).
+"""The shrinking block index behind exact MDAV (``daskmicro.kernels._blocktree``, searched by
+``_search`` with the float32 pass of ``_float32``).
 
 Its searches measure distances in float32 first and recheck in float64 only the records the
 float32 value cannot rule out, so they must return exactly what a float64 full scan returns, on
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 from daskmicro.kernels import _blocktree as bt
+from daskmicro.kernels import _search as search
 from daskmicro.kernels.mdav import _mdav
 
 from test_kernels_mdav import reference_mdav
@@ -60,11 +62,11 @@ def test_searches_match_a_float64_scan_before_and_after_deletions(kind, need):
     for stage in range(3):
         queries = rng.choice(np.flatnonzero(live), 60, replace=False)
         for r in queries:
-            got = out[: bt.nearest(T, X[r], r, need, out)]
+            got = out[: search.nearest(T, X[r], r, need, out)]
             np.testing.assert_array_equal(got, _brute_nearest(X, live, X[r], r, need), err_msg=f"nearest of {r}")
-            assert bt.farthest(T, X[r]) == _brute_farthest(X, live, X[r]), f"farthest from {r}"
+            assert search.farthest(T, X[r]) == _brute_farthest(X, live, X[r]), f"farthest from {r}"
         centroid = X[live].mean(axis=0)
-        assert bt.farthest(T, centroid) == _brute_farthest(X, live, centroid)
+        assert search.farthest(T, centroid) == _brute_farthest(X, live, centroid)
         for r in rng.choice(np.flatnonzero(live), n // 4, replace=False):
             bt.remove(T, r)
             live[r] = False
@@ -81,5 +83,5 @@ def test_records_too_large_for_the_float32_frame_still_give_exact_results():
     X = np.array([[1.5e308], [-1.5e308], [0.0], [1.0], [2.0], [1e308]])
     T = bt.build(X, 2, 2)
     out = np.empty(2, np.int64)
-    assert list(out[: bt.nearest(T, X[3], 3, 2, out)]) == [2, 4]  # both at distance 1: lower row first
-    assert bt.farthest(T, X[3]) == 0  # rows 0, 1 and 5 all at an infinite distance: lowest row
+    assert list(out[: search.nearest(T, X[3], 3, 2, out)]) == [2, 4]  # both at distance 1: lower row first
+    assert search.farthest(T, X[3]) == 0  # rows 0, 1 and 5 all at an infinite distance: lowest row

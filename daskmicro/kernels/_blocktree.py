@@ -2,46 +2,40 @@
 
 MDAV needs two queries over the records not yet assigned, again and again: the record
 furthest from a point, and the records nearest a point.  This index answers both exactly by
-branch-and-bound while records are deleted:
+branch-and-bound (:mod:`._search`) while records are deleted:
 
-* the rows are split at medians along the widest coordinate into a balanced binary tree; each
-  leaf is a block of at most ``leaf_size`` records stored column-major in float32 (one SIMD
-  loop per block, half the memory traffic of float64);
+* the records are centred and turned to their principal axes (:func:`_frame`; distances are
+  the same in any orthonormal frame, and boxes along the principal axes of correlated data are
+  tighter), then split at medians along the widest axis into a balanced binary tree; each leaf
+  is a block of at most ``leaf_size`` records stored column-major in float32 (one SIMD loop per
+  block, half the memory traffic of float64);
 * every node keeps a bounding box and a bounding ball of its live records (float64); the box
-  gives the lower bounds of nearest searches, the ball the upper bounds of furthest searches (a
-  box's corners overshoot in many dimensions; measured: box+ball bounds cost more than they
-  prune);
+  gives the lower bounds of nearest searches, the ball the upper bounds of furthest searches;
 * a deletion swaps the record out of its block and decrements live counts up to the root; a
   node refits its box and ball once a quarter of its records have gone, so bounds follow the
   shrinking set.
 
 Exactness: the float32 distances of a block only *discard* records, and only those that a
-rigorous bound on float32 rounding (:func:`query`) proves further than the current k-th
+rigorous bound on float32 rounding (:mod:`._float32`) proves further than the current k-th
 neighbour (or nearer than the current furthest record); every record that may matter is
 measured again in float64 from the caller's matrix, in the same order of operations as a plain
-scan.  Node bounds are float64 with a 1e-12 relative slack.  So the searches return exactly
-what a float64 full scan would, ties broken by row.  On 150 000 × 13 Gaussian records a nearest
-search re-measures ~50 of the ~26 000 records it reads.
+scan.  Node bounds are float64, compared with thresholds widened by the rotation's error bound.
+So the searches return exactly what a float64 full scan would, ties broken by row.
 
 The index is a tuple of arrays (numba-friendly) built by :func:`build`.  Hot loops take the
-arrays they need, never the tuple (see :func:`_scan_near`).  numba's on-disk cache does not
-track imports: after editing this module, touch ``mdav.py`` (whose compiled loop inlines these
-functions) or its cached build keeps the old code.
+arrays they need, never the tuple (unpacking it in a helper called per block cost ~40 % of a
+search: reference counting of every array touched).  numba's on-disk cache does not track
+imports: after editing this module, ``_float32`` or ``_search``, touch ``mdav.py`` (whose
+compiled loop inlines their functions) or its cached build keeps the old code.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.extending import intrinsic
+from numba import float32, njit
 
 _SAFE_LO = 1.0 - 1e-12
 _SAFE_HI = 1.0 + 1e-12
-_RHO = 2.0**-23  # twice float32's unit roundoff: bounds every float32 rounding below
-_TINY = 1e-37  # absolute slack for float32 subnormals
-
-from numba import float32  # noqa: E402
 
 # Tree tuple layout (see build):
 #   Yb, bidx, cnt, blk, slot,                         blocks and row maps
@@ -412,372 +406,3 @@ def dist2(x, q):
         t = x[d] - q[d]
         s += t * t
     return s
-
-
-@njit(cache=True, inline="always")
-def block_dist(Yb, j, c, q32, acc):
-    """float32 squared distances from q32 to the c live records of block j, into acc[:c] (one
-    SIMD loop; in the blocks' frame, see :func:`query`).
-
-    The loops run to c rounded up to 32 (the blocks are padded): the slots past c hold stale
-    values nobody reads, and no scalar remainder loop runs (it took up to a third of a scan)."""
-    c = min((c + 31) & -32, acc.shape[0])
-    for i in range(c):
-        acc[i] = float32(0.0)
-    for d in range(q32.shape[0]):
-        qd = q32[d]
-        row = Yb[j, d]
-        for i in range(c):
-            t = row[i] - qd
-            acc[i] += t * t
-
-
-@njit(cache=True, nogil=True)
-def query(T, q):
-    """Put q in the index's frame (into the qr scratch, float64, for the node bounds, and the q32
-    scratch, float32, for the blocks); return the error radii ``(A, E)``.
-
-    The float32 distance between a record x and q, computed by :func:`block_dist`, and the exact
-    distance D in the blocks' frame satisfy (rounding of the inputs, the differences, the
-    squares and the sum, each by at most float32's unit roundoff u = 2⁻²⁴; ρ = 2u):
-
-        (D(1 − ρ) − A)(1 − γ) ≤ √acc ≤ (D(1 + ρ) + A)(1 + γ),   A = ρ(‖x‖ + ‖q‖) + tiny,
-        γ = (m + 2)ρ,
-
-    so the float32 pass only discards records that an exact float64 distance would discard too
-    (:func:`near_cut`, :func:`far_cut`); the records it keeps are measured in float64.  (The
-    rotation to the frame is float64 and V is orthonormal to ~m·2⁻⁵³: its errors are far inside
-    ρ − u.)
-
-    The node bounds are computed in float64 on rotated coordinates, each within
-    E = (m + 4)·2⁻⁴⁹·(‖q‖ + max ‖x‖) of the exact ones: searches compare them with thresholds
-    widened by E (:func:`_near_node_cut`, :func:`_far_node_cut`).
-    """
-    shift, scal, q32, V, qr = T[22], T[23], T[24], T[25], T[27]
-    m = q.shape[0]
-    nq = 0.0
-    for e in range(m):
-        v = 0.0
-        for d in range(m):
-            v += (q[d] - shift[d]) * V[d, e]
-        qr[e] = v
-        q32[e] = float32(v * scal[0])
-        nq += v * v
-    nq = np.sqrt(nq) * _SAFE_HI
-    A = _RHO * (scal[1] + nq * scal[0]) + _TINY
-    E = (m + 4) * 2.0**-49 * (nq + scal[2])
-    return A, E
-
-
-@njit(cache=True, inline="always")
-def _near_node_cut(tau, E):
-    """A node whose computed lower bound exceeds this holds no record within √tau."""
-    if tau == np.inf:
-        return np.inf
-    b = np.sqrt(tau) * (1.0 + 1e-12) + E
-    return b * b * (1.0 + 1e-12)
-
-
-@njit(cache=True, inline="always")
-def _far_node_cut(best, E):
-    """A node whose computed upper bound is below this holds no record as far as √best."""
-    if best < 0.0:
-        return -1.0
-    b = max(np.sqrt(best) * (1.0 - 1e-12) - E, 0.0)
-    return b * b * (1.0 - 1e-12)
-
-
-@intrinsic
-def _bits(typingctx, v):
-    """The bit pattern of a float32 as an int32: non-negative floats order like their bits."""
-    sig = types.int32(types.float32)
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.IntType(32))
-
-    return sig, codegen
-
-
-@njit(cache=True, inline="always")
-def _min_bits(acc, c):
-    """min(acc[:c]) as bits; an integer reduction vectorises where a float one may not.
-
-    acc holds sums of squares: non-negative, and finite whenever a cut is finite (the blocks'
-    frame keeps every coordinate below 1)."""
-    b = acc.view(np.int32)
-    v = b[0]
-    for i in range(1, c):
-        v = min(v, b[i])
-    return v
-
-
-@njit(cache=True, inline="always")
-def _max_bits(acc, c):
-    """max(acc[:c]) as bits (see :func:`_min_bits`)."""
-    b = acc.view(np.int32)
-    v = b[0]
-    for i in range(1, c):
-        v = max(v, b[i])
-    return v
-
-
-@njit(cache=True, inline="always")
-def near_cut(m, scale, tau, A):
-    """float32 threshold: a record whose float32 distance exceeds it is further than √tau."""
-    if tau == np.inf:
-        return float32(np.inf)
-    g = (m + 2) * _RHO
-    b = (np.sqrt(tau) * scale * (1.0 + _RHO) + A) * (1.0 + g)
-    return float32(b * b * (1.0 + 2.0**-20))
-
-
-@njit(cache=True, inline="always")
-def far_cut(m, scale, best, A):
-    """float32 threshold: a record whose float32 distance is below it is nearer than √best."""
-    if best <= 0.0:
-        return float32(-1.0)
-    g = (m + 2) * _RHO
-    b = (np.sqrt(best) * scale * (1.0 - _RHO) - A) * (1.0 - g)
-    if b <= 0.0:
-        return float32(-1.0)
-    return float32(b * b * (1.0 - 2.0**-20))
-
-
-@njit(cache=True, inline="always")
-def _lower(lo, hi, node, q):
-    """Lower bound on ‖x − q‖² over the node's box (tight for the nearby queries of kNN)."""
-    s = 0.0
-    for d in range(q.shape[0]):
-        qd = q[d]
-        t = max(max(lo[node, d] - qd, qd - hi[node, d]), 0.0)
-        s += t * t
-    return s * _SAFE_LO
-
-
-@njit(cache=True, inline="always")
-def _upper(cen, rad, node, q):
-    """Upper bound on ‖x − q‖² over the node's ball (a box's corners overshoot for far queries)."""
-    u = 0.0
-    for d in range(q.shape[0]):
-        v = cen[node, d] - q[d]
-        u += v * v
-    b = np.sqrt(u) + rad[node]
-    return b * b * _SAFE_HI
-
-
-@njit(cache=True, inline="always")
-def _worse(d1, r1, d2, r2):
-    """(d1, r1) ranks after (d2, r2) in nearest-first order: larger distance, then larger row."""
-    return d1 > d2 or (d1 == d2 and r1 > r2)
-
-
-@njit(cache=True, nogil=True)
-def _heap_offer(hd, hr, size, need, d, row):
-    """Keep the ``need`` best (distance, row) pairs in a max-heap (worst on top)."""
-    if size < need:
-        j = size
-        hd[j] = d
-        hr[j] = row
-        size += 1
-        while j > 0:
-            p = (j - 1) // 2
-            if _worse(hd[j], hr[j], hd[p], hr[p]):
-                hd[j], hd[p] = hd[p], hd[j]
-                hr[j], hr[p] = hr[p], hr[j]
-                j = p
-            else:
-                break
-        return size
-    if not _worse(hd[0], hr[0], d, row):
-        return size
-    hd[0] = d
-    hr[0] = row
-    j = 0
-    while True:
-        a = 2 * j + 1
-        if a >= need:
-            break
-        w = a
-        if a + 1 < need and _worse(hd[a + 1], hr[a + 1], hd[a], hr[a]):
-            w = a + 1
-        if _worse(hd[w], hr[w], hd[j], hr[j]):
-            hd[w], hd[j] = hd[j], hd[w]
-            hr[w], hr[j] = hr[j], hr[w]
-            j = w
-        else:
-            break
-    return size
-
-
-@njit(cache=True, inline="always")
-def _scan_near(Yb, bidx, cnt, X, acc, hd, hr, j, q, q32, A, scale, skip_row, need, size):
-    """Offer the live records of block j to the nearest-search heap; return the heap size.
-
-    Helpers take arrays, not the index tuple: unpacking the tuple in a helper called per block
-    cost ~40 % of a search (reference counting of every array it touches)."""
-    c = cnt[j]
-    m = q.shape[0]
-    block_dist(Yb, j, c, q32, acc)
-    cut = near_cut(m, scale, hd[0] if size == need else np.inf, A)
-    if cut < np.inf and _min_bits(acc, c) > _bits(cut):
-        return size  # no record of the block can enter (the common case)
-    for i in range(c):
-        if not acc[i] > cut:  # (NaN-safe: keeps the record)
-            row = bidx[j, i]
-            if row != skip_row:
-                d = dist2(X[row], q)
-                if size < need or d <= hd[0]:
-                    size = _heap_offer(hd, hr, size, need, d, row)
-                    if size == need:
-                        cut = near_cut(m, scale, hd[0], A)
-    return size
-
-
-@njit(cache=True, nogil=True)
-def nearest(T, q, skip_row, need, out):
-    """Rows of the ``need`` live records nearest q, by (distance, row), ``skip_row`` excluded.
-
-    The block holding ``skip_row`` (the query record itself, when it is one) is searched first
-    so the pruning threshold is tight from the start.  Written to ``out[:need]`` in order.
-    """
-    Yb, bidx, cnt, blk = T[0], T[1], T[2], T[3]
-    left, right, leaf, ncnt = T[5], T[6], T[8], T[9]
-    lo, hi = T[11], T[12]
-    acc, stack_n, stack_b, hd, hr = T[15], T[16], T[17], T[18], T[19]
-    X, q32, qr = T[21], T[24], T[27]
-    scale = T[23][0]
-    size = 0
-    A, E = query(T, q)
-    own = blk[skip_row] if skip_row >= 0 else -1
-    if own >= 0:
-        size = _scan_near(Yb, bidx, cnt, X, acc, hd, hr, own, q, q32, A, scale, skip_row, need, size)
-    tn = _near_node_cut(hd[0] if size == need else np.inf, E)
-    stack_n[0] = 0
-    stack_b[0] = _lower(lo, hi, 0, qr)
-    sp = 1
-    while sp > 0:
-        sp -= 1
-        node = stack_n[sp]
-        if stack_b[sp] > tn:
-            continue
-        j = leaf[node]
-        if j >= 0:
-            if j != own:
-                size = _scan_near(Yb, bidx, cnt, X, acc, hd, hr, j, q, q32, A, scale, skip_row, need, size)
-                if size == need:
-                    tn = _near_node_cut(hd[0], E)
-            continue
-        lc = left[node]
-        rc = right[node]
-        bl = _lower(lo, hi, lc, qr) if ncnt[lc] > 0 else np.inf
-        br = _lower(lo, hi, rc, qr) if ncnt[rc] > 0 else np.inf
-        # push the farther child first so the nearer one is searched first
-        if bl <= br:
-            if br < np.inf:
-                stack_n[sp] = rc
-                stack_b[sp] = br
-                sp += 1
-            if bl < np.inf:
-                stack_n[sp] = lc
-                stack_b[sp] = bl
-                sp += 1
-        else:
-            if bl < np.inf:
-                stack_n[sp] = lc
-                stack_b[sp] = bl
-                sp += 1
-            stack_n[sp] = rc
-            stack_b[sp] = br
-            sp += 1
-    if size > 32:
-        rows = hr[:size].copy()
-        dist = hd[:size].copy()
-        o = np.argsort(rows)
-        rows = rows[o]
-        dist = dist[o]
-        o = np.argsort(dist, kind="mergesort")
-        for i in range(size):
-            out[i] = rows[o[i]]
-        return size
-    # few neighbours (k ≤ 33): insertion sort by (distance, row) in the heap's own arrays
-    for i in range(1, size):
-        d = hd[i]
-        r = hr[i]
-        j = i - 1
-        while j >= 0 and _worse(hd[j], hr[j], d, r):
-            hd[j + 1] = hd[j]
-            hr[j + 1] = hr[j]
-            j -= 1
-        hd[j + 1] = d
-        hr[j + 1] = r
-    for i in range(size):
-        out[i] = hr[i]
-    return size
-
-
-@njit(cache=True, nogil=True)
-def farthest(T, q):
-    """Row of the live record furthest from q (lowest row on ties)."""
-    return farthest_from(T, q, -1.0, -1)
-
-
-@njit(cache=True, nogil=True)
-def farthest_from(T, q, best, brow):
-    """:func:`farthest`, seeded with a live record ``brow`` at squared distance ``best`` from q
-    (or ``-1.0, -1``): a good seed prunes from the first node on."""
-    Yb, bidx, cnt = T[0], T[1], T[2]
-    left, right, leaf, ncnt = T[5], T[6], T[8], T[9]
-    cen, rad = T[13], T[14]
-    acc, stack_n, stack_b = T[15], T[16], T[17]
-    X, q32, qr = T[21], T[24], T[27]
-    scale = T[23][0]
-    m = q.shape[0]
-    A, E = query(T, q)
-    tf = _far_node_cut(best, E)
-    stack_n[0] = 0
-    stack_b[0] = _upper(cen, rad, 0, qr)
-    sp = 1
-    while sp > 0:
-        sp -= 1
-        node = stack_n[sp]
-        if stack_b[sp] < tf:
-            continue
-        j = leaf[node]
-        if j >= 0:
-            c = cnt[j]
-            block_dist(Yb, j, c, q32, acc)
-            cut = far_cut(m, scale, best, A)
-            if cut > 0.0 and A < np.inf and _max_bits(acc, c) < _bits(cut):
-                continue  # every record of the block is nearer than the best
-            for i in range(c):
-                if not acc[i] < cut:
-                    row = bidx[j, i]
-                    d = dist2(X[row], q)
-                    if d > best or (d == best and row < brow):
-                        best = d
-                        brow = row
-                        cut = far_cut(m, scale, best, A)
-            tf = _far_node_cut(best, E)
-            continue
-        lc = left[node]
-        rc = right[node]
-        bl = _upper(cen, rad, lc, qr) if ncnt[lc] > 0 else -1.0
-        br = _upper(cen, rad, rc, qr) if ncnt[rc] > 0 else -1.0
-        # push the nearer child first so the farther one is searched first
-        if bl >= br:
-            if br >= 0.0:
-                stack_n[sp] = rc
-                stack_b[sp] = br
-                sp += 1
-            stack_n[sp] = lc
-            stack_b[sp] = bl
-            sp += 1
-        else:
-            if bl >= 0.0:
-                stack_n[sp] = lc
-                stack_b[sp] = bl
-                sp += 1
-            stack_n[sp] = rc
-            stack_b[sp] = br
-            sp += 1
-    return brow
