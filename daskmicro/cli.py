@@ -142,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report", metavar="PATH", help="JSON report to write (default: OUTPUT with suffix .report.json)")
     p.add_argument("--keep-row-id", action="store_true", help="add a row_id column with each record's position in the input")
     p.add_argument("--overwrite", action="store_true", help="replace OUTPUT and the report if they exist")
-    p.add_argument("--reference", default="auto", choices=["auto", "exact", "sample", "none"], help="IL of exact MDAV for the report's relative increment: exact on all records, estimated on a 20,000-record sample, auto (exact up to 20,000 records), none (default: %(default)s)")
+    p.add_argument("--reference", default="auto", choices=["auto", "exact", "sample", "none"], help="IL of exact MDAV for the report's relative increment: exact on all records, estimated on a 20,000-record sample, auto (exact up to 20,000 records), none; runs split into strata get the record-weighted mean over the groups (default: %(default)s)")
     p.add_argument("--no-dask-report", action="store_true", help="cluster runs: do not write the Dask performance report (REPORT.dask.html, or _dask-report.html in a directory output)")
     _add_cluster_options(p)
     from .lake_run import add_options as _add_lake_options  # --filter, --strata, --missing, --drop, ...

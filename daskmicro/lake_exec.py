@@ -133,9 +133,10 @@ def execute(client, source, qi, args, method, strata, partition_by, missing, row
               for i in range(len(source.files)) if scans[i]["rows"]]
     meta = client.compute(dask.delayed(_empty_like)(pieces[0])).result()
     select = dask.delayed(_select, pure=True)
-    releases, reports = [], []
+    releases, reports, inputs = [], [], []
     for g in groups:
         sel = pieces if g.n == n else [select(p, strata, qi, g) for p in pieces]
+        inputs.append(sel)
         if not g.observed:  # every QI missing: nothing to aggregate, the records pass through
             releases.extend(sel)
             reports.append(None)
@@ -183,9 +184,10 @@ def execute(client, source, qi, args, method, strata, partition_by, missing, row
         prob = _probabilistic(args.k, participation, k, sizes, n)
     _stage("write + verify", t0)
     report = _report(n, qi, args, method, seed, groups, reports, strata, missing, k_check, rows_check, source)
+    # the reference runs exact MDAV at the cell size the run used (n_min under participation)
+    _reference(report, groups, inputs, reports, meta, getattr(args, "reference", None))
     report.k = int(args.k)
     report.probabilistic = prob
-    _reference(report, groups, pieces, meta, strata, missing, getattr(args, "reference", None))
     if lake_out:
         report.lake = {"staging": staging, "files": listing["files"]}
     else:
@@ -193,23 +195,43 @@ def execute(client, source, qi, args, method, strata, partition_by, missing, row
     return report, report.lake["files"]
 
 
-def _reference(report, groups, pieces, meta, strata, missing, reference):
+def _reference(report, groups, inputs, reports, meta, reference):
     """Exact MDAV's information loss on the released records (:mod:`daskmicro.reference`).
 
-    One group only: a stratified run would need one reference per stratum, and says so.
+    A run split into strata (or missing-value groups) anonymizes each group on its own, with its
+    own z-scoring, and reports the record-weighted mean of the groups' IL; its reference is the
+    same mean over exact MDAV run on each group (exact, or estimated on a sample for large
+    groups, as ``reference`` says).  Groups with no observed QI are left out of both.
     """
     if reference in (None, "none"):
-        return
-    if strata or missing == "separate" or len(groups) != 1 or not groups[0].observed:
-        report.reference = {"kind": "none", "label": "not computed for runs split into strata or missing-value groups"}
         return
     import dask.dataframe as dd
 
     from .reference import attach_reference
 
     started = time.perf_counter()
-    attach_reference(report, dd.from_delayed(pieces, meta=meta, verify_meta=False), list(groups[0].observed),
-                     reference)
+    parts = [(g, sel, r) for g, sel, r in zip(groups, inputs, reports) if r is not None and g.observed]
+    if len(parts) == 1 and parts[0][2] is report:
+        g, sel, _ = parts[0]
+        attach_reference(report, dd.from_delayed(sel, meta=meta, verify_meta=False), list(g.observed), reference)
+    elif parts:
+        per = []
+        for g, sel, r in parts:
+            rec = attach_reference(r, dd.from_delayed(sel, meta=meta, verify_meta=False), list(g.observed), reference)
+            per.append({"group": g.label, "n": int(r.n), "kind": rec["kind"],
+                        "information_loss": float(rec["information_loss"]), "method_information_loss":
+                        float(r.information_loss), "seconds": float(rec["seconds"])})
+        total = sum(p["n"] for p in per)
+        sampled = sum(p["kind"] == "sample" for p in per)
+        label = (f"record-weighted mean over {len(per)} groups, exact MDAV on each" if not sampled else
+                 f"record-weighted mean over {len(per)} groups, {sampled} estimated on a sample")
+        record = {"kind": "sample" if sampled else "exact", "label": label,
+                  "information_loss": sum(p["n"] * p["information_loss"] for p in per) / total,
+                  "seconds": sum(p["seconds"] for p in per), "groups": per}
+        report.reference_information_loss = record["information_loss"]
+        report.reference = record
+    else:
+        report.reference = {"kind": "none", "label": "no group has an observed quasi-identifier"}
     if report.timings is not None:
         report.timings["reference"] = time.perf_counter() - started
 
