@@ -8,12 +8,13 @@ any scale, with near-ties, and after deletions.  Small leaves make every search 
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from daskmicro.kernels import _blocktree as bt
 from daskmicro.kernels import _search as search
 from daskmicro.kernels.mdav import _mdav
 
-from test_kernels_mdav import reference_mdav
+from test_kernels_mdav import problems, reference_mdav
 
 
 def _data(kind, n=900, m=3):
@@ -29,12 +30,14 @@ def _data(kind, n=900, m=3):
         return X * np.array([1e9, 1.0, 1e-3])
     if kind == "grid":  # a grid of non-dyadic steps: many distances tie to the last bit or nearly
         return rng.integers(0, 9, (n, m)) * 0.1 + 1e-12 * rng.standard_normal((n, m))
+    if kind == "ties":  # few integer levels: exact duplicates and exact distance ties everywhere
+        return rng.integers(0, 3, (n, m)).astype(np.float64)
     # near-duplicates: pairs closer than float32 can tell apart
     half = X[: n // 2]
     return np.vstack([half, half + 1e-9 * rng.standard_normal(half.shape)])
 
 
-KINDS = ["plain", "huge", "tiny", "offset", "mixed", "grid", "near-duplicates"]
+KINDS = ["plain", "huge", "tiny", "offset", "mixed", "grid", "ties", "near-duplicates"]
 
 
 def _brute_nearest(X, live, q, skip, need):
@@ -85,3 +88,15 @@ def test_records_too_large_for_the_float32_frame_still_give_exact_results():
     out = np.empty(2, np.int64)
     assert list(out[: search.nearest(T, X[3], 3, 2, out)]) == [2, 4]  # both at distance 1: lower row first
     assert search.farthest(T, X[3]) == 0  # rows 0, 1 and 5 all at an infinite distance: lowest row
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(problems())
+def test_labels_do_not_depend_on_the_leaf_size(problem):
+    # the searches are exact with ties broken by row, so how the index is cut into leaves (and
+    # when it is rebuilt) must not change a single label, on grids full of ties included
+    X, k = problem
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    want = _mdav(X, k, 512)
+    for leaf in (2, 5, 16):
+        np.testing.assert_array_equal(_mdav(X, k, leaf), want)
