@@ -56,8 +56,9 @@ def query(T, q):
     ρ − u.)
 
     The node bounds are computed in float64 on rotated coordinates, each within
-    E = (m + 4)·2⁻⁴⁹·(‖q‖ + max ‖x‖) of the exact ones: searches compare them with thresholds
-    widened by E (:func:`_near_node_cut`, :func:`_far_node_cut`).
+    E = (m + 4)·√m·2⁻⁴⁹·(‖q‖ + max ‖x‖) of the exact ones (a length-m float64 dot product per
+    coordinate, m coordinates): searches compare them with thresholds widened by E
+    (:func:`_near_node_cut`, :func:`_far_node_cut`).
     """
     shift, scal, q32, V, qr = T[22], T[23], T[24], T[25], T[27]
     m = q.shape[0]
@@ -71,7 +72,7 @@ def query(T, q):
         nq += v * v
     nq = np.sqrt(nq) * _SAFE_HI
     A = _RHO * (scal[1] + nq * scal[0]) + _TINY
-    E = (m + 4) * 2.0**-49 * (nq + scal[2])
+    E = (m + 4) * np.sqrt(m) * 2.0**-49 * (nq + scal[2])
     return A, E
 
 
