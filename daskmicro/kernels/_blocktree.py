@@ -74,7 +74,7 @@ def build_rows(X, rows, leaf_size, need):
     tmp_id = np.empty(n, np.int64)
     blo = np.empty(m)
     bhi = np.empty(m)
-    maxnodes = 2 * (n // max(leaf_size // 4, 1) + 1) + 1  # splits leave each side ≥ a quarter
+    maxnodes = 2 * (n // max(leaf_size // 2, 1) + 1) + 1
     left = np.full(maxnodes, -1, np.int64)
     right = np.full(maxnodes, -1, np.int64)
     parent = np.full(maxnodes, -1, np.int64)
@@ -116,55 +116,32 @@ def build_rows(X, rows, leaf_size, need):
             if bhi[d] - blo[d] > wide:
                 wide = bhi[d] - blo[d]
                 dim = d
-        # split at the median of ≤ 255 evenly spaced records when that leaves each side between
-        # a quarter and three quarters (the tree stays shallow), else at the exact median
-        sstep = max(1, (b - a) // 255)
-        ns = (b - a + sstep - 1) // sstep
-        for t in range(ns):
-            key[a + t] = Z[a + t * sstep, dim]
-        med = np.sort(key[a:a + ns])[ns // 2]
+        h = a + (b - a) // 2
+        for i in range(a, b):
+            key[i] = Z[i, dim]
+        med = _quickselect(key, a, b, h)
+        # stable split around the median, reading Z in order: the h − a smallest go left (ties
+        # at the median by position), written as two sequential streams
         below = 0
         for i in range(a, b):
-            below += 1 if Z[i, dim] < med else 0
-        if 4 * below >= b - a and 4 * below <= 3 * (b - a):
-            h = a + below
-            pl = a
-            pr = h
-            for i in range(a, b):  # stable split, two sequential output streams, no branch
-                lft = 1 if Z[i, dim] < med else 0
-                dst = pr + (pl - pr) * lft
-                pl += lft
-                pr += 1 - lft
-                tmp_id[dst] = perm[i]
-                for d in range(m):
-                    tmp[dst, d] = Z[i, d]
-        else:
-            h = a + (b - a) // 2
-            for i in range(a, b):
-                key[i] = Z[i, dim]
-            med = _quickselect(key, a, b, h)
-            # stable split around the exact median: the h − a smallest go left (ties at the
-            # median by position)
-            below = 0
-            for i in range(a, b):
-                if Z[i, dim] < med:
-                    below += 1
-            ties = h - a - below
-            pl = a
-            pr = h
-            for i in range(a, b):
-                v = Z[i, dim]
-                if v < med or (v == med and ties > 0):
-                    if v == med:
-                        ties -= 1
-                    dst = pl
-                    pl += 1
-                else:
-                    dst = pr
-                    pr += 1
-                tmp_id[dst] = perm[i]
-                for d in range(m):
-                    tmp[dst, d] = Z[i, d]
+            if Z[i, dim] < med:
+                below += 1
+        ties = h - a - below
+        pl = a
+        pr = h
+        for i in range(a, b):
+            v = Z[i, dim]
+            if v < med or (v == med and ties > 0):
+                if v == med:
+                    ties -= 1
+                dst = pl
+                pl += 1
+            else:
+                dst = pr
+                pr += 1
+            tmp_id[dst] = perm[i]
+            for d in range(m):
+                tmp[dst, d] = Z[i, d]
         for i in range(a, b):
             perm[i] = tmp_id[i]
             for d in range(m):
