@@ -264,13 +264,20 @@ def _frame(X, rows):
         for d in range(m):
             s += Z[i, d] * Z[i, d]
         big = max(big, s)
-    big = np.sqrt(big) * _SAFE_HI
-    scale = 1.0
-    if not np.isfinite(big):
-        big = np.inf  # A = ∞: nothing is discarded or pruned
-    elif big > 0.0:
-        scale = 2.0 ** (-np.ceil(np.log2(big)))
+    scale, big = pow2_scale(np.sqrt(big) * _SAFE_HI)
     return Z, shift, V, np.array([scale, big * scale, big])
+
+
+@njit(cache=True, inline="always")
+def pow2_scale(big):
+    """``(scale, big)``: the power of two that puts a norm bound ``big`` in [0.5, 1) (exact in
+    float64; no float32 overflow), or 1 with ``big = ∞`` when the bound is not finite (the
+    float32 pass then discards nothing)."""
+    if not np.isfinite(big):
+        return 1.0, np.inf
+    if big > 0.0:
+        return 2.0 ** (-np.ceil(np.log2(big))), big
+    return 1.0, big
 
 
 @njit(cache=True, nogil=True)

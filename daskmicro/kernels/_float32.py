@@ -71,9 +71,14 @@ def query(T, q):
         q32[e] = float32(v * scal[0])
         nq += v * v
     nq = np.sqrt(nq) * _SAFE_HI
-    A = _RHO * (scal[1] + nq * scal[0]) + _TINY
     E = (m + 4) * np.sqrt(m) * 2.0**-49 * (nq + scal[2])
-    return A, E
+    return error_radius(scal[1], nq * scal[0]), E
+
+
+@njit(cache=True, inline="always")
+def error_radius(xbound, qnorm):
+    """A of :func:`query` from bounds on ‖x‖ and ‖q‖ in the scaled frame."""
+    return _RHO * (xbound + qnorm) + _TINY
 
 
 @njit(cache=True, inline="always")

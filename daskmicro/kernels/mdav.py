@@ -50,12 +50,10 @@ is exactly the MDAV of the specification above.  Memory is O(n·m): never an n×
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import float32, njit
 
-from numba import float32
-
-from ._blocktree import _SAFE_HI, build, build_rows, dist2, remove
-from ._float32 import _RHO, _TINY, _bits, _max_bits, far_cut
+from ._blocktree import _SAFE_HI, build, build_rows, dist2, pow2_scale, remove
+from ._float32 import _bits, _max_bits, error_radius, far_cut
 from ._search import farthest_from, nearest
 
 __all__ = ["mdav", "check_k", "as_records"]
@@ -172,12 +170,7 @@ def _walk_rebuild(T, W, C):
     o = np.argsort(-vals)
     for i in range(ntop):
         top[i] = rows[o[i]]
-    amax = vals[o[0]]
-    scale = 1.0
-    if not np.isfinite(amax):
-        amax = np.inf  # the float32 pass then discards nothing
-    elif amax > 0.0:
-        scale = 2.0 ** (-np.ceil(np.log2(amax)))
+    scale, amax = pow2_scale(vals[o[0]])
     frame[0] = scale
     frame[1] = amax * scale
     for i in range(ntop):
@@ -241,7 +234,7 @@ def _farthest_from_record(T, W, X, p):
     walk as soon as the list's ``a`` drops below the best distance minus ‖Cref − p‖.  On 150 000
     Gaussian records that leaves 0.5–15 % of the live records to examine, against ~40 % for the
     tree's ball bounds.  Each chunk is measured in float32 first (the same rigorous discard
-    bound as the index, :func:`._blocktree.query`); records it cannot rule out are measured in
+    bound as the index, :func:`._float32.query`); records it cannot rule out are measured in
     float64.  If the list runs out first, the tree search finishes, seeded with the best record.
     """
     blk = T[3]
@@ -255,7 +248,7 @@ def _farthest_from_record(T, W, X, p):
         v = (xp[d] - Cref[d]) * scale
         q32[d] = float32(v)
         nq += v * v
-    A = _RHO * (frame[1] + np.sqrt(nq) * _SAFE_HI) + _TINY
+    A = error_radius(frame[1], np.sqrt(nq) * _SAFE_HI)
     ntop = int(state[0])
     best = -1.0
     brow = -1
