@@ -14,9 +14,9 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
-from pandas.api import types as ptypes
 
 from .errors import InputError, ParameterError
+from .io.qi import check_qi_dtype, qi_column, unknown_columns
 from .graph.pipeline import DEFAULT_MAX_TASK_ROWS, check_options, check_pcl_options
 from .kernels import centroids, check_k, information_loss, mdav, standardize
 from .privacy.verify import verify_k_anonymity, verify_rows
@@ -352,14 +352,12 @@ def _check_qi(df: pd.DataFrame, qi) -> list:
         raise ParameterError(f"QI column(s) named more than once: {_names(repeated)}")
     unknown = [c for c in qi if c not in df.columns]
     if unknown:
-        raise ParameterError(f"unknown QI column(s), not in the input: {_names(unknown)}")
+        raise unknown_columns(unknown, df.columns)
     ambiguous = [c for c in qi if int((df.columns == c).sum()) > 1]
     if ambiguous:
         raise InputError(f"QI column name(s) occurring more than once in the input: {_names(ambiguous)}")
     for c in qi:
-        dtype = df[c].dtype
-        if ptypes.is_bool_dtype(dtype) or not (ptypes.is_integer_dtype(dtype) or ptypes.is_float_dtype(dtype)):
-            raise InputError(f"QI column {c!r} is not numeric (dtype {dtype}); quasi-identifiers must be numbers")
+        check_qi_dtype(c, df[c].dtype)
     return qi
 
 
@@ -396,7 +394,7 @@ def _qi_matrix(df: pd.DataFrame, qi: list) -> np.ndarray:
     X = np.empty((len(df), len(qi)), dtype=np.float64)
     missing, infinite = [], []
     for j, c in enumerate(qi):
-        X[:, j] = df[c].to_numpy(dtype=np.float64, na_value=np.nan)
+        X[:, j] = qi_column(df[c], c)  # exact float64, or refused (integers beyond ±2^53)
         n_nan = int(np.isnan(X[:, j]).sum())
         n_inf = int(np.isinf(X[:, j]).sum())
         if n_nan:

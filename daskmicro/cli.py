@@ -291,7 +291,7 @@ def _cmd_anonymize(args) -> int:
     if (args.participation is None) != (args.max_cell_failure is None):
         raise ParameterError("--participation and --max-cell-failure go together")
     security = security_from_args(args)
-    qi = [c.strip() for c in args.qi.split(",") if c.strip()]
+    qi = lake_run.column_list(args.qi, "--qi")
     options = dict(
         qi=qi, k=args.k, method=args.method, energy_loss=args.energy_loss, n_components=args.n_components,
         seed=args.seed, keep_row_id=args.keep_row_id, K=args.K, nu=args.nu, partition_size=args.partition_size,
@@ -363,7 +363,8 @@ def _cmd_anonymize(args) -> int:
     report_path = report_path or default_report
     report.paths = {"input": str(args.input), "output": str(output), "report": str(report_path)}
     with AtomicBatch() as batch:
-        batch.parquet(release, output)
+        # verified again as read back from the staged file: the bytes users get, not a copy in memory
+        report.k_anonymity = batch.release(release, output, report.published_columns(), report.k_anonymity.k)
         batch.json(report.to_dict(), report_path)
         perf.stage(batch, perf_path)
     print(report.summary())
@@ -413,7 +414,7 @@ def _cmd_demo(args) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     with AtomicBatch() as batch:
         batch.parquet(data, paths["input"])
-        batch.parquet(release, paths["release"])
+        report.k_anonymity = batch.release(release, paths["release"], report.published_columns(), report.k_anonymity.k)
         if perf.stage(batch, out_dir / "dask-report.html"):
             report.performance_report = "dask-report.html"
         batch.json(report.to_dict(), paths["report"])

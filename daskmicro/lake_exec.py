@@ -165,11 +165,12 @@ def execute(client, source, qi, args, method, strata, partition_by, missing, row
     files = cm.plan_files(partition_by, part_counts, rows_per_file if lake_out else n)
     schema = _promised_schema(source, qi, partition_by, args.keep_row_id)
     expected = cm.row_checksum(np.arange(n, dtype=np.int64))
+    published = list(dict.fromkeys(strata + qi))  # the tuple an intruder sees: stratum columns + QIs
     if lake_out:
         staging = cm.staging_dir(output)
         staging.mkdir()
         try:
-            listing = _write_and_verify(client, releases, files, schema, qi, k, seed, partition_by,
+            listing = _write_and_verify(client, releases, files, schema, published, k, seed, partition_by,
                                         args.keep_row_id, staging, n, expected)
             prob = _probabilistic(args.k, participation, k, listing.pop("tuple_sizes"), n)
         except BaseException:
@@ -179,7 +180,7 @@ def execute(client, source, qi, args, method, strata, partition_by, missing, row
             raise
         k_check, rows_check = listing.pop("k_check"), listing.pop("rows_check")
     else:
-        frame, k_check, rows_check, sizes = _collect(client, releases, schema, qi, k, seed, args.keep_row_id, n,
+        frame, k_check, rows_check, sizes = _collect(client, releases, schema, published, k, seed, args.keep_row_id, n,
                                                      expected)
         prob = _probabilistic(args.k, participation, k, sizes, n)
     _stage("write + verify", t0)
@@ -255,8 +256,10 @@ def _tree(client, futures, combine, arity=8):
     return futures[0]
 
 
-def _write_and_verify(client, releases, files, schema, qi, k, seed, partition_by, keep_row_id, staging, n,
+def _write_and_verify(client, releases, files, schema, columns, k, seed, partition_by, keep_row_id, staging, n,
                       expected):
+    """Write the buckets, then re-read every file and count its published tuples (``columns``:
+    stratum columns + QIs) in the written dtypes."""
     from .privacy.verify import RowCheck, check_tuple_counts, merge_tuple_counts
 
     import dask
@@ -276,7 +279,7 @@ def _write_and_verify(client, releases, files, schema, qi, k, seed, partition_by
     results = client.gather(written)
     del splits
     keep = [(p, r) for p, r in zip(paths, results) if r["rows"]]
-    checks = [client.submit(cm.verify_file, str(p), schema, qi, pure=False) for p, _ in keep]
+    checks = [client.submit(cm.verify_file, str(p), schema, columns, pure=False) for p, _ in keep]
     rows_read = sum(client.gather([client.submit(operator.itemgetter(0), c) for c in checks]))
     same = client.gather([client.submit(operator.itemgetter(1), c) for c in checks])
     counts = _tree(client, [client.submit(operator.itemgetter(2), c) for c in checks], merge_tuple_counts)
@@ -307,9 +310,10 @@ def _probabilistic(k, participation, n_min, sizes, n):
     return prob
 
 
-def _collect(client, releases, schema, qi, k, seed, keep_row_id, n, expected):
-    """Single-file output: the release in one frame, rows in key order, verified in memory."""
-    from .privacy.verify import verify_k_anonymity, verify_rows
+def _collect(client, releases, schema, columns, k, seed, keep_row_id, n, expected):
+    """Single-file output: the release in one frame, rows in key order, checked in memory (the
+    file written from it is verified again as read back, :class:`~daskmicro.io.tables.AtomicBatch`)."""
+    from .privacy.verify import check_tuple_counts, tuple_counts, verify_rows
     from .publish import ROW_ID, shuffle_keys
 
     from dask.delayed import Delayed
@@ -323,8 +327,9 @@ def _collect(client, releases, schema, qi, k, seed, keep_row_id, n, expected):
     if keep_row_id:
         df[ROW_ID] = df[RID].to_numpy(dtype=np.int64)
     df = df[schema.names]
-    k_check = verify_k_anonymity(df, qi, k).raise_if_failed()
-    sizes = np.unique(df.groupby(list(qi), sort=False, dropna=False).size().to_numpy(), return_counts=True)
+    counts = tuple_counts(df, list(columns))
+    k_check = check_tuple_counts(counts, k).raise_if_failed()
+    sizes = _tuple_sizes(counts)
     return df, k_check, verify_rows(n, df).raise_if_failed(), sizes
 
 

@@ -23,10 +23,11 @@ from pathlib import Path
 
 from .errors import InputError, ParameterError
 from .io import commit as cm
+from .io.qi import unknown_columns
 from .io.source import open_source
 from .strata import check_strata
 
-__all__ = ["add_options", "wants_lake_run", "run_from_args", "estimate_task_bytes", "check_memory",
+__all__ = ["add_options", "column_list", "wants_lake_run", "run_from_args", "estimate_task_bytes", "check_memory",
            "SMALL_GROUP_ROWS", "DEFAULT_ROWS_PER_FILE"]
 
 #: Groups up to this many records run as one in-process task (exact MDAV) under method "auto".
@@ -37,8 +38,16 @@ MAX_ABS = 1e150
 MEMORY_FRACTION = 0.6
 
 
-def _csv(text) -> list:
-    return [c.strip() for c in str(text).split(",") if c.strip()] if text else []
+def column_list(text, option: str) -> list:
+    """Column names of a comma-separated option, exactly as written (no stripping: ``" x"`` names
+    the column ``" x"``); an empty name (``a,,b`` or a trailing comma) is refused."""
+    if not text:
+        return []
+    names = str(text).split(",")
+    if any(n == "" for n in names):
+        raise ParameterError(f"{option}: empty column name in {len(names)} comma-separated name(s); "
+                             "remove the extra comma")
+    return names
 
 
 def add_options(p) -> None:
@@ -104,7 +113,7 @@ def _check_qi_types(source, qi):
 
     unknown = [c for c in qi if c not in source.columns]
     if unknown:
-        raise ParameterError(f"unknown QI column(s), not in the input: {', '.join(map(repr, unknown))}")
+        raise unknown_columns(unknown, source.columns)
     if len(set(qi)) != len(qi):
         raise ParameterError("a QI column is named more than once")
     for c in qi:
@@ -138,7 +147,7 @@ def _config(args, qi, strata, partition_by, missing, rows_per_file) -> dict:
             "max_task_rows", "seed", "keep_row_id", "merge_small_strata", "participation", "max_cell_failure")
     cfg = {key: getattr(args, key, None) for key in keys}
     cfg.update(qi=qi, strata=strata, partition_by=partition_by, missing=missing, rows_per_file=rows_per_file,
-               drop=_csv(args.drop))
+               drop=column_list(args.drop, "--drop"))
     return cfg
 
 
@@ -156,7 +165,7 @@ def run_from_args(args, client=None) -> int:
     inp = Path(args.input)
     if inp.exists() and (output.resolve().is_relative_to(inp.resolve()) or inp.resolve().is_relative_to(output.resolve())):
         raise ParameterError(f"OUTPUT must not be inside INPUT or contain it: {output}")
-    qi = _csv(args.qi)
+    qi = column_list(args.qi, "--qi")
     if not qi:
         raise ParameterError("--qi must name at least one quasi-identifier column")
     if isinstance(args.k, bool) or args.k < 2:
@@ -166,14 +175,14 @@ def run_from_args(args, client=None) -> int:
     rows_per_file = args.rows_per_file or DEFAULT_ROWS_PER_FILE
     if rows_per_file < 1:
         raise ParameterError(f"--rows-per-file must be ≥ 1, got {rows_per_file}")
-    drop = _csv(args.drop)
+    drop = column_list(args.drop, "--drop")
     if set(drop) & set(qi):
         raise ParameterError(f"--drop: column(s) {', '.join(repr(c) for c in qi if c in drop)} are quasi-identifiers")
-    source = open_source(inp, args.filter, _csv(args.columns) or None, drop)
+    source = open_source(inp, args.filter, column_list(args.columns, "--columns") or None, drop)
     _check_qi_types(source, qi)
-    strata = check_strata(_csv(args.strata), qi, source.columns)
+    strata = check_strata(column_list(args.strata, "--strata"), qi, source.columns)
     if args.partition_by:
-        partition_by = _csv(args.partition_by)
+        partition_by = column_list(args.partition_by, "--partition-by")
         bad = [c for c in partition_by if c not in source.columns]
         if bad:
             raise ParameterError(f"--partition-by: unknown column(s) {', '.join(map(repr, bad))}")
@@ -269,7 +278,7 @@ def _finish(report, output, lake_out, report_path, version, run_fp, input_fp, co
     if perf is not None and perf.available:
         report.performance_report = dask_report.relative_link(perf_path, report_path)
     with AtomicBatch() as batch:
-        batch.parquet(release, output)
+        report.k_anonymity = batch.release(release, output, report.published_columns(), report.k_anonymity.k)
         batch.json(report.to_dict(), report_path)
         if perf is not None:
             perf.stage(batch, perf_path)

@@ -238,7 +238,7 @@ def anonymize_stratified(df, qi, k, method, energy_loss, n_components, seed, kee
     done = [r for r in reports if r is not None]
     n_agg = sum(r.n for r in done)
     il = sum(r.information_loss * r.n for r in done) / n_agg if n_agg else 0.0
-    k_check = verify_k_anonymity(release, qi, k).raise_if_failed()
+    k_check = verify_k_anonymity(release, qi, k, strata=strata).raise_if_failed()
     row_check = verify_rows(n, release).raise_if_failed()
     changes = {c: {"from": str(df[c].dtype), "to": "float64"} for c in qi
                if not pd.api.types.is_float_dtype(df[c].dtype) or str(df[c].dtype) == "Float64"}

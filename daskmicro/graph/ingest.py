@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..io.qi import qi_frame_matrix
 from ..kernels.macro import dd_colsum, dd_combine
 
 __all__ = ["Ingested", "ingest"]
@@ -41,10 +42,7 @@ class Ingested:
 
 
 def _qi_values(part: pd.DataFrame, qi: list) -> np.ndarray:
-    X = np.empty((len(part), len(qi)), dtype=np.float64)
-    for j, c in enumerate(qi):
-        X[:, j] = part[c].to_numpy(dtype=np.float64, na_value=np.nan)
-    return X
+    return qi_frame_matrix(part, qi)  # exact float64, or refused (integers beyond ±2^53)
 
 
 def _summary(part: pd.DataFrame, qi: list):

@@ -29,7 +29,7 @@ import pandas as pd
 
 from ..errors import VerificationError
 from ..publish import ROW_ID, shuffle_keys
-from .source import RID
+from .source import RID, arrow_to_pandas
 from .tables import _dump_json, write_json_atomic
 
 __all__ = ["SUCCESS", "plan_files", "split_piece", "write_bucket", "verify_file", "commit",
@@ -115,15 +115,16 @@ def write_bucket(path: str, schema, keep_row_id: bool, *pieces) -> dict:
     return {"rows": len(df), "checksum": row_checksum(rids)}
 
 
-def verify_file(path: str, schema, qi: list):
-    """Re-read a written file: (rows, schema as promised, QI tuple counts)."""
+def verify_file(path: str, schema, columns: list):
+    """Re-read a written file: (rows, schema as promised, counts of the published tuples over
+    ``columns`` — stratum columns and QIs — in the dtypes as written)."""
     import pyarrow.parquet as pq
 
     from ..privacy.verify import tuple_counts
 
     table = pq.read_table(path)
     same = table.schema.remove_metadata().equals(schema)
-    return table.num_rows, same, tuple_counts(table.to_pandas(), qi)
+    return table.num_rows, same, tuple_counts(arrow_to_pandas(table.select(list(columns))), columns)
 
 
 def read_manifest(target: Path):

@@ -21,9 +21,10 @@ import pandas as pd
 
 from ..errors import InputError, ParameterError
 from .filters import parse_filters
+from .qi import qi_frame_matrix
 from .tables import CSV_SUFFIXES, PARQUET_SUFFIXES, _one_line
 
-__all__ = ["LakeSource", "open_source", "read_piece", "scan_piece", "RID"]
+__all__ = ["LakeSource", "open_source", "read_piece", "scan_piece", "arrow_to_pandas", "RID"]
 
 #: Internal column holding each record's global row id while a run is in flight.
 RID = "__daskmicro_rid__"
@@ -221,7 +222,7 @@ def _read_table(file, fmt, root, full_schema, hive, expr, columns):
     return table.select(columns) if columns is not None else table
 
 
-def _to_pandas(table) -> pd.DataFrame:
+def arrow_to_pandas(table) -> pd.DataFrame:
     import pyarrow as pa
 
     # integers as pandas nullable integers, whatever the nulls of this file: every piece gets the
@@ -234,7 +235,7 @@ def _to_pandas(table) -> pd.DataFrame:
 
 def read_piece(file, fmt, root, full_schema, hive, expr, columns, row0: int) -> pd.DataFrame:
     """One file's rows (filtered, projected) as pandas, with the global row id column :data:`RID`."""
-    df = _to_pandas(_read_table(file, fmt, root, full_schema, hive, expr, list(columns)))
+    df = arrow_to_pandas(_read_table(file, fmt, root, full_schema, hive, expr, list(columns)))
     df[RID] = np.arange(row0, row0 + len(df), dtype=np.int64)
     return df
 
@@ -244,11 +245,9 @@ def scan_piece(file, fmt, root, full_schema, hive, expr, qi: list, keys: list) -
     record counts of each (key values, missingness pattern) combination.  No values leave the
     worker except key values (strata and partition keys, which are published anyway)."""
     table = _read_table(file, fmt, root, full_schema, hive, expr, list(dict.fromkeys(list(qi) + list(keys))))
-    df = _to_pandas(table)
+    df = arrow_to_pandas(table)
     n = len(df)
-    X = np.empty((n, len(qi)))
-    for j, c in enumerate(qi):
-        X[:, j] = df[c].to_numpy(dtype=np.float64, na_value=np.nan)
+    X = qi_frame_matrix(df, list(qi))  # exact float64, or refused (integers beyond ±2^53)
     miss = np.isnan(X)
     finite = np.where(np.isfinite(X), np.abs(X), 0.0)
     pattern = np.zeros(n, dtype=np.int64)

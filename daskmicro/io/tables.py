@@ -34,6 +34,7 @@ __all__ = [
     "write_json_atomic",
     "write_parquet_atomic",
     "write_table_atomic",
+    "verify_written_table",
 ]
 
 CSV_SUFFIXES = (".csv", ".csv.gz")
@@ -87,8 +88,12 @@ def read_table(path) -> pd.DataFrame:
                     f"unknown input format for {path}: expected a .csv or .parquet file or a directory of Parquet files"
                 )
             if fmt == "csv":
+                _check_csv_header(path)
                 df = pd.read_csv(path)
             else:
+                import pyarrow.parquet as pq
+
+                _refuse_duplicates(pq.read_schema(path).names, path)
                 df = pd.read_parquet(path)
     except InputError:
         raise
@@ -101,6 +106,28 @@ def read_table(path) -> pd.DataFrame:
     return df
 
 
+def _check_csv_header(path: Path) -> None:
+    """Refuse a CSV whose header names a column twice: pandas would rename the second ``age`` to
+    ``age.1``, and a QI named ``age`` would then leave that copy unprotected in the release."""
+    import csv
+    import gzip
+
+    opener = gzip.open if str(path).lower().endswith(".gz") else open
+    with opener(path, "rt", newline="", encoding="utf-8", errors="replace") as fh:
+        header = next(csv.reader(fh), [])
+    _refuse_duplicates(header, path)
+
+
+def _refuse_duplicates(names, path) -> None:
+    seen, dup = set(), []
+    for name in names:
+        if name in seen and name not in dup:
+            dup.append(name)
+        seen.add(name)
+    if dup:
+        raise InputError(f"duplicate column name(s) {', '.join(map(repr, dup))} in {path}")
+
+
 def _read_parquet_dir(path: Path) -> pd.DataFrame:
     import pyarrow.dataset as ds
 
@@ -111,6 +138,29 @@ def _read_parquet_dir(path: Path) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- atomic writes
+
+
+def verify_written_table(path, fmt: str, columns: list, k: int, rows: int, gzip: bool = False):
+    """Read a written release back and check rows and k-anonymity on the values as written."""
+    import pyarrow.parquet as pq
+
+    from ..errors import VerificationError
+    from ..privacy.verify import check_tuple_counts, tuple_counts
+    from .source import arrow_to_pandas
+
+    if fmt == "parquet":
+        table = pq.read_table(path)
+        n = table.num_rows
+        written = arrow_to_pandas(table.select(columns))
+    else:
+        written = pd.read_csv(path, dtype=str, keep_default_na=False, compression="gzip" if gzip else None)
+        if any(c not in written.columns for c in columns):
+            raise VerificationError("the written CSV does not hold each published column exactly once")
+        n = len(written)
+        written = written[columns]
+    if n != rows:
+        raise VerificationError(f"row count check failed: {rows} records in, {n} records read back from the file")
+    return check_tuple_counts(tuple_counts(written, columns), k).raise_if_failed()
 
 
 def _json_default(obj: Any):
@@ -167,6 +217,26 @@ class AtomicBatch:
         """Stage ``df`` as a CSV file (without the pandas index) for ``path``."""
         compression = "gzip" if str(path).lower().endswith(".gz") else None
         return self._stage(path, lambda tmp: df.to_csv(tmp, index=False, compression=compression))
+
+    def release(self, df: pd.DataFrame, path, columns: list, k: int):
+        """Stage ``df`` as a release (Parquet or CSV by extension), read the staged file back and
+        verify what it holds, as written: as many rows as ``df`` and every published tuple over
+        ``columns`` (stratum columns + QIs) at least ``k`` times, compared in the dtypes the file
+        holds (Parquet) or as the text it holds (CSV).  Raises
+        :class:`~daskmicro.errors.VerificationError` (the staged file is deleted, nothing is
+        committed) otherwise; returns the :class:`~daskmicro.privacy.verify.KAnonymityCheck`.
+        """
+        fmt = table_format(path)
+        if fmt is None:
+            raise InputError(f"unknown output format for {path}: use a .csv or .parquet extension")
+        target = self.parquet(df, path) if fmt == "parquet" else self.csv(df, path)
+        tmp = next(t for t, dest in reversed(self._staged) if dest == target)
+        try:
+            return verify_written_table(tmp, fmt, list(columns), int(k), len(df), str(path).lower().endswith(".gz"))
+        except BaseException:
+            self._staged = [(t, d) for t, d in self._staged if t != tmp]
+            tmp.unlink(missing_ok=True)
+            raise
 
     def json(self, obj: Any, path) -> Path:
         """Stage ``obj`` as indented JSON for ``path`` (numpy scalars and arrays are converted)."""

@@ -118,18 +118,22 @@ def _check_release(release, qi: Sequence) -> list:
     return qi
 
 
-def verify_k_anonymity(release: pd.DataFrame, qi: Sequence, k: int) -> KAnonymityCheck:
-    """Check that every published quasi-identifier tuple occurs at least ``k`` times.
+def verify_k_anonymity(release: pd.DataFrame, qi: Sequence, k: int, *, strata: Sequence = ()) -> KAnonymityCheck:
+    """Check that every published tuple (stratum columns + quasi-identifiers) occurs at least ``k`` times.
 
     Parameters
     ----------
     release : pandas.DataFrame
-        The table as it would be published.
+        The table as it is published: pass the values as written (read back from the file),
+        since the check compares them in their own dtype, never through a float64 copy.
     qi : list of column labels
-        The quasi-identifier columns; a tuple is the row's values in these columns.  Missing values
-        count as values (``dropna=False``), so a NaN cannot hide a small group.
+        The quasi-identifier columns.  Missing values count as values, so a NaN cannot hide a
+        small group.
     k : int
         Anonymity parameter, ≥ 1.
+    strata : list of column labels, optional
+        Published stratum columns: part of the tuple an intruder sees, so they are counted with
+        the QIs (a record alone in its stratum is unique however its QIs look).
 
     Returns
     -------
@@ -146,19 +150,15 @@ def verify_k_anonymity(release: pd.DataFrame, qi: Sequence, k: int) -> KAnonymit
     (False, 1, 1)
     """
     qi = _check_release(release, qi)
+    strata = [] if strata is None else ([strata] if isinstance(strata, str) else list(strata))
+    _check_release(release, strata or qi)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ParameterError(f"k must be an integer ≥ 1, got {k!r}")
-    k = int(k)
-    counts = release.groupby(qi, dropna=False, sort=False, observed=True).size().to_numpy()
-    small = counts < k
-    return KAnonymityCheck(
-        ok=not bool(small.any()),
-        k=k,
-        min_count=int(counts.min()) if counts.size else 0,
-        n_tuples=int(counts.size),
-        n_violating_tuples=int(small.sum()),
-        n_violating_records=int(counts[small].sum()),
-    )
+    columns = list(dict.fromkeys(strata + qi))
+    if len(release) == 0:
+        return KAnonymityCheck(ok=True, k=int(k), min_count=0, n_tuples=0, n_violating_tuples=0,
+                               n_violating_records=0)
+    return check_tuple_counts(tuple_counts(release, columns), int(k))
 
 
 def verify_rows(original_n: int, release: pd.DataFrame) -> RowCheck:
@@ -182,15 +182,23 @@ def verify_rows(original_n: int, release: pd.DataFrame) -> RowCheck:
 
 # --------------------------------------------------------------------------- distributed form
 # The same check as verify_k_anonymity over a release held in many partitions.  Each partition
-# counts its QI tuples by a 64-bit hash of the tuple, keeping one representative tuple per hash
-# and checking that every row with that hash carries exactly that tuple; merges (on the workers)
-# check representatives against each other.  So two different tuples can never be counted
+# counts its tuples by a 64-bit hash of the tuple, keeping one representative per hash (the
+# per-column hashes, which are exact for numbers) and checking that every row with that hash
+# carries exactly that representative; merges (on the workers) check representatives against
+# each other.  So two different tuples can never be counted
 # together: a hash collision is detected and reported, not silently merged.  Only the final
 # KAnonymityCheck travels to the client.
 
 
 class TupleCounts:
-    """Per-hash counts and representative tuples of a set of release rows (sorted by hash)."""
+    """Per-hash counts and representative tuples of a set of release rows (sorted by hash).
+
+    ``tuples`` holds, per distinct tuple, the per-column 64-bit hashes of its values in their
+    published dtype (rows × columns, uint64).  For numbers the per-column hash is a bijection of
+    the value's bits (pandas' ``hash_array`` mixes the 1–8 bytes of the value with invertible
+    steps), so two different published numbers never compare equal here, whatever float64
+    would make of them.
+    """
 
     __slots__ = ("hashes", "counts", "tuples", "collision")
 
@@ -198,29 +206,46 @@ class TupleCounts:
         self.hashes, self.counts, self.tuples, self.collision = hashes, counts, tuples, collision
 
 
-def _same_rows(a: np.ndarray, b: np.ndarray) -> bool:
-    return bool(np.all((a == b) | (np.isnan(a) & np.isnan(b))))
-
-
 def _group(hashes, counts, tuples, collision):
     uniq, first, inv = np.unique(hashes, return_index=True, return_inverse=True)
     reps = tuples[first]
-    collision = collision or not _same_rows(tuples, reps[inv])
+    collision = collision or not bool(np.all(tuples == reps[inv]))
     return TupleCounts(uniq, np.bincount(inv, weights=counts, minlength=uniq.size).astype(np.int64), reps, collision)
 
 
-def tuple_counts(part: pd.DataFrame, qi: list) -> TupleCounts:
-    """Occurrences of each QI tuple in one partition of a release."""
-    values = part[list(qi)].to_numpy(dtype=np.float64, na_value=np.nan)
-    h = pd.util.hash_pandas_object(pd.DataFrame(values), index=False).to_numpy()
-    return _group(h, np.ones(h.size, dtype=np.int64), values, False)
+def column_hashes(part: pd.DataFrame, columns: list) -> np.ndarray:
+    """Per-column uint64 hashes (rows × columns) of the values as they are, in their own dtype.
+
+    Missing values hash alike within a column (a NaN cannot hide a small group); nothing is
+    converted to float64 first, so integers beyond 2^53, float16/float32 values and strings are
+    compared exactly as published.
+    """
+    H = np.empty((len(part), len(columns)), dtype=np.uint64)
+    for j, c in enumerate(columns):
+        H[:, j] = pd.util.hash_pandas_object(part[c], index=False, categorize=False).to_numpy()
+    return H
+
+
+def _combine(H: np.ndarray) -> np.ndarray:
+    h = np.full(H.shape[0], 0x9E3779B97F4A7C15, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for j in range(H.shape[1]):
+            h = (h ^ H[:, j]) * np.uint64(0xBF58476D1CE4E5B9)
+            h ^= h >> np.uint64(31)
+    return h
+
+
+def tuple_counts(part: pd.DataFrame, columns: list) -> TupleCounts:
+    """Occurrences of each published tuple (``columns``: stratum columns and QIs) in one partition."""
+    H = column_hashes(part, list(columns))
+    return _group(_combine(H), np.ones(len(part), dtype=np.int64), H, False)
 
 
 def merge_tuple_counts(*parts: TupleCounts) -> TupleCounts:
     """Sum per-partition tuple counts (a combine step of the tree reduction)."""
     parts = [p for p in parts if p.hashes.size]
     if not parts:
-        return TupleCounts(np.empty(0, np.uint64), np.empty(0, np.int64), np.empty((0, 0)))
+        return TupleCounts(np.empty(0, np.uint64), np.empty(0, np.int64), np.empty((0, 0), np.uint64))
     if len(parts) == 1:
         return parts[0]
     return _group(

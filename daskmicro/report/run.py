@@ -159,6 +159,12 @@ class Report:
         """True when both release checks ran and passed."""
         return bool(self.k_anonymity) and bool(self.rows)
 
+    def published_columns(self) -> list:
+        """The columns of a published tuple: the stratum columns (published, so part of what an
+        intruder sees) followed by the QI columns."""
+        strata = list((self.strata or {}).get("columns") or [])
+        return list(dict.fromkeys(strata + list(self.qi)))
+
     def to_dict(self) -> dict:
         """JSON-serialisable dictionary: parameters, metrics, checks; no data values."""
         out = {

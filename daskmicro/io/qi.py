@@ -1,0 +1,89 @@
+"""Quasi-identifier columns as numbers: which dtypes are accepted and how they become float64.
+
+Every path that reads QI values (in process, the Dask ingest, the lake pre-scan, specs, the
+incremental stages) goes through :func:`qi_column`, so one rule decides what the kernels see:
+
+* numeric columns only (integers of any width, floats of any width, pandas' nullable integers
+  and floats); booleans, strings, dates and objects are refused;
+* every value must be held **exactly** by float64, the kernels' type.  Floats of any width
+  (float16, float32, float64) are; integers are only within ±2^53.  A larger integer would be
+  rounded, so two different published values could look equal to the kernels (a column seen
+  as constant and published raw, or a cell whose records publish different values).  Such a
+  column is refused in one line naming it — never silently rounded.
+
+Messages name columns and counts, never values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from pandas.api import types as ptypes
+
+from ..errors import InputError, ParameterError
+
+__all__ = ["EXACT_INT", "check_qi_dtype", "qi_column", "qi_frame_matrix", "unknown_columns"]
+
+#: Largest integer magnitude float64 holds exactly (every integer in [-2^53, 2^53] is a float64).
+EXACT_INT = 2 ** 53
+
+
+def check_qi_dtype(name, dtype) -> None:
+    """Refuse a QI column whose dtype is not a number (bool, string, object, datetime, …)."""
+    if ptypes.is_bool_dtype(dtype) or not (ptypes.is_integer_dtype(dtype) or ptypes.is_float_dtype(dtype)):
+        raise InputError(f"QI column {name!r} is not numeric (dtype {dtype}); quasi-identifiers must be numbers")
+
+
+def _check_exact(name, series: pd.Series) -> None:
+    if not ptypes.is_integer_dtype(series.dtype) or len(series) == 0:
+        return
+    values = series.dropna() if series.hasnans else series
+    if len(values) == 0:
+        return
+    lo, hi = int(values.min()), int(values.max())  # native integers: no rounding before the test
+    if hi > EXACT_INT or lo < -EXACT_INT:
+        raise InputError(
+            f"QI column {name!r} ({series.dtype}) holds integers beyond ±2^53, which float64 cannot represent "
+            "exactly; subtract an offset or rescale the column (e.g. to other units) first"
+        )
+
+
+def qi_column(series: pd.Series, name=None) -> np.ndarray:
+    """One QI column as an exact float64 vector (missing values as NaN).
+
+    Raises
+    ------
+    InputError
+        The column is not numeric, or holds integers float64 cannot represent exactly.
+    """
+    name = series.name if name is None else name
+    check_qi_dtype(name, series.dtype)
+    _check_exact(name, series)
+    return series.to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def qi_frame_matrix(df: pd.DataFrame, qi: list) -> np.ndarray:
+    """The QI columns of ``df`` as a float64 matrix (rows × len(qi)), each through :func:`qi_column`."""
+    X = np.empty((len(df), len(qi)), dtype=np.float64)
+    for j, c in enumerate(qi):
+        X[:, j] = qi_column(df[c], c)
+    return X
+
+
+def unknown_columns(names, columns, what: str = "QI") -> ParameterError:
+    """The error for column names not in the input; names are matched exactly, never stripped.
+
+    A name that differs from an input column only by surrounding white space or letter case
+    gets a hint, so ``--qi "age, income"`` says which column was meant instead of guessing.
+    """
+    columns = [c for c in columns if isinstance(c, str)]
+    hints = []
+    for name in names:
+        key = str(name).strip().lower()
+        close = [c for c in columns if c.strip().lower() == key]
+        if close:
+            hints.append(f"{name!r} → {close[0]!r}")
+    text = f"unknown {what} column(s), not in the input: {', '.join(repr(c) for c in names)}"
+    if hints:
+        text += f" (names are matched exactly; did you mean {', '.join(hints)}?)"
+    return ParameterError(text)
