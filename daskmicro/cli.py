@@ -221,13 +221,11 @@ def _error(exc: BaseException) -> None:
 # --------------------------------------------------------------------------- commands
 
 
-def _check_target(path: Path, overwrite: bool, what: str) -> None:
-    if path.exists() and not overwrite:
-        raise ParameterError(f"{what} already exists: {path} (use --overwrite to replace it)")
-    if path.is_dir():
-        raise ParameterError(f"{what} is a directory: {path}")
-    if not path.parent.is_dir():
-        raise ParameterError(f"directory of the {what} does not exist: {path.parent}")
+def _check_target(path: Path, overwrite: bool, what: str, inputs=()) -> None:
+    """One output of a command checked by the rule every command shares (:mod:`daskmicro.io.paths`)."""
+    from .io.paths import Output, check_outputs
+
+    check_outputs(inputs, [Output(path, what)], overwrite)
 
 
 def _add_cluster_options(p) -> None:
@@ -266,28 +264,18 @@ def _cmd_anonymize(args) -> int:
 
     if lake_run.wants_lake_run(args):  # directory in/out or lake options: checks, strata, atomic commit
         return lake_run.run_from_args(args)
+    # from here on INPUT is one file and OUTPUT one Parquet file
     from .anonymize import AUTO_EXACT_ROWS, anonymize
-    from .io import lake
+    from .io.paths import Output, check_outputs
     from .io.tables import AtomicBatch, read_table, table_format
+    from .report import dask_report
 
     output = Path(args.output)
-    lake_out = lake.is_lake_target(args.output)
-    default_report = output / "_report.json" if lake_out else output.with_suffix(".report.json")
-    report_path = Path(args.report) if args.report else None
-    if not lake_out and table_format(output) != "parquet":
+    if table_format(output) != "parquet":
         raise ParameterError(f"OUTPUT must be a .parquet file or a directory: {output}")
-    if lake_out:
-        lake.check_dir_target(output, args.overwrite)
-        if Path(args.input).resolve().is_relative_to(output.resolve()) or output.resolve().is_relative_to(Path(args.input).resolve()):
-            raise ParameterError(f"OUTPUT must not be inside INPUT or contain it: {output}")
-    else:
-        _check_target(output, args.overwrite, "output")
-    if report_path is not None:
-        if report_path.resolve() == output.resolve():
-            raise ParameterError("the report path must differ from OUTPUT")
-        _check_target(report_path, args.overwrite, "report")
-    elif not lake_out:
-        _check_target(default_report, args.overwrite, "report")
+    report_path = Path(args.report) if args.report else output.with_suffix(".report.json")
+    outputs = [Output(output, "output"), Output(report_path, "report")]
+    check_outputs([args.input], outputs, args.overwrite)
     if (args.participation is None) != (args.max_cell_failure is None):
         raise ParameterError("--participation and --max-cell-failure go together")
     security = security_from_args(args)
@@ -300,15 +288,14 @@ def _cmd_anonymize(args) -> int:
     )
     options["reference"] = None if args.reference == "none" else args.reference
 
-    lake_in = Path(args.input).is_dir()
-    data = lake.read_lake(args.input) if lake_in else read_table(args.input)
+    data = read_table(args.input)
     if args.participation is not None:
         from .anonymize_probabilistic import resolve_cli_participation
 
         options.update(participation=resolve_cli_participation(args.participation, data.columns),
                        max_cell_failure=args.max_cell_failure)
     in_process = (
-        not (lake_in or lake_out or args.scheduler)
+        not args.scheduler
         and (args.method in ("mdav", "pca-mdav", "pcl") or (args.method == "auto" and len(data) <= AUTO_EXACT_ROWS))
         and args.refine is None and args.macro in (None, "mdav")
     )
@@ -317,12 +304,10 @@ def _cmd_anonymize(args) -> int:
 
         raise per_record_refusal(args.method)  # before any cluster is started
 
-    from .report import dask_report
-
     perf = dask_report.DaskPerformanceReport(enabled=not (in_process or args.no_dask_report))
-    perf_path = output / dask_report.LAKE_NAME if lake_out else dask_report.performance_report_path(report_path or default_report)
-    if perf.enabled and not lake_out:
-        _check_target(perf_path, args.overwrite, "Dask performance report")
+    perf_path = dask_report.performance_report_path(report_path)
+    if perf.enabled:
+        check_outputs([args.input], outputs + [Output(perf_path, "Dask performance report")], args.overwrite)
     if in_process:
         release, report = anonymize(data, **options)
     else:
@@ -335,32 +320,9 @@ def _cmd_anonymize(args) -> int:
             if perf.error:
                 print(f"{PROG}: warning: {perf.error}", file=sys.stderr)
             if perf.available:
-                report.performance_report = dask_report.relative_link(perf_path, default_report if lake_out else (report_path or default_report))
-            if lake_out:
-                staging = lake.staging_dir(output)
-                try:
-                    rows = lake.write_parts(client, release.to_delayed() if hasattr(release, "to_delayed") else release, staging)
-                    if rows != report.n:
-                        raise VerificationError(f"wrote {rows} rows but the input has {report.n}")
-                    report.paths = {"input": str(args.input), "output": str(output), "report": str(report_path or default_report)}
-                    report.to_json(staging / "_report.json")
-                    perf.write(staging / dask_report.LAKE_NAME)
-                    lake.commit_dir(staging, output)
-                finally:
-                    if staging.exists():
-                        import shutil
-
-                        shutil.rmtree(staging, ignore_errors=True)
-                if report_path is not None:
-                    if perf.available:
-                        report.performance_report = dask_report.relative_link(perf_path, report_path)
-                    report.to_json(report_path)
-                print(report.summary())
-                print(f"release: {output}/ ({report.pipeline['partitions'] if report.pipeline else 1} partition(s) processed)\nreport:  {report_path or default_report}")
-                return 0
+                report.performance_report = dask_report.relative_link(perf_path, report_path)
             if not hasattr(release, "iloc"):
                 release = release.compute()
-    report_path = report_path or default_report
     report.paths = {"input": str(args.input), "output": str(output), "report": str(report_path)}
     with AtomicBatch() as batch:
         # verified again as read back from the staged file: the bytes users get, not a copy in memory

@@ -17,7 +17,7 @@ import pandas as pd
 from .errors import InputError, ParameterError, VerificationError
 from .io import commit as cm
 from .io.source import RID, read_piece, scan_piece
-from .strata import group_mask, plan_groups, strata_summary
+from .strata import group_mask, merged_labels, plan_groups, publish_strata, strata_summary
 
 __all__ = ["execute"]
 
@@ -102,15 +102,14 @@ def execute(client, source, qi, args, method, strata, partition_by, missing, row
         from .anonymize_probabilistic import _n_min
 
         k = _n_min(args.k, participation.constant, participation.max_cell_failure, n)
-    counts, part_counts = {}, {}
+    counts = {}
     for s in scans:
         for combo, c in s["combos"].items():
-            vals, pat = combo[:-1], combo[-1]
-            skey = tuple(vals[keys.index(col)] for col in strata)
-            pkey = tuple(vals[keys.index(col)] for col in partition_by)
-            counts[(skey, pat)] = counts.get((skey, pat), 0) + c
-            part_counts[pkey] = part_counts.get(pkey, 0) + c
+            skey = tuple(combo[keys.index(col)] for col in strata)
+            counts[(skey, combo[-1])] = counts.get((skey, combo[-1]), 0) + c
     groups = plan_groups(counts, strata, qi, k, args.merge_small_strata)
+    labels = merged_labels(groups, strata)   # merged strata publish one label (strata.merged_labels)
+    part_counts = _partition_counts(scans, keys, strata, partition_by, labels)
     wmem = _worker_memory(client)
     for g in groups:
         one_task = method in ("mdav", "pca-mdav") or (method == "auto" and g.n <= SMALL_GROUP_ROWS)
@@ -127,6 +126,7 @@ def execute(client, source, qi, args, method, strata, partition_by, missing, row
     cols = source.columns
     # the pieces stay lazy: each task that needs one reads it, so the table is never held whole
     import dask
+    from dask.delayed import Delayed
 
     read = dask.delayed(read_piece, pure=True)
     pieces = [read(*source.piece_args(i), columns=cols, row0=int(row0s[i]))
@@ -159,11 +159,14 @@ def execute(client, source, qi, args, method, strata, partition_by, missing, row
             releases.extend(rel.to_delayed())  # lazy: each part is built where it is split for writing
             reports.append(rep)
     reports = [r.result() if hasattr(r, "result") else r for r in reports]
+    if labels:
+        releases = [dask.delayed(publish_strata, pure=True)(r, strata, labels) if isinstance(r, Delayed)
+                    else client.submit(publish_strata, r, strata, labels) for r in releases]
     _stage("microaggregation", t0)
 
     t0 = time.perf_counter()
     files = cm.plan_files(partition_by, part_counts, rows_per_file if lake_out else n)
-    schema = _promised_schema(source, qi, partition_by, args.keep_row_id)
+    schema = _promised_schema(source, qi, partition_by, args.keep_row_id, labels)
     expected = cm.row_checksum(np.arange(n, dtype=np.int64))
     published = list(dict.fromkeys(strata + qi))  # the tuple an intruder sees: stratum columns + QIs
     if lake_out:
@@ -185,6 +188,8 @@ def execute(client, source, qi, args, method, strata, partition_by, missing, row
         prob = _probabilistic(args.k, participation, k, sizes, n)
     _stage("write + verify", t0)
     report = _report(n, qi, args, method, seed, groups, reports, strata, missing, k_check, rows_check, source)
+    report.dtype_changes.update({c: {"from": str(source.schema.field(c).type), "to": "string (merged strata labels)"}
+                                 for c in labels})
     # the reference runs exact MDAV at the cell size the run used (n_min under participation)
     _reference(report, groups, inputs, reports, meta, getattr(args, "reference", None))
     report.k = int(args.k)
@@ -237,13 +242,27 @@ def _reference(report, groups, inputs, reports, meta, reference):
         report.timings["reference"] = time.perf_counter() - started
 
 
-def _promised_schema(source, qi, partition_by, keep_row_id):
+def _partition_counts(scans, keys, strata, partition_by, labels) -> dict:
+    """Records per output partition value tuple, merged strata under their published label."""
+    out = {}
+    for s in scans:
+        for combo, c in s["combos"].items():
+            skey = tuple(combo[keys.index(col)] for col in strata)
+            pkey = tuple(labels[col].get(skey, None if combo[keys.index(col)] is None else str(combo[keys.index(col)]))
+                         if col in labels else combo[keys.index(col)] for col in partition_by)
+            out[pkey] = out.get(pkey, 0) + c
+    return out
+
+
+def _promised_schema(source, qi, partition_by, keep_row_id, labels=None):
     import pyarrow as pa
 
     fields = []
     for f in source.schema:
         if f.name in partition_by:
             continue
+        if f.name in (labels or {}):
+            f = pa.field(f.name, pa.string())
         fields.append(pa.field(f.name, pa.float64()) if f.name in qi and pa.types.is_integer(f.type) else f)
     if keep_row_id:
         fields.append(pa.field("row_id", pa.int64()))
@@ -268,7 +287,7 @@ def _write_and_verify(client, releases, files, schema, columns, k, seed, partiti
     split = dask.delayed(cm.split_piece, pure=True)
     splits = [client.compute(split(r, seed, partition_by, files)) if isinstance(r, Delayed)
               else client.submit(cm.split_piece, r, seed, partition_by, files) for r in releases]
-    written, paths = [], []
+    written, paths, keys = [], [], []
     for key in sorted(files, key=lambda t: tuple((v is None, "" if v is None else v) for v in t)):
         rel, nb = files[key]
         for b in range(nb):
@@ -276,10 +295,11 @@ def _write_and_verify(client, releases, files, schema, columns, k, seed, partiti
             picks = [client.submit(cm.pick, s, (key, b)) for s in splits]
             written.append(client.submit(cm.write_bucket, str(path), schema, keep_row_id, *picks))
             paths.append(path)
+            keys.append(key)
     results = client.gather(written)
     del splits
-    keep = [(p, r) for p, r in zip(paths, results) if r["rows"]]
-    checks = [client.submit(cm.verify_file, str(p), schema, columns, pure=False) for p, _ in keep]
+    keep = [(p, r, dict(zip(partition_by, key))) for p, r, key in zip(paths, results, keys) if r["rows"]]
+    checks = [client.submit(cm.verify_file, str(p), schema, columns, const, pure=False) for p, _, const in keep]
     rows_read = sum(client.gather([client.submit(operator.itemgetter(0), c) for c in checks]))
     same = client.gather([client.submit(operator.itemgetter(1), c) for c in checks])
     counts = _tree(client, [client.submit(operator.itemgetter(2), c) for c in checks], merge_tuple_counts)
@@ -287,7 +307,7 @@ def _write_and_verify(client, releases, files, schema, columns, k, seed, partiti
     cm.check_written(results, n, expected, same, k_check, rows_read)
     sizes = client.submit(_tuple_sizes, counts).result()
     listing = [{"path": str(p.relative_to(staging)), "rows": r["rows"], "bytes": p.stat().st_size}
-               for p, r in keep]
+               for p, r, _ in keep]
     return {"files": listing, "k_check": k_check, "rows_check": RowCheck(ok=True, rows_in=n, rows_out=rows_read),
             "tuple_sizes": sizes}
 

@@ -142,6 +142,23 @@ def _participation(args):
     return check_participation_options(pi, pbar)
 
 
+def _check_paths(inp, output, lake_out, report_path, args, existing_ok=()) -> None:
+    """Every path the run writes, against the input and each other, before any work
+    (:func:`daskmicro.io.paths.check_outputs`)."""
+    from .io.paths import Output, check_outputs
+    from .report import dask_report
+
+    outputs = [Output(output, "output", directory=lake_out)]
+    if lake_out:
+        outputs.append(Output(report_path, "report") if report_path is not None else None)
+    else:
+        report_path = report_path or output.with_suffix(".report.json")
+        outputs.append(Output(report_path, "report"))
+        if not getattr(args, "no_dask_report", False):
+            outputs.append(Output(dask_report.performance_report_path(report_path), "Dask performance report"))
+    check_outputs([inp], outputs, args.overwrite, existing_ok=existing_ok)
+
+
 def _config(args, qi, strata, partition_by, missing, rows_per_file) -> dict:
     keys = ("k", "method", "energy_loss", "n_components", "K", "nu", "partition_size", "task_rows",
             "max_task_rows", "seed", "keep_row_id", "merge_small_strata", "participation", "max_cell_failure")
@@ -163,8 +180,6 @@ def run_from_args(args, client=None) -> int:
     if not lake_out and not str(output).lower().endswith((".parquet", ".pq")):
         raise ParameterError(f"OUTPUT must be a .parquet file or a directory: {output}")
     inp = Path(args.input)
-    if inp.exists() and (output.resolve().is_relative_to(inp.resolve()) or inp.resolve().is_relative_to(output.resolve())):
-        raise ParameterError(f"OUTPUT must not be inside INPUT or contain it: {output}")
     qi = column_list(args.qi, "--qi")
     if not qi:
         raise ParameterError("--qi must name at least one quasi-identifier column")
@@ -197,23 +212,16 @@ def run_from_args(args, client=None) -> int:
     input_fp = source.fingerprint()
     run_fp = cm.fingerprint({"input": input_fp, "configuration": config})
     report_path = Path(args.report) if args.report else None
+    committed_same = False
     if lake_out:
         previous = cm.read_manifest(output)
-        if previous is not None and previous.get("fingerprint") == run_fp and not args.force:
+        committed_same = previous is not None and previous.get("fingerprint") == run_fp
+        if committed_same and not args.force:
+            _check_paths(inp, output, lake_out, report_path, args, existing_ok=[output])
             print(f"nothing to do: {output} holds a committed run of the same input and configuration "
                   f"(committed {previous.get('committed', '?')}); use --force to run again")
             return 0
-        if output.exists() and not (args.overwrite or (args.force and previous is not None
-                                                        and previous.get("fingerprint") == run_fp)):
-            raise ParameterError(f"output already exists: {output} (use --overwrite to replace it)")
-        if output.exists() and not output.is_dir():
-            raise ParameterError(f"output exists and is not a directory: {output}")
-    elif output.exists() and not args.overwrite:
-        raise ParameterError(f"output already exists: {output} (use --overwrite to replace it)")
-    if not output.parent.is_dir():
-        raise ParameterError(f"directory of the output does not exist: {output.parent}")
-    if report_path is not None and report_path.exists() and not args.overwrite:
-        raise ParameterError(f"report already exists: {report_path} (use --overwrite to replace it)")
+    _check_paths(inp, output, lake_out, report_path, args, existing_ok=[output] if committed_same else [])
     seed = _check_seed(args.seed)
 
     from .cli import security_from_args

@@ -24,7 +24,8 @@ import pandas as pd
 
 from .errors import ParameterError
 
-__all__ = ["Group", "MISSING", "plan_groups", "check_strata", "anonymize_groups", "pattern_of"]
+__all__ = ["Group", "MISSING", "plan_groups", "check_strata", "anonymize_groups", "pattern_of",
+           "merged_labels", "publish_strata"]
 
 MISSING = ("refuse", "separate")
 
@@ -143,6 +144,50 @@ def plan_groups(counts: dict, strata: list, qi: list, k: int, merge_small: bool 
     return groups
 
 
+def _text(v):
+    return None if v is None else str(v)
+
+
+def merged_labels(groups: list, strata: list) -> dict:
+    """How merged strata are published: ``{column: {stratum key tuple: label}}``.
+
+    A stratum column is part of every published tuple, so a stratum merged into a neighbour must
+    not keep its own value: its records would be the only ones with that value, unique however
+    well their QIs are aggregated.  For each group of merged strata, every stratum column whose
+    values differ inside the group publishes one label for all its records: the values in key
+    order joined by ``|`` (e.g. ``2019|2020``).  Such a column is published as text in every row
+    (other strata keep their value, as text).  Empty when nothing was merged.
+    """
+    labels: dict = {}
+    for g in groups:
+        if len(g.strata) < 2:
+            continue
+        for j, c in enumerate(strata):
+            values = list(dict.fromkeys(key[j] for key in g.strata))
+            if len(values) > 1:
+                label = "|".join("<NA>" if v is None else str(v) for v in values)
+                labels.setdefault(c, {}).update({key: label for key in g.strata})
+    return labels
+
+
+def publish_strata(df: pd.DataFrame, strata: list, labels: dict) -> pd.DataFrame:
+    """``df`` with each merged stratum column of ``labels`` published as text (:func:`merged_labels`)."""
+    if not labels:
+        return df
+    df = df.copy()
+    keys = [tuple(_plain(v) for v in row) for row in df[strata].itertuples(index=False, name=None)]
+    for c, mapping in labels.items():
+        j = strata.index(c)
+        df[c] = pd.array([mapping.get(key, _text(key[j])) for key in keys], dtype=object)
+    return df
+
+
+def _plain(v):
+    if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
+        return None
+    return v.item() if isinstance(v, np.generic) else v
+
+
 def group_mask(df: pd.DataFrame, strata: list, qi: list, group: Group) -> np.ndarray:
     """Boolean mask of the rows of ``df`` in ``group``."""
     n = len(df)
@@ -169,8 +214,7 @@ def scan_frame(df: pd.DataFrame, strata: list, qi: list) -> dict:
     out = {}
     for key, cnt in frame.groupby(list(frame.columns), dropna=False, sort=True).size().items():
         key = key if isinstance(key, tuple) else (key,)
-        key = tuple(None if (v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)))
-                    else (v.item() if isinstance(v, np.generic) else v) for v in key)
+        key = tuple(_plain(v) for v in key)
         out[(key[:-1], int(key[-1]))] = int(cnt)
     return out
 
@@ -209,6 +253,7 @@ def anonymize_groups(df: pd.DataFrame, qi: list, k: int, strata, missing: str, m
             reports.append(rep)
         else:
             reports.append(None)   # nothing observed: the records pass through with their gaps
+    out = publish_strata(out, strata, merged_labels(groups, strata))
     order = np.argsort(shuffle_keys(seed, np.arange(len(out), dtype=np.int64)), kind="stable")
     release = out.take(order).reset_index(drop=True)
     if keep_row_id:
@@ -242,6 +287,8 @@ def anonymize_stratified(df, qi, k, method, energy_loss, n_components, seed, kee
     row_check = verify_rows(n, release).raise_if_failed()
     changes = {c: {"from": str(df[c].dtype), "to": "float64"} for c in qi
                if not pd.api.types.is_float_dtype(df[c].dtype) or str(df[c].dtype) == "Float64"}
+    changes.update({c: {"from": str(df[c].dtype), "to": "text (merged strata labels)"}
+                    for c in merged_labels(groups, strata)})
     report = Report(
         n=n, m=len(qi), m_used=max((r.m_used for r in done), default=0), k=int(k),
         method=done[0].method if done else str(method), qi=list(qi),

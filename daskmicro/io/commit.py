@@ -115,16 +115,25 @@ def write_bucket(path: str, schema, keep_row_id: bool, *pieces) -> dict:
     return {"rows": len(df), "checksum": row_checksum(rids)}
 
 
-def verify_file(path: str, schema, columns: list):
+def verify_file(path: str, schema, columns: list, constants: dict | None = None):
     """Re-read a written file: (rows, schema as promised, counts of the published tuples over
-    ``columns`` — stratum columns and QIs — in the dtypes as written)."""
+    ``columns`` — stratum columns and QIs — in the dtypes as written).
+
+    ``constants`` are the hive partition values of the file's directory (``col=value/``): they
+    are published by the path, not in the file, and join each of its tuples.
+    """
     import pyarrow.parquet as pq
 
     from ..privacy.verify import tuple_counts
 
+    constants = constants or {}
     table = pq.read_table(path)
     same = table.schema.remove_metadata().equals(schema)
-    return table.num_rows, same, tuple_counts(arrow_to_pandas(table.select(list(columns))), columns)
+    df = arrow_to_pandas(table.select([c for c in columns if c not in constants]))
+    for c, v in constants.items():
+        if c in columns:
+            df[c] = pd.array([v] * len(df), dtype=object)
+    return table.num_rows, same, tuple_counts(df, list(columns))
 
 
 def read_manifest(target: Path):
