@@ -8,17 +8,20 @@ command with one line ``daskmicro: error: <message>`` on stderr and exit status 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Sequence
 
-from .errors import InputError, ParameterError, VerificationError
+from .errors import InputError, ParameterError, VerificationError, describe
 
 __all__ = ["main", "build_parser"]
 
 PROG = "daskmicro"
 EXIT_USAGE = 2
+EXIT_INTERNAL = 1
+EXIT_INTERRUPTED = 130
 
 _MAIN_EPILOG = """\
 examples:
@@ -208,13 +211,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         return args.handler(args)
-    except (InputError, ParameterError, VerificationError, ValueError, OSError) as exc:
-        _error(exc)
+    except (InputError, ParameterError, VerificationError) as exc:
+        _error(" ".join(str(exc).split()) or type(exc).__name__)  # our messages: names and counts only
         return EXIT_USAGE
+    except (ValueError, OSError) as exc:  # another library's words: redacted, they may quote a value
+        _error(describe(exc))
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        _error("interrupted; no release was committed by this run")
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # a defect: say so in one line, without the values a traceback may show
+        if os.environ.get("DASKMICRO_DEBUG"):
+            raise
+        _error(f"internal error ({describe(exc)}); nothing was committed; set DASKMICRO_DEBUG=1 for the traceback")
+        return EXIT_INTERNAL
 
 
-def _error(exc: BaseException) -> None:
-    message = " ".join(str(exc).split()) or type(exc).__name__
+def _error(message: str) -> None:
     print(f"{PROG}: error: {message}", file=sys.stderr)
 
 

@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from ..errors import InputError
+from ..errors import InputError, redact
 from ..kernels import centroids, information_loss, mdav, standardize
 from ..kernels.incremental import increment as increment_kernel
 from ..privacy.verify import check_tuple_counts, merge_tuple_counts, tuple_counts, verify_k_anonymity
@@ -85,7 +85,7 @@ def read_chunk(chunk, qi: list) -> Chunk:
             try:
                 frames.append(pq.read_table(path).to_pandas())
             except (OSError, ValueError) as exc:
-                raise InputError(f"unreadable Parquet file {Path(path).name}: {' '.join(str(exc).split())}") from None
+                raise InputError(f"unreadable Parquet file {Path(path).name}: {redact(str(exc))}") from None
         frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if len(frame):
         _check_qi(frame, qi)

@@ -18,7 +18,7 @@ import uuid
 from pathlib import Path
 
 from ..errors import InputError, ParameterError
-from .tables import PARQUET_SUFFIXES, _one_line
+from .tables import PARQUET_SUFFIXES, one_line
 
 __all__ = ["read_lake", "write_parts", "commit_dir", "is_lake_target"]
 
@@ -43,7 +43,7 @@ def read_lake(path):
     try:
         return dd.read_parquet(str(path))
     except Exception as exc:  # pyarrow raises several types for unreadable files
-        raise InputError(f"cannot read {path}: {_one_line(exc)}") from exc
+        raise InputError(f"cannot read {path}: {one_line(exc)}") from exc
 
 
 def _write_part(df, path: str) -> int:

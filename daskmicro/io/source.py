@@ -22,7 +22,7 @@ import pandas as pd
 from ..errors import InputError, ParameterError
 from .filters import parse_filters
 from .qi import qi_frame_matrix
-from .tables import CSV_SUFFIXES, PARQUET_SUFFIXES, _one_line
+from .tables import CSV_SUFFIXES, PARQUET_SUFFIXES, one_line
 
 __all__ = ["LakeSource", "open_source", "read_piece", "scan_piece", "arrow_to_pandas", "RID"]
 
@@ -86,7 +86,7 @@ def _file_schema(path: str, fmt: str):
         else:
             schema = ds.dataset(path, format=fmt).schema
     except Exception as exc:  # ArrowInvalid, OSError, ...
-        raise InputError(f"cannot read {path}: {_one_line(exc)}") from None
+        raise InputError(f"cannot read {path}: {one_line(exc)}") from None
     names = schema.names
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:

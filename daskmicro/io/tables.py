@@ -23,7 +23,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError
+from ..errors import InputError, redact
 
 __all__ = [
     "CSV_SUFFIXES",
@@ -51,9 +51,9 @@ def table_format(path) -> str | None:
     return None
 
 
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text if text else type(exc).__name__
+def one_line(exc: BaseException) -> str:
+    """Another library's error on one line, numbers and quoted literals redacted (never a value)."""
+    return redact(str(exc)) or type(exc).__name__
 
 
 def read_table(path) -> pd.DataFrame:
@@ -100,7 +100,7 @@ def read_table(path) -> pd.DataFrame:
     except pd.errors.EmptyDataError:
         raise InputError(f"input file is empty: {path}") from None
     except Exception as exc:  # parsers raise many types (ArrowInvalid, ParserError, OSError, …)
-        raise InputError(f"cannot read {path}: {_one_line(exc)}") from exc
+        raise InputError(f"cannot read {path}: {one_line(exc)}") from exc
     if len(df) == 0:
         raise InputError(f"input has no rows: {path}")
     return df

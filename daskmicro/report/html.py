@@ -22,7 +22,7 @@ import math
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..errors import InputError, ParameterError
+from ..errors import InputError, ParameterError, redact
 from . import plots
 
 __all__ = ["render_html", "write_report", "SECTION_IDS"]
@@ -423,7 +423,7 @@ def write_report(run_dir) -> Path:
     try:
         report = json.loads(source.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"cannot read {source}: {' '.join(str(exc).split())}") from None
+        raise InputError(f"cannot read {source}: {redact(str(exc))}") from None
     if not isinstance(report, dict):
         raise InputError(f"{source} does not hold a report object")
     page = render_html(report)

@@ -31,7 +31,7 @@ import os
 import time
 from pathlib import Path
 
-from ..errors import ParameterError
+from ..errors import ParameterError, describe
 from .slots import UTC, Clock, parse_time, run_key, slot_id
 from .spec import WorkflowSpec
 
@@ -108,7 +108,7 @@ def _cancelled(client, key: str) -> bool:
 
 
 def _one_line(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:500]
+    return describe(exc)[:500]
 
 
 def _wait_until(client, key: str, real_time: float) -> bool:
