@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import ParameterError
+from .io.qi import qi_column
 
 __all__ = ["Group", "MISSING", "plan_groups", "check_strata", "anonymize_groups", "pattern_of",
            "merged_labels", "publish_strata"]
@@ -240,7 +241,7 @@ def anonymize_groups(df: pd.DataFrame, qi: list, k: int, strata, missing: str, m
     out = df.reset_index(drop=True).copy()
     for c in qi:
         if not pd.api.types.is_float_dtype(out[c].dtype) or isinstance(out[c].dtype, pd.api.extensions.ExtensionDtype):
-            out[c] = out[c].to_numpy(dtype=np.float64, na_value=np.nan)
+            out[c] = qi_column(out[c], c)  # exact float64, or refused (integers beyond ±2^53)
     reports = []
     for g in groups:
         rows = np.flatnonzero(group_mask(out, strata, qi, g))

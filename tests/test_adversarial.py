@@ -1,0 +1,353 @@
+"""Adversarial inputs through the CLI and the Python API, judged independently of daskmicro's verifier.
+
+Every published file is read back here with pandas / pyarrow and judged on its own terms: each
+combination of stratum columns and QIs, in the published dtype, occurs at least k times; rows in
+= rows out; non-QI columns are equal as multisets; the input files are unchanged byte for byte.
+A run may instead refuse: then it exits 2 with one line on stderr and writes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.dataset as ds
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import daskmicro
+from daskmicro.cli import main
+from daskmicro.errors import InputError
+
+from _clusters import process_client
+
+# --------------------------------------------------------------------------- independent judges
+
+
+def read_published(path: Path) -> pd.DataFrame:
+    """The release as a reader gets it: a Parquet file, or a hive-partitioned directory."""
+    if path.is_dir():
+        return ds.dataset(path, format="parquet", partitioning="hive").to_table().to_pandas()
+    return pd.read_parquet(path)
+
+
+def smallest_group(release: pd.DataFrame, columns: list) -> int:
+    """Smallest count of a published (strata + QI) combination, by pandas in the published dtypes."""
+    frame = release[columns].copy()
+    for c in columns:
+        if frame[c].dtype == np.float16:  # pandas cannot group float16; float32 holds every float16 exactly
+            frame[c] = frame[c].astype(np.float32)
+    return int(frame.groupby(columns, dropna=False, observed=True).size().min())
+
+
+def digest(path: Path) -> str:
+    h = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for f in files:
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def listing(folder: Path) -> set:
+    return {str(p.relative_to(folder)) for p in folder.rglob("*")}
+
+
+def run_cli(argv, capsys):
+    rc = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def assert_refused(rc, err, folder: Path, before: set):
+    assert rc == 2, err
+    lines = [ln for ln in err.strip().splitlines() if ln.startswith("daskmicro: error:")]
+    assert len(lines) == 1, err
+    assert listing(folder) == before, "a refused run wrote something"
+
+
+def assert_released(data: pd.DataFrame, release: pd.DataFrame, qi: list, k: int, strata=()):
+    assert len(release) == len(data)
+    assert smallest_group(release, list(strata) + list(qi)) >= k
+    for c in data.columns:
+        if c in qi or c in strata:
+            continue
+        a = data[c].astype(str).sort_values().to_numpy()
+        b = release[c].astype(str).sort_values().to_numpy()
+        assert (a == b).all(), f"non-QI column {c!r} changed"
+
+
+# --------------------------------------------------------------------------- 1. values float64 cannot hold
+
+
+BIG = np.int64(2 ** 62)
+
+
+def big_int_frame(n=600):
+    i = np.arange(n)
+    return pd.DataFrame({"a": np.random.default_rng(0).normal(size=n), "q": BIG + (i % 200)})
+
+
+@pytest.mark.parametrize("method", ["mdav", "partitioned"])
+def test_integers_beyond_2_53_refused_by_cli(tmp_path, capsys, method):
+    big_int_frame().to_parquet(tmp_path / "in.parquet")
+    before, h = listing(tmp_path), digest(tmp_path / "in.parquet")
+    rc, _, err = run_cli(["anonymize", tmp_path / "in.parquet", tmp_path / "out.parquet", "--qi", "a,q", "--k", "4",
+                          "--method", method, "--workers", "1"], capsys)
+    assert_refused(rc, err, tmp_path, before)
+    assert "'q'" in err and "2^53" in err
+    assert str(int(BIG)) not in err
+    assert digest(tmp_path / "in.parquet") == h
+
+
+def test_integers_beyond_2_53_refused_on_the_lake_path(tmp_path, capsys):
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    big_int_frame().to_parquet(lake / "p0.parquet")
+    before = listing(tmp_path)
+    rc, _, err = run_cli(["anonymize", lake, tmp_path / "out", "--qi", "a,q", "--k", "4", "--workers", "1"], capsys)
+    assert_refused(rc, err, tmp_path, before)
+
+
+def test_integers_beyond_2_53_refused_by_the_api_on_every_path():
+    df = big_int_frame()
+    with pytest.raises(InputError, match="2\\^53"):
+        daskmicro.anonymize(df, ["a", "q"], 4, seed=0)
+    with pytest.raises(InputError, match="2\\^53"):
+        daskmicro.anonymize(df.assign(s=np.arange(len(df)) % 2), ["a", "q"], 4, seed=0, strata=["s"])
+    import dask.dataframe as dd
+
+    with process_client(1) as client, pytest.raises(InputError, match="2\\^53"):
+        daskmicro.anonymize(dd.from_pandas(df, npartitions=3), ["a", "q"], 4, seed=0, client=client)
+
+
+def test_uint64_beyond_2_53_refused():
+    df = pd.DataFrame({"a": np.arange(40.0), "u": np.arange(40, dtype=np.uint64) + np.uint64(2 ** 63)})
+    with pytest.raises(InputError, match="'u'"):
+        daskmicro.anonymize(df, ["a", "u"], 4, seed=0)
+
+
+def test_integers_at_2_53_are_anonymized_exactly(tmp_path, capsys):
+    n = 400
+    df = pd.DataFrame({"a": np.random.default_rng(1).normal(size=n),
+                       "q": np.int64(2 ** 53) - (np.arange(n) % 50)})
+    df.to_parquet(tmp_path / "in.parquet")
+    rc, _, err = run_cli(["anonymize", tmp_path / "in.parquet", tmp_path / "out.parquet", "--qi", "a,q", "--k", "4",
+                          "--seed", "1"], capsys)
+    assert rc == 0, err
+    assert_released(df, pd.read_parquet(tmp_path / "out.parquet"), ["a", "q"], 4)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_narrow_floats_published_in_their_dtype_and_k_anonymous(tmp_path, capsys, dtype):
+    n = 500
+    rng = np.random.default_rng(2)
+    df = pd.DataFrame({"a": rng.normal(size=n).astype(dtype), "b": (rng.normal(size=n) * 1000).astype(dtype),
+                       "id": np.arange(n)})
+    df.to_parquet(tmp_path / "in.parquet")
+    rc, _, err = run_cli(["anonymize", tmp_path / "in.parquet", tmp_path / "out.parquet", "--qi", "a,b", "--k", "5",
+                          "--seed", "3"], capsys)
+    assert rc == 0, err
+    out = pd.read_parquet(tmp_path / "out.parquet")
+    assert str(out["a"].dtype) == dtype
+    assert_released(df, out, ["a", "b"], 5)
+
+
+# --------------------------------------------------------------------------- 5. published strata
+
+
+def strata_frame(n=300):
+    rng = np.random.default_rng(0)
+    year = np.r_[np.full(n // 2 - 2, 2019), np.full(2, 2020), np.full(n - n // 2, 2021)]
+    return pd.DataFrame({"x": rng.normal(size=n), "y": rng.normal(size=n), "year": year, "note": np.arange(n)})
+
+
+def test_merged_strata_are_published_under_one_label_api():
+    df = strata_frame()
+    release, report = daskmicro.anonymize(df, ["x", "y"], 5, strata=["year"], merge_small_strata=True, seed=1)
+    assert_released(df, release, ["x", "y"], 5, strata=["year"])
+    assert set(release["year"]) == {"2019|2020", "2021"}
+    assert "year" in report.dtype_changes
+
+
+@pytest.mark.parametrize("extra", [[], ["--partition-by", "year"]])
+def test_merged_strata_are_published_under_one_label_lake(tmp_path, capsys, extra):
+    df = strata_frame()
+    (tmp_path / "lake").mkdir()
+    df.to_parquet(tmp_path / "lake" / "p.parquet")
+    out = tmp_path / "out"
+    rc, _, err = run_cli(["anonymize", tmp_path / "lake", out, "--qi", "x,y", "--k", "5", "--strata", "year",
+                          "--merge-small-strata", "--seed", "1", "--workers", "1", "--no-dask-report", *extra], capsys)
+    assert rc == 0, err
+    release = read_published(out)
+    assert_released(df, release, ["x", "y"], 5, strata=["year"])
+    assert set(release["year"].astype(str)) == {"2019|2020", "2021"}
+
+
+def test_verifier_counts_stratum_columns_with_the_qis():
+    release = pd.DataFrame({"s": ["a", "a", "b", "b"], "x": [1.0, 1.0, 1.0, 1.0]})
+    assert daskmicro.verify_k_anonymity(release, ["x"], 4)
+    check = daskmicro.verify_k_anonymity(release, ["x"], 4, strata=["s"])
+    assert not check and check.min_count == 2
+
+
+def test_verifier_compares_values_in_their_published_dtype():
+    # float64 sees these two int64 values as one; the published file holds two
+    release = pd.DataFrame({"q": np.array([2 ** 62, 2 ** 62, 2 ** 62 + 1, 2 ** 62 + 1], dtype=np.int64)})
+    assert np.unique(release["q"].to_numpy(np.float64)).size == 1
+    check = daskmicro.verify_k_anonymity(release, ["q"], 3)
+    assert not check and check.n_tuples == 2
+
+
+# --------------------------------------------------------------------------- 6. columns exactly as named
+
+
+def test_duplicated_csv_header_refused(tmp_path, capsys):
+    (tmp_path / "in.csv").write_text("age,income,age\n" + "".join(f"{i % 50},{i * 3 % 97},{i % 7}\n" for i in range(60)))
+    before = listing(tmp_path)
+    rc, _, err = run_cli(["anonymize", tmp_path / "in.csv", tmp_path / "out.parquet", "--qi", "age,income", "--k", "4"],
+                         capsys)
+    assert_refused(rc, err, tmp_path, before)
+    assert "duplicate" in err and "'age'" in err
+
+
+def test_qi_names_are_taken_exactly(tmp_path, capsys):
+    df = pd.DataFrame({"x": np.arange(12.0), " x": np.arange(12.0) * 7})
+    df.to_csv(tmp_path / "in.csv", index=False)
+    rc, _, err = run_cli(["anonymize", tmp_path / "in.csv", tmp_path / "out.parquet", "--qi", " x", "--k", "3",
+                          "--seed", "0"], capsys)
+    assert rc == 0, err
+    out = pd.read_parquet(tmp_path / "out.parquet")
+    assert sorted(out["x"]) == list(np.arange(12.0))           # not a QI: untouched
+    assert smallest_group(out, [" x"]) >= 3                      # the QI that was named
+    before = listing(tmp_path)
+    rc, _, err = run_cli(["anonymize", tmp_path / "in.csv", tmp_path / "o2.parquet", "--qi", "x,,y", "--k", "3"], capsys)
+    assert_refused(rc, err, tmp_path, before)
+    rc, _, err = run_cli(["anonymize", tmp_path / "in.csv", tmp_path / "o2.parquet", "--qi", "X", "--k", "3"], capsys)
+    assert_refused(rc, err, tmp_path, before)
+    assert "did you mean" in err
+
+
+# --------------------------------------------------------------------------- 7. nothing the user owns is overwritten
+
+
+def test_output_equal_to_input_refused_even_with_overwrite(tmp_path, capsys):
+    strata_frame().to_parquet(tmp_path / "in.parquet")
+    os.symlink(tmp_path / "in.parquet", tmp_path / "link.parquet")
+    h, before = digest(tmp_path / "in.parquet"), listing(tmp_path)
+    for src, dst in (("in.parquet", "in.parquet"), ("link.parquet", "in.parquet"), ("in.parquet", "link.parquet")):
+        rc, _, err = run_cli(["anonymize", tmp_path / src, tmp_path / dst, "--qi", "x,y", "--k", "4", "--overwrite"],
+                             capsys)
+        assert_refused(rc, err, tmp_path, before)
+    rc, _, err = run_cli(["anonymize", tmp_path / "in.parquet", tmp_path / "o.parquet", "--qi", "x,y", "--k", "4",
+                          "--report", tmp_path / "in.parquet", "--overwrite"], capsys)
+    assert_refused(rc, err, tmp_path, before)
+    assert digest(tmp_path / "in.parquet") == h
+
+
+def test_report_paths_checked_before_any_work(tmp_path, capsys):
+    (tmp_path / "lake").mkdir()
+    strata_frame().to_parquet(tmp_path / "lake" / "p.parquet")
+    before = listing(tmp_path)
+    cases = [
+        [tmp_path / "lake", tmp_path / "lake" / "out"],                                 # output inside input
+        [tmp_path / "lake", tmp_path / "out", "--report", tmp_path / "out" / "r.json"],  # report inside output
+        [tmp_path / "lake", tmp_path / "out", "--report", tmp_path / "nodir" / "r.json"],
+        [tmp_path / "lake" / "p.parquet", tmp_path / "o.parquet", "--report", tmp_path / "o.parquet"],
+        [tmp_path / "lake" / "p.parquet", tmp_path / "o.parquet", "--report", tmp_path / "nodir" / "r.json"],
+    ]
+    for case in cases:
+        rc, _, err = run_cli(["anonymize", *case, "--qi", "x,y", "--k", "4", "--workers", "1"], capsys)
+        assert_refused(rc, err, tmp_path, before)
+
+
+def test_report_inside_a_committed_release_is_refused_and_release_kept(tmp_path, capsys):
+    (tmp_path / "lake").mkdir()
+    strata_frame().to_parquet(tmp_path / "lake" / "p.parquet")
+    out = tmp_path / "out"
+    args = ["anonymize", tmp_path / "lake", out, "--qi", "x,y", "--k", "4", "--seed", "2", "--workers", "1",
+            "--no-dask-report"]
+    rc, _, err = run_cli(args, capsys)
+    assert rc == 0, err
+    h = digest(out)
+    part = next(p for p in out.rglob("*.parquet"))
+    rc, _, err = run_cli([*args, "--overwrite", "--force", "--report", part], capsys)
+    assert rc == 2 and "inside the output" in err
+    assert digest(out) == h
+
+
+# --------------------------------------------------------------------------- 9. no value in an error
+
+
+def test_library_errors_reach_the_user_without_values(tmp_path, capsys):
+    (tmp_path / "lake").mkdir()
+    pd.DataFrame({"x": np.arange(20.0), "y": np.arange(20.0)}).to_csv(tmp_path / "lake" / "a.csv", index=False)
+    secret = "918273645.5"
+    (tmp_path / "lake" / "b.csv").write_text("x,y\n" + f"{secret},zz-secret-zz\n" * 5)
+    rc, _, err = run_cli(["anonymize", tmp_path / "lake", tmp_path / "out", "--qi", "x,y", "--k", "4", "--workers", "1"],
+                         capsys)
+    assert rc == 2
+    assert secret not in err and "zz-secret-zz" not in err
+    assert not (tmp_path / "out").exists()
+
+
+# --------------------------------------------------------------------------- property over dtypes and layouts
+
+DTYPES = ["int8", "int16", "int32", "int64", "uint64", "float16", "float32", "float64"]
+
+
+@st.composite
+def frames(draw):
+    n = draw(st.integers(8, 60))
+    k = draw(st.integers(2, 6))
+    dtype = draw(st.sampled_from(DTYPES))
+    info = np.iinfo(dtype) if dtype.startswith(("int", "uint")) else np.finfo(dtype)
+    center = draw(st.sampled_from([0.0, 1.0, 1e3, 2.0 ** 40, 2.0 ** 53, 2.0 ** 62, 1e30, 1e100]))
+    spread = draw(st.sampled_from([0.0, 1.0, 100.0, 1e6]))
+    rng = np.random.default_rng(draw(st.integers(0, 2 ** 16)))
+    if dtype.startswith(("int", "uint")):
+        lo, hi = int(info.min), int(info.max)
+        span = int(min(spread, hi - lo))
+        base = int(min(max(center, lo), hi - span))
+        q = np.array([base + int(v) for v in rng.integers(0, span + 1, size=n)], dtype=object).astype(dtype)
+    else:
+        hi = float(info.max)
+        q = (min(center, hi / 4) + rng.normal(size=n) * min(spread, hi / 4)).astype(dtype)
+    strata = draw(st.sampled_from([None, "some", "merged"]))
+    df = pd.DataFrame({"q": q, "r": rng.normal(size=n), "keep": np.arange(n)})
+    if strata == "some":
+        df["s"] = np.arange(n) % 2
+    elif strata == "merged":
+        df["s"] = np.where(np.arange(n) < 1, 9, np.arange(n) % 2)
+    return df, k, strata
+
+
+@pytest.fixture(scope="module")
+def scheduler():
+    """One real LocalCluster of worker processes for the runs that go through the lake path."""
+    with process_client(2) as client:
+        yield client.scheduler.address
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=frames())
+def test_property_every_run_is_k_anonymous_as_published_or_refused(tmp_path_factory, capsys, scheduler, case):
+    df, k, strata = case
+    folder = tmp_path_factory.mktemp("prop")
+    df.to_parquet(folder / "in.parquet")
+    before, h = listing(folder), digest(folder / "in.parquet")
+    out = folder / ("out" if strata else "out.parquet")
+    argv = ["anonymize", folder / "in.parquet", out, "--qi", "q,r", "--k", k, "--seed", "5", "--method", "mdav",
+            "--no-dask-report", "--reference", "none"]
+    if strata:
+        argv += ["--strata", "s", "--scheduler", scheduler] + (["--merge-small-strata"] if strata == "merged" else [])
+    rc, _, err = run_cli(argv, capsys)
+    assert digest(folder / "in.parquet") == h
+    if rc != 0:
+        assert_refused(rc, err, folder, before)
+        return
+    release = read_published(out)
+    assert_released(df, release, ["q", "r"], k, strata=["s"] if strata else [])
