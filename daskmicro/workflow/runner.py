@@ -176,7 +176,8 @@ def execute_run(spec: WorkflowSpec, slot: dt.datetime | None = None, client=None
         stage("anonymize")
         _check(should_stop)
         workflow = {"name": spec.name, "key": key, "slot": slot.isoformat() if slot else None,
-                    "spec": spec.source, "spec_digest": spec.digest, "started": dt.datetime.fromtimestamp(started, UTC).isoformat()}
+                    "spec": spec.source, "spec_digest": spec.digest, "started": dt.datetime.fromtimestamp(started, UTC).isoformat(),
+                    "strata": list(d["input"]["strata"] or [])}
         summary = _commit(c, parts, out, report_path, is_dir, workflow, should_stop)
         stage("commit")
     summary.update(key=key, slot=slot_id(slot), seconds=round(time.time() - started, 3))
@@ -256,8 +257,11 @@ def _commit(client, parts, out: Path, report_path: Path, is_dir: bool, workflow:
         if len(table) != n:
             raise VerificationError(f"release has {len(table)} rows but the input has {n}")
         _check(should_stop)
+        first = parts[0][2]
+        columns = list(dict.fromkeys(list(workflow.get("strata") or []) + list(first.qi)))
         with AtomicBatch() as batch:
-            batch.parquet(table, out)
+            # verified again as read back from the staged file, stratum columns + QIs together
+            batch.release(table, out, columns, first.k_anonymity.k)
             batch.json(doc, report_path)
     cells = sum(r.cells for _, _, r in parts)
     il = None
