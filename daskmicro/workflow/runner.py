@@ -44,18 +44,15 @@ def output_paths(spec: WorkflowSpec, slot: dt.datetime | None) -> tuple[Path, Pa
     return out, report, is_dir
 
 
-def _check_targets(out: Path, report: Path, is_dir: bool, overwrite: bool) -> None:
-    from ..io import lake
+def _check_targets(source: Path, out: Path, report: Path, is_dir: bool, overwrite: bool) -> None:
+    """Every path the run writes against the input and each other (:mod:`daskmicro.io.paths`); a
+    report directly inside a directory release is written into it with the commit."""
+    from ..io.paths import Output, check_outputs
 
-    if is_dir:
-        lake.check_dir_target(out, overwrite)
-    else:
-        if out.exists() and not overwrite:
-            raise ParameterError(f"output already exists: {out} (set output.overwrite: true to replace it)")
-        if not out.parent.is_dir():
-            raise ParameterError(f"directory of the output does not exist: {out.parent}")
-    if report.parent != out and report.exists() and not overwrite:
-        raise ParameterError(f"report already exists: {report} (set output.overwrite: true to replace it)")
+    outputs = [Output(out, "output", directory=is_dir)]
+    if not (is_dir and report.parent == out):
+        outputs.append(Output(report, "report"))
+    check_outputs([source], outputs, overwrite, hint="set output.overwrite: true to replace it")
 
 
 def _read_input(path: Path, filters: list, name: str, slot):
@@ -151,7 +148,8 @@ def execute_run(spec: WorkflowSpec, slot: dt.datetime | None = None, client=None
     d = spec.data
     key = key or _run_key(spec, slot)
     out, report_path, is_dir = output_paths(spec, slot)
-    _check_targets(out, report_path, is_dir, d["output"]["overwrite"])
+    source = Path(fill(d["input"]["path"], spec.name, slot))
+    _check_targets(source, out, report_path, is_dir, d["output"]["overwrite"])
     started = time.time()
     tick = time.perf_counter()
 
@@ -165,7 +163,6 @@ def execute_run(spec: WorkflowSpec, slot: dt.datetime | None = None, client=None
     cl = d.get("cluster", {})
     with cluster_client(client, n_workers=cl.get("workers")) as c:
         _check(should_stop)
-        source = Path(fill(d["input"]["path"], spec.name, slot))
         if d["method"] == "incremental":
             release, report = _incremental(spec, source, c, slot, started)
             parts = [(None, release, report)]
