@@ -3,7 +3,8 @@
 The workflow of the *locally trusted* mode (``003_0edb38f823409d2d.txt`` §IV-B, §V-C):
 
 1. ``daskmicro spec``: from a model of the respondents, design cells of the effective anonymity
-   n_min (p-probabilistic k-anonymity) and export the microaggregation function as a JSON spec;
+   n_min (p-probabilistic k-anonymity) and export the microaggregation function as a JSON spec
+   that holds aggregates only (centroids of ≥ k model records, costs, counts, standardization);
 2. ``daskmicro assign``: each respondent (or anyone holding records) maps records to cells exactly
    as the spec says — after checking its checksum — and keeps only the cell and its value;
 3. ``daskmicro audit``: once real participation is known, report which cells ended with fewer
@@ -31,11 +32,14 @@ _SPEC_DESCRIPTION = """\
 Design the cells of a survey from a model of its respondents and export the microaggregation
 function as a JSON spec that respondents can check (SHA-256 checksum) and apply themselves.
 
-Without --participation the cells are those of exact MDAV with K.  With a participation
+Without --participation the cells are designed by exact MDAV with K.  With a participation
 probability π (--participation) or one per record (--participation-column), every cell is made
 large enough that it keeps at least K participants with probability ≥ 1 − p̄
 (--max-cell-failure): MDAV with the effective anonymity n_min for a constant π, cells grown
 one record at a time until their own failure probability is ≤ p̄ for per-record π.
+
+The spec publishes no model record: per cell the mean of its ≥ K design records (z-scored and in
+original units), an additive cost and a count; records go to the nearest centroid (plus cost).
 """
 
 _SPEC_EPILOG = """\
@@ -45,9 +49,9 @@ examples:
 
 The printed checksum should reach respondents through a channel they trust (e.g. the invitation):
 'daskmicro assign --checksum' refuses any spec that does not carry it.  Before writing, the rule is
-applied to the model records and every cell it induces is checked against the requirement;
---rule nearest-centroid is meant for Voronoi-shaped cells (PCL) and is refused for MDAV cells,
-which are not nearest-centroid cells in general.
+applied to the model records; MDAV cells are not nearest-centroid cells in general, so cells whose
+induced part is empty, below K or above p̄ are removed (smallest first) until none is, and the
+command prints how many model records the rule moves away from their design cell.
 """
 
 _ASSIGN_DESCRIPTION = """\
@@ -85,7 +89,8 @@ def add_parsers(subparsers) -> None:
     g.add_argument("--participation", type=_probability, metavar="PI", help="participation probability of every record, in (0, 1]")
     g.add_argument("--participation-column", metavar="COL", help="column holding each record's participation probability")
     p.add_argument("--max-cell-failure", type=_probability, metavar="PBAR", help="acceptable probability that a cell keeps 1 … K−1 participants, in (0, 1)")
-    p.add_argument("--rule", default="sequential-balls", choices=["sequential-balls", "nearest-centroid"], help="assignment rule written in the spec (default: %(default)s)")
+    p.add_argument("--rule", default="nearest-centroid", help="assignment rule written in the spec; only %(default)s "
+                   "(sequential-balls, which published model records, is refused)")
     p.add_argument("--overwrite", action="store_true", help="replace SPEC if it exists")
     p.set_defaults(handler=run_spec)
 
@@ -152,15 +157,18 @@ def run_spec(args) -> int:
     from .kernels import mdav, standardize
     from .privacy.probabilistic import probabilistic_cells
     from .kernels.mdav import check_k
-    from .privacy.spec import _qi_matrix, build_spec, save_spec
+    from .privacy.spec import RETIRED_RULES, RULES, build_spec, qi_matrix, save_spec
 
     out = Path(args.spec)
     _check_target(out, args.overwrite, "spec")
     qi = _qi_list(args.qi)
+    if args.rule not in RULES:
+        raise ParameterError(f"--rule must be {' or '.join(RULES)}; {args.rule!r} is not available"
+                             + (" (its spec published model records)" if args.rule in RETIRED_RULES else ""))
     if (args.participation is None and args.participation_column is None) != (args.max_cell_failure is None):
         raise ParameterError("--max-cell-failure goes with --participation or --participation-column")
     df = read_table(args.input)
-    X = _qi_matrix(df, qi)
+    X = qi_matrix(df, qi)
     Z = standardize(X)[0]
     if args.participation_column is not None:
         participation = _participation_column(df, args.participation_column)
@@ -179,9 +187,12 @@ def run_spec(args) -> int:
     spec = build_spec(X, labels, qi, args.k, rule=args.rule, participation=participation,
                       max_cell_failure=args.max_cell_failure, n_min=n_min)
     save_spec(spec, out)
-    sizes = spec["model"]["cell_sizes"]
+    model = spec["model"]
+    sizes = model["cell_sizes"]
     print(f"{len(spec['cells'])} cells over {len(df):,} model records (sizes {min(sizes)}–{max(sizes)}), "
           f"k = {args.k}" + (f", n_min = {n_min}" if n_min else ""))
+    print(f"{model['removed_cells']} of {model['design_cells']} design cells removed; the rule moves "
+          f"{model['moved_records']:,} model record(s) away from their design cell")
     if "cell_failure" in spec["model"]:
         q = np.asarray(spec["model"]["cell_failure"])
         from .privacy.effective import table_failure

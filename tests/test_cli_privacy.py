@@ -34,7 +34,8 @@ def _err(capsys):
 def test_spec_assign_audit(model, tmp_path, capsys):
     path, df, spec_path = model
     spec = json.loads(spec_path.read_text())
-    assert spec["anonymity"]["n_min"] == 20 and len(spec["cells"]) == 30
+    assert spec["anonymity"]["n_min"] == 20 and spec["model"]["design_cells"] == 30
+    assert len(spec["cells"]) == 30 - spec["model"]["removed_cells"] >= 15
     again = tmp_path / "again.json"
     assert main(["spec", str(path), str(again), "--qi", QI, "--k", "5", "--participation", "0.75",
                  "--max-cell-failure", "1e-6"]) == 0
@@ -59,7 +60,7 @@ def test_spec_assign_audit(model, tmp_path, capsys):
     assert main(["audit", str(out), "--spec", str(spec_path), "--participation-column", "responded",
                  "--report", str(report)]) == 0
     audit = json.loads(report.read_text())
-    assert audit["ok"] and audit["n_failed_cells"] == 0 and audit["n_cells"] == 30
+    assert audit["ok"] and audit["n_failed_cells"] == 0 and audit["n_cells"] == len(spec["cells"])
     assert audit["n_active"] == int(assigned["responded"].sum())
     assert audit["expected_failed_cells"] == pytest.approx(sum(spec["model"]["cell_failure"]))
 
@@ -87,8 +88,14 @@ def test_per_record_spec(model, tmp_path, capsys):
     assert s["anonymity"]["participation"] == "per-record" and max(s["model"]["cell_failure"]) <= 1e-4
     # without a participation model: plain MDAV with k
     plain = tmp_path / "plain.json"
-    assert main(["spec", str(path), str(plain), "--qi", QI, "--k", "4", "--rule", "sequential-balls"]) == 0
-    assert min(json.loads(plain.read_text())["model"]["cell_sizes"]) >= 4
+    assert main(["spec", str(path), str(plain), "--qi", QI, "--k", "4"]) == 0
+    plain_spec = json.loads(plain.read_text())
+    assert plain_spec["version"] == 2 and min(plain_spec["model"]["cell_sizes"]) >= 4
+    # the retired rule, which published model records, is refused before anything is written
+    old = tmp_path / "old.json"
+    capsys.readouterr()
+    assert main(["spec", str(path), str(old), "--qi", QI, "--k", "4", "--rule", "sequential-balls"]) == 2
+    assert "published model records" in _err(capsys) and not old.exists()
 
 
 def test_tampered_spec_refused(model, tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""The microaggregation function as a spec: exact reproduction, rules, checksum, refusal of bad specs."""
+"""The microaggregation function as a spec: cells on the model records, rule, checksum, refusal of bad specs."""
 
 import copy
 import json
@@ -9,6 +9,7 @@ import pytest
 from daskmicro.datasets import CENSUS_COLUMNS, load_census
 from daskmicro.errors import InputError, ParameterError
 from daskmicro.kernels import mdav, standardize
+from daskmicro.privacy.effective import cell_failure
 from daskmicro.privacy.probabilistic import probabilistic_cells
 from daskmicro.privacy.spec import RULES, assign, build_spec, cell_values, load_spec, save_spec, spec_checksum
 
@@ -33,27 +34,48 @@ def _resign(spec):
     return spec
 
 
-def test_mdav_spec_reproduces_the_partition(census, mdav_spec, tmp_path):
+def _check_model_cells(spec, data, labels, k):
+    """What the spec promises on the model records: its counts, ≥ k per cell, moved records as stated."""
+    got = assign(spec, data)
+    sizes = np.bincount(got, minlength=len(spec["cells"]))
+    assert sizes.tolist() == spec["model"]["cell_sizes"] and sizes.min() >= k
+    # every kept cell is one design cell: the rule moves exactly the records counted
+    design = [int(np.argmin([np.abs(Zc - c["centroid"]).max() for Zc in _design_centroids(data, labels)]))
+              for c in spec["cells"]]
+    assert len(set(design)) == len(design)
+    assert int((np.asarray(design)[got] != labels).sum()) == spec["model"]["moved_records"]
+    assert spec["model"]["removed_cells"] == labels.max() + 1 - len(spec["cells"])
+    return got
+
+
+def _design_centroids(data, labels):
+    X = data[QI].to_numpy(float) if hasattr(data, "columns") else np.asarray(data, float)
+    Z = standardize(X)[0]
+    return [Z[labels == c].mean(0) for c in range(labels.max() + 1)]
+
+
+def test_mdav_spec_cells(census, mdav_spec, tmp_path):
     spec, labels = mdav_spec
-    assert spec["rule"]["name"] == "sequential-balls" and spec["rule"]["statement"] == RULES["sequential-balls"]
-    assert spec["model"]["moved_records"] == 0
-    assert np.array_equal(assign(spec, census), labels)
-    assert len(spec["cells"]) == labels.max() + 1
-    assert spec["cells"][-1]["reference"] is None
-    # published values are the cell means in original units
+    assert spec["version"] == 2 and spec["rule"]["name"] == "nearest-centroid"
+    assert spec["rule"]["statement"] == RULES["nearest-centroid"]
+    got = _check_model_cells(spec, census, labels, 5)
+    # MDAV cells are not Voronoi cells of their centroids: some records move, most cells survive
+    assert 0 < spec["model"]["moved_records"] < len(census) and len(spec["cells"]) > (labels.max() + 1) // 2
     X = census[QI].to_numpy(float)
-    assert cell_values(spec)[3] == pytest.approx(X[labels == 3].mean(0))
+    st = spec["standardization"]
+    for cell in spec["cells"]:  # value and centroid describe the same records
+        assert np.array(cell["value"]) == pytest.approx(np.array(st["mean"]) + np.array(st["scale"]) * cell["centroid"])
     path = save_spec(spec, tmp_path / "s.json")
     loaded = load_spec(path, expected_checksum=spec["checksum"]["value"].upper())
     assert loaded == spec
     # a matrix in QI order and a shuffled table give the same assignment
-    assert np.array_equal(assign(loaded, X), labels)
+    assert np.array_equal(assign(loaded, X), got)
     perm = np.random.default_rng(0).permutation(len(census))
     shuffled = census.iloc[perm][QI[::-1] + []]
-    assert np.array_equal(assign(loaded, shuffled), labels[perm])
+    assert np.array_equal(assign(loaded, shuffled), got[perm])
 
 
-def test_sequential_rule_as_stated(census, mdav_spec):
+def test_rule_as_stated(census, mdav_spec):
     """An independent reading of the rule's statement gives the same cells on new records."""
     spec, _ = mdav_spec
     rng = np.random.default_rng(1)
@@ -61,15 +83,15 @@ def test_sequential_rule_as_stated(census, mdav_spec):
     new = X[rng.integers(0, len(X), 300)] * rng.normal(1.0, 0.05, (300, len(QI)))
     st = spec["standardization"]
     Z = (new - np.array(st["mean"])) / np.array(st["scale"])
+    Z[:, np.array(st["constant"])] = 0.0
     expected = []
     for z in Z:
+        best = None
         for cell in spec["cells"]:
-            if cell["reference"] is None:
-                expected.append(cell["id"])
-                break
-            if sum((z[i] - cell["reference"][i]) ** 2 for i in range(len(z))) <= cell["radius2"]:
-                expected.append(cell["id"])
-                break
+            v = sum((z[i] - cell["centroid"][i]) ** 2 for i in range(len(z))) + cell["cost"]
+            if best is None or v < best[0]:
+                best = (v, cell["id"])
+        expected.append(best[1])
     assert np.array_equal(assign(spec, new), expected)
 
 
@@ -79,16 +101,21 @@ def test_probabilistic_specs(census):
     cells = probabilistic_cells(Z, 5, 0.75, 1e-4)
     spec = build_spec(census, cells.labels, QI, 5, participation=0.75, max_cell_failure=1e-4, n_min=cells.n_min)
     assert spec["anonymity"] == {"k": 5, "n_min": cells.n_min, "participation": 0.75, "max_cell_failure": 1e-4}
-    assert np.array_equal(assign(spec, census), cells.labels)
+    got = _check_model_cells(spec, census, cells.labels, 5)
     assert max(spec["model"]["cell_failure"]) <= 1e-4
+    assert spec["model"]["cell_failure"] == pytest.approx([cell_failure(5, np.full(s, 0.75)).cell_failure
+                                                           for s in np.bincount(got)])
     pis = np.random.default_rng(2).uniform(0.4, 1.0, len(X))
     cells = probabilistic_cells(Z, 5, pis, 1e-4)
     spec = build_spec(X, cells.labels, QI, 5, participation=pis, max_cell_failure=1e-4)
     assert spec["anonymity"]["participation"] == "per-record"
-    assert np.array_equal(assign(spec, X), cells.labels)
-    # published values are the π-weighted centroids of §VI-B
-    c = cells.labels == 0
-    assert cell_values(spec)[0] == pytest.approx((pis[c, None] * X[c]).sum(0) / pis[c].sum())
+    got = _check_model_cells(spec, X, cells.labels, 5)
+    q = [cell_failure(5, pis[got == c]).cell_failure for c in range(len(spec["cells"]))]
+    assert spec["model"]["cell_failure"] == pytest.approx(q) and max(q) <= 1e-4
+    # published values are plain means of design cells: π-weights could pull them onto one record
+    means = np.array([X[cells.labels == c].mean(0) for c in range(cells.labels.max() + 1)])
+    for v in cell_values(spec):
+        assert np.abs(means - v).max(axis=1).min() <= 1e-9 * np.abs(X).max()
 
 
 def test_nearest_centroid_rule_with_costs():
@@ -108,10 +135,13 @@ def test_nearest_centroid_rule_with_costs():
     assert assign(costed, point[None, :])[0] == 1
 
 
-def test_rule_that_breaks_anonymity_is_refused(census):
+def test_requirement_that_cannot_be_met(census):
     Z = standardize(census[QI].to_numpy(float))[0]
-    with pytest.raises(ParameterError, match="fewer than k"):
-        build_spec(census, mdav(Z, 5), QI, 5, rule="nearest-centroid")  # MDAV cells are not Voronoi cells
+    labels = mdav(Z, 5)
+    with pytest.raises(ParameterError, match="fewer than k = 6"):
+        build_spec(census, labels, QI, 6)  # a design cell of 5 records: its centroid may not be published
+    with pytest.raises(ParameterError, match="even a single cell"):
+        build_spec(census.iloc[:8], np.zeros(8, dtype=int), QI, 5, participation=0.5, max_cell_failure=1e-6)
 
 
 def test_duplicates_split_by_mdav():
@@ -135,6 +165,8 @@ def test_build_spec_bad_input(census):
     labels = mdav(Z, 5)
     with pytest.raises(ParameterError, match="rule"):
         build_spec(census, labels, QI, 5, rule="voronoi")
+    with pytest.raises(ParameterError, match="no longer available"):
+        build_spec(census, labels, QI, 5, rule="sequential-balls")
     with pytest.raises(ParameterError, match="labels"):
         build_spec(census, labels[:-1], QI, 5)
     with pytest.raises(ParameterError, match="every cell id"):
@@ -144,7 +176,7 @@ def test_build_spec_bad_input(census):
     with pytest.raises(ParameterError, match="k must be"):
         build_spec(census, labels, QI, 1)
     with pytest.raises(ParameterError, match="costs"):
-        build_spec(census, labels, QI, 5, costs=np.zeros(labels.max() + 1))
+        build_spec(census, labels, QI, 5, costs=np.zeros(labels.max()))
     with pytest.raises(InputError, match="missing"):
         build_spec(census, labels, QI + ["nope"], 5)
     bad = census.copy()
@@ -162,7 +194,7 @@ def _write(tmp_path, spec, name="s.json"):
 def test_tampered_spec_refused(mdav_spec, tmp_path):
     spec, _ = mdav_spec
     forged = copy.deepcopy(spec)
-    forged["cells"][0]["radius2"] *= 1.5
+    forged["cells"][0]["cost"] += 1.5
     with pytest.raises(InputError, match="checksum"):
         load_spec(_write(tmp_path, forged))
     with pytest.raises(InputError, match="checksum"):
@@ -181,7 +213,8 @@ def test_tampered_spec_refused(mdav_spec, tmp_path):
         (lambda s: s.pop("cells"), "missing key"),
         (lambda s: s.update(extra=1), "unknown key"),
         (lambda s: s.update(format="other"), "format"),
-        (lambda s: s.update(version=2), "version"),
+        (lambda s: s.update(version=3), "version must be 2"),
+        (lambda s: s.update(version=1), "version 1, whose cells publish model records"),
         (lambda s: s.update(qi=[]), "qi"),
         (lambda s: s["anonymity"].update(k="5"), "anonymity.k"),
         (lambda s: s["anonymity"].update(n_min=3), "n_min"),
@@ -189,11 +222,12 @@ def test_tampered_spec_refused(mdav_spec, tmp_path):
         (lambda s: s["standardization"]["scale"].__setitem__(0, 0.0), "scale"),
         (lambda s: s["standardization"]["mean"].pop(), "mean"),
         (lambda s: s["rule"].update(name="nearest-neighbour"), "rule.name"),
+        (lambda s: s["rule"].update(name="sequential-balls"), "rule.name"),
         (lambda s: s["rule"].update(statement="anything goes"), "statement"),
         (lambda s: s["cells"][0].update(id=7), "ids"),
-        (lambda s: s["cells"][1]["reference"].pop(), "reference"),
-        (lambda s: s["cells"][1].update(radius2="1"), "radius2"),
-        (lambda s: s["cells"][-1].update(reference=[0.0] * 13), "last cell"),
+        (lambda s: s["cells"][1]["centroid"].pop(), "centroid"),
+        (lambda s: s["cells"][1].update(cost="1"), "cost"),
+        (lambda s: s["cells"][-1].update(reference=[0.0] * 13), "keys"),
         (lambda s: s["cells"][2].pop("value"), "keys"),
         (lambda s: s["cells"][2]["value"].__setitem__(0, True), "value"),
     ],

@@ -6,21 +6,25 @@ statistical model of the respondents before the survey runs; each respondent rec
 microaggregation function, checks it, applies it on their own computer and sends back only the
 cell (or its centroid).  This module writes that function as a JSON document and applies it.
 
-A spec holds the QI column names, the standardization (z_i = (x_i − mean_i)/scale_i), the
-anonymity requirement (k, n_min, π, p̄), one entry per cell, the assignment rule in words, and a
-SHA-256 checksum over a canonical serialization.  Two rules are implemented:
+What a spec publishes (format version 2) is aggregates only: the QI names, the standardization
+(mean and scale of every QI over all model records, z_i = (x_i − mean_i)/scale_i), the anonymity
+requirement (k, n_min, π, p̄), per cell a centroid (the mean, z-scored and in original units, of
+the ≥ k model records of one design cell) and an additive cost, and per cell the number of model
+records the rule puts there.  The rule is the cost-sensitive nearest-neighbour condition of PCL
+(``004_19737567f2b39a29.txt`` §3.2): a record goes to the cell minimising ‖z − ẑ_c‖² + cost_c,
+an additively weighted Voronoi partition.  No field is a model record, a distance to one, or a
+bound set by one.
 
-``sequential-balls`` (MDAV, the paper's intensional spec)
-    MDAV builds each cell from a reference record and the records nearest to it among those
-    still unassigned.  The spec lists the reference points in the order they were selected and,
-    for each, a squared radius; the last cell (MDAV's remainder) has none.
-``nearest-centroid`` (optionally with additive costs, as PCL's additively weighted Voronoi cells)
-    Each record goes to the cell minimising ‖z − ẑ_c‖² + cost_c.
-
-The exact statements are :data:`RULES`; :func:`assign` implements them to the letter.  Before a
-spec is written, the rule is applied to the model records and every *induced* cell is checked
-against the requirement (q̄_c ≤ p̄, or at least k records without a participation model): the
-guarantee is about what the rule does, not about the partition it was derived from.
+Version 1 also offered MDAV's intensional spec of §V-C ("sequential-balls": the reference records
+in selection order with the squared distance of the last record adjoined).  It reproduced MDAV
+cells exactly, but every reference was a z-scored model record (outliers first) and every radius
+a distance to one, so version 1 specs are refused.  The price: MDAV cells are not Voronoi cells
+of their centroids, so :func:`build_spec` no longer reproduces an arbitrary design partition on
+the model records.  It keeps the design centroids as sites, applies the rule to the model records
+and, while an induced cell misses the requirement (fewer than k records, q̄_c > p̄, or empty),
+removes the sites of the smallest such cells; ``model.moved_records`` counts the model records
+whose cell under the rule is not their design cell.  The guarantee checked before writing is
+about what the rule does on the model records, not about the design partition.
 """
 
 from __future__ import annotations
@@ -36,13 +40,13 @@ import pandas as pd
 from ..errors import InputError, ParameterError
 from ..kernels.metrics import standardize
 from .effective import cell_failure, check_anonymity, check_max_cell_failure, check_participation
-from .probabilistic import _dist2, weighted_centroids
+from .probabilistic import weighted_centroids
 
-__all__ = ["FORMAT", "VERSION", "RULES", "build_spec", "spec_checksum", "load_spec", "save_spec", "assign",
+__all__ = ["FORMAT", "VERSION", "RULES", "RETIRED_RULES", "build_spec", "qi_matrix", "spec_checksum", "load_spec", "save_spec", "assign",
            "cell_values"]
 
 FORMAT = "daskmicro.microaggregation-spec"
-VERSION = 1
+VERSION = 2
 
 _STANDARDIZE = (
     "Standardize the record: z_i = (x_i - mean_i) / scale_i for every QI column i, in the order of 'qi', "
@@ -51,12 +55,11 @@ _STANDARDIZE = (
 )
 #: The assignment rules, stated exactly as :func:`assign` applies them.
 RULES = {
-    "sequential-balls": _STANDARDIZE + " Visit the cells in increasing id. The record belongs to the first "
-    "cell whose 'reference' is not null and whose squared distance to it is at most 'radius2'. If no such "
-    "cell exists, it belongs to the last cell, whose 'reference' and 'radius2' are null.",
     "nearest-centroid": _STANDARDIZE + " The record belongs to the cell c minimising (squared distance to "
     "'centroid' of c) + 'cost' of c; among equal values, the lowest id.",
 }
+#: Rules of earlier versions, refused because their specs publish model records.
+RETIRED_RULES = {"sequential-balls": 1}
 _CANON = "JSON of the spec without 'checksum': keys sorted, separators ',' and ':', ASCII, floats as shortest round-trip repr"
 _TOP = {"format", "version", "qi", "standardization", "anonymity", "rule", "cells", "model", "checksum"}
 
@@ -81,7 +84,8 @@ def _floats(a) -> list:
     return [float(v) for v in np.asarray(a, dtype=np.float64).ravel()]
 
 
-def _qi_matrix(X, qi) -> np.ndarray:
+def qi_matrix(X, qi) -> np.ndarray:
+    """The ``qi`` columns of ``X`` as a float64 matrix, refusing missing, non-numeric or non-finite columns."""
     if isinstance(X, pd.DataFrame):
         missing = [c for c in qi if c not in X.columns]
         if missing:
@@ -104,47 +108,56 @@ def _qi_matrix(X, qi) -> np.ndarray:
     return M
 
 
-def _balls(Z: np.ndarray, labels: np.ndarray) -> list:
-    """Reference point and squared radius of every cell but the last, in cell order.
+def _requirement_misses(spec: dict, induced: np.ndarray, pis, k: int, pbar) -> tuple:
+    """Induced cell sizes, failure probabilities (or None) and the cells that miss the requirement.
 
-    The reference is the record MDAV would have picked (furthest from the centroid of what is
-    left, then furthest from that record, alternately), or else the first member whose ball
-    separates the cell from the records left; the radius is halfway between the furthest member
-    and the nearest record left, so rounding cannot move a model record across it.  When records
-    tie at that boundary (duplicates), the radius is the furthest member's and the tied records
-    join the cell: the induced partition is then checked by the caller.
+    A cell misses it when it holds no model record (respondents landing there would be alone), fewer
+    than k without a participation model, or has q̄_c > p̄ with one.
     """
-    ncell = int(labels.max()) + 1
-    rem = np.arange(Z.shape[0])
-    out = []
-    prev = None
-    for c in range(ncell - 1):
-        inside = labels[rem] == c
-        if prev is None:
-            guess = rem[int(np.argmax(_dist2(Z[rem], Z[rem].mean(axis=0))))]
-        else:
-            d = _dist2(Z[rem], Z[prev])
-            guess = rem[int(np.argmax(d))]
-        best = None
-        for ref in [guess, *rem[inside]]:
-            if labels[ref] != c:
-                continue
-            d = _dist2(Z[rem], Z[ref])
-            d_in, d_out = d[inside].max(), d[~inside].min()
-            if d_in < d_out:
-                best = (ref, float(d_in + (d_out - d_in) / 2.0))
-                break
-            if best is None:
-                best = (ref, float(d_in))
-        out.append((Z[best[0]].copy(), best[1]))
-        prev = best[0] if prev is None else None
-        rem = rem[~inside]
-    return out
+    ncell = len(spec["cells"])
+    sizes = np.bincount(induced, minlength=ncell)
+    if pis is None:
+        return sizes, None, np.flatnonzero(sizes < k)
+    fails = np.array([cell_failure(k, pis[induced == c]).cell_failure if sizes[c] else 1.0 for c in range(ncell)])
+    return sizes, fails, np.flatnonzero((sizes == 0) | (fails > pbar))
 
 
-def build_spec(X, labels, qi, k, *, rule="sequential-balls", costs=None, participation=None,
+def _fit_sites(spec: dict, M: np.ndarray, pis, k: int, pbar) -> tuple:
+    """Remove cells from ``spec`` until every cell the rule induces on ``M`` meets the requirement.
+
+    Each round applies the rule, and if some induced cells miss the requirement removes the
+    smallest of them (an eighth of the misses, at least one) from ``spec["cells"]``: their model
+    records then go to their next-best cells.  Sites are never moved, so every published centroid
+    stays the mean of its design cell.  Returns the design ids kept, the induced ids on ``M`` and
+    the induced sizes and failure probabilities.
+    """
+    kept = np.arange(len(spec["cells"]))
+    while True:
+        induced = _assign(spec, M)
+        sizes, fails, bad = _requirement_misses(spec, induced, pis, k, pbar)
+        if bad.size == 0:
+            return kept, induced, sizes, fails
+        if kept.size == 1:
+            what = "fewer than k = %d records" % k if pis is None else "failure probability above max_cell_failure"
+            raise ParameterError(f"no spec meets the requirement: even a single cell of all model records has {what}")
+        order = bad[np.lexsort((bad, sizes[bad]))]
+        drop = order[:max(1, bad.size // 8)]
+        keep = np.setdiff1d(np.arange(kept.size), drop)
+        kept = kept[keep]
+        spec["cells"] = [dict(spec["cells"][i], id=j) for j, i in enumerate(keep)]
+
+
+def build_spec(X, labels, qi, k, *, rule="nearest-centroid", costs=None, participation=None,
                max_cell_failure=None, n_min=None) -> dict:
-    """Write a micropartition of model records as a verifiable specification (§V-C).
+    """Write a micropartition of model records as a verifiable specification (§V-C), aggregates only.
+
+    Each design cell (``labels``) of at least k records contributes its centroid (plain mean,
+    z-scored and in original units) and a cost; records are assigned by the cost-sensitive
+    nearest-neighbour rule of PCL (``004`` §3.2, :data:`RULES`).  The rule is applied to the model
+    records and cells whose induced part misses the requirement (empty, fewer than k records, or
+    q̄_c > p̄) are removed, smallest first, until none does.  The induced cells therefore meet the
+    requirement but need not equal the design cells: ``model.moved_records`` counts the model
+    records whose cell differs from their design cell (removed cells' records included).
 
     Parameters
     ----------
@@ -152,16 +165,17 @@ def build_spec(X, labels, qi, k, *, rule="sequential-balls", costs=None, partici
         Model records in original units (a DataFrame holding the ``qi`` columns, or a matrix whose
         columns are the ``qi`` in order).
     labels : array_like of int, shape (n,)
-        Cell ids 0 … C−1, each used; for ``"sequential-balls"`` numbered in the order MDAV (or
-        :func:`~daskmicro.privacy.probabilistic.grow_cells`) formed them, the last being the rest.
+        Design cell ids 0 … C−1, each used by at least k records (a centroid of fewer would
+        disclose too much).
     qi : list of str
         Quasi-identifier column names.
     k : int
         Target anonymity, ≥ 2.
-    rule : {"sequential-balls", "nearest-centroid"}
-        Assignment rule (see :data:`RULES`).
+    rule : {"nearest-centroid"}
+        Assignment rule (see :data:`RULES`); ``"sequential-balls"`` (format 1) is refused.
     costs : array_like, shape (C,), optional
-        ``"nearest-centroid"`` only: additive cost of every cell (PCL); zeros by default.
+        Additive cost of every design cell (PCL); zeros by default.  Published as given, so they
+        should come from aggregates (PCL's cost step on cell probabilities), not from records.
     participation : float or array_like, optional
         π (or π_j per model record) of the design; requires ``max_cell_failure``.
     max_cell_failure : float, optional
@@ -172,54 +186,52 @@ def build_spec(X, labels, qi, k, *, rule="sequential-balls", costs=None, partici
     Returns
     -------
     dict
-        The spec, checksum included; ``model`` holds the cells the rule induces on ``X``.
+        The spec, checksum included; ``model`` holds counts of the cells the rule induces on ``X``.
 
     Raises
     ------
     ParameterError
-        Bad parameters, or the rule applied to the model records yields a cell that misses the
-        requirement (q̄_c > p̄, or fewer than k records without a participation model).
+        Bad parameters, a design cell of fewer than k records, or no set of cells whose induced
+        parts all meet the requirement (not even one cell of all records).
     """
     qi = [str(c) for c in qi] if not isinstance(qi, str) else [qi]
     if not qi or len(set(qi)) != len(qi):
         raise ParameterError("qi must name distinct quasi-identifier columns")
     k = check_anonymity(k)
+    if rule in RETIRED_RULES:
+        raise ParameterError(f"rule {rule!r} is no longer available: its spec publishes model records; "
+                             "use 'nearest-centroid'")
     if rule not in RULES:
         raise ParameterError(f"rule must be one of {', '.join(RULES)}; got {rule!r}")
-    M = _qi_matrix(X, qi)
+    M = qi_matrix(X, qi)
     n = M.shape[0]
     labels = np.asarray(labels)
     if labels.shape != (n,) or not np.issubdtype(labels.dtype, np.integer) or labels.min() < 0:
         raise ParameterError(f"labels must hold one non-negative integer cell id per record ({n})")
     labels = labels.astype(np.int64)
     ncell = int(labels.max()) + 1
-    if np.bincount(labels, minlength=ncell).min() == 0:
+    counts = np.bincount(labels, minlength=ncell)
+    if counts.min() == 0:
         raise ParameterError("labels must use every cell id 0 … C−1")
+    if counts.min() < k:
+        raise ParameterError(f"labels give {int((counts < k).sum())} cell(s) fewer than k = {k} records "
+                             f"(first: cell {int(np.argmax(counts < k))}); their centroids cannot be published")
     if (participation is None) != (max_cell_failure is None):
         raise ParameterError("give participation and max_cell_failure together")
-    pis = None
+    pis = pbar = None
     if participation is not None:
         part = check_participation(participation)
         pbar = check_max_cell_failure(max_cell_failure)
         pis = np.full(n, part) if np.isscalar(part) else part
         if pis.size != n:
             raise ParameterError(f"participation has {pis.size} values but there are {n} records")
+    w = np.zeros(ncell) if costs is None else np.asarray(costs, dtype=np.float64)
+    if w.shape != (ncell,) or not np.isfinite(w).all():
+        raise ParameterError(f"costs must hold one finite number per cell ({ncell})")
     Z, params = standardize(M)
-    value = weighted_centroids(M, labels, pis)
-
-    if rule == "sequential-balls":
-        if costs is not None:
-            raise ParameterError("costs apply only to rule 'nearest-centroid'")
-        cells = [{"id": c, "reference": _floats(ref), "radius2": r2, "value": _floats(value[c])}
-                 for c, (ref, r2) in enumerate(_balls(Z, labels))]
-        cells.append({"id": ncell - 1, "reference": None, "radius2": None, "value": _floats(value[-1])})
-    else:
-        w = np.zeros(ncell) if costs is None else np.asarray(costs, dtype=np.float64)
-        if w.shape != (ncell,) or not np.isfinite(w).all():
-            raise ParameterError(f"costs must hold one finite number per cell ({ncell})")
-        cent = weighted_centroids(Z, labels, pis)
-        cells = [{"id": c, "centroid": _floats(cent[c]), "cost": float(w[c]), "value": _floats(value[c])}
-                 for c in range(ncell)]
+    cent, value = weighted_centroids(Z, labels), weighted_centroids(M, labels)
+    cells = [{"id": c, "centroid": _floats(cent[c]), "cost": float(w[c]), "value": _floats(value[c])}
+             for c in range(ncell)]
     spec = {
         "format": FORMAT,
         "version": VERSION,
@@ -230,30 +242,16 @@ def build_spec(X, labels, qi, k, *, rule="sequential-balls", costs=None, partici
             "k": k,
             "n_min": None if n_min is None else int(n_min),
             "participation": None if pis is None else (float(participation) if np.isscalar(participation) else "per-record"),
-            "max_cell_failure": None if pis is None else pbar,
+            "max_cell_failure": pbar,
         },
         "rule": {"name": rule, "statement": RULES[rule]},
         "cells": cells,
     }
-    induced = _assign(spec, M)
-    sizes = np.bincount(induced, minlength=ncell)
-    model = {"n_records": n, "cell_sizes": sizes.tolist(), "moved_records": int((induced != labels).sum())}
-    if pis is not None:
-        fails = [cell_failure(k, pis[induced == c]).cell_failure if sizes[c] else 0.0 for c in range(ncell)]
-        bad = [c for c in range(ncell) if fails[c] > pbar]
-        model["cell_failure"] = fails
-        if bad:
-            raise ParameterError(
-                f"rule {rule!r} applied to the model records gives {len(bad)} cell(s) with failure probability "
-                f"above max_cell_failure = {pbar:g} (first: cell {bad[0]}); use another rule or partition"
-            )
-    else:
-        bad = [c for c in range(ncell) if 0 < sizes[c] < k]
-        if bad:
-            raise ParameterError(
-                f"rule {rule!r} applied to the model records gives {len(bad)} cell(s) with fewer than k = {k} "
-                f"records (first: cell {bad[0]}); use another rule or partition"
-            )
+    kept, induced, sizes, fails = _fit_sites(spec, M, pis, k, pbar)
+    model = {"n_records": n, "design_cells": ncell, "removed_cells": ncell - int(kept.size),
+             "cell_sizes": sizes.tolist(), "moved_records": int((kept[induced] != labels).sum())}
+    if fails is not None:
+        model["cell_failure"] = [float(q) for q in fails]
     spec["model"] = model
     spec["checksum"] = {"algorithm": "sha256", "canonicalization": _CANON, "value": spec_checksum(spec)}
     return spec
@@ -290,6 +288,9 @@ def _check_spec(spec, where: str) -> dict:
         _fail(where, f"unknown key(s) {', '.join(extra)}")
     if spec["format"] != FORMAT:
         _fail(where, f"format must be {FORMAT!r}")
+    if spec["version"] in RETIRED_RULES.values() and _is_int(spec["version"]):
+        raise InputError(f"spec{where} has format version {spec['version']}, whose cells publish model records; "
+                         "it is refused: export the spec again with this version of daskmicro")
     if spec["version"] != VERSION or not _is_int(spec["version"]):
         _fail(where, f"version must be {VERSION}")
     ck = spec["checksum"]
@@ -330,26 +331,16 @@ def _check_spec(spec, where: str) -> dict:
     cells = spec["cells"]
     if not isinstance(cells, list) or not cells:
         _fail(where, "cells must be a non-empty list")
-    balls = rule["name"] == "sequential-balls"
-    keys = {"id", "reference", "radius2", "value"} if balls else {"id", "centroid", "cost", "value"}
+    keys = {"id", "centroid", "cost", "value"}
     for c, cell in enumerate(cells):
         if not isinstance(cell, dict) or set(cell) != keys:
             _fail(where, f"cell {c} must have exactly the keys {', '.join(sorted(keys))}")
         if cell["id"] != c or not _is_int(cell["id"]):
             _fail(where, f"cell {c} has id {cell['id']!r}; ids must be 0, 1, … in order")
         _vector(cell["value"], m, where, f"cell {c} value")
-        if balls:
-            last = c == len(cells) - 1
-            if last and (cell["reference"] is not None or cell["radius2"] is not None):
-                _fail(where, "the last cell must have null reference and radius2")
-            if not last:
-                _vector(cell["reference"], m, where, f"cell {c} reference")
-                if not _is_num(cell["radius2"]) or cell["radius2"] < 0:
-                    _fail(where, f"cell {c} radius2 must be a non-negative number")
-        else:
-            _vector(cell["centroid"], m, where, f"cell {c} centroid")
-            if not _is_num(cell["cost"]):
-                _fail(where, f"cell {c} cost must be a finite number")
+        _vector(cell["centroid"], m, where, f"cell {c} centroid")
+        if not _is_num(cell["cost"]):
+            _fail(where, f"cell {c} cost must be a finite number")
     return spec
 
 
@@ -402,7 +393,7 @@ def save_spec(spec: dict, path) -> Path:
 
 
 def _standardized(spec: dict, data) -> np.ndarray:
-    M = _qi_matrix(data, spec["qi"])
+    M = qi_matrix(data, spec["qi"])
     st = spec["standardization"]
     Z = (M - np.asarray(st["mean"])) / np.asarray(st["scale"])
     Z[:, np.asarray(st["constant"], dtype=bool)] = 0.0
@@ -411,6 +402,12 @@ def _standardized(spec: dict, data) -> np.ndarray:
 
 def assign(spec: dict, data) -> np.ndarray:
     """Cell id of every record, exactly as the spec's rule states (:data:`RULES`).
+
+    The rule depends on the record alone (nearest centroid plus cost, ties to the lowest id), so a
+    respondent can apply it without seeing anyone else.  On the model records it gives the cells
+    counted in ``model.cell_sizes``, each meeting the requirement; that is not always the design
+    partition (see the module docstring), and for other records no cell size is promised:
+    ``daskmicro audit`` counts what happened.
 
     Parameters
     ----------
@@ -429,16 +426,7 @@ def assign(spec: dict, data) -> np.ndarray:
 def _assign(spec: dict, data) -> np.ndarray:
     Z = _standardized(spec, data)
     cells = spec["cells"]
-    out = np.full(Z.shape[0], len(cells) - 1, dtype=np.int64)
-    if spec["rule"]["name"] == "sequential-balls":
-        left = np.arange(Z.shape[0])
-        for c, cell in enumerate(cells[:-1]):
-            if left.size == 0:
-                break
-            hit = _dist2(Z[left], np.asarray(cell["reference"])) <= cell["radius2"]
-            out[left[hit]] = c
-            left = left[~hit]
-        return out
+    out = np.empty(Z.shape[0], dtype=np.int64)
     cent = np.asarray([cell["centroid"] for cell in cells])
     cost = np.asarray([cell["cost"] for cell in cells])
     for start in range(0, Z.shape[0], 2048):
