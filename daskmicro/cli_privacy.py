@@ -122,14 +122,16 @@ def add_parsers(subparsers) -> None:
 # --------------------------------------------------------------------------- helpers
 
 
-def _check_target(path: Path, overwrite: bool, what: str) -> None:
-    from .cli import _check_target as check  # one rule for every command's outputs
+def _check_target(path: Path, overwrite: bool, what: str, inputs=()) -> None:
+    from .io.paths import Output, check_outputs  # one rule for every command's outputs
 
-    check(path, overwrite, what)
+    check_outputs(inputs, [Output(path, what)], overwrite)
 
 
 def _qi_list(text: str) -> list:
-    qi = [c.strip() for c in text.split(",") if c.strip()]
+    from .lake_run import column_list  # names exactly as written, the rule of every command
+
+    qi = column_list(text, "--qi")
     if not qi:
         raise ParameterError("--qi must name at least one column")
     return qi
@@ -160,7 +162,7 @@ def run_spec(args) -> int:
     from .privacy.spec import RETIRED_RULES, RULES, build_spec, qi_matrix, save_spec
 
     out = Path(args.spec)
-    _check_target(out, args.overwrite, "spec")
+    _check_target(out, args.overwrite, "spec", inputs=[args.input])
     qi = _qi_list(args.qi)
     if args.rule not in RULES:
         raise ParameterError(f"--rule must be {' or '.join(RULES)}; {args.rule!r} is not available"
@@ -215,7 +217,7 @@ def run_assign(args) -> int:
     fmt = table_format(out)
     if fmt is None:
         raise ParameterError(f"OUTPUT must end in .csv or .parquet: {out}")
-    _check_target(out, args.overwrite, "output")
+    _check_target(out, args.overwrite, "output", inputs=[args.input, args.spec])
     spec = load_spec(args.spec, expected_checksum=args.checksum)
     df = read_table(args.input)
     if args.cell_column in df.columns:
@@ -305,7 +307,7 @@ def run_audit(args) -> int:
         raise ParameterError("give exactly one of --spec and --k")
     report_path = Path(args.report) if args.report else None
     if report_path is not None:
-        _check_target(report_path, args.overwrite, "report")
+        _check_target(report_path, args.overwrite, "report", inputs=[args.input] + ([args.spec] if args.spec else []))
     spec = load_spec(args.spec) if args.spec else None
     if spec is None and (isinstance(args.k, bool) or args.k < 2):
         raise ParameterError(f"--k must be ≥ 2, got {args.k}")
