@@ -16,7 +16,6 @@ from .anonymize import ROW_ID, _check_frame, _check_pca_options, _check_qi, _is_
 from .cluster import cluster_client
 from .errors import InputError, ParameterError
 from .graph.pipeline import DEFAULT_MAX_TASK_ROWS, DEFAULT_TASK_ROWS, PipelineConfig, run_pipeline
-from .publish import shuffle_keys
 from .report.run import Report
 
 __all__ = ["anonymize_on_cluster", "PANDAS_CHUNK_ROWS"]
@@ -81,7 +80,8 @@ def anonymize_on_cluster(df, qi, k, method, energy_loss, n_components, seed, kee
         pub.rows.raise_if_failed()
         release = pub.release
         if pandas_in:
-            release = _shuffled_frame(pd.concat(c.gather(c.compute(pub.parts)), ignore_index=True), seed, keep_row_id)
+            # the partitions are consecutive key ranges: concatenated, the rows are in the global seeded order
+            release = pd.concat(c.gather(c.compute(pub.parts)), ignore_index=True)
     varying = [c for c in qi if c not in details["constant_columns"]]
     dtypes = ddf.dtypes
     changes = {c: {"from": str(dtypes[c]), "to": "float64"} for c in varying if not ptypes.is_float_dtype(dtypes[c])}
@@ -127,13 +127,3 @@ def _scattered_frame(client, df: pd.DataFrame, n: int):
     step = math.ceil(n / max(1, math.ceil(n / PANDAS_CHUNK_ROWS)))
     futures = client.scatter([frame.iloc[i:i + step] for i in range(0, n, step)], hash=False)
     return dd.from_delayed(futures, meta=frame.iloc[:0], verify_meta=False)
-
-
-def _shuffled_frame(release: pd.DataFrame, seed: int, keep_row_id: bool) -> pd.DataFrame:
-    """One global seeded order for an in-memory release (partitions were shuffled separately)."""
-    if keep_row_id:
-        rowids = release[ROW_ID].to_numpy()
-    else:
-        rowids = np.arange(len(release), dtype=np.int64)
-    order = np.argsort(shuffle_keys(seed ^ 0x5DEECE66D, rowids), kind="stable")
-    return release.take(order).reset_index(drop=True)

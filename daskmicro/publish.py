@@ -1,5 +1,13 @@
 """Building the published table: QI columns replaced by centroids, rows shuffled, ids optional.
 
+The release order is one global order: rows sorted by seeded keys of their global row ids
+(:func:`shuffle_keys`).  A distributed release cuts the key space into equal ranges
+(:func:`key_bucket`), one per output partition: every input chunk sends each of its rows to
+the partition of its key range (:func:`split_chunk`) and each output partition sorts its rows
+by key (:func:`release_bucket`).  The concatenated partitions are then in key order, which
+depends only on the seed and the row ids — not on the chunking or the number of workers — and
+a release position says nothing about an input position.
+
 Shared by the in-memory path (:mod:`daskmicro.anonymize`) and the Dask pipeline
 (:mod:`daskmicro.graph.gather`), so both follow the same conventions (DESIGN.md): centroids in
 original units; float QI columns keep their dtype, integer ones become float64 (reported);
@@ -12,7 +20,7 @@ import numpy as np
 import pandas as pd
 from pandas.api import types as ptypes
 
-__all__ = ["ROW_ID", "replace_qi", "shuffle_keys", "publish_chunk"]
+__all__ = ["ROW_ID", "replace_qi", "shuffle_keys", "key_bucket", "split_chunk", "release_bucket"]
 
 ROW_ID = "row_id"
 
@@ -48,19 +56,39 @@ def shuffle_keys(seed: int, rowids: np.ndarray) -> np.ndarray:
         return z ^ (z >> np.uint64(31))
 
 
-def publish_chunk(part: pd.DataFrame, cells, table, row0: int, columns: list, seed: int, keep_row_id: bool):
-    """The release rows of one input chunk: centroids in, rows shuffled within the chunk.
+def key_bucket(keys: np.ndarray, n_buckets: int) -> np.ndarray:
+    """Bucket 0 … n_buckets − 1 of each uint64 key: equal key ranges, non-decreasing in the key."""
+    return (((keys >> np.uint64(32)) * np.uint64(n_buckets)) >> np.uint64(32)).astype(np.int64)
 
-    ``cells`` holds the global cell id of each row of ``part`` (row order) and ``table`` the
+
+def split_chunk(part: pd.DataFrame, cells, table, row0: int, columns: list, seed: int, n_buckets: int) -> list:
+    """The release rows of one input chunk, centroids in, split by the key range of their row ids.
+
+    ``cells`` holds the global cell id of each row of ``part`` (row order), ``table`` the
     centroids of all cells in original units (one row per cell, one column per name in
-    ``columns``).
+    ``columns``) and ``row0`` the global row id of the chunk's first row.  Returns, for each of
+    the ``n_buckets`` output partitions, a (frame, row ids) pair (rows in input order).
     """
     if len(part) != len(cells):
         raise RuntimeError(f"an input chunk has {len(part)} rows but {len(cells)} cell ids")
     out, _ = replace_qi(part, columns, table[cells])
     rowids = np.arange(row0, row0 + len(part), dtype=np.int64)
+    bucket = key_bucket(shuffle_keys(seed, rowids), n_buckets)
+    order = np.argsort(bucket, kind="stable")
+    cuts = np.searchsorted(bucket[order], np.arange(n_buckets + 1))
+    pieces = []
+    for b in range(n_buckets):
+        idx = order[cuts[b]:cuts[b + 1]]
+        pieces.append((out.take(idx).reset_index(drop=True), rowids[idx]))
+    return pieces
+
+
+def release_bucket(*pieces, seed: int, keep_row_id: bool) -> pd.DataFrame:
+    """One output partition from the (frame, row ids) pieces of its key range, rows in key order."""
+    frame = pd.concat([p[0] for p in pieces], ignore_index=True)
+    rowids = np.concatenate([p[1] for p in pieces]).astype(np.int64, copy=False)
     order = np.argsort(shuffle_keys(seed, rowids), kind="stable")
-    out = out.take(order).reset_index(drop=True)
+    frame = frame.take(order).reset_index(drop=True)
     if keep_row_id:
-        out[ROW_ID] = rowids[order]
-    return out
+        frame[ROW_ID] = rowids[order]
+    return frame

@@ -156,3 +156,95 @@ def test_bad_input_on_the_cluster(data, qi, client2):
         anonymize(dd.from_pandas(data.iloc[:20], npartitions=2), qi, 50, client=client2, method="partitioned")
     with pytest.raises(ParameterError, match="unknown QI"):
         anonymize(dd.from_pandas(data.iloc[:20], npartitions=2), ["nope"], 5, client=client2)
+
+
+# --------------------------------------------------------------------------- issue 16, item 2
+
+
+def _epoch_frame(n=3000, seed=4):
+    """Epoch milliseconds (1.7e12 ± 1000, integers), two ordinary columns and a constant 1.7e12 + 0.3."""
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({
+        "ts": 1_700_000_000_000 + rng.integers(-1000, 1001, n),
+        "age": rng.normal(45.0, 12.0, n),
+        "income": rng.lognormal(10.0, 0.6, n),
+        "batch": np.full(n, 1.7e12 + 0.3),
+        "id": np.arange(n),
+    })
+
+
+def test_ingest_keeps_the_spread_of_epoch_milliseconds_for_any_chunking(client2):
+    from daskmicro.graph.ingest import ingest
+
+    df = _epoch_frame()
+    qi = ["ts", "age", "income", "batch"]
+    X = df[qi].to_numpy(np.float64)
+    assert X[:, 3].std() > 0                  # numpy's std of the constant column is a few ulps
+    runs = [ingest(client2, dd.from_pandas(df, npartitions=p, sort=False), qi) for p in (1, 3, 7)]
+    for ing in runs:
+        assert ing.varying.tolist() == [True, True, True, False]   # constant by min == max, exactly
+        assert ing.std[3] == 0.0
+        np.testing.assert_allclose(ing.mean, X.mean(axis=0), rtol=1e-15)
+        np.testing.assert_allclose(ing.std[:3], X[:, :3].std(axis=0), rtol=1e-12)
+        np.testing.assert_array_equal(ing.std, runs[0].std)        # bit-identical for every chunking
+        np.testing.assert_array_equal(ing.mean, runs[0].mean)
+        Z = np.concatenate(client2.gather(ing.blocks))
+        np.testing.assert_allclose(Z.std(axis=0), 1.0, rtol=1e-12)
+
+
+def test_epoch_milliseconds_end_to_end_match_in_process_mdav(client2):
+    df = _epoch_frame()
+    qi = ["ts", "age", "income", "batch"]
+    _, local = anonymize(df, qi, 5, method="mdav", seed=2)
+    release, report = anonymize(dd.from_pandas(df, npartitions=4, sort=False), qi, 5, method="mdav", seed=2,
+                                client=client2)
+    assert report.verified and local.verified
+    assert report.constant_columns == local.constant_columns == ["batch"]
+    assert report.m_used == 3
+    assert report.information_loss == pytest.approx(local.information_loss, rel=1e-6)
+    X = df[["ts", "age", "income"]].to_numpy(np.float64)
+    assert report.information_loss == pytest.approx(information_loss(X, mdav(standardize(X)[0], 5)), rel=1e-6)
+    out = client2.compute(release).result()
+    assert out["ts"].nunique() > 1 and (out["batch"] == 1.7e12 + 0.3).all()
+
+
+# --------------------------------------------------------------------------- issue 16, item 4
+
+
+def _spearman(a, b) -> float:
+    ra = pd.Series(a).rank().to_numpy()
+    rb = pd.Series(b).rank().to_numpy()
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+@pytest.fixture(scope="module")
+def big():
+    df = census_like(20_000, seed=8, with_extra_columns=True)
+    return df, [c for c in df.columns if c not in ("record_id", "region")][:4]
+
+
+def test_release_order_is_global_and_independent_of_the_chunking(big, client2):
+    df, qi4 = big
+    kw = dict(method="partitioned", task_rows=10_000, partition_size=2_500, K=500, seed=7, keep_row_id=True,
+              client=client2)
+    ddf = dd.from_pandas(df, npartitions=8, sort=False)
+    release, report = anonymize(ddf, qi4, 5, **kw)
+    assert release.npartitions == 8 and report.verified
+    out = client2.compute(release).result().reset_index(drop=True)
+    rid = out["row_id"].to_numpy()
+    assert sorted(rid) == list(range(len(df)))
+    assert abs(_spearman(rid, np.arange(len(rid)))) < 0.05        # release position ⟂ input position
+    # the first 10 % of the release draws from every input partition, about evenly
+    lengths = ddf.map_partitions(len).compute().to_numpy()
+    source = np.searchsorted(np.cumsum(lengths), rid[: len(rid) // 10], side="right")
+    counts = np.bincount(source, minlength=8)
+    assert (counts >= 150).all(), counts                          # 250 expected from each
+    assert (out["record_id"].to_numpy() == df["record_id"].to_numpy()[rid]).all()   # rows travel whole
+    # same seed, other chunkings (Dask and pandas input): the very same release, row for row
+    other, _ = anonymize(dd.from_pandas(df, npartitions=3, sort=False), qi4, 5, **kw)
+    pd.testing.assert_frame_equal(client2.compute(other).result().reset_index(drop=True), out)
+    in_memory, _ = anonymize(df, qi4, 5, **kw)
+    pd.testing.assert_frame_equal(in_memory, out, check_dtype=False)   # dask makes strings pyarrow-backed
+    # another seed, another order
+    reseeded, _ = anonymize(ddf, qi4, 5, **{**kw, "seed": 8})
+    assert not (client2.compute(reseeded).result()["row_id"].to_numpy() == rid).all()

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..kernels import chunked as ck
 from ..kernels import partition as kp
+from ..kernels.moments import combine_moments
 from ..kernels.pca import pca_basis
 from .macro import chunked_mdav
 
@@ -198,12 +199,9 @@ def fan_out(client, tops: list, cfg: FanoutConfig, timings: dict) -> FanoutResul
     prox_params = {}
     needs_pca = cfg.proximal_method == "pca-mdav" and not distal.all()
     if needs_pca:
-        moments = client.gather(client.map(kp.proximal_moments, tops, distal_by_top))
-        cnt = sum(mo[0] for mo in moments)
-        s1 = np.sum([mo[1] for mo in moments], axis=0)
-        s2 = np.sum([mo[2] for mo in moments], axis=0)
-        mean = s1 / cnt
-        cov = s2 / cnt - np.outer(mean, mean)
+        # Chan–Golub–LeVeque merge in top-cell order: deterministic, whatever the input chunking
+        merged = combine_moments(client.gather(client.map(kp.proximal_moments, tops, distal_by_top)))
+        cnt, mean, cov = merged.count, merged.mean, merged.covariance()
         comps, lam, m_tilde, loss = pca_basis(cov, cfg.energy_loss, cfg.n_components)
         prox_params = {"components": comps, "mean": mean}
         pca = {"eigenvalues": lam.tolist(), "n_components": m_tilde, "energy_loss": loss, "records": int(cnt)}

@@ -3,13 +3,15 @@
 The partition results stay on the workers.  One task builds the table of all centroids in
 original units (a k-th of the data); each top cell turns its partitions into (row id, global
 cell id) pairs split by input chunk; each input chunk assembles the cell ids of its rows (all of
-them, exactly once, or the run stops).  The release is a lazy Dask DataFrame: each of its
-partitions is built from the original partition — every non-QI column untouched — by looking
-the centroids up in the table, with the rows shuffled by seeded keys.  Before it is handed out
-every release partition is built once on the workers to merge the tuple counts of the
-*published values* (all must be ≥ k) and the rows out (must equal the rows in); the partitions
-are not kept, so the whole release is never held in memory — a writer builds each partition
-again (deterministically) as it writes it.
+them, exactly once, or the run stops).  The release is a lazy Dask DataFrame in one global
+seeded order (:mod:`daskmicro.publish`): each input partition — every non-QI column untouched —
+gets the centroids looked up in the table and is split by the key ranges of its rows' shuffle
+keys, one range per output partition; each output partition gathers its range from every input
+partition and sorts it by key.  The order depends only on the seed and the row ids, never on
+the chunking or the workers, and the first rows of the release come from anywhere in the input.
+Before it is handed out every release partition is built once on the workers to merge the tuple
+counts of the *published values* (all must be ≥ k) and the rows out (must equal the rows in);
+the partitions are not kept — a writer builds them again (deterministically) as it writes them.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import numpy as np
 
 from ..kernels import publish as kpub
 from ..privacy.verify import RowCheck, check_tuple_counts, merge_tuple_counts, tuple_counts
-from ..publish import publish_chunk
+from ..publish import release_bucket, split_chunk
 
 __all__ = ["Published", "publish"]
 
@@ -99,23 +101,28 @@ def publish(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: bool, timi
     timings["gather"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    build = dask.delayed(publish_chunk, pure=True)
-    parts = [
-        build(o, c, table, int(row0), columns=varying, seed=seed, keep_row_id=keep_row_id)
+    n_out = len(ing.row0s)  # as many output partitions (key ranges) as input partitions
+    split = dask.delayed(split_chunk, pure=True)
+    pieces = [
+        split(o, c, table, int(row0), columns=varying, seed=seed, n_buckets=n_out)
         for o, c, row0 in zip(ddf.to_delayed(), cells, ing.row0s)
     ]
+    bucket = dask.delayed(release_bucket, pure=True)
+    parts = [bucket(*[p[b] for p in pieces], seed=seed, keep_row_id=keep_row_id) for b in range(n_out)]
+    del pieces
     # one graph, so that dask orders each merge right after its inputs: the per-partition counts
     # are folded in as they come instead of all being held until the last partition is checked
     check = dask.delayed(_chunk_check, pure=True)
-    merge = dask.delayed(_merge_checks, pure=True)
+    fold = dask.delayed(_merge_checks, pure=True)
     level = [check(p, list(qi)) for p in parts]
     while len(level) > 1:
-        level = [merge(*level[i:i + 8]) for i in range(0, len(level), 8)]
+        level = [fold(*level[i:i + 8]) for i in range(0, len(level), 8)]
     rows_out, k_check = client.compute(dask.delayed(_verdict, pure=True)(level[0], k)).result()
     del level
     timings["verify"] = time.perf_counter() - t0
 
-    meta = publish_chunk(ddf._meta, np.empty(0, np.int64), np.empty((0, len(varying))), 0, varying, seed, keep_row_id)
+    empty = split_chunk(ddf._meta, np.empty(0, np.int64), np.empty((0, len(varying))), 0, varying, seed, 1)
+    meta = release_bucket(*empty, seed=seed, keep_row_id=keep_row_id)
     release_ddf = dd.from_delayed(parts, meta=meta, verify_meta=False)
     return Published(
         release=release_ddf,

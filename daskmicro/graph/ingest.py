@@ -1,9 +1,13 @@
 """Distributed input: the QI columns of a Dask DataFrame as z-scored chunks on the workers.
 
-One pass over the partitions checks the values (missing, infinite) and computes the per-column
-count, sums and sums of squares in double-double precision; the client combines them exactly
-into the global mean and (population) standard deviation — the z-scoring of the SDC convention —
-and a second pass writes the z-scored chunks.  Only per-chunk summaries reach the client.
+A first pass over the partitions checks the values (missing, infinite) and computes per column
+the count, min, max and sum in double-double precision; the client combines the sums exactly
+into the correctly rounded global mean.  A second pass sums the deviations from that mean and
+their squares (:func:`~daskmicro.kernels.moments.centered_sums`), which the client combines
+exactly into the (population) standard deviation — the corrected two-pass algorithm, stable
+for columns with a large offset and a small spread (epoch milliseconds), and the same to the
+last bit for every chunking.  A column is constant when its min equals its max (exact).  A
+third pass writes the z-scored chunks.  Only per-chunk summaries reach the client.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import pandas as pd
 from ..errors import InputError
 from ..io.qi import qi_frame_matrix
 from ..kernels.macro import dd_colsum, dd_combine
+from ..kernels.moments import centered_m2, centered_sums, population_std
 
 __all__ = ["Ingested", "ingest"]
 
@@ -51,8 +56,12 @@ def _summary(part: pd.DataFrame, qi: list):
     inf = np.isinf(X).sum(axis=0)
     if nan.any() or inf.any() or X.shape[0] == 0:
         lo = hi = np.full(len(qi), np.nan)
-        return X.shape[0], nan, inf, None, None, lo, hi
-    return X.shape[0], nan, inf, dd_colsum(X), dd_colsum(X * X), X.min(axis=0), X.max(axis=0)
+        return X.shape[0], nan, inf, None, lo, hi
+    return X.shape[0], nan, inf, dd_colsum(X), X.min(axis=0), X.max(axis=0)
+
+
+def _deviations(part: pd.DataFrame, qi: list, mean: np.ndarray):
+    return centered_sums(_qi_values(part, qi), mean)
 
 
 def _zscore(part: pd.DataFrame, qi: list, mean: np.ndarray, std: np.ndarray, varying: np.ndarray):
@@ -82,12 +91,13 @@ def ingest(client, ddf, qi: list) -> Ingested:
         raise InputError(f"QI column(s) with infinite values: {cols}")
     full = [s for s in stats if s[0]]
     mean = dd_combine([s[3] for s in full]) / n
-    mean_sq = dd_combine([s[4] for s in full]) / n
-    lo = np.min([s[5] for s in full], axis=0)
-    hi = np.max([s[6] for s in full], axis=0)
-    varying = hi > lo
-    std = np.where(varying, np.sqrt(np.maximum(mean_sq - mean * mean, 0.0)), 0.0)
-    # a column whose spread is lost in rounding would divide by zero: treat it as constant
+    lo = np.min([s[4] for s in full], axis=0)
+    hi = np.max([s[5] for s in full], axis=0)
+    varying = hi > lo  # exact, on the original values
+    m2 = centered_m2(client.gather(client.map(_deviations, parts, qi=qi, mean=mean, pure=False)), n)
+    std = population_std(m2, n, ~varying)
+    # with min < max some deviation is non-zero, so M2 > 0 short of underflow: this guard only
+    # keeps a division by zero out, constancy is decided by min == max above
     varying &= std > 0
     blocks = client.map(_zscore, parts, qi=qi, mean=mean, std=std, varying=varying, pure=False)
     row0s = list(np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(int))

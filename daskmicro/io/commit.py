@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import VerificationError
-from ..publish import ROW_ID, shuffle_keys
+from ..publish import ROW_ID, key_bucket, shuffle_keys
 from .source import RID, arrow_to_pandas
 from .tables import _dump_json, write_json_atomic
 
@@ -53,10 +53,6 @@ def row_checksum(rids: np.ndarray) -> int:
     """Order-free checksum of a multiset of row ids (sum of mixed ids mod 2^64)."""
     with np.errstate(over="ignore"):
         return int(shuffle_keys(0x2545F4914F6CDD1D, np.asarray(rids, dtype=np.int64)).sum(dtype=np.uint64))
-
-
-def _bucket(keys: np.ndarray, nb: int) -> np.ndarray:
-    return (((keys >> np.uint64(32)) * np.uint64(nb)) >> np.uint64(32)).astype(np.int64)
 
 
 def _dir_value(v) -> str:
@@ -86,7 +82,7 @@ def split_piece(df: pd.DataFrame, seed: int, partition_by: list, files: dict) ->
         key = tuple(None if (v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v))) else
                     (v.item() if isinstance(v, np.generic) else v) for v in key)
         nb = files[key][1]
-        b = _bucket(g[_KEY].to_numpy(), nb)
+        b = key_bucket(g[_KEY].to_numpy(), nb)
         for i in np.unique(b):
             out[(key, int(i))] = g[b == i]
     return out

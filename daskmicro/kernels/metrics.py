@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .moments import chunk_moments
+
 __all__ = [
     "Standardization",
     "standardize",
@@ -62,12 +64,17 @@ def _as_matrix(X) -> np.ndarray:
 def standardize(X) -> tuple[np.ndarray, Standardization]:
     """Z-score the columns of ``X`` (population standard deviation, ddof=0).
 
+    Mean and standard deviation come from :func:`~daskmicro.kernels.moments.chunk_moments`
+    (two passes, stable for any offset); a column is constant when its min equals its max.
     Returns the standardized matrix and the parameters needed to undo it.
     """
     X = _as_matrix(X)
-    mean = X.mean(axis=0) if len(X) else np.zeros(X.shape[1])
-    std = X.std(axis=0) if len(X) else np.ones(X.shape[1])
-    constant = ~(std > 0) | ~np.isfinite(std)
+    mo = chunk_moments(X)
+    mean = mo.mean
+    std = mo.std()
+    # constant by min == max on the values themselves (no rows: constant too); a variance left
+    # at a few ulps by rounding never makes a one-valued column look varying
+    constant = mo.constant | ~(std > 0) | ~np.isfinite(std)
     scale = np.where(constant, 1.0, std)
     params = Standardization(mean=mean, scale=scale, constant=constant)
     return params.transform(X), params

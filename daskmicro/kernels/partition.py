@@ -15,6 +15,7 @@ import numpy as np
 
 from .macro import cell_stats, mdav_large, nested_mdav
 from .mdav import mdav
+from .moments import Moments, chunk_moments
 
 __all__ = [
     "TopCell",
@@ -110,11 +111,11 @@ def macro_summary(top: TopCell):
     return grp, size, sse, sums / size[:, None]
 
 
-def proximal_moments(top: TopCell, distal_macro: np.ndarray):
-    """(count, sum, Σ z zᵀ) over the top cell's proximal records, for the global PCA."""
+def proximal_moments(top: TopCell, distal_macro: np.ndarray) -> Moments:
+    """Count, mean and co-moment matrix of the top cell's proximal records, for the global PCA
+    (merged across top cells by :func:`~daskmicro.kernels.moments.combine_moments`)."""
     prox = ~np.asarray(distal_macro, dtype=bool)[top.macro]
-    Zp = top.Z[prox]
-    return int(Zp.shape[0]), Zp.sum(axis=0), Zp.T @ Zp
+    return chunk_moments(top.Z[prox], cross=True)
 
 
 def extract(top: TopCell, group: int, macro_mask: np.ndarray | None):

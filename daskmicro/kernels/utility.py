@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import InputError, ParameterError
 from .metrics import sst, standardize
+from .moments import varying_columns
 
 __all__ = ["UtilityMeasures", "il1s", "eigen_measure", "correlation_eigenvalues", "utility_measures"]
 
@@ -84,7 +85,7 @@ def il1s(original, released) -> float:
     """
     X, Y = check_pair(original, released)
     S = X.std(axis=0, ddof=1)
-    used = S > 0
+    used = varying_columns(X)
     if not used.any():
         return 0.0
     dev = np.abs(X[:, used] - Y[:, used]) / (np.sqrt(2.0) * S[used])
@@ -127,7 +128,7 @@ def eigen_measure(original, released) -> float:
     0 means the correlation spectrum is unchanged.
     """
     X, Y = check_pair(original, released)
-    used = X.std(axis=0) > 0
+    used = varying_columns(X)
     if not used.any():
         return 0.0
     e1 = correlation_eigenvalues(X[:, used])
@@ -238,7 +239,7 @@ def utility_measures(original, released, columns=None, n_eigenvalues: int = 5) -
     D = float(np.sum((Z - Zr) ** 2) / total) if total > 0 else 0.0
 
     S = X.std(axis=0, ddof=1)
-    varying = S > 0
+    varying = varying_columns(X)
     safe = np.where(varying, S, 1.0)
     mean_change = np.where(varying, (Y.mean(axis=0) - X.mean(axis=0)) / safe, 0.0)
     var_ratio = np.where(varying, Y.var(axis=0, ddof=1) / safe**2 - 1.0, 0.0)

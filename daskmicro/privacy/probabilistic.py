@@ -23,6 +23,7 @@ import numpy as np
 
 from ..errors import InputError, ParameterError
 from ..kernels.mdav import as_records, mdav
+from ..kernels.moments import varying_columns
 from .effective import (
     ActiveCount,
     cell_failure,
@@ -362,7 +363,7 @@ def expected_distortion(Z, labels, participation=None) -> float:
     labels = np.asarray(labels, dtype=np.int64)
     C = weighted_centroids(Z, labels, w)
     resid = Z - C[labels]
-    m_used = int((Z.std(axis=0) > 0).sum())
+    m_used = int(varying_columns(Z).sum())
     if m_used == 0:
         return 0.0
     return float(w @ np.einsum("ij,ij->i", resid, resid)) / (m_used * float(w.sum()))

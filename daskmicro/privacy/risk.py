@@ -35,6 +35,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from ..errors import ParameterError
+from ..kernels.moments import varying_columns
 from ..kernels.utility import check_pair
 
 __all__ = [
@@ -130,7 +131,7 @@ def record_linkage(original, released, sample_size: int | None = 10_000, seed=0)
     idx = _sample(X.shape[0], sample_size, seed)
     mean = X.mean(axis=0)
     std = X.std(axis=0)
-    used = std > 0
+    used = varying_columns(X)  # exact; a one-valued column's std may round to a few ulps
     if not used.any():
         # nothing varies: every record publishes the same tuple, which is trivially "its own"
         tuples = np.unique(Y, axis=0)
