@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import InputError, ParameterError
-from .io.qi import check_qi_dtype, qi_column, unknown_columns
+from .io.qi import check_qi_dtype, qi_column, repeated, unknown_columns
 from .graph.pipeline import DEFAULT_MAX_TASK_ROWS, check_options, check_pcl_options
 from .kernels import centroids, check_k, information_loss, mdav, standardize
 from .privacy.verify import verify_k_anonymity, verify_rows
@@ -343,13 +343,9 @@ def _check_qi(df: pd.DataFrame, qi) -> list:
     qi = list(qi)
     if not qi:
         raise ParameterError("qi must name at least one quasi-identifier column")
-    seen, repeated = set(), []
-    for c in qi:
-        if c in seen and c not in repeated:
-            repeated.append(c)
-        seen.add(c)
-    if repeated:
-        raise ParameterError(f"QI column(s) named more than once: {_names(repeated)}")
+    twice = repeated(qi)
+    if twice:
+        raise ParameterError(f"QI column(s) named more than once: {_names(twice)}")
     unknown = [c for c in qi if c not in df.columns]
     if unknown:
         raise unknown_columns(unknown, df.columns)

@@ -22,7 +22,7 @@ from pandas.api import types as ptypes
 
 from ..errors import InputError, ParameterError
 
-__all__ = ["EXACT_INT", "check_qi_dtype", "qi_column", "qi_frame_matrix", "unknown_columns"]
+__all__ = ["EXACT_INT", "check_qi_dtype", "qi_column", "qi_frame_matrix", "repeated", "unknown_columns"]
 
 #: Largest integer magnitude float64 holds exactly (every integer in [-2^53, 2^53] is a float64).
 EXACT_INT = 2 ** 53
@@ -68,6 +68,16 @@ def qi_frame_matrix(df: pd.DataFrame, qi: list) -> np.ndarray:
     for j, c in enumerate(qi):
         X[:, j] = qi_column(df[c], c)
     return X
+
+
+def repeated(names) -> list:
+    """The names that occur more than once in ``names``, in order of first repetition."""
+    seen, out = set(), []
+    for name in names:
+        if name in seen and name not in out:
+            out.append(name)
+        seen.add(name)
+    return out
 
 
 def unknown_columns(names, columns, what: str = "QI") -> ParameterError:

@@ -119,11 +119,9 @@ def _check_csv_header(path: Path) -> None:
 
 
 def _refuse_duplicates(names, path) -> None:
-    seen, dup = set(), []
-    for name in names:
-        if name in seen and name not in dup:
-            dup.append(name)
-        seen.add(name)
+    from .qi import repeated
+
+    dup = repeated(names)
     if dup:
         raise InputError(f"duplicate column name(s) {', '.join(map(repr, dup))} in {path}")
 

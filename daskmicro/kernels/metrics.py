@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .moments import chunk_moments
+from .moments import as_matrix, chunk_moments
 
 __all__ = [
     "Standardization",
@@ -52,15 +52,6 @@ class Standardization:
         return X
 
 
-def _as_matrix(X) -> np.ndarray:
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim == 1:
-        X = X[:, None]
-    if X.ndim != 2:
-        raise ValueError(f"X must be a 2-D array (n records × m attributes), got {X.ndim} dimensions")
-    return X
-
-
 def standardize(X) -> tuple[np.ndarray, Standardization]:
     """Z-score the columns of ``X`` (population standard deviation, ddof=0).
 
@@ -68,7 +59,7 @@ def standardize(X) -> tuple[np.ndarray, Standardization]:
     (two passes, stable for any offset); a column is constant when its min equals its max.
     Returns the standardized matrix and the parameters needed to undo it.
     """
-    X = _as_matrix(X)
+    X = as_matrix(X)
     mo = chunk_moments(X)
     mean = mo.mean
     std = mo.std()
@@ -100,7 +91,7 @@ def centroids(X, labels) -> np.ndarray:
 
     Cell ids that occur in no record get a row of NaN.
     """
-    X = _as_matrix(X)
+    X = as_matrix(X)
     labels = _check_labels(X, labels)
     ncell = int(labels.max()) + 1 if labels.size else 0
     sums = np.zeros((ncell, X.shape[1]))
@@ -112,7 +103,7 @@ def centroids(X, labels) -> np.ndarray:
 
 def cell_sse(X, labels) -> np.ndarray:
     """Sum of squared distances from each record to its cell centroid, per cell."""
-    X = _as_matrix(X)
+    X = as_matrix(X)
     labels = _check_labels(X, labels)
     C = centroids(X, labels)
     resid = X - C[labels]
@@ -126,7 +117,7 @@ def sse(X, labels) -> float:
 
 def sst(X) -> float:
     """Total sum of squares about the global mean."""
-    X = _as_matrix(X)
+    X = as_matrix(X)
     resid = X - X.mean(axis=0)
     return float(np.einsum("ij,ij->", resid, resid))
 
@@ -136,7 +127,7 @@ def distortion(X, labels, standardized: bool = False) -> float:
 
     Zero-variance columns contribute nothing to either sum.  Returns 0 when SST is 0.
     """
-    X = _as_matrix(X)
+    X = as_matrix(X)
     Z = X if standardized else standardize(X)[0]
     total = sst(Z)
     return sse(Z, labels) / total if total > 0 else 0.0

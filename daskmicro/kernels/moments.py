@@ -40,6 +40,7 @@ from .macro import dd_colsum, dd_combine
 
 __all__ = [
     "Moments",
+    "as_matrix",
     "chunk_moments",
     "merge_moments",
     "combine_moments",
@@ -90,12 +91,13 @@ class Moments:
         return self.m2 / max(self.count, 1)
 
 
-def _matrix(X) -> np.ndarray:
+def as_matrix(X) -> np.ndarray:
+    """``X`` as a float64 matrix (a vector becomes one column); anything else than 1-D/2-D is refused."""
     X = np.asarray(X, dtype=np.float64)
     if X.ndim == 1:
         X = X[:, None]
     if X.ndim != 2:
-        raise ValueError(f"X must be a 2-D array (rows × columns), got {X.ndim} dimensions")
+        raise ValueError(f"X must be a 2-D array (n records × m attributes), got {X.ndim} dimensions")
     return X
 
 
@@ -113,7 +115,7 @@ def chunk_moments(X, cross: bool = False) -> Moments:
     (kept as its low-order part) and M2 = Σd² − (Σd)²/n is the corrected two-pass sum of squares,
     free of the first pass's rounding error.  With ``cross=True`` M2 is the co-moment matrix.
     """
-    X = _matrix(X)
+    X = as_matrix(X)
     n, m = X.shape
     if n == 0:
         zeros = np.zeros((m, m)) if cross else np.zeros(m)
@@ -168,7 +170,7 @@ def centered_sums(X, center) -> np.ndarray:
     ``center`` must be the same for every chunk (the global mean): then each deviation is the
     same float whatever chunk holds its row, and :func:`centered_m2` combines the sums exactly.
     """
-    X = _matrix(X)
+    X = as_matrix(X)
     D = X - np.asarray(center, dtype=np.float64)
     return np.stack([dd_colsum(D), dd_colsum(D * D)])
 
@@ -189,7 +191,7 @@ def population_std(m2: np.ndarray, n: int, constant: np.ndarray) -> np.ndarray:
 
 def varying_columns(X) -> np.ndarray:
     """Columns of ``X`` holding at least two distinct values (exact: max > min; none for no rows)."""
-    X = _matrix(X)
+    X = as_matrix(X)
     if X.shape[0] == 0:
         return np.zeros(X.shape[1], dtype=bool)
     return X.max(axis=0) > X.min(axis=0)
