@@ -16,6 +16,7 @@ import pandas as pd
 
 from .errors import InputError, ParameterError, VerificationError
 from .io import commit as cm
+from .io import layout as lay
 from .io.source import RID, read_piece, scan_piece
 from .strata import group_mask, merged_labels, plan_groups, publish_strata, strata_summary
 
@@ -165,21 +166,27 @@ def execute(client, source, qi, args, method, strata, partition_by, missing, row
     _stage("microaggregation", t0)
 
     t0 = time.perf_counter()
-    files = cm.plan_files(partition_by, part_counts, rows_per_file if lake_out else n)
+    if lake_out:  # exact file sizes: cut keys by rank (io/layout)
+        keyed = [read(*source.piece_args(i), columns=list(dict.fromkeys(partition_by + (strata if labels else []))),
+                      row0=int(row0s[i])) for i in range(len(source.files)) if scans[i]["rows"]]
+        if labels:
+            keyed = [dask.delayed(publish_strata, pure=True)(p, strata, labels) for p in keyed]
+        files = lay.plan_files(partition_by, part_counts, rows_per_file,
+                               _file_cuts(client, keyed, seed, partition_by, rows_per_file))
+    else:
+        files = lay.plan_files(partition_by, part_counts, n)
     schema = _promised_schema(source, qi, partition_by, args.keep_row_id, labels)
     expected = cm.row_checksum(np.arange(n, dtype=np.int64))
     published = list(dict.fromkeys(strata + qi))  # the tuple an intruder sees: stratum columns + QIs
     if lake_out:
-        staging = cm.staging_dir(output)
-        staging.mkdir()
+        staging = cm.open_staging(output, [rel for rel, _, _ in files.values()])
+        inflight: list = []
         try:
             listing = _write_and_verify(client, releases, files, schema, published, k, seed, partition_by,
-                                        args.keep_row_id, staging, n, expected)
+                                        args.keep_row_id, staging, n, expected, inflight)
             prob = _probabilistic(args.k, participation, k, listing.pop("tuple_sizes"), n)
         except BaseException:
-            import shutil
-
-            shutil.rmtree(staging, ignore_errors=True)
+            cm.discard_staging(staging, client, inflight)  # cancel the writes first, then remove
             raise
         k_check, rows_check = listing.pop("k_check"), listing.pop("rows_check")
     else:
@@ -275,8 +282,24 @@ def _tree(client, futures, combine, arity=8):
     return futures[0]
 
 
+def _file_cuts(client, keyed, seed, partition_by, rows_per_file) -> dict:
+    """Cut keys of every output partition for files of exactly ``rows_per_file`` rows (io/layout)."""
+    import dask
+
+    hist = dask.delayed(lay.key_histogram, pure=True)
+    level = [hist(p, seed, partition_by) for p in keyed]
+    while len(level) > 1:
+        level = [dask.delayed(lay.merge_histograms, pure=True)(*level[i:i + 8]) for i in range(0, len(level), 8)]
+    wanted = lay.cut_ranges(client.compute(level[0]).result(), rows_per_file)
+    if not any(wanted.values()):
+        return {key: np.empty(0, np.uint64) for key in wanted}
+    ranges = [dask.delayed(lay.keys_in_ranges, pure=True)(p, seed, partition_by, wanted) for p in keyed]
+    merged = client.compute(dask.delayed(lay.merge_range_keys, pure=True)(*ranges)).result()
+    return lay.cut_keys(wanted, merged)
+
+
 def _write_and_verify(client, releases, files, schema, columns, k, seed, partition_by, keep_row_id, staging, n,
-                      expected):
+                      expected, inflight):
     """Write the buckets, then re-read every file and count its published tuples (``columns``:
     stratum columns + QIs) in the written dtypes."""
     from .privacy.verify import RowCheck, check_tuple_counts, merge_tuple_counts
@@ -284,22 +307,25 @@ def _write_and_verify(client, releases, files, schema, columns, k, seed, partiti
     import dask
     from dask.delayed import Delayed
 
-    split = dask.delayed(cm.split_piece, pure=True)
+    split = dask.delayed(lay.split_piece, pure=True)
     splits = [client.compute(split(r, seed, partition_by, files)) if isinstance(r, Delayed)
-              else client.submit(cm.split_piece, r, seed, partition_by, files) for r in releases]
+              else client.submit(lay.split_piece, r, seed, partition_by, files) for r in releases]
+    inflight.extend(splits)
     written, paths, keys = [], [], []
     for key in sorted(files, key=lambda t: tuple((v is None, "" if v is None else v) for v in t)):
-        rel, nb = files[key]
+        rel, nb, _ = files[key]
         for b in range(nb):
             path = staging / rel / f"part-{b:05d}.parquet"
-            picks = [client.submit(cm.pick, s, (key, b)) for s in splits]
+            picks = [client.submit(lay.pick, s, (key, b)) for s in splits]
             written.append(client.submit(cm.write_bucket, str(path), schema, keep_row_id, *picks))
+            inflight.append(written[-1])
             paths.append(path)
             keys.append(key)
     results = client.gather(written)
     del splits
     keep = [(p, r, dict(zip(partition_by, key))) for p, r, key in zip(paths, results, keys) if r["rows"]]
     checks = [client.submit(cm.verify_file, str(p), schema, columns, const, pure=False) for p, _, const in keep]
+    inflight.extend(checks)
     rows_read = sum(client.gather([client.submit(operator.itemgetter(0), c) for c in checks]))
     same = client.gather([client.submit(operator.itemgetter(1), c) for c in checks])
     counts = _tree(client, [client.submit(operator.itemgetter(2), c) for c in checks], merge_tuple_counts)

@@ -187,7 +187,7 @@ def run_from_args(args, client=None) -> int:
         raise ParameterError(f"k must be an integer ≥ 2, got {args.k}")
     method = _check_method(args.method)
     missing = args.missing or "refuse"
-    rows_per_file = args.rows_per_file or DEFAULT_ROWS_PER_FILE
+    rows_per_file = DEFAULT_ROWS_PER_FILE if args.rows_per_file is None else args.rows_per_file
     if rows_per_file < 1:
         raise ParameterError(f"--rows-per-file must be ≥ 1, got {rows_per_file}")
     drop = column_list(args.drop, "--drop")
@@ -223,6 +223,11 @@ def run_from_args(args, client=None) -> int:
             return 0
     _check_paths(inp, output, lake_out, report_path, args, existing_ok=[output] if committed_same else [])
     seed = _check_seed(args.seed)
+    if lake_out:
+        removed = cm.sweep_stale(output)
+        if removed:
+            print(f"daskmicro: removed {len(removed)} staging folder(s) of {output} left by an interrupted run: "
+                  f"{', '.join(removed)}", file=sys.stderr)
 
     from .cli import security_from_args
     from .cluster import cluster_client

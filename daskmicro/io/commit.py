@@ -1,11 +1,16 @@
 """Lake output that is committed whole or not at all, with a ``_SUCCESS`` manifest.
 
-Layout.  The release rows are ordered by seeded keys of their global row ids
-(:func:`daskmicro.publish.shuffle_keys`) and cut into buckets by key range, so the content and
-the bytes of every file depend only on the input rows, the configuration and the seed — not on
-the number of workers or of input files.  With partition columns the files go under hive
-directories ``col=value/``; each partition holds ``ceil(rows / rows_per_file)`` files
-``part-NNNNN.parquet``.
+Layout (:mod:`daskmicro.io.layout`).  The release rows are ordered by seeded keys of their
+global row ids (:func:`daskmicro.publish.shuffle_keys`) and cut into files by key rank, so the
+content and the bytes of every file depend only on the input rows, the configuration and the
+seed — not on the number of workers or of input files.  With partition columns the files go
+under hive directories ``col=value/``; each partition holds ``ceil(rows / rows_per_file)`` files
+``part-NNNNN.parquet`` of exactly ``rows_per_file`` rows, the last one excepted.
+
+Interrupted runs (:func:`open_staging`, :func:`discard_staging`, :func:`sweep_stale`).  Writers
+never create directories; on any failure the outstanding writes are cancelled and the staging
+directory is moved away and deleted, and the next run to the same target deletes what an
+interrupted run could not.
 
 Commit protocol (:func:`commit`).  The workers write into a hidden sibling of the target
 (``.NAME.tmp-XXXXXXXX``); the files are re-read and verified (rows in = rows out, each row once,
@@ -18,9 +23,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import shutil
+import socket
+import time
 import uuid
 from pathlib import Path
 
@@ -28,20 +34,115 @@ import numpy as np
 import pandas as pd
 
 from ..errors import VerificationError
-from ..publish import ROW_ID, key_bucket, shuffle_keys
+from ..publish import ROW_ID, shuffle_keys
+from .layout import KEY_COLUMN
 from .source import RID, arrow_to_pandas
 from .tables import _dump_json, write_json_atomic
 
-__all__ = ["SUCCESS", "plan_files", "split_piece", "write_bucket", "verify_file", "commit",
-           "read_manifest", "fingerprint", "row_checksum", "staging_dir"]
+__all__ = ["SUCCESS", "OWNER", "write_bucket", "verify_file", "commit",
+           "read_manifest", "fingerprint", "row_checksum", "staging_dir", "open_staging", "discard_staging",
+           "sweep_stale"]
 
 SUCCESS = "_SUCCESS"
-_KEY = "__daskmicro_key__"
 _MASK = (1 << 64) - 1
 
 
+#: Marks a staging directory with the process that owns it (removed before the commit).
+OWNER = "_daskmicro_owner.json"
+_STALE_KINDS = ("tmp", "old", "trash")
+#: A staging directory owned by another machine counts as stale after this many seconds.
+_FOREIGN_STALE_SECONDS = 24 * 3600
+
+
 def staging_dir(target: Path) -> Path:
+    """A fresh hidden sibling name ``.NAME.tmp-XXXXXXXX`` for staging ``target`` (not created)."""
     return target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
+
+
+def open_staging(target: Path, subdirs=()) -> Path:
+    """Create the staging directory of ``target`` with every sub-directory the writers need.
+
+    Writers never create directories (:func:`write_bucket`): once :func:`discard_staging` has
+    moved the staging directory away, a write still running on a worker fails instead of
+    re-creating it.  The owner file names this process so that a later run can tell a folder
+    left by an interrupted run (:func:`sweep_stale`) from one in use.
+    """
+    staging = staging_dir(Path(target))
+    staging.mkdir()
+    (staging / OWNER).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                             "started": time.time()}), encoding="utf-8")
+    for rel in subdirs:
+        if rel:
+            (staging / rel).mkdir(parents=True, exist_ok=True)
+    return staging
+
+
+def discard_staging(staging: Path, client=None, futures=()) -> None:
+    """Remove an uncommitted staging directory so that nothing of it is left.
+
+    The outstanding tasks are cancelled first; a task already running on a worker cannot be
+    stopped, so the directory is then renamed (atomically) to ``.NAME.trash-XXXXXXXX``: a late
+    write resolves its path under the old name and fails, because writers never create
+    directories.  The renamed tree is deleted, with a few retries for a file that was being
+    created at the moment of the rename; whatever still remains is swept by the next run.
+    """
+    staging = Path(staging)
+    if client is not None and futures:
+        try:
+            client.cancel(list(futures), force=True)
+        except Exception:  # the cluster may be gone already: nothing is running then
+            pass
+    if not staging.exists():
+        return
+    trash = staging.parent / f"{staging.name.split('.tmp-')[0]}.trash-{uuid.uuid4().hex[:8]}"
+    try:
+        os.replace(staging, trash)
+    except OSError:
+        trash = staging
+    for delay in (0.0, 0.2, 0.5, 1.0):
+        time.sleep(delay)
+        shutil.rmtree(trash, ignore_errors=True)
+        if not trash.exists():
+            return
+
+
+def _owner_alive(folder: Path) -> bool:
+    try:
+        owner = json.loads((folder / OWNER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return time.time() - folder.stat().st_mtime < _FOREIGN_STALE_SECONDS
+    if owner.get("host") != socket.gethostname():
+        return time.time() - float(owner.get("started", 0)) < _FOREIGN_STALE_SECONDS
+    try:
+        os.kill(int(owner["pid"]), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, KeyError, ValueError, TypeError):
+        return True
+    return True
+
+
+def sweep_stale(target: Path) -> list:
+    """Delete the staging, moved-aside and trash folders of ``target`` left by interrupted runs.
+
+    Only siblings named exactly ``.NAME.tmp-XXXXXXXX``, ``.NAME.old-XXXXXXXX`` or
+    ``.NAME.trash-XXXXXXXX`` for this target are considered, and a staging folder whose owner
+    process is still alive is left alone.  Returns the names removed.
+    """
+    target = Path(target)
+    removed = []
+    if not target.parent.is_dir():
+        return removed
+    for kind in _STALE_KINDS:
+        for folder in target.parent.glob(f".{target.name}.{kind}-*"):
+            suffix = folder.name[len(f".{target.name}.{kind}-"):]
+            if len(suffix) != 8 or not all(ch in "0123456789abcdef" for ch in suffix) or not folder.is_dir():
+                continue
+            if kind == "tmp" and _owner_alive(folder):
+                continue
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder.name)
+    return removed
 
 
 def fingerprint(obj) -> str:
@@ -55,43 +156,6 @@ def row_checksum(rids: np.ndarray) -> int:
         return int(shuffle_keys(0x2545F4914F6CDD1D, np.asarray(rids, dtype=np.int64)).sum(dtype=np.uint64))
 
 
-def _dir_value(v) -> str:
-    return "__HIVE_DEFAULT_PARTITION__" if v is None else str(v)
-
-
-def plan_files(partition_by: list, partition_counts: dict, rows_per_file: int) -> dict:
-    """``{partition value tuple: (relative directory, number of files)}``."""
-    out = {}
-    for key, n in partition_counts.items():
-        rel = os.path.join(*[f"{c}={_dir_value(v)}" for c, v in zip(partition_by, key)]) if partition_by else ""
-        out[key] = (rel, max(1, math.ceil(n / rows_per_file)))
-    return out
-
-
-def split_piece(df: pd.DataFrame, seed: int, partition_by: list, files: dict) -> dict:
-    """Cut one release piece by (partition value tuple, bucket); rows carry their shuffle key."""
-    keys = shuffle_keys(seed, df[RID].to_numpy(dtype=np.int64))
-    df = df.assign(**{_KEY: keys})
-    out = {}
-    if partition_by:
-        grouped = df.groupby(partition_by, dropna=False, sort=False)
-        items = [((k if isinstance(k, tuple) else (k,)), g) for k, g in grouped]
-    else:
-        items = [((), df)]
-    for key, g in items:
-        key = tuple(None if (v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v))) else
-                    (v.item() if isinstance(v, np.generic) else v) for v in key)
-        nb = files[key][1]
-        b = key_bucket(g[_KEY].to_numpy(), nb)
-        for i in np.unique(b):
-            out[(key, int(i))] = g[b == i]
-    return out
-
-
-def pick(split: dict, key):
-    return split.get(key)
-
-
 def write_bucket(path: str, schema, keep_row_id: bool, *pieces) -> dict:
     """Write one output file from its pieces, rows in key order; returns rows and row checksum."""
     import pyarrow as pa
@@ -101,12 +165,12 @@ def write_bucket(path: str, schema, keep_row_id: bool, *pieces) -> dict:
     df = pd.concat(pieces, ignore_index=True) if pieces else None
     if df is None:
         return {"rows": 0, "checksum": 0}
-    df = df.sort_values(_KEY, kind="stable").reset_index(drop=True)
+    df = df.sort_values(KEY_COLUMN, kind="stable").reset_index(drop=True)
     rids = df[RID].to_numpy(dtype=np.int64)
     if keep_row_id:
         df[ROW_ID] = rids
     table = pa.Table.from_pandas(df[schema.names], schema=schema, preserve_index=False)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    # no mkdir: the directories were made by open_staging; after discard_staging this write fails
     pq.write_table(table.replace_schema_metadata(None), path)
     return {"rows": len(df), "checksum": row_checksum(rids)}
 
@@ -149,6 +213,7 @@ def commit(staging: Path, target: Path, manifest: dict) -> None:
     An existing ``target`` is moved aside first and deleted only after the new one is committed.
     """
     _dump_json(manifest)  # serialisable before anything moves
+    (Path(staging) / OWNER).unlink(missing_ok=True)
     old = None
     if target.exists():
         old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"

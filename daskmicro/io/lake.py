@@ -17,7 +17,8 @@ import shutil
 import uuid
 from pathlib import Path
 
-from ..errors import InputError, ParameterError
+from ..errors import InputError
+from .commit import OWNER
 from .tables import PARQUET_SUFFIXES, one_line
 
 __all__ = ["read_lake", "write_parts", "commit_dir", "is_lake_target"]
@@ -46,47 +47,45 @@ def read_lake(path):
         raise InputError(f"cannot read {path}: {one_line(exc)}") from exc
 
 
-def _write_part(df, path: str) -> int:
+def _write_part(df, path: str, columns: list):
+    """Write one release part, read it back: (rows, counts of its published tuples as written)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from ..privacy.verify import tuple_counts
+    from .source import arrow_to_pandas
+
     pq.write_table(pa.Table.from_pandas(df, preserve_index=False), path)
-    return len(df)
+    table = pq.read_table(path)
+    return table.num_rows, tuple_counts(arrow_to_pandas(table.select(list(columns))), list(columns))
 
 
-def write_parts(client, parts, staging: Path) -> int:
-    """Workers build and write each release partition into ``staging``; returns the rows written.
+def write_parts(client, parts, staging: Path, columns: list, k: int):
+    """Workers build, write and read back each release partition in ``staging`` (made by
+    :func:`daskmicro.io.commit.open_staging`); returns (rows read back, k-anonymity check of the
+    written files over ``columns`` — stratum columns + QIs).
 
     ``parts`` are the release's partitions as dask Delayed objects (``release.to_delayed()``),
-    futures, or one pandas DataFrame.  Each partition is built by the task that writes it and dropped after, so the
-    release is never held whole in memory.
+    futures, or one pandas DataFrame.  Each partition is built by the task that writes it and
+    dropped after, so the release is never held whole in memory.
     """
     import dask
 
+    from ..privacy.verify import check_tuple_counts, merge_tuple_counts
+
     if hasattr(parts, "iloc"):  # a pandas release: one part
         parts = [dask.delayed(parts)]
-    staging.mkdir(parents=True)
     width = max(5, len(str(len(parts))))
     paths = [str(staging / f"part.{i:0{width}d}.parquet") for i in range(len(parts))]
     write = dask.delayed(_write_part, pure=True)
-    return int(sum(client.gather(client.compute([write(p, path) for p, path in zip(parts, paths)]))))
-
-
-def staging_dir(target: Path) -> Path:
-    return target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
-
-
-def check_dir_target(target: Path, overwrite: bool) -> None:
-    if target.exists() and not overwrite:
-        raise ParameterError(f"output already exists: {target} (use --overwrite to replace it)")
-    if target.exists() and not target.is_dir():
-        raise ParameterError(f"output exists and is not a directory: {target}")
-    if not target.parent.is_dir():
-        raise ParameterError(f"directory of the output does not exist: {target.parent}")
+    results = client.gather(client.compute([write(p, path, list(columns)) for p, path in zip(parts, paths)]))
+    rows = int(sum(r[0] for r in results))
+    return rows, check_tuple_counts(merge_tuple_counts(*[r[1] for r in results]), int(k))
 
 
 def commit_dir(staging: Path, target: Path) -> None:
     """Move a complete staging directory into place, replacing ``target`` if it exists."""
+    (Path(staging) / OWNER).unlink(missing_ok=True)
     old = None
     if target.exists():
         old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"

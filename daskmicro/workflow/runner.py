@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import inspect
-import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -210,7 +210,7 @@ def _commit(client, parts, out: Path, report_path: Path, is_dir: bool, workflow:
     """Write every release part and the report into place atomically."""
     import pandas as pd
 
-    from ..io import lake
+    from ..io import commit, lake
     from ..io.tables import AtomicBatch, write_json_atomic
 
     reports = [r.to_dict() for _, _, r in parts]
@@ -222,10 +222,14 @@ def _commit(client, parts, out: Path, report_path: Path, is_dir: bool, workflow:
     doc["workflow"] = workflow
     doc["paths"] = {"output": str(out), "report": str(report_path)}
     inside = is_dir and report_path.parent == out
+    first = parts[0][2]
+    columns = list(dict.fromkeys(list(workflow.get("strata") or []) + list(first.qi)))
     if is_dir:
-        staging = lake.staging_dir(out)
+        for name in commit.sweep_stale(out):
+            print(f"daskmicro: removed staging folder {name} of {out} left by an interrupted run", file=sys.stderr)
+        staging = commit.open_staging(out)
+        futures = []
         try:
-            futures = []
             frames = []
             for _, release, _ in parts:
                 if _is_dask_frame(release):
@@ -234,16 +238,18 @@ def _commit(client, parts, out: Path, report_path: Path, is_dir: bool, workflow:
                     frames.append(release)
             if frames:
                 futures.extend(client.scatter(frames))
-            rows = lake.write_parts(client, futures, staging)
+            # every part read back and counted as written, stratum columns + QIs together
+            rows, k_check = lake.write_parts(client, futures, staging, columns, first.k_anonymity.k)
             if rows != n:
                 raise VerificationError(f"wrote {rows} rows but the input has {n}")
+            k_check.raise_if_failed()
             if inside:
                 write_json_atomic(doc, staging / report_path.name)
             _check(should_stop)
             lake.commit_dir(staging, out)
-        finally:
-            if staging.exists():
-                shutil.rmtree(staging, ignore_errors=True)
+        except BaseException:
+            commit.discard_staging(staging, client, futures)
+            raise
         if not inside:
             write_json_atomic(doc, report_path)
     else:
@@ -254,8 +260,6 @@ def _commit(client, parts, out: Path, report_path: Path, is_dir: bool, workflow:
         if len(table) != n:
             raise VerificationError(f"release has {len(table)} rows but the input has {n}")
         _check(should_stop)
-        first = parts[0][2]
-        columns = list(dict.fromkeys(list(workflow.get("strata") or []) + list(first.qi)))
         with AtomicBatch() as batch:
             # verified again as read back from the staged file, stratum columns + QIs together
             batch.release(table, out, columns, first.k_anonymity.k)
