@@ -23,6 +23,7 @@ from .privacy.verify import verify_k_anonymity, verify_rows
 from .publish import ROW_ID, replace_qi
 from .reference import attach_reference, check_reference
 from .report.run import Report
+from .kernels.bounds import MAX_ABS  # noqa: F401  (largest QI magnitude accepted; importable from here too)
 
 __all__ = ["METHODS", "anonymize"]
 
@@ -31,9 +32,6 @@ METHODS = ("auto", "mdav", "pca-mdav", "partitioned", "proximal-distal", "pcl")
 
 #: ``method="auto"`` runs exact MDAV in process up to this many records.
 AUTO_EXACT_ROWS = 100_000
-
-#: Largest QI magnitude accepted: squares and sums of squares of ~1e150 stay far from float64 overflow.
-MAX_ABS = 1e150
 
 
 def _is_dask_frame(obj) -> bool:

@@ -26,6 +26,7 @@ from .io import commit as cm
 from .io.qi import unknown_columns
 from .io.source import open_source
 from .strata import check_strata
+from .kernels.bounds import MAX_ABS  # noqa: F401  (largest QI magnitude accepted; importable from here too)
 
 __all__ = ["add_options", "column_list", "wants_lake_run", "run_from_args", "estimate_task_bytes", "check_memory",
            "SMALL_GROUP_ROWS", "DEFAULT_ROWS_PER_FILE"]
@@ -33,7 +34,6 @@ __all__ = ["add_options", "column_list", "wants_lake_run", "run_from_args", "est
 #: Groups up to this many records run as one in-process task (exact MDAV) under method "auto".
 SMALL_GROUP_ROWS = 100_000
 DEFAULT_ROWS_PER_FILE = 1_000_000
-MAX_ABS = 1e150
 #: A task may use at most this fraction of a worker's memory limit.
 MEMORY_FRACTION = 0.6
 

@@ -52,6 +52,7 @@ from __future__ import annotations
 import numpy as np
 from numba import float32, njit
 
+from .bounds import check_values
 from ._blocktree import _SAFE_HI, build, build_rows, dist2, pow2_scale, remove
 from ._float32 import _bits, _max_bits, error_radius, far_cut
 from ._search import farthest_from, nearest
@@ -74,7 +75,10 @@ def check_k(n: int, k) -> int:
 
 
 def as_records(X, name: str = "X") -> np.ndarray:
-    """``X`` as a finite, C-contiguous float64 matrix (n × m); 1-D input is one column."""
+    """``X`` as a finite, C-contiguous float64 matrix (n × m); 1-D input is one column.
+
+    Values must be finite and within ±:data:`~daskmicro.kernels.bounds.MAX_ABS`.
+    """
     X = np.asarray(X, dtype=np.float64)
     if X.ndim == 1:
         X = X[:, None]
@@ -84,9 +88,7 @@ def as_records(X, name: str = "X") -> np.ndarray:
         raise ValueError(f"{name} has no records")
     if X.shape[1] == 0:
         raise ValueError(f"{name} has no columns")
-    if not np.isfinite(X).all():
-        raise ValueError(f"{name} contains NaN or infinite values")
-    return np.ascontiguousarray(X)
+    return np.ascontiguousarray(check_values(X, name))
 
 
 def mdav(X, k) -> np.ndarray:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .bounds import check_values
 from .moments import as_matrix, chunk_moments
 
 __all__ = [
@@ -52,6 +53,11 @@ class Standardization:
         return X
 
 
+def _matrix(X) -> np.ndarray:
+    """``X`` as a float64 matrix of finite values within ±MAX_ABS (the public entry points' check)."""
+    return check_values(as_matrix(X), "X")
+
+
 def standardize(X) -> tuple[np.ndarray, Standardization]:
     """Z-score the columns of ``X`` (population standard deviation, ddof=0).
 
@@ -59,7 +65,7 @@ def standardize(X) -> tuple[np.ndarray, Standardization]:
     (two passes, stable for any offset); a column is constant when its min equals its max.
     Returns the standardized matrix and the parameters needed to undo it.
     """
-    X = as_matrix(X)
+    X = _matrix(X)
     mo = chunk_moments(X)
     mean = mo.mean
     std = mo.std()
@@ -91,7 +97,7 @@ def centroids(X, labels) -> np.ndarray:
 
     Cell ids that occur in no record get a row of NaN.
     """
-    X = as_matrix(X)
+    X = _matrix(X)
     labels = _check_labels(X, labels)
     ncell = int(labels.max()) + 1 if labels.size else 0
     sums = np.zeros((ncell, X.shape[1]))
@@ -103,7 +109,7 @@ def centroids(X, labels) -> np.ndarray:
 
 def cell_sse(X, labels) -> np.ndarray:
     """Sum of squared distances from each record to its cell centroid, per cell."""
-    X = as_matrix(X)
+    X = _matrix(X)
     labels = _check_labels(X, labels)
     C = centroids(X, labels)
     resid = X - C[labels]
@@ -117,7 +123,7 @@ def sse(X, labels) -> float:
 
 def sst(X) -> float:
     """Total sum of squares about the global mean."""
-    X = as_matrix(X)
+    X = _matrix(X)
     resid = X - X.mean(axis=0)
     return float(np.einsum("ij,ij->", resid, resid))
 
@@ -127,7 +133,7 @@ def distortion(X, labels, standardized: bool = False) -> float:
 
     Zero-variance columns contribute nothing to either sum.  Returns 0 when SST is 0.
     """
-    X = as_matrix(X)
+    X = _matrix(X)
     Z = X if standardized else standardize(X)[0]
     total = sst(Z)
     return sse(Z, labels) / total if total > 0 else 0.0

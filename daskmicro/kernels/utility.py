@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError, ParameterError
+from .bounds import check_values
 from .metrics import sst, standardize
 from .moments import varying_columns
 
@@ -48,11 +49,7 @@ def check_pair(original, released) -> tuple[np.ndarray, np.ndarray]:
         raise InputError(f"original needs at least 2 records, got {X.shape[0]}")
     if X.shape[1] < 1:
         raise InputError("original has no attributes (0 columns)")
-    if not np.isfinite(X).all():
-        raise InputError("original contains NaN or infinite values")
-    if not np.isfinite(Y).all():
-        raise InputError("released contains NaN or infinite values")
-    return X, Y
+    return check_values(X, "original"), check_values(Y, "released")
 
 
 def il1s(original, released) -> float:
@@ -108,7 +105,7 @@ def correlation_eigenvalues(X) -> np.ndarray:
     A column that is constant contributes a zero row and column to the matrix, hence a zero
     eigenvalue (this is how a release that flattened a column shows up).
     """
-    X = np.asarray(X, dtype=np.float64)
+    X = check_values(np.asarray(X, dtype=np.float64), "X")
     values = np.linalg.eigvalsh(_correlation(X))
     return np.clip(values[::-1], 0.0, None)
 
