@@ -128,6 +128,7 @@ def _cmd_run(args) -> int:
     from .cli import _stage_printer
     from .cluster import cluster_client
     from .workflow.runner import execute_run, output_paths
+    from .workflow.slots import latest_slot, next_slot
     from .workflow.spec import Clock, load_spec
 
     spec = load_spec(args.spec)
@@ -137,8 +138,7 @@ def _cmd_run(args) -> int:
     slot = args.slot
     if slot is None and spec.schedule:
         now = clock.now()
-        past = spec.slots(now - dt.timedelta(days=366), now)
-        slot = past[-1] if past else (spec.slots(now, now + dt.timedelta(days=366)) or [None])[0]
+        slot = latest_slot(spec.schedule, now) or next_slot(spec.schedule, now)
         if slot is None:
             raise ParameterError("the schedule has no slot within a year of now: give --slot")
     out, _, _ = output_paths(spec, slot)

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from ..errors import ParameterError
 
-__all__ = ["UTC", "Clock", "fill", "parse_time", "run_key", "slot_id", "slots_between", "zone"]
+__all__ = ["UTC", "Clock", "fill", "parse_time", "run_key", "slot_id", "slots_between", "latest_slot", "next_slot",
+           "check_cron", "zone"]
 
 UTC = dt.timezone.utc
 
@@ -83,6 +84,56 @@ def slots_between(schedule: dict, start: dt.datetime, end: dt.datetime) -> list[
         out.append(t)
         if len(out) > 100_000:
             raise ParameterError("schedule: more than 100,000 slots in the window; shorten it")
+
+
+def check_cron(expr: str) -> str:
+    """``expr`` normalised, if it is a valid 5-field cron expression that fires; ValueError otherwise."""
+    from croniter import croniter
+
+    fields = str(expr).split()
+    if len(fields) != 5 or not croniter.is_valid(" ".join(fields)):
+        raise ValueError("expected 5 fields 'minute hour day-of-month month day-of-week'")
+    text = " ".join(fields)
+    try:   # valid fields that name no existing day ('0 0 31 2 *') never fire
+        croniter(text, dt.datetime(2000, 1, 1, tzinfo=UTC)).get_next(dt.datetime)
+    except Exception:
+        raise ValueError("the expression names no date that exists, so it never fires") from None
+    return text
+
+
+def _cron(schedule: dict, t: dt.datetime):
+    from croniter import croniter
+
+    return croniter(schedule["cron"], t.astimezone(zone(schedule.get("timezone", "UTC"))))
+
+
+def latest_slot(schedule: dict, now: dt.datetime, within: dt.timedelta = dt.timedelta(days=366)) -> dt.datetime | None:
+    """The last time of ``schedule`` at or before ``now`` and at most ``within`` before it (UTC), or None.
+
+    Found directly (one step back of the cron iterator), so a frequent schedule (``* * * * *``)
+    costs no more than a daily one.
+    """
+    now = now.astimezone(UTC)
+    if "at" in schedule:
+        past = [t for t in (parse_time(x) for x in schedule["at"]) if t <= now]
+        t = max(past) if past else None
+    else:
+        t = _cron(schedule, now).get_prev(dt.datetime).astimezone(UTC)
+        after = _cron(schedule, t).get_next(dt.datetime).astimezone(UTC)
+        if after <= now:          # ``now`` is itself a slot: get_prev steps strictly before it
+            t = after
+    return t if t is not None and now - t <= within else None
+
+
+def next_slot(schedule: dict, now: dt.datetime, within: dt.timedelta = dt.timedelta(days=366)) -> dt.datetime | None:
+    """The first time of ``schedule`` after ``now`` and at most ``within`` after it (UTC), or None."""
+    now = now.astimezone(UTC)
+    if "at" in schedule:
+        future = [t for t in (parse_time(x) for x in schedule["at"]) if t > now]
+        t = min(future) if future else None
+    else:
+        t = _cron(schedule, now).get_next(dt.datetime).astimezone(UTC)
+    return t if t is not None and t - now <= within else None
 
 
 def fill(text: str, spec_name: str, slot: dt.datetime | None) -> str:

@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError, ParameterError
-from .slots import UTC, Clock, fill, parse_time, run_key, slot_id, slots_between, zone  # noqa: F401 (re-exported)
+from .slots import UTC, Clock, check_cron, fill, parse_time, run_key, slot_id, slots_between, zone  # noqa: F401 (re-exported)
 
 __all__ = ["SpecError", "WorkflowSpec", "load_spec", "parse_spec", "run_key", "slots_between", "slot_id",
-           "parse_time", "fill", "Clock", "UTC", "PLACEHOLDERS", "METHODS"]
+           "parse_time", "fill", "Clock", "UTC", "PLACEHOLDERS", "METHODS", "MAX_SPEC_BYTES"]
 
 #: Placeholders allowed in input/output/report paths and filter values, filled per run.
 PLACEHOLDERS = ("name", "slot", "date", "yesterday", "time")
@@ -324,11 +324,10 @@ def _check_schedule(value) -> dict:
     out: dict = {"timezone": tzname}
     if "cron" in sec:
         expr = _str(sec["cron"], "schedule.cron")
-        from croniter import croniter
-
-        if len(expr.split()) != 5 or not croniter.is_valid(expr):
-            _fail("schedule.cron", f"expected 5 fields 'minute hour day-of-month month day-of-week', got {_show(expr)}")
-        out["cron"] = " ".join(expr.split())
+        try:
+            out["cron"] = check_cron(expr)
+        except ValueError as exc:
+            _fail("schedule.cron", f"{exc}, got {_show(expr)}")
     else:
         times = sec["at"]
         if not isinstance(times, list):
@@ -441,19 +440,55 @@ def _fields(text: str) -> list[str]:
     return [f for _, f, _, _ in string.Formatter().parse(text) if f]
 
 
+#: Largest spec file accepted, in bytes: a spec is a page of YAML.
+MAX_SPEC_BYTES = 1 << 20
+
+
+def _spec_loader():
+    """A ``yaml.SafeLoader`` that refuses aliases (``*name``) before any Python object is built.
+
+    An alias repeats a node without copying its text, so a few lines of nested aliases expand
+    to billions of nodes ("billion laughs").  A spec has no use for them.
+    """
+    import yaml
+
+    class SpecLoader(yaml.SafeLoader):
+        def compose_node(self, parent, index):
+            if self.check_event(yaml.AliasEvent):
+                raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed in a workflow spec; "
+                                                  "write the value out (quote a cron expression: '* * * * *')",
+                                                  self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+
+    return SpecLoader
+
+
 def load_spec(path) -> WorkflowSpec:
-    """Read and validate a YAML spec file; relative paths in it are relative to the file's directory."""
+    """Read and validate a YAML spec file; relative paths in it are relative to the file's directory.
+
+    Files over :data:`MAX_SPEC_BYTES` and YAML aliases are refused before the YAML is composed.
+    """
     import yaml
 
     p = Path(path)
     if not p.is_file():
         raise InputError(f"workflow spec not found: {p}")
+    with open(p, "rb") as fh:
+        raw = fh.read(MAX_SPEC_BYTES + 1)
+    if len(raw) > MAX_SPEC_BYTES:
+        raise SpecError(f"workflow spec: {p}: larger than {MAX_SPEC_BYTES:,} bytes; a spec is a short YAML file")
     try:
-        obj = yaml.safe_load(p.read_text(encoding="utf-8"))
+        obj = yaml.load(raw.decode("utf-8"), Loader=_spec_loader())  # noqa: S506 (a SafeLoader)
+    except UnicodeDecodeError:
+        raise SpecError(f"workflow spec: {p}: not UTF-8 text") from None
+    except RecursionError:
+        raise SpecError(f"workflow spec: {p}: nested too deeply") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if "alias" in str(getattr(exc, "context", "") or "") and "alias" not in problem:
+            problem += " (a value starting with '*' is read as an alias: quote it, e.g. cron: '* * * * *')"
         raise SpecError(f"workflow spec: {p}: not valid YAML{where}: {problem}") from None
     if obj is None:
         raise SpecError(f"workflow spec: {p}: the file is empty")
