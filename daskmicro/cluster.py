@@ -9,11 +9,19 @@ from ``--tls-ca-file/--tls-cert/--tls-key``).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
+import time
 
 from .errors import ParameterError
 
-__all__ = ["cluster_client", "default_workers", "local_cluster", "WORKER_ENV"]
+__all__ = ["cluster_client", "connect_timeout", "default_workers", "local_cluster", "WORKER_ENV", "CONNECT_TIMEOUT"]
+
+#: Seconds allowed to reach a Dask scheduler and complete Dask's handshake with it, unless the
+#: caller gives ``timeout=`` or the environment sets ``DASKMICRO_CONNECT_TIMEOUT``.
+CONNECT_TIMEOUT = 15.0
+#: Longest connect timeout accepted, in seconds.
+MAX_CONNECT_TIMEOUT = 3600.0
 
 #: Environment of the worker processes of a LocalCluster started by daskmicro.  Arrow's default
 #: allocator (mimalloc) keeps what it freed after a Parquet read; the system allocator, which
@@ -41,11 +49,71 @@ def local_cluster(n_workers: int | None = None, processes: bool = True, dashboar
                         dashboard_address=dashboard_address, **kwargs)
 
 
+def connect_timeout(timeout=None) -> float:
+    """The connect timeout in seconds: ``timeout``, else ``$DASKMICRO_CONNECT_TIMEOUT``, else
+    :data:`CONNECT_TIMEOUT`; refused in one line unless it lies in (0, 3600]."""
+    name = "timeout"
+    if timeout is None:
+        text = os.environ.get("DASKMICRO_CONNECT_TIMEOUT", "").strip()
+        if not text:
+            return CONNECT_TIMEOUT
+        name, timeout = "DASKMICRO_CONNECT_TIMEOUT", text
+    try:
+        value = float(timeout)
+    except (TypeError, ValueError):
+        value = math.nan
+    if isinstance(timeout, bool) or not (math.isfinite(value) and 0 < value <= MAX_CONNECT_TIMEOUT):
+        raise ParameterError(f"{name}: expected seconds in (0, {MAX_CONNECT_TIMEOUT:g}], got {str(timeout)[:40]!r}")
+    return value
+
+
+def _handshake(address: str, security, timeout: float) -> None:
+    """Open a comm to ``address`` and complete Dask's handshake within ``timeout`` seconds.
+
+    ``distributed.Client(timeout=…)`` bounds the TCP connect but not the handshake read that
+    follows it, so a server that accepts and never answers (or answers something else) would
+    hang it forever.  This runs in its own thread and event loop, whatever the caller runs.
+    """
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from distributed.comm import connect
+
+    args = security.get_connection_args("client") if security is not None else {}
+
+    async def probe():
+        comm = await asyncio.wait_for(connect(address, timeout=timeout, **args), timeout)
+        await comm.close()
+
+    with ThreadPoolExecutor(1, thread_name_prefix="daskmicro-connect") as pool:
+        pool.submit(asyncio.run, probe()).result()
+
+
+def _connect(scheduler: str, security, timeout: float):
+    from distributed import Client
+
+    failed = ParameterError(f"cannot connect to the Dask scheduler at {scheduler} within {timeout:g} s: is it running "
+                            "and is this its address? (DASKMICRO_CONNECT_TIMEOUT sets the wait)")
+    deadline = time.monotonic() + timeout
+    try:
+        _handshake(scheduler, security, timeout)
+    except Exception:  # refused, timed out, closed, not a Dask comm: all mean no scheduler there
+        raise failed from None
+    try:
+        return Client(scheduler, security=security, timeout=max(deadline - time.monotonic(), 1.0))
+    except (OSError, TimeoutError):
+        raise failed from None
+
+
 @contextlib.contextmanager
 def cluster_client(client=None, scheduler: str | None = None, security=None, n_workers: int | None = None,
-                   processes: bool = True, timeout: float = 10):
+                   processes: bool = True, timeout: float | None = None):
     """Yield a ``distributed.Client``: ``client`` itself, one connected to ``scheduler``, or a new
-    LocalCluster's.  Clients and clusters made here are closed on exit."""
+    LocalCluster's.  Clients and clusters made here are closed on exit.
+
+    Reaching ``scheduler`` (connect and handshake) takes at most ``timeout`` seconds (default
+    ``$DASKMICRO_CONNECT_TIMEOUT`` or :data:`CONNECT_TIMEOUT`), else one-line ParameterError.
+    """
     if client is not None:
         yield client
         return
@@ -54,10 +122,7 @@ def cluster_client(client=None, scheduler: str | None = None, security=None, n_w
     if scheduler:
         if security is None and str(scheduler).startswith("tls://"):
             raise ParameterError(f"scheduler {scheduler} uses TLS: give the CA, certificate and key files")
-        try:
-            c = Client(scheduler, security=security, timeout=timeout)
-        except (OSError, TimeoutError) as exc:
-            raise ParameterError(f"cannot connect to the scheduler at {scheduler}: {' '.join(str(exc).split())}") from None
+        c = _connect(scheduler, security, connect_timeout(timeout))
         try:
             yield c
         finally:

@@ -92,11 +92,12 @@ def test_cli_on_a_running_dask_scheduler_and_worker(lake_in, tmp_path):
             p.wait(timeout=30)
 
 
-def test_unreachable_scheduler_and_half_given_tls_are_refused(lake_in, tmp_path, capsys):
+def test_unreachable_scheduler_and_half_given_tls_are_refused(lake_in, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("DASKMICRO_CONNECT_TIMEOUT", "3")
     out = tmp_path / "release"
     base = ["anonymize", str(lake_in), str(out), "--qi", QI, "--k", "5"]
     assert main(base + ["--scheduler", f"tcp://127.0.0.1:{_free_port()}"]) == 2
     assert main(base + ["--scheduler", "tls://127.0.0.1:1", "--tls-ca-file", "ca.pem"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert "cannot connect to the scheduler" in err[0] and "missing --tls-cert, --tls-key" in err[1]
+    assert "cannot connect to the Dask scheduler at tcp://127.0.0.1:" in err[0] and "within 3 s" in err[0] and "missing --tls-cert, --tls-key" in err[1]
     assert not out.exists()
