@@ -13,6 +13,7 @@ import math
 import re
 
 from .errors import ParameterError
+from .schedule import BETA_RANGE
 
 __all__ = ["add_parser", "run", "parse_duration", "format_duration"]
 
@@ -40,6 +41,11 @@ examples:
 Durations: a number of seconds, or numbers with units d, h, m (or min), s, e.g. 90, 1h30m, 2.5h.
 """
 
+#: Durations accepted (seconds): from a millisecond to about 31,700 years.
+DURATION_RANGE = (1e-3, 1e12)
+#: Arrivals coefficients accepted by --zeta (the ratio of two durations in DURATION_RANGE at most).
+ZETA_MAX = 1e15
+
 _UNITS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "min": 60.0, "s": 1.0}
 _NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)"
 _LONE = re.compile(rf"\s*({_NUMBER})\s*")
@@ -60,6 +66,8 @@ def parse_duration(text: str) -> float:
 
 def format_duration(seconds: float) -> str:
     """``seconds`` as ``2 h 27 min 30 s`` / ``2 min 33 s`` / ``4.2 s``."""
+    if seconds >= 1e9:  # ~32 years: days and minutes no longer mean anything
+        return f"{seconds:.3g} s"
     if seconds < 60:
         return f"{seconds:.3g} s" if seconds < 10 else f"{seconds:.0f} s"
     total = int(round(seconds))
@@ -75,33 +83,34 @@ def _duration_arg(text: str) -> float:
         value = parse_duration(text)
     except ParameterError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive duration, got {text!r}")
+    lo, hi = DURATION_RANGE
+    if not lo <= value <= hi:
+        raise argparse.ArgumentTypeError(f"expected a duration between 1 ms and {hi:g} s, got {_short(text)}")
     return value
 
 
-def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"expected a number ≥ 0, got {text!r}")
-    return value
+def _short(text: str) -> str:
+    return repr(text) if len(text) <= 40 else repr(text[:37] + "...")
 
 
-def _positive_float(text: str) -> float:
-    value = _non_negative_float(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
-    return value
+def _number_in(lo: float, hi: float):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {_short(text)}") from None
+        if not lo <= value <= hi:  # NaN fails too
+            raise argparse.ArgumentTypeError(f"expected a number in [{lo:g}, {hi:g}], got {_short(text)}")
+        return value
+
+    return parse
 
 
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected an integer, got {_short(text)}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected an integer ≥ 1, got {value}")
     return value
@@ -119,7 +128,7 @@ def _measurements(text: str) -> list[tuple[float, float]]:
                 raise ValueError
             pairs.append((float(n), parse_duration(sec)))
         except (ValueError, ParameterError):
-            raise argparse.ArgumentTypeError(f"expected N:SECONDS pairs separated by commas, got {item!r}") from None
+            raise argparse.ArgumentTypeError(f"expected N:SECONDS pairs separated by commas, got {_short(item)}") from None
     if len(pairs) < 2:
         raise argparse.ArgumentTypeError("give at least two N:SECONDS measurements")
     return pairs
@@ -135,11 +144,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     arrivals = p.add_mutually_exclusive_group(required=True)
-    arrivals.add_argument("--zeta", type=_non_negative_float, metavar="Z", help="arrivals coefficient ζ = survey duration / one-pass running time (≥ 0)")
+    arrivals.add_argument("--zeta", type=_number_in(0.0, ZETA_MAX), metavar="Z", help=f"arrivals coefficient ζ = survey duration / one-pass running time, in [0, {ZETA_MAX:g}]")
     arrivals.add_argument("--survey", type=_duration_arg, metavar="DURATION", help="survey duration (needs the one-pass time: --t-ref, or --n with a time model)")
     p.add_argument("--t-ref", type=_duration_arg, metavar="DURATION", help="one-pass running time on all the data, e.g. 2h")
     p.add_argument("--deadline", type=_duration_arg, metavar="DURATION", help="time allowed from the survey's close to the release; prints ν_end")
-    p.add_argument("--beta", type=_positive_float, metavar="B", help="running-time exponent, t ∝ n^B (default 2: MDAV, closed forms)")
+    p.add_argument("--beta", type=_number_in(*BETA_RANGE), metavar="B", help=f"running-time exponent, t ∝ n^B, in [{BETA_RANGE[0]:g}, {BETA_RANGE[1]:g}] (default 2: MDAV, closed forms)")
     p.add_argument("--calibrate", type=_measurements, metavar="N:SEC,...", help="measured one-pass runs (records:duration pairs) to fit t = a·n^β; sets β")
     p.add_argument("--n", type=_positive_int, metavar="N", help="number of records of the survey; with --calibrate gives t_ref = a·N^β")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
@@ -158,12 +167,15 @@ def run(args) -> int:
         if beta is not None:
             raise ParameterError("give either --beta or --calibrate, not both")
         n_runs, seconds = zip(*args.calibrate)
-        model = calibrate(n_runs, seconds)
+        try:
+            model = calibrate(n_runs, seconds)
+        except ParameterError as exc:
+            raise ParameterError(f"--calibrate: {exc}") from None
         beta = model.beta
         if args.n is not None:
             if t_ref is not None:
                 raise ParameterError("give either --t-ref or --n with --calibrate, not both")
-            t_ref = model(args.n)
+            t_ref = _predicted(model, args.n)
     elif args.n is not None:
         raise ParameterError("--n needs --calibrate (a measured time model) to predict the one-pass time")
     beta = 2.0 if beta is None else beta
@@ -180,7 +192,7 @@ def run(args) -> int:
         if args.deadline < earliest * (1 - 1e-9):
             raise ParameterError(
                 f"--deadline {format_duration(args.deadline)} cannot be met: the earliest release is "
-                f"{format_duration(earliest)} after the close (ν* = {plan(zeta, beta=beta).nu_star:.4f})"
+                f"{format_duration(earliest)} after the close (ν* = {_fixed(plan(zeta, beta=beta).nu_star)})"
             )
     result = plan(zeta, beta=beta, t_ref=t_ref, deadline=args.deadline)
     if args.json:
@@ -193,9 +205,27 @@ def run(args) -> int:
     return 0
 
 
+def _predicted(model, n: int) -> float:
+    """One-pass seconds the calibrated model predicts for ``n`` records, within DURATION_RANGE."""
+    lo, hi = DURATION_RANGE
+    try:
+        t = model(n)
+    except ParameterError:
+        t = math.inf
+    if not lo <= t <= hi:
+        raise ParameterError(f"--n: the calibrated model predicts a one-pass time outside 1 ms … {hi:g} s "
+                             f"for {n:.3g} records: give --n within the model's range")
+    return t
+
+
+def _fixed(v: float) -> str:
+    """A ratio or relative time: 4 decimals, or 4 significant digits where those would show 0 or too many."""
+    return f"{v:.4f}" if v == 0 or 1e-3 <= abs(v) < 1e6 else f"{v:.4g}"
+
+
 def _render(p, model, n) -> str:
     absolute = p.t_ref is not None
-    when = format_duration if absolute else (lambda t: f"{t:.4f} t_ref")
+    when = format_duration if absolute else (lambda t: f"{_fixed(t)} t_ref")
     lines = []
     survey = f" (survey {format_duration(p.zeta * p.t_ref)}, one-pass run {format_duration(p.t_ref)})" if absolute else ""
     lines.append(f"arrivals coefficient  ζ     = {p.zeta:.4g}{survey}")
@@ -204,19 +234,19 @@ def _render(p, model, n) -> str:
         lines.append(f"time model            t(n)  = {model.a:.3g}·n^{model.beta:.3f} s (calibrated{extra})")
     how = "closed forms of §IV-B/§IV-C" if p.closed_form else "numerical optimum"
     lines.append(f"running time          t ∝ n^{p.beta:.3g} ({how})")
-    lines.append(f"critical data ratio   ν₋    = {p.nu_critical:.4f}")
-    lines.append(f"optimal data ratio    ν*    = {p.nu_star:.4f}  ({100 * p.nu_star:.1f} % of the records in the increment stage)")
+    lines.append(f"critical data ratio   ν₋    = {_fixed(p.nu_critical)}")
+    lines.append(f"optimal data ratio    ν*    = {_fixed(p.nu_star)}  ({100 * p.nu_star:.1f} % of the records in the increment stage)")
     fastest = f" → release {format_duration(p.tau_end_min * p.t_ref)} after the close" if absolute else ""
-    lines.append(f"optimal time gain     Δτ*   = {p.gain_star:.4f}{fastest}")
-    lines.append(f"earliest deadline     τ_end,min = {p.tau_end_min:.4f}")
+    lines.append(f"optimal time gain     Δτ*   = {_fixed(p.gain_star)}{fastest}")
+    lines.append(f"earliest deadline     τ_end,min = {_fixed(p.tau_end_min)}")
     if p.nu_end is not None:
         note = "" if p.nu_end > 0 else "  (one pass meets the deadline)"
-        lines.append(f"deadline data ratio   ν_end = {p.nu_end:.4f}  for τ_end = {p.tau_end:.4g}{note}")
+        lines.append(f"deadline data ratio   ν_end = {_fixed(p.nu_end)}  for τ_end = {p.tau_end:.4g}{note}")
     label = "ν_end (deadline)" if p.nu_end is not None else "ν* (fastest)"
     lines.append("")
-    lines.append(f"timeline with {label} = {p.nu:.4f}, uniform arrivals:")
+    lines.append(f"timeline with {label} = {_fixed(p.nu)}, uniform arrivals:")
     for name, t in p.timeline:
         lines.append(f"  {when(t) if t > 0 or not absolute else '0 s':>18}  {name}")
     after = p.finish_after_close
-    lines.append(f"release {when(after)} after the close, vs {when(p.t_ref) if absolute else '1 t_ref'} for one pass (Δτ = {p.gain:.4f})")
+    lines.append(f"release {when(after)} after the close, vs {when(p.t_ref) if absolute else '1 t_ref'} for one pass (Δτ = {_fixed(p.gain)})")
     return "\n".join(lines)

@@ -36,6 +36,7 @@ from .errors import ParameterError
 
 __all__ = [
     "ZETA_CRITICAL",
+    "BETA_RANGE",
     "TimeModel",
     "Plan",
     "critical_ratio",
@@ -55,8 +56,20 @@ __all__ = [
 #: (2 + ζ)/4 and the base stage overruns its head start; above it ν* = ν₋.
 ZETA_CRITICAL = 2.0 * (2.0 / math.sqrt(3.0) - 1.0)
 
+#: Running-time exponents β accepted (t ∝ nᵝ): sub-linear to far beyond quadratic; outside it the
+#: optimum sits on a flat plateau of Δτ and the root finders lose their meaning.
+BETA_RANGE = (0.1, 10.0)
+
 
 # --------------------------------------------------------------------------- validation
+
+
+_FLOAT_MAX = float(np.finfo(np.float64).max)
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _real(value, name: str) -> float:
@@ -64,10 +77,12 @@ def _real(value, name: str) -> float:
         raise ParameterError(f"{name} must be a real number, got {value!r}")
     try:
         x = float(value)
+    except OverflowError:  # an int beyond the float range
+        raise ParameterError(f"{name} must be finite (at most {_FLOAT_MAX:.3g}), got an integer of {len(str(value))} digits") from None
     except (TypeError, ValueError):
-        raise ParameterError(f"{name} must be a real number, got {value!r}") from None
+        raise ParameterError(f"{name} must be a real number, got {_short(value)}") from None
     if not math.isfinite(x):
-        raise ParameterError(f"{name} must be finite, got {value!r}")
+        raise ParameterError(f"{name} must be finite, got {_short(value)}")
     return x
 
 
@@ -87,8 +102,9 @@ def _ratio(nu, name: str = "nu") -> float:
 
 def _beta(beta) -> float:
     b = _real(beta, "beta")
-    if b <= 0:
-        raise ParameterError(f"beta (running-time exponent) must be > 0, got {b}")
+    lo, hi = BETA_RANGE
+    if not lo <= b <= hi:
+        raise ParameterError(f"beta (running-time exponent) must lie in [{lo:g}, {hi:g}], got {b:.6g}")
     return b
 
 
@@ -114,7 +130,10 @@ def critical_ratio(zeta) -> float:
         Arrivals coefficient ζ ≥ 0 (survey duration relative to the one-pass running time).
     """
     z = _zeta(zeta)
-    return (2.0 + z - math.sqrt(z * (4.0 + z))) / 2.0
+    # The smaller root of ν² − (2 + ζ)ν + 1 = 0 is the reciprocal of the larger one: no
+    # cancellation for large ζ (the difference form loses every digit from ζ ≈ 1e8 on) and, with
+    # √ζ·√(4 + ζ) halved, no overflow up to the largest float.
+    return 1.0 / (1.0 + 0.5 * z + 0.5 * math.sqrt(z) * math.sqrt(4.0 + z))
 
 
 def optimal_ratio(zeta) -> float:
@@ -146,8 +165,10 @@ def optimal_gain(zeta) -> float:
     1 for slow arrivals.  The release comes ``(1 − Δτ*)·t_ref`` after the survey closes.
     """
     z = _zeta(zeta)
-    v = optimal_ratio(z)
-    return (2.0 + z - 2.0 * v) * v
+    if z <= ZETA_CRITICAL:
+        return (2.0 + z) ** 2 / 8.0
+    v = critical_ratio(z)
+    return 1.0 - v * v
 
 
 def deadline_min(zeta) -> float:
@@ -155,7 +176,11 @@ def deadline_min(zeta) -> float:
 
     ``1 − (2 + ζ)²/8`` for ζ ≤ ζ₋, ``ν₋²`` (the increment stage alone) beyond.
     """
-    return 1.0 - optimal_gain(zeta)
+    z = _zeta(zeta)
+    if z <= ZETA_CRITICAL:
+        return 1.0 - (2.0 + z) ** 2 / 8.0
+    v = critical_ratio(z)
+    return v * v  # not 1 − (1 − ν₋²), which rounds to 0 for slow arrivals
 
 
 def deadline_ratio(zeta, tau_end) -> float:
@@ -186,8 +211,11 @@ def deadline_ratio(zeta, tau_end) -> float:
     t_min = deadline_min(z)
     if t < t_min - 1e-12:
         raise ParameterError(f"tau_end = {t:.6g} is below the earliest possible finish tau_end,min = {t_min:.6g} for zeta = {z:g}")
-    disc = max((2.0 + z) ** 2 - 8.0 * (1.0 - t), 0.0)
-    return (2.0 + z - math.sqrt(disc)) / 4.0
+    # Smaller root of 2ν² − (2 + ζ)ν + (1 − τ_end) = 0 as (product of the roots) / (larger root):
+    # ν_end = 2(1 − τ_end) / (w(1 + r)), w = 2 + ζ, r = √(1 − 8(1 − τ_end)/w²); no cancellation, no w².
+    w = 2.0 + z
+    r = math.sqrt(max(1.0 - 8.0 * (1.0 - t) / w / w, 0.0))
+    return 2.0 * (1.0 - t) / w / (1.0 + r)
 
 
 # --------------------------------------------------------------------------- general running-time model
@@ -214,7 +242,13 @@ class TimeModel:
         n = _real(n, "n")
         if n < 0:
             raise ParameterError(f"n must be ≥ 0, got {n}")
-        return self.a * n**self.beta
+        try:
+            t = self.a * n**self.beta
+        except OverflowError:
+            t = math.inf
+        if not math.isfinite(t):
+            raise ParameterError(f"n = {n:.3g} records: the predicted running time a·n^beta overflows")
+        return t
 
 
 def calibrate(n, seconds) -> TimeModel:
@@ -250,7 +284,13 @@ def calibrate(n, seconds) -> TimeModel:
     beta, log_a = np.polyfit(np.log(x), np.log(y), 1)
     if not beta > 0:
         raise ParameterError(f"measured times do not grow with n (fitted beta = {beta:.3g}); time larger runs")
-    return TimeModel(a=float(np.exp(log_a)), beta=float(beta))
+    lo, hi = BETA_RANGE
+    if not lo <= beta <= hi:
+        raise ParameterError(f"the measured times give beta = {beta:.3g}, outside [{lo:g}, {hi:g}]: check the runs")
+    a = float(np.exp(log_a))
+    if not 0 < a < math.inf:
+        raise ParameterError("the measured times give a running-time scale a beyond the float range: check the runs")
+    return TimeModel(a=a, beta=float(beta))
 
 
 def _power(beta: float) -> Callable[[float], float]:
@@ -263,7 +303,8 @@ def critical_ratio_numeric(zeta, beta=2.0) -> float:
     b = _beta(beta)
     if z == 0.0:
         return 1.0
-    return float(optimize.brentq(lambda v: (1.0 - v) ** b - z * v, 0.0, 1.0, xtol=1e-14, rtol=1e-14))
+    # relative tolerance only: for slow arrivals the root is ≈ 1/ζ, far below an absolute 1e-14
+    return float(optimize.brentq(lambda v: (1.0 - v) ** b - z * v, 0.0, 1.0, xtol=5e-324, rtol=1e-14))
 
 
 def _gain_fn(z: float, b: float, tau_inc: Callable[[float], float]):
@@ -364,18 +405,26 @@ class Plan:
     tau_head: float = field(init=False)
     gain: float = field(init=False)
     timeline: list[tuple[str, float]] = field(init=False)
+    _after: float = field(init=False, repr=False)
 
     def __post_init__(self):
         v, b, z = self.nu, self.beta, self.zeta
         self.tau_base = (1.0 - v) ** b
         self.tau_inc = v**b
         self.tau_head = z * v
-        self.gain = min(1.0 - self.tau_base + self.tau_head, 1.0) - self.tau_inc
+        # How far the base stage runs past the close (relative).  At ν₋ it is 0 in exact arithmetic;
+        # differences within rounding are taken as 0, so that for slow arrivals the time from the
+        # close to the release, ν₋²·t_ref, is not drowned by the rounding of two numbers near 1.
+        over = self.tau_base - self.tau_head
+        if abs(over) <= 4 * np.finfo(np.float64).eps * max(self.tau_base, self.tau_head):
+            over = 0.0
+        self._after = max(over, 0.0) + self.tau_inc  # close → release, relative: 1 − Δτ
+        self.gain = 1.0 - self._after  # = min(τ̄₀ + τ₋, 1) − τ₊
         unit = 1.0 if self.t_ref is None else self.t_ref
         survey = z * unit
         base_start = (1.0 - v) * survey
         base_end = base_start + self.tau_base * unit
-        inc_start = max(survey, base_end)
+        inc_start = survey + max(over, 0.0) * unit
         release = inc_start + self.tau_inc * unit
         self.timeline = [
             ("survey opens", 0.0),
@@ -390,7 +439,7 @@ class Plan:
     @property
     def finish_after_close(self) -> float:
         """Time from the close to the release: ``(1 − Δτ)·t_ref`` (in units of t_ref if unknown)."""
-        return (1.0 - self.gain) * (1.0 if self.t_ref is None else self.t_ref)
+        return self._after * (1.0 if self.t_ref is None else self.t_ref)
 
     def to_dict(self) -> dict:
         keys = ("zeta", "beta", "nu", "nu_star", "nu_critical", "gain_star", "tau_end_min", "nu_end", "tau_end", "t_ref", "closed_form", "tau_base", "tau_inc", "tau_head", "gain")
@@ -437,6 +486,11 @@ def plan(zeta, *, beta=2.0, t_ref=None, deadline=None, tau_end=None) -> Plan:
         if d < 0:
             raise ParameterError(f"deadline must be ≥ 0 seconds, got {d}")
         tau_end = d / t_ref
+    if not math.isfinite((z + 2.0) * (1.0 if t_ref is None else t_ref)):
+        raise ParameterError("zeta × t_ref (the survey's duration in seconds) is beyond the float range: "
+                             "give a smaller zeta or t_ref")
+    if tau_end is not None and not math.isfinite(tau_end):
+        raise ParameterError("deadline / t_ref (the relative deadline) is beyond the float range")
     closed = b == 2.0
     if closed:
         v_star, g_star, v_crit = optimal_ratio(z), optimal_gain(z), critical_ratio(z)
@@ -449,6 +503,7 @@ def plan(zeta, *, beta=2.0, t_ref=None, deadline=None, tau_end=None) -> Plan:
         nu_end = deadline_ratio(z, tau_end) if closed else deadline_ratio_numeric(z, tau_end, b)
     return Plan(
         zeta=z, beta=b, nu=v_star if nu_end is None else nu_end, nu_star=v_star, nu_critical=v_crit,
-        gain_star=g_star, tau_end_min=1.0 - g_star, nu_end=nu_end, tau_end=tau_end, t_ref=t_ref,
+        gain_star=g_star, tau_end_min=deadline_min(z) if closed else 1.0 - g_star, nu_end=nu_end,
+        tau_end=tau_end, t_ref=t_ref,
         closed_form=closed,
     )

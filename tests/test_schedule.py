@@ -174,7 +174,7 @@ def test_deadline_edge_cases():
         (lambda: time_gain(1.5, 5), r"nu must lie in \[0, 1\]"),
         (lambda: time_gain(-0.1, 5), r"nu must lie in \[0, 1\]"),
         (lambda: deadline_ratio(5, -0.5), "tau_end .* must be ≥ 0"),
-        (lambda: optimize_ratio(5, beta=0), "beta .* must be > 0"),
+        (lambda: optimize_ratio(5, beta=0), "beta .* must lie in \\[0.1, 10\\]"),
         (lambda: optimize_ratio(5, tau_inc=3), "tau_inc must be a callable"),
         (lambda: TimeModel(a=-1, beta=2), "a .* must be > 0"),
         (lambda: calibrate([1000], [1.0]), "two or more distinct n"),
