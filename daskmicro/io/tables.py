@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import uuid
 from pathlib import Path
 from typing import Any, Callable
@@ -241,12 +242,52 @@ class AtomicBatch:
         text = _dump_json(obj)  # serialise first: a TypeError must not leave a temporary file
         return self._stage(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
+    def blob(self, data: bytes, path) -> Path:
+        """Stage raw ``data`` (e.g. a PNG image) for ``path``."""
+        return self._stage(path, lambda tmp: tmp.write_bytes(data))
+
+    def text(self, text: str, path) -> Path:
+        """Stage ``text`` (UTF-8) for ``path``."""
+        return self._stage(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
     def commit(self) -> None:
-        """Move every staged file into place."""
+        """Move every staged file into place, all or none.
+
+        A target that is a directory is refused before anything moves.  Each existing target is
+        kept under a hidden sibling name (a hard link, so the target never disappears: each
+        file is still swapped by one atomic rename); if any rename fails, the files already
+        placed are removed and the old ones put back, so the targets end up all new or all as
+        they were.
+        """
         staged, self._staged = self._staged, []
         try:
-            for tmp, target in staged:
-                os.replace(tmp, target)
+            dirs = [str(target) for _, target in staged if target.is_dir() and not target.is_symlink()]
+            if dirs:
+                raise InputError(f"cannot replace a directory with a file: {', '.join(dirs)}")
+            aside: list[tuple[Path, Path]] = []   # (target, where its old version waits)
+            placed: list[Path] = []
+            try:
+                for _, target in staged:
+                    if os.path.lexists(target):
+                        old = target.parent / f".{target.name}.{uuid.uuid4().hex}.old"
+                        try:
+                            os.link(target, old, follow_symlinks=False)
+                        except OSError:  # a file system without hard links: a copy does as well
+                            shutil.copy2(target, old, follow_symlinks=False)
+                        aside.append((target, old))
+                for tmp, target in staged:
+                    os.replace(tmp, target)
+                    placed.append(target)
+            except BaseException:
+                kept = {target for target, _ in aside}
+                for target in placed:
+                    if target not in kept:
+                        target.unlink(missing_ok=True)
+                for target, old in aside:
+                    os.replace(old, target)
+                raise
+            for _, old in aside:
+                old.unlink(missing_ok=True)
         finally:
             for tmp, _ in staged:
                 tmp.unlink(missing_ok=True)

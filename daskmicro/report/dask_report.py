@@ -80,7 +80,7 @@ class DaskPerformanceReport:
         if self.html is None:
             return None
         html = self.html
-        return batch._stage(Path(target), lambda tmp: tmp.write_text(html, encoding="utf-8"))
+        return batch.text(html, Path(target))
 
     def write(self, target) -> Path | None:
         """Write the page to ``target`` (temporary file, then rename)."""

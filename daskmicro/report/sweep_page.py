@@ -9,6 +9,8 @@ the table of settings; like the run report it needs no external resource.
 
 from __future__ import annotations
 
+import contextlib
+
 import math
 from pathlib import Path
 from typing import Mapping
@@ -161,11 +163,12 @@ def write_sweep(result: pd.DataFrame, out_dir, input_path: str | None = None, ov
         with AtomicBatch() as batch:
             batch.json(doc, paths["json"])
             batch.csv(table, paths["csv"])
-            batch._stage(paths["png"], lambda tmp: tmp.write_bytes(png))
-            batch._stage(paths["html"], lambda tmp: tmp.write_text(page, encoding="utf-8"))
+            batch.blob(png, paths["png"])
+            batch.text(page, paths["html"])
     except BaseException:
         if created:
-            out_dir.rmdir()
+            with contextlib.suppress(OSError):  # never hide the error that stopped the write
+                out_dir.rmdir()
         raise
     return paths
 
@@ -178,6 +181,9 @@ def check_sweep_target(out_dir, overwrite: bool) -> dict:
     if not out_dir.exists() and not out_dir.parent.is_dir():
         raise ParameterError(f"directory of --out does not exist: {out_dir.parent}")
     paths = {kind: out_dir / name for kind, name in SWEEP_FILES.items()}
+    dirs = [p.name for p in paths.values() if p.is_dir()]
+    if dirs:
+        raise ParameterError(f"{out_dir} holds directories named {', '.join(dirs)}: the sweep files cannot replace them")
     existing = [p.name for p in paths.values() if p.exists()]
     if existing and not overwrite:
         raise ParameterError(f"{out_dir} already holds {', '.join(existing)} (use --overwrite to replace)")
