@@ -45,6 +45,8 @@ Durations: a number of seconds, or numbers with units d, h, m (or min), s, e.g. 
 DURATION_RANGE = (1e-3, 1e12)
 #: Arrivals coefficients accepted by --zeta (the ratio of two durations in DURATION_RANGE at most).
 ZETA_MAX = 1e15
+#: Largest number of records accepted by --n.
+N_MAX = 10**15
 
 _UNITS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "min": 60.0, "s": 1.0}
 _NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)"
@@ -111,8 +113,8 @@ def _positive_int(text: str) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer, got {_short(text)}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer ≥ 1, got {value}")
+    if not 1 <= value <= N_MAX:
+        raise argparse.ArgumentTypeError(f"expected an integer in [1, {N_MAX:.0e}], got {_short(text)}")
     return value
 
 
@@ -214,7 +216,7 @@ def _predicted(model, n: int) -> float:
         t = math.inf
     if not lo <= t <= hi:
         raise ParameterError(f"--n: the calibrated model predicts a one-pass time outside 1 ms … {hi:g} s "
-                             f"for {n:.3g} records: give --n within the model's range")
+                             f"for {n:,} records: give --n within the model's range")
     return t
 
 
