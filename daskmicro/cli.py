@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .errors import InputError, ParameterError, VerificationError, describe
+from .io import interrupt
 
 __all__ = ["main", "build_parser"]
 
@@ -209,6 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
+    interrupt.install()  # Ctrl-C / SIGTERM: recorded, so that no commit happens even if Dask swallows it
     try:
         return args.handler(args)
     except (InputError, ParameterError, VerificationError) as exc:

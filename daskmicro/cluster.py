@@ -9,13 +9,15 @@ from ``--tls-ca-file/--tls-cert/--tls-key``).
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import os
 import time
 
-from .errors import ParameterError
+from .errors import ParameterError, redact
 
-__all__ = ["cluster_client", "connect_timeout", "default_workers", "local_cluster", "WORKER_ENV", "CONNECT_TIMEOUT"]
+__all__ = ["cluster_client", "connect_timeout", "default_workers", "local_cluster", "WORKER_ENV", "CONNECT_TIMEOUT",
+           "TaskLogFilter", "quiet_task_logs"]
 
 #: Seconds allowed to reach a Dask scheduler and complete Dask's handshake with it, unless the
 #: caller gives ``timeout=`` or the environment sets ``DASKMICRO_CONNECT_TIMEOUT``.
@@ -29,6 +31,45 @@ MAX_CONNECT_TIMEOUT = 3600.0
 #: profile): peak memory over the run 2.1× instead of 3.8× the raw QI bytes.  On a cluster of
 #: your own, set the same variable in the workers' environment.
 WORKER_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "system"}
+
+
+class TaskLogFilter(logging.Filter):
+    """Keeps data out of Dask's logs: a failed task is logged by ``distributed.worker`` with
+    ``repr`` of its arguments — pieces of the input or of the release — and the exception's
+    text; the arguments are withheld and numbers and quoted literals of the texts redacted
+    (:func:`daskmicro.errors.redact`).  Everything else passes unchanged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str) and record.msg.startswith("Compute Failed") and isinstance(record.args, tuple) \
+                and len(record.args) == 5:
+            key, state, _task, exc, tb = record.args
+            record.args = (key, state, "(arguments withheld by daskmicro: they hold data)", redact(str(exc)),
+                           redact(str(tb)))
+        return True
+
+
+def quiet_task_logs() -> None:
+    """Install :class:`TaskLogFilter` in this process (idempotent)."""
+    log = logging.getLogger("distributed.worker")
+    if not any(isinstance(f, TaskLogFilter) for f in log.filters):
+        log.addFilter(TaskLogFilter())
+
+
+def _quiet_workers(client) -> None:
+    """Install the filter here and on every worker of ``client``, present and future."""
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class QuietTaskLogs(WorkerPlugin):
+        name = "daskmicro-quiet-task-logs"
+
+        def setup(self, worker):
+            quiet_task_logs()
+
+    quiet_task_logs()
+    try:
+        client.register_plugin(QuietTaskLogs())
+    except Exception:  # a worker that cannot take plugins keeps Dask's own logging
+        pass
 
 
 def default_workers() -> int:
@@ -115,6 +156,7 @@ def cluster_client(client=None, scheduler: str | None = None, security=None, n_w
     ``$DASKMICRO_CONNECT_TIMEOUT`` or :data:`CONNECT_TIMEOUT`), else one-line ParameterError.
     """
     if client is not None:
+        _quiet_workers(client)
         yield client
         return
     from distributed import Client
@@ -123,6 +165,7 @@ def cluster_client(client=None, scheduler: str | None = None, security=None, n_w
         if security is None and str(scheduler).startswith("tls://"):
             raise ParameterError(f"scheduler {scheduler} uses TLS: give the CA, certificate and key files")
         c = _connect(scheduler, security, connect_timeout(timeout))
+        _quiet_workers(c)
         try:
             yield c
         finally:
@@ -130,4 +173,6 @@ def cluster_client(client=None, scheduler: str | None = None, security=None, n_w
         return
     with contextlib.ExitStack() as stack:
         cluster = stack.enter_context(local_cluster(n_workers, processes=processes))
-        yield stack.enter_context(Client(cluster))
+        c = stack.enter_context(Client(cluster))
+        _quiet_workers(c)
+        yield c

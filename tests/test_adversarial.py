@@ -351,3 +351,31 @@ def test_property_every_run_is_k_anonymous_as_published_or_refused(tmp_path_fact
         return
     release = read_published(out)
     assert_released(df, release, ["q", "r"], k, strata=["s"] if strata else [])
+
+
+# --------------------------------------------------------------------------- no data in the logs
+
+
+def test_failed_tasks_are_logged_without_their_data(tmp_path):
+    script = tmp_path / "fail.py"
+    script.write_text(
+        "import pandas as pd\n"
+        "from daskmicro.cluster import cluster_client\n"
+        "def boom(df):\n"
+        "    raise ValueError(\"bad value 123456.75 in 'zz-name-zz'\")\n"
+        "if __name__ == '__main__':\n"
+        "    with cluster_client(n_workers=1) as c:\n"
+        "        f = c.submit(boom, pd.DataFrame({'x': [987654.321], 'who': ['alice-secret']}))\n"
+        "        try:\n"
+        "            f.result()\n"
+        "        except ValueError:\n"
+        "            print('raised')\n"
+    )
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180)
+    assert "raised" in done.stdout, done.stderr[-2000:]
+    assert "Compute Failed" in done.stderr          # the failure is still logged ...
+    for secret in ("987654", "alice-secret", "123456.75", "zz-name-zz"):
+        assert secret not in done.stderr            # ... without the task's data

@@ -35,6 +35,7 @@ import pandas as pd
 
 from ..errors import VerificationError
 from ..publish import ROW_ID, shuffle_keys
+from . import interrupt
 from .layout import KEY_COLUMN
 from .source import RID, arrow_to_pandas
 from .tables import _dump_json, write_json_atomic
@@ -52,6 +53,8 @@ OWNER = "_daskmicro_owner.json"
 _STALE_KINDS = ("tmp", "old", "trash")
 #: A staging directory owned by another machine counts as stale after this many seconds.
 _FOREIGN_STALE_SECONDS = 24 * 3600
+#: A staging directory without an owner file is left alone for this long (it may be starting).
+_UNOWNED_GRACE_SECONDS = 60
 
 
 def staging_dir(target: Path) -> Path:
@@ -109,8 +112,8 @@ def discard_staging(staging: Path, client=None, futures=()) -> None:
 def _owner_alive(folder: Path) -> bool:
     try:
         owner = json.loads((folder / OWNER).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return time.time() - folder.stat().st_mtime < _FOREIGN_STALE_SECONDS
+    except (OSError, ValueError):  # no owner: an interrupted run of an older version, or one just starting
+        return time.time() - folder.stat().st_mtime < _UNOWNED_GRACE_SECONDS
     if owner.get("host") != socket.gethostname():
         return time.time() - float(owner.get("started", 0)) < _FOREIGN_STALE_SECONDS
     try:
@@ -213,6 +216,7 @@ def commit(staging: Path, target: Path, manifest: dict) -> None:
     An existing ``target`` is moved aside first and deleted only after the new one is committed.
     """
     _dump_json(manifest)  # serialisable before anything moves
+    interrupt.check()     # a run asked to stop never commits
     (Path(staging) / OWNER).unlink(missing_ok=True)
     old = None
     if target.exists():

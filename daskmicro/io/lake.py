@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 
 from ..errors import InputError
+from . import interrupt
 from .commit import OWNER
 from .tables import PARQUET_SUFFIXES, one_line
 
@@ -85,6 +86,7 @@ def write_parts(client, parts, staging: Path, columns: list, k: int):
 
 def commit_dir(staging: Path, target: Path) -> None:
     """Move a complete staging directory into place, replacing ``target`` if it exists."""
+    interrupt.check()  # a run asked to stop never commits
     (Path(staging) / OWNER).unlink(missing_ok=True)
     old = None
     if target.exists():

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError, redact
+from . import interrupt
 
 __all__ = [
     "CSV_SUFFIXES",
@@ -261,6 +262,7 @@ class AtomicBatch:
         """
         staged, self._staged = self._staged, []
         try:
+            interrupt.check()  # a run asked to stop never commits
             dirs = [str(target) for _, target in staged if target.is_dir() and not target.is_symlink()]
             if dirs:
                 raise InputError(f"cannot replace a directory with a file: {', '.join(dirs)}")

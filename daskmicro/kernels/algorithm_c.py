@@ -151,10 +151,9 @@ def algorithm_c(
     distal = distal_macrocells(msse, nu, sse_threshold)
     params, m_tilde, loss = {}, None, None
     if not distal.all():
-        count, s1, s2 = kp.proximal_moments(top, distal)
-        mean = s1 / count
-        cov = s2 / count - np.outer(mean, mean)
-        comps, _, m_tilde, loss = pca_basis(cov, energy_loss, n_components)
+        moments = kp.proximal_moments(top, distal)
+        mean = moments.mean
+        comps, _, m_tilde, loss = pca_basis(moments.covariance(), energy_loss, n_components)
         params = {"components": comps, "mean": mean}
     timings["split"] = time.perf_counter() - t0
 
