@@ -282,6 +282,7 @@ def _cmd_anonymize(args) -> int:
     # from here on INPUT is one file and OUTPUT one Parquet file
     from .anonymize import AUTO_EXACT_ROWS, anonymize
     from .io.paths import Output, check_outputs
+    from .io.qi import column_list
     from .io.tables import AtomicBatch, read_table, table_format
     from .report import dask_report
 
@@ -294,7 +295,7 @@ def _cmd_anonymize(args) -> int:
     if (args.participation is None) != (args.max_cell_failure is None):
         raise ParameterError("--participation and --max-cell-failure go together")
     security = security_from_args(args)
-    qi = lake_run.column_list(args.qi, "--qi")
+    qi = column_list(args.qi, "--qi")
     options = dict(
         qi=qi, k=args.k, method=args.method, energy_loss=args.energy_loss, n_components=args.n_components,
         seed=args.seed, keep_row_id=args.keep_row_id, K=args.K, nu=args.nu, partition_size=args.partition_size,

@@ -129,7 +129,7 @@ def _check_target(path: Path, overwrite: bool, what: str, inputs=()) -> None:
 
 
 def _qi_list(text: str) -> list:
-    from .lake_run import column_list  # names exactly as written, the rule of every command
+    from .io.qi import column_list  # names exactly as written, the rule of every command
 
     qi = column_list(text, "--qi")
     if not qi:

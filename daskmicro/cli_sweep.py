@@ -12,6 +12,7 @@ import math
 import sys
 
 from .errors import ParameterError
+from .io.qi import column_list
 
 __all__ = ["add_parser", "run", "parse_list"]
 
@@ -117,7 +118,7 @@ def run(args) -> int:
             raise ParameterError(f"--budget must be a percentage ≥ 0, got {args.budget}")
         budget = args.budget / 100.0
     check_sweep_target(Path(args.out), args.overwrite)
-    qi = [c.strip() for c in args.qi.split(",") if c.strip()]
+    qi = column_list(args.qi, "--qi")  # names exactly as written, the rule of every command
     data = lake.read_lake(args.input) if Path(args.input).is_dir() else read_table(args.input)
 
     def show(row):

@@ -23,12 +23,12 @@ from pathlib import Path
 
 from .errors import InputError, ParameterError
 from .io import commit as cm
-from .io.qi import unknown_columns
+from .io.qi import column_list, unknown_columns
 from .io.source import open_source
 from .strata import check_strata
 from .kernels.bounds import MAX_ABS  # noqa: F401  (largest QI magnitude accepted; importable from here too)
 
-__all__ = ["add_options", "column_list", "wants_lake_run", "run_from_args", "estimate_task_bytes", "check_memory",
+__all__ = ["add_options", "wants_lake_run", "run_from_args", "estimate_task_bytes", "check_memory",
            "SMALL_GROUP_ROWS", "DEFAULT_ROWS_PER_FILE"]
 
 #: Groups up to this many records run as one in-process task (exact MDAV) under method "auto".
@@ -36,18 +36,6 @@ SMALL_GROUP_ROWS = 100_000
 DEFAULT_ROWS_PER_FILE = 1_000_000
 #: A task may use at most this fraction of a worker's memory limit.
 MEMORY_FRACTION = 0.6
-
-
-def column_list(text, option: str) -> list:
-    """Column names of a comma-separated option, exactly as written (no stripping: ``" x"`` names
-    the column ``" x"``); an empty name (``a,,b`` or a trailing comma) is refused."""
-    if not text:
-        return []
-    names = str(text).split(",")
-    if any(n == "" for n in names):
-        raise ParameterError(f"{option}: empty column name in {len(names)} comma-separated name(s); "
-                             "remove the extra comma")
-    return names
 
 
 def add_options(p) -> None:

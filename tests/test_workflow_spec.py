@@ -43,6 +43,7 @@ MISTAKES = [
     ("k", _DELETE, "workflow spec: k: missing"),
     ("qi", [], "workflow spec: qi: expected a list of column names"),
     ("qi", ["a", "a"], "workflow spec: qi: column(s) named twice: a"),
+    ("qi", "a,,b", "workflow spec: qi: expected a list of column names"),
     ("name", "has space", "workflow spec: name: expected letters, digits"),
     ("method", "kmeans", "workflow spec: method: expected one of auto, mdav, pca-mdav, partitioned, proximal-distal, incremental, got 'kmeans'"),
     ("parameters.nu", 1.5, "workflow spec: parameters.nu: expected a number in [0, 1], got 1.5"),
@@ -119,7 +120,7 @@ def test_missing_incremental_section_and_yaml_errors(tmp_path, capsys):
 
 
 def test_paths_are_relative_to_the_spec_and_keys_are_stable(tmp_path):
-    (tmp_path / "s.yaml").write_text("name: w\ninput: {path: data/in.parquet}\nqi: a, b\nk: 3\n"
+    (tmp_path / "s.yaml").write_text("name: w\ninput: {path: data/in.parquet}\nqi: a,b\nk: 3\n"
                                      "output: {path: 'rel/{date}'}\nschedule: {cron: '0 2 * * *'}\n"
                                      "cluster: {address: 'tcp://x:8786'}\n")
     s = load_spec(tmp_path / "s.yaml")
@@ -178,3 +179,8 @@ def test_cli_usage_errors_are_one_line(tmp_path, capsys):
     assert "input not found" in capsys.readouterr().err and not (tmp_path / "out.parquet").exists()
     assert main(["status", "--state", str(tmp_path / "none.json")]) == 0
     assert capsys.readouterr().out.strip() == "no runs"
+
+
+def test_column_names_are_taken_exactly(tmp_path):
+    spec = parse_spec({**BASE, "qi": "a, b", "input": {"path": "in.parquet", "strata": [" s"]}}, base_dir=tmp_path)
+    assert spec.data["qi"] == ["a", " b"] and spec.data["input"]["strata"] == [" s"]

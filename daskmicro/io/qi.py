@@ -22,7 +22,7 @@ from pandas.api import types as ptypes
 
 from ..errors import InputError, ParameterError
 
-__all__ = ["EXACT_INT", "check_qi_dtype", "qi_column", "qi_frame_matrix", "repeated", "unknown_columns"]
+__all__ = ["EXACT_INT", "check_qi_dtype", "column_list", "qi_column", "qi_frame_matrix", "repeated", "unknown_columns"]
 
 #: Largest integer magnitude float64 holds exactly (every integer in [-2^53, 2^53] is a float64).
 EXACT_INT = 2 ** 53
@@ -97,3 +97,15 @@ def unknown_columns(names, columns, what: str = "QI") -> ParameterError:
     if hints:
         text += f" (names are matched exactly; did you mean {', '.join(hints)}?)"
     return ParameterError(text)
+
+
+def column_list(text, option: str) -> list:
+    """Column names of a comma-separated option, exactly as written (no stripping: ``" x"`` names
+    the column ``" x"``); an empty name (``a,,b`` or a trailing comma) is refused."""
+    if not text:
+        return []
+    names = str(text).split(",")
+    if any(n == "" for n in names):
+        raise ParameterError(f"{option}: empty column name in {len(names)} comma-separated name(s); "
+                             "remove the extra comma")
+    return names

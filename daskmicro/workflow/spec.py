@@ -117,11 +117,11 @@ def _float(value, path: str, low: float, high: float, *, low_open=False, high_op
 
 
 def _columns(value, path: str) -> list[str]:
-    if isinstance(value, str):
-        value = [c.strip() for c in value.split(",") if c.strip()]
-    if not isinstance(value, list) or not value or not all(isinstance(c, str) and c.strip() for c in value):
+    if isinstance(value, str):  # names exactly as written: " x" names the column " x"
+        value = value.split(",")
+    if not isinstance(value, list) or not value or not all(isinstance(c, str) and c for c in value):
         _fail(path, f"expected a list of column names (or one comma-separated string), got {_show(value)}")
-    cols = [c.strip() for c in value]
+    cols = list(value)
     dup = sorted({c for c in cols if cols.count(c) > 1})
     if dup:
         _fail(path, f"column(s) named twice: {', '.join(dup)}")
