@@ -27,7 +27,7 @@ import numpy as np
 
 from daskmicro import anonymize
 from daskmicro.datasets import CENSUS_COLUMNS, census_like
-from daskmicro.io import lake
+from daskmicro.io import commit, lake
 
 from exact_reference import cached_reference_il
 
@@ -83,9 +83,9 @@ def run_once(client, lake_in: Path, out: Path, **kw):
     t0 = time.perf_counter()
     ddf = lake.read_lake(lake_in)
     release, report = anonymize(ddf, list(CENSUS_COLUMNS), 10, seed=0, client=client, **kw)
-    staging = lake.staging_dir(out)
-    rows = lake.write_parts(client, release.to_delayed(), staging)
-    assert rows == report.n
+    staging = commit.open_staging(out)
+    rows, k_check = lake.write_parts(client, release.to_delayed(), staging, list(CENSUS_COLUMNS), 10)
+    assert rows == report.n and k_check.ok  # read back and verified as written
     report.to_json(staging / "_report.json")
     lake.commit_dir(staging, out)
     return time.perf_counter() - t0, report
