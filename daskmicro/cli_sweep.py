@@ -12,6 +12,7 @@ import math
 import sys
 
 from .errors import ParameterError
+from .io.paths import Output, check_against_inputs
 from .io.qi import column_list
 
 __all__ = ["add_parser", "run", "parse_list"]
@@ -117,7 +118,8 @@ def run(args) -> int:
         if not math.isfinite(args.budget) or args.budget < 0:
             raise ParameterError(f"--budget must be a percentage ≥ 0, got {args.budget}")
         budget = args.budget / 100.0
-    check_sweep_target(Path(args.out), args.overwrite)
+    paths = check_sweep_target(Path(args.out), args.overwrite)
+    check_against_inputs([args.input], [Output(p, f"sweep file {p.name}") for p in paths.values()])
     qi = column_list(args.qi, "--qi")  # names exactly as written, the rule of every command
     data = lake.read_lake(args.input) if Path(args.input).is_dir() else read_table(args.input)
 

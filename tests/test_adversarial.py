@@ -379,3 +379,12 @@ def test_failed_tasks_are_logged_without_their_data(tmp_path):
     assert "Compute Failed" in done.stderr          # the failure is still logged ...
     for secret in ("987654", "alice-secret", "123456.75", "zz-name-zz"):
         assert secret not in done.stderr            # ... without the task's data
+
+
+def test_sweep_never_replaces_its_input(tmp_path, capsys):
+    data = tmp_path / "sweep.csv"   # named like one of the files a sweep writes, in its --out
+    pd.DataFrame({"x": np.arange(200.0), "y": np.arange(200.0) % 7}).to_csv(data, index=False)
+    h, before = digest(data), listing(tmp_path)
+    rc, _, err = run_cli(["sweep", data, "--qi", "x,y", "--k", "3", "--out", tmp_path, "--overwrite"], capsys)
+    assert_refused(rc, err, tmp_path, before)
+    assert "input" in err and digest(data) == h

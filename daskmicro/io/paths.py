@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..errors import ParameterError
 
-__all__ = ["Output", "check_outputs"]
+__all__ = ["Output", "check_outputs", "check_against_inputs"]
 
 
 class Output:
@@ -118,3 +118,13 @@ def check_outputs(inputs, outputs, overwrite: bool = False, hint: str = "use --o
             _against_output(a, b)
     for out in outputs:
         _target(out, overwrite or _resolved(out.path) in ok, hint)
+
+
+def check_against_inputs(inputs, outputs) -> None:
+    """Only the input rule of :func:`check_outputs`: no output is an input, inside one or around
+    one (for outputs whose existence and directory the caller checks itself)."""
+    inputs = [Path(p) for p in inputs if p is not None]
+    for out in outputs:
+        for inp in inputs:
+            if inp.exists():
+                _against_input(out, inp)
