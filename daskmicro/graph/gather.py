@@ -9,9 +9,10 @@ gets the centroids looked up in the table and is split by the key ranges of its 
 keys, one range per output partition; each output partition gathers its range from every input
 partition and sorts it by key.  The order depends only on the seed and the row ids, never on
 the chunking or the workers, and the first rows of the release come from anywhere in the input.
-Before it is handed out every release partition is built once on the workers to merge the tuple
-counts of the *published values* (all must be ≥ k) and the rows out (must equal the rows in);
-the partitions are not kept — a writer builds them again (deterministically) as it writes them.
+Before it is handed out every input chunk's published rows are built once on the workers to
+merge the tuple counts of the *published values* (all must be ≥ k) and the rows out (must equal
+the rows in); nothing is kept — a writer builds the partitions again (deterministically) as it
+writes them, and a file writer verifies them once more as written.
 """
 
 from __future__ import annotations
@@ -44,9 +45,9 @@ class Published:
     rows: RowCheck
 
 
-def _chunk_check(part, qi):
-    """(rows, tuple counts) of one release partition; the partition itself is dropped."""
-    return len(part), tuple_counts(part, qi)
+def _pieces_check(pieces, qi):
+    """(rows, tuple counts) of one input chunk's published rows (its ``split_chunk`` pieces)."""
+    return sum(len(f) for f, _ in pieces), merge_tuple_counts(*[tuple_counts(f, qi) for f, _ in pieces])
 
 
 def _merge_checks(*checks):
@@ -109,12 +110,14 @@ def publish(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: bool, timi
     ]
     bucket = dask.delayed(release_bucket, pure=True)
     parts = [bucket(*[p[b] for p in pieces], seed=seed, keep_row_id=keep_row_id) for b in range(n_out)]
-    del pieces
-    # one graph, so that dask orders each merge right after its inputs: the per-partition counts
-    # are folded in as they come instead of all being held until the last partition is checked
-    check = dask.delayed(_chunk_check, pure=True)
+    # The check counts the published rows where they are made, piece by piece: the same rows and
+    # values as the output partitions (which only concatenate and reorder them), without holding
+    # every input chunk's pieces at once, as assembling the key ranges would.  One graph, so that
+    # dask folds each count in as it comes.
+    check = dask.delayed(_pieces_check, pure=True)
     fold = dask.delayed(_merge_checks, pure=True)
-    level = [check(p, list(qi)) for p in parts]
+    level = [check(p, list(qi)) for p in pieces]
+    del pieces
     while len(level) > 1:
         level = [fold(*level[i:i + 8]) for i in range(0, len(level), 8)]
     rows_out, k_check = client.compute(dask.delayed(_verdict, pure=True)(level[0], k)).result()
