@@ -8,38 +8,18 @@ the rows with a recorded seed, verify the result, and return it with a :class:`~
 
 from __future__ import annotations
 
-import secrets
-import time
 from typing import Sequence
 
-import numpy as np
 import pandas as pd
 
+from .config import AUTO_EXACT_ROWS, METHODS, RunConfig
 from .errors import InputError, ParameterError
-from .io.qi import check_qi_dtype, qi_column, repeated, unknown_columns
-from .graph.pipeline import DEFAULT_MAX_TASK_ROWS, check_options, check_pcl_options
-from .kernels import centroids, check_k, information_loss, mdav, standardize
-from .privacy.verify import verify_k_anonymity, verify_rows
-from .publish import ROW_ID, replace_qi
-from .reference import attach_reference, check_reference
-from .report.run import Report
+from .io.frames import is_dask_frame
+from .io.qi import check_qi_columns
 from .kernels.bounds import MAX_ABS  # noqa: F401  (largest QI magnitude accepted; importable from here too)
+from .plan import needs_cluster, open_input, run
 
-__all__ = ["METHODS", "anonymize"]
-
-#: Microaggregation methods accepted by :func:`anonymize`.
-METHODS = ("auto", "mdav", "pca-mdav", "partitioned", "proximal-distal", "pcl")
-
-#: ``method="auto"`` runs exact MDAV in process up to this many records.
-AUTO_EXACT_ROWS = 100_000
-
-
-def _is_dask_frame(obj) -> bool:
-    try:
-        import dask.dataframe as dd
-    except ImportError:  # pragma: no cover - dask is a dependency
-        return False
-    return isinstance(obj, dd.DataFrame)
+__all__ = ["METHODS", "AUTO_EXACT_ROWS", "anonymize", "default_client"]
 
 
 def anonymize(
@@ -212,269 +192,39 @@ def anonymize(
     >>> round(report.information_loss, 2), report.min_cell_size >= 5
     (9.09, True)
     """
-    method = _check_method(method)
-    seed = _check_seed(seed)
-    reference = check_reference(reference)
-    pipeline_options = check_options(K, nu, partition_size, task_rows, max_task_rows, sse_threshold)
-    pcl_options = _check_pcl_stage_options(refine, refine_iter, macro, macro_iter)
-    if (refine is not None or macro is not None) and (
-        strata or missing == "separate" or participation is not None or max_cell_failure is not None
-    ):
-        raise ParameterError("refine and macro cannot be combined with strata, missing='separate' or participation yet")
-    if missing not in ("refuse", "separate"):
-        raise ParameterError(f"missing must be 'refuse' or 'separate', got {missing!r}")
-    if (strata or missing == "separate") and (participation is not None or max_cell_failure is not None):
-        raise ParameterError("participation cannot be combined with strata or missing='separate'")
-    if strata or missing == "separate":
-        from .strata import anonymize_stratified
-
-        opts = dict(K=K, nu=nu, partition_size=partition_size, task_rows=task_rows, max_task_rows=max_task_rows,
-                    sse_threshold=sse_threshold)
-        return anonymize_stratified(df, qi, k, method, energy_loss, n_components, seed, keep_row_id, strata,
-                                    missing, merge_small_strata, opts, client)
-    if participation is not None or max_cell_failure is not None or plain_k_reference is not None:
-        from .anonymize_probabilistic import anonymize_probabilistic
-
-        release, report = anonymize_probabilistic(
-            df, qi, k, method, energy_loss, n_components, seed, keep_row_id, pipeline_options, client, progress,
-            participation, max_cell_failure, plain_k_reference,
-        )
-        attach_reference(report, df, report.qi, reference)
-        return release, report
-    if _is_dask_frame(df) or client is not None or method in ("partitioned", "proximal-distal") or (
-        method == "auto" and isinstance(df, pd.DataFrame) and len(df) > AUTO_EXACT_ROWS
-    ) or pcl_options[0] is not None or pcl_options[2] != "mdav":
-        from .anonymize_cluster import anonymize_on_cluster
-
-        release, report = anonymize_on_cluster(
-            df, qi, k, method, energy_loss, n_components, seed, keep_row_id, pipeline_options, client, progress,
-            pcl_options=pcl_options,
-        )
-        attach_reference(report, df, report.qi, reference)
-        return release, report
-    if any(v is not None for v in pipeline_options[:3]):
-        raise ParameterError(f"K, nu and partition_size apply to the partitioned and proximal-distal methods, not {method!r}")
-    if method == "auto":
-        method = "mdav"
-    n = _check_frame(df)
-    qi = _check_qi(df, qi)
-    k = _check_k(n, k)
-    max_rows = pipeline_options[4] or DEFAULT_MAX_TASK_ROWS
-    if method == "pcl" and n > max_rows:
-        raise ParameterError(
-            f"method 'pcl' runs in one task and is limited to max_task_rows = {max_rows:,} records (got {n:,}); "
-            "use method='partitioned' with refine='pcl', or raise max_task_rows"
-        )
-    energy_loss, n_components = _check_pca_options(method, energy_loss, n_components)
-    if keep_row_id and ROW_ID in df.columns:
-        raise ParameterError(f"keep_row_id: the input already has a column named {ROW_ID!r}")
-
-    constant, varying, Xv, Z = _qi_space(df, qi, n_components)
-
-    pca_info = None
-    start = time.perf_counter()
-    if method == "pca-mdav" and Xv.shape[1]:
-        pca_mdav, pca_reduce = _pca_kernels()
-        labels = pca_mdav(Z, k, energy_loss=energy_loss, n_components=n_components)
-        seconds = time.perf_counter() - start
-        pca_info = pca_reduce(Z, energy_loss=energy_loss, n_components=n_components)
-    elif method == "pcl":
-        from .kernels.pcl import pcl
-
-        labels = pcl(Z, k, init="mdav", seed=0)
-        seconds = time.perf_counter() - start
-    else:
-        labels = mdav(Z, k)
-        seconds = time.perf_counter() - start
-    labels = np.asarray(labels, dtype=np.int64)
-
-    release, dtype_changes = _publish_shuffled(df, varying, Xv, labels, seed, keep_row_id)
-
-    k_check = verify_k_anonymity(release, qi, k).raise_if_failed()
-    row_check = verify_rows(n, release).raise_if_failed()
-
-    sizes = np.bincount(labels)
-    sizes = sizes[sizes > 0]
-    report = Report(
-        n=n,
-        m=len(qi),
-        m_used=len(varying),
-        k=k,
-        method=method,
-        qi=list(qi),
-        cells=int(sizes.size),
-        min_cell_size=int(sizes.min()),
-        max_cell_size=int(sizes.max()),
-        information_loss=information_loss(Xv, labels) if Xv.shape[1] else 0.0,
-        seconds=seconds,
-        seed=seed,
-        constant_columns=[c for c, const in zip(qi, constant) if const],
-        dtype_changes=dtype_changes,
-        energy_loss=energy_loss,
-        n_components=None if pca_info is None else int(pca_info.n_components),
-        eigenvalues=None if pca_info is None else [float(v) for v in np.asarray(pca_info.eigenvalues)],
-        pca_energy_loss=None if pca_info is None else float(pca_info.energy_loss),
-        k_anonymity=k_check,
-        rows=row_check,
-        keep_row_id=bool(keep_row_id),
-    )
-    attach_reference(report, df, qi, reference)
-    return release, report
-
-
-# --------------------------------------------------------------------------- validation
-
-
-def _check_frame(df) -> int:
-    if not isinstance(df, pd.DataFrame):
-        raise InputError(f"input must be a pandas DataFrame, got {type(df).__name__}")
-    if len(df) == 0:
+    if not isinstance(df, pd.DataFrame) and not is_dask_frame(df):
+        raise InputError(f"input must be a pandas or Dask DataFrame, got {type(df).__name__}")
+    if isinstance(df, pd.DataFrame) and len(df) == 0:
         raise InputError("input has no rows")
-    return len(df)
+    cfg = RunConfig.build(
+        qi=check_qi_columns(df, qi), k=k, method=method, energy_loss=energy_loss, n_components=n_components, seed=seed,
+        keep_row_id=keep_row_id, K=K, nu=nu, partition_size=partition_size, task_rows=task_rows,
+        max_task_rows=max_task_rows, sse_threshold=sse_threshold, participation=participation,
+        max_cell_failure=max_cell_failure, plain_k_reference=plain_k_reference, reference=reference,
+        strata=strata, missing=missing, merge_small_strata=merge_small_strata, refine=refine, refine_iter=refine_iter,
+        macro=macro, macro_iter=macro_iter,
+    )
+    if isinstance(df, pd.DataFrame) and cfg.k > len(df):
+        raise ParameterError(f"k = {cfg.k} exceeds the number of records n = {len(df)}")
+    if client is None and (is_dask_frame(df) or needs_cluster(cfg, open_input(cfg, df))):
+        client = default_client()
+        if client is None and is_dask_frame(df):
+            # the release of a Dask input is a Dask DataFrame: the cluster outlives this call (it becomes the
+            # default client, as a bare distributed.Client() would)
+            from distributed import Client
+
+            from .cluster import local_cluster
+
+            client = Client(local_cluster())
+    outcome = run(cfg, df, client=client, progress=progress)
+    return outcome.release, outcome.report
 
 
-def _check_qi(df: pd.DataFrame, qi) -> list:
-    if qi is None:
-        raise ParameterError("qi must name at least one quasi-identifier column")
-    if isinstance(qi, str) or not isinstance(qi, (list, tuple, pd.Index, np.ndarray)):
-        qi = [qi]
-    qi = list(qi)
-    if not qi:
-        raise ParameterError("qi must name at least one quasi-identifier column")
-    twice = repeated(qi)
-    if twice:
-        raise ParameterError(f"QI column(s) named more than once: {_names(twice)}")
-    unknown = [c for c in qi if c not in df.columns]
-    if unknown:
-        raise unknown_columns(unknown, df.columns)
-    ambiguous = [c for c in qi if int((df.columns == c).sum()) > 1]
-    if ambiguous:
-        raise InputError(f"QI column name(s) occurring more than once in the input: {_names(ambiguous)}")
-    for c in qi:
-        check_qi_dtype(c, df[c].dtype)
-    return qi
-
-
-def _qi_space(df: pd.DataFrame, qi: list, n_components):
-    """(constant mask, varying column names, X of the varying columns, their z-scores) of the QI columns.
-
-    Constant columns carry no information: they are left out of the cells' space and published
-    unchanged.  With none varying, Z is one column of zeros (every record alike).
-    """
-    X = _qi_matrix(df, qi)
-    constant = X.max(axis=0) == X.min(axis=0)
-    varying = [c for c, const in zip(qi, constant) if not const]
-    if n_components is not None and n_components > len(varying):
-        raise ParameterError(
-            f"n_components = {n_components} exceeds the number of non-constant QI columns ({len(varying)})"
-        )
-    Xv = X[:, ~constant]
-    Z = standardize(Xv)[0] if Xv.shape[1] else np.zeros((len(df), 1))
-    return constant, varying, Xv, Z
-
-
-def _publish_shuffled(df: pd.DataFrame, varying, Xv, labels, seed, keep_row_id):
-    """The release (QIs replaced by centroids) in a row order shuffled with ``seed``; (release, dtype changes)."""
-    release, dtype_changes = _publish(df, varying, Xv, labels)
-    perm = np.random.default_rng(seed).permutation(len(df))
-    release = release.take(perm).reset_index(drop=True)
-    if keep_row_id:
-        release[ROW_ID] = perm.astype(np.int64)
-    return release, dtype_changes
-
-
-def _qi_matrix(df: pd.DataFrame, qi: list) -> np.ndarray:
-    """The QI columns as a float64 matrix, refusing missing and infinite values (counts only)."""
-    X = np.empty((len(df), len(qi)), dtype=np.float64)
-    missing, infinite = [], []
-    for j, c in enumerate(qi):
-        X[:, j] = qi_column(df[c], c)  # exact float64, or refused (integers beyond ±2^53)
-        n_nan = int(np.isnan(X[:, j]).sum())
-        n_inf = int(np.isinf(X[:, j]).sum())
-        if n_nan:
-            missing.append(f"{c!r} ({n_nan})")
-        if n_inf:
-            infinite.append(f"{c!r} ({n_inf})")
-    if missing:
-        raise InputError(f"QI column(s) with missing (NaN) values: {', '.join(missing)}; impute or drop them first")
-    if infinite:
-        raise InputError(f"QI column(s) with infinite values: {', '.join(infinite)}")
-    huge = [repr(c) for j, c in enumerate(qi) if np.abs(X[:, j]).max(initial=0.0) > MAX_ABS]
-    if huge:
-        raise InputError(f"QI column(s) with values beyond ±{MAX_ABS:.0e}: {', '.join(huge)}; squared distances "
-                         "would overflow: rescale them (e.g. to other units) first")
-    return X
-
-
-def _check_k(n: int, k) -> int:
+def default_client():
+    """The current default distributed client, or None."""
     try:
-        return check_k(n, k)
-    except ValueError as exc:
-        raise ParameterError(str(exc)) from None
+        from distributed import default_client as current
 
-
-def _check_method(method) -> str:
-    name = str(method).strip().lower().replace("_", "-") if isinstance(method, str) else method
-    if name not in METHODS:
-        raise ParameterError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
-    return name
-
-
-def _check_pca_options(method: str, energy_loss, n_components):
-    if method not in ("pca-mdav", "partitioned", "proximal-distal"):
-        for name, value in (("energy_loss", energy_loss), ("n_components", n_components)):
-            if value is not None:
-                raise ParameterError(f"{name} applies only to method 'pca-mdav', not {method!r}")
-        return None, None
-    if energy_loss is not None and n_components is not None:
-        raise ParameterError("give either energy_loss or n_components, not both")
-    if energy_loss is not None:
-        if isinstance(energy_loss, bool) or not isinstance(energy_loss, (int, float, np.integer, np.floating)):
-            raise ParameterError(f"energy_loss must be a number in [0, 1), got {energy_loss!r}")
-        energy_loss = float(energy_loss)
-        if not 0.0 <= energy_loss < 1.0:
-            raise ParameterError(f"energy_loss must be in [0, 1), got {energy_loss}")
-    if n_components is not None:
-        if isinstance(n_components, bool) or not isinstance(n_components, (int, np.integer)) or n_components < 1:
-            raise ParameterError(f"n_components must be an integer ≥ 1, got {n_components!r}")
-        n_components = int(n_components)
-    return energy_loss, n_components
-
-
-def _check_pcl_stage_options(refine, refine_iter, macro, macro_iter):
-    """(refine, refine_iter, macro, macro_iter) checked; the iteration bounds need their stage."""
-    if refine_iter is not None and refine is None:
-        raise ParameterError("refine_iter applies only with refine='pcl'")
-    if macro_iter is not None and (not isinstance(macro, str) or macro.lower() != "pcl"):
-        raise ParameterError("macro_iter applies only with macro='pcl'")
-    return check_pcl_options(refine, refine_iter, "mdav" if macro is None else macro, macro_iter)
-
-
-def _check_seed(seed) -> int:
-    if seed is None:
-        return secrets.randbits(63)
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ParameterError(f"seed must be a non-negative integer, got {seed!r}")
-    return int(seed)
-
-
-def _names(columns) -> str:
-    return ", ".join(repr(c) for c in columns)
-
-
-def _pca_kernels():
-    try:
-        from .kernels.pca import pca_mdav, pca_reduce
-    except ImportError as exc:
-        raise ParameterError(f"method 'pca-mdav' is not available in this installation ({exc})") from None
-    return pca_mdav, pca_reduce
-
-
-# --------------------------------------------------------------------------- release
-
-
-def _publish(df: pd.DataFrame, columns: list, X: np.ndarray, labels: np.ndarray):
-    """Copy of ``df`` with ``columns`` replaced by per-cell means of ``X``; returns it and dtype changes."""
-    if not columns:
-        return df.copy(), {}
-    return replace_qi(df, columns, centroids(X, labels)[labels])
+        return current()
+    except ValueError:
+        return None

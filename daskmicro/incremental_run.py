@@ -20,7 +20,8 @@ from typing import Callable
 import numpy as np
 
 from . import schedule as _schedule
-from .anonymize import _check_seed, _is_dask_frame
+from .config import check_seed
+from .io.frames import is_dask_frame
 from .cluster import cluster_client
 from .errors import InputError, ParameterError
 from .graph.incremental import IncrementalGraph, calibrate_on, default_kernel, warm_up
@@ -133,7 +134,7 @@ def anonymize_incremental(
         if progress is not None:
             progress(event, time.time() - t_call)
 
-    if _is_dask_frame(source):
+    if is_dask_frame(source):
         raise InputError("source must be a Parquet lake directory or a pandas DataFrame, not a Dask DataFrame")
     src = open_source(source, time_column=time_column, close_at=close_at, expected_rows=expected_rows)
     qi = _check_qi_names(qi, src.columns())
@@ -147,7 +148,7 @@ def anonymize_incremental(
     kernel, base_name = _check_base_method(base_method)
     if increment not in INCREMENT_METHODS:
         raise ParameterError(f"increment must be one of {', '.join(INCREMENT_METHODS)}; got {increment!r}")
-    seed = _check_seed(seed)
+    seed = check_seed(seed)
     model = _check_time_model(time_model)
     if not isinstance(reference, (bool, np.bool_)):
         raise ParameterError(f"reference must be True or False, got {reference!r}")

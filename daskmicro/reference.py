@@ -91,7 +91,7 @@ def attach_reference(report, df, qi, reference="auto", *, max_exact_rows: int = 
         ``information_loss``, ``seconds`` and, for a sample, ``sample_size``, ``ratio``,
         ``method_information_loss`` and ``mdav_information_loss`` on the sample.
     """
-    from .anonymize import _qi_matrix
+    from .cells import qi_matrix
     from .kernels import information_loss, mdav, standardize
     from .sampling import qi_sample
 
@@ -108,7 +108,7 @@ def attach_reference(report, df, qi, reference="auto", *, max_exact_rows: int = 
     t0 = time.perf_counter()
     varying = [c for c in qi if c not in set(report.constant_columns)]
     frame, n_total = qi_sample(df, varying, n if exact else sample_rows, seed)
-    X = _qi_matrix(frame, varying)
+    X = qi_matrix(frame, varying)
     keep = X.max(axis=0) != X.min(axis=0)
     Z = np.ascontiguousarray(standardize(X[:, keep])[0]) if keep.any() else np.zeros((X.shape[0], 1))
     il_mdav = information_loss(Z, mdav(Z, report.k), standardized=True)

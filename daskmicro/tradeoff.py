@@ -215,17 +215,20 @@ def sweep(
     InputError
         Non-numeric QI columns, missing or infinite values.
     """
-    from .anonymize import _check_k, _check_qi, _check_seed, _is_dask_frame, _qi_matrix
+    from .cells import qi_matrix
+    from .config import check_k_for, check_seed
+    from .io.frames import is_dask_frame
+    from .io.qi import check_qi_columns
     from .kernels import information_loss, mdav, standardize
     from .kernels.algorithm_c import algorithm_c
     from .report.plots import recommend_setting
     from .sampling import check_sample_size, qi_sample
 
-    if not (isinstance(df, pd.DataFrame) or _is_dask_frame(df)):
+    if not (isinstance(df, pd.DataFrame) or is_dask_frame(df)):
         raise InputError(f"input must be a pandas or Dask DataFrame, got {type(df).__name__}")
-    qi = _check_qi(df, qi)
+    qi = check_qi_columns(df, qi)
     sample = check_sample_size(sample, "sample")
-    seed = _check_seed(seed)
+    seed = check_seed(seed)
     repeat = check_sample_size(repeat, "repeat")
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 2:
         raise ParameterError(f"k must be an integer ≥ 2, got {k!r}")
@@ -243,9 +246,9 @@ def sweep(
             _number_list(values, name, int if name != "energy_loss" else float)
 
     frame, n_total = qi_sample(df, qi, sample, seed)
-    X = _qi_matrix(frame, qi)
+    X = qi_matrix(frame, qi)
     n = X.shape[0]
-    k = _check_k(n, k)
+    k = check_k_for(n, k)
     varying = X.max(axis=0) != X.min(axis=0)
     if not varying.any():
         raise InputError("every QI column is constant on the sample: there is nothing to microaggregate")

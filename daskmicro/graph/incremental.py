@@ -75,7 +75,8 @@ class StageResult:
 
 def read_chunk(chunk, qi: list) -> Chunk:
     """Rows of a chunk (Parquet paths or a DataFrame) and their validated QI matrix."""
-    from ..anonymize import _check_qi, _qi_matrix  # the same checks and messages as anonymize()
+    from ..cells import qi_matrix
+    from ..io.qi import check_qi_columns
 
     if isinstance(chunk, pd.DataFrame):
         frame = chunk.reset_index(drop=True)
@@ -88,8 +89,8 @@ def read_chunk(chunk, qi: list) -> Chunk:
                 raise InputError(f"unreadable Parquet file {Path(path).name}: {redact(str(exc))}") from None
         frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if len(frame):
-        _check_qi(frame, qi)
-        X = _qi_matrix(frame, qi)
+        check_qi_columns(frame, qi)
+        X = qi_matrix(frame, qi)
     else:
         X = np.empty((0, len(qi)))
     return Chunk(frame, X)

@@ -22,7 +22,7 @@ from pandas.api import types as ptypes
 
 from ..errors import InputError, ParameterError
 
-__all__ = ["EXACT_INT", "check_qi_dtype", "column_list", "qi_column", "qi_frame_matrix", "repeated", "unknown_columns"]
+__all__ = ["EXACT_INT", "check_qi_columns", "check_qi_dtype", "column_list", "qi_column", "qi_frame_matrix", "repeated", "unknown_columns"]
 
 #: Largest integer magnitude float64 holds exactly (every integer in [-2^53, 2^53] is a float64).
 EXACT_INT = 2 ** 53
@@ -109,3 +109,30 @@ def column_list(text, option: str) -> list:
         raise ParameterError(f"{option}: empty column name in {len(names)} comma-separated name(s); "
                              "remove the extra comma")
     return names
+
+
+def check_qi_columns(df, qi) -> list:
+    """The QI labels of a frame, exactly as given: at least one, none repeated, each in the
+    frame once, each numeric.  A single label is a one-column list."""
+    import numpy as np
+
+    if qi is None:
+        raise ParameterError("qi must name at least one quasi-identifier column")
+    if isinstance(qi, str) or not isinstance(qi, (list, tuple, pd.Index, np.ndarray)):
+        qi = [qi]
+    qi = list(qi)
+    if not qi:
+        raise ParameterError("qi must name at least one quasi-identifier column")
+    twice = repeated(qi)
+    if twice:
+        raise ParameterError(f"QI column(s) named more than once: {', '.join(repr(c) for c in twice)}")
+    unknown = [c for c in qi if c not in df.columns]
+    if unknown:
+        raise unknown_columns(unknown, df.columns)
+    ambiguous = [c for c in qi if int((df.columns == c).sum()) > 1]
+    if ambiguous:
+        raise InputError(f"QI column name(s) occurring more than once in the input: {', '.join(map(repr, ambiguous))}")
+    dtypes = df.dtypes
+    for c in qi:
+        check_qi_dtype(c, dtypes[c])
+    return qi

@@ -24,7 +24,7 @@ from .filters import parse_filters
 from .qi import qi_frame_matrix
 from .tables import CSV_SUFFIXES, PARQUET_SUFFIXES, one_line
 
-__all__ = ["LakeSource", "open_source", "read_piece", "scan_piece", "arrow_to_pandas", "RID"]
+__all__ = ["LakeSource", "open_source", "read_piece", "scan_piece", "scan_frame", "arrow_to_pandas", "RID"]
 
 #: Internal column holding each record's global row id while a run is in flight.
 RID = "__daskmicro_rid__"
@@ -56,6 +56,22 @@ class LakeSource:
                           "bytes": st.st_size, "mtime_ns": st.st_mtime_ns})
         return {"path": str(self.path.resolve()), "format": self.fmt, "files": files,
                 "filter": list(self.filter_text), "columns": self.columns}
+
+    def attach(self, client) -> None:
+        """Nothing to send: every task reads its own file."""
+
+    def dtype_name(self, column) -> str:
+        return str(self.schema.field(column).type)
+
+    def scan_task(self, i: int, qi: list, keys: list):
+        import dask
+
+        return dask.delayed(scan_piece, pure=True)(*self.piece_args(i), qi=list(qi), keys=list(keys))
+
+    def read_task(self, i: int, columns, row0: int):
+        import dask
+
+        return dask.delayed(read_piece, pure=True)(*self.piece_args(i), columns=list(columns), row0=int(row0))
 
     def piece_args(self, i: int) -> tuple:
         """Arguments of :func:`read_piece` / :func:`scan_piece` for file ``i`` (picklable)."""
@@ -245,7 +261,11 @@ def scan_piece(file, fmt, root, full_schema, hive, expr, qi: list, keys: list) -
     record counts of each (key values, missingness pattern) combination.  No values leave the
     worker except key values (strata and partition keys, which are published anyway)."""
     table = _read_table(file, fmt, root, full_schema, hive, expr, list(dict.fromkeys(list(qi) + list(keys))))
-    df = arrow_to_pandas(table)
+    return scan_frame(arrow_to_pandas(table), qi, keys)
+
+
+def scan_frame(df: pd.DataFrame, qi: list, keys: list) -> dict:
+    """Pre-scan of one piece of the input (see :func:`scan_piece`), whatever it was read from."""
     n = len(df)
     X = qi_frame_matrix(df, list(qi))  # exact float64, or refused (integers beyond ±2^53)
     miss = np.isnan(X)

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..anonymize import _is_dask_frame
+from ..io.frames import is_dask_frame
 from ..errors import InputError, ParameterError, VerificationError
 from .slots import UTC, fill, run_key as _run_key, slot_id
 from .spec import WorkflowSpec
@@ -194,7 +194,7 @@ def _anonymize_strata(data, spec: WorkflowSpec, client, progress):
     if missing:
         raise ParameterError(f"input.strata: unknown column(s) {', '.join(missing)}")
     combos = data[strata].drop_duplicates()
-    combos = combos.compute() if _is_dask_frame(combos) else combos
+    combos = combos.compute() if is_dask_frame(combos) else combos
     combos = combos.sort_values(strata).to_dict("records")
     for combo in combos:
         sub = data
@@ -232,7 +232,7 @@ def _commit(client, parts, out: Path, report_path: Path, is_dir: bool, workflow:
         try:
             frames = []
             for _, release, _ in parts:
-                if _is_dask_frame(release):
+                if is_dask_frame(release):
                     futures.extend(client.compute(release.to_delayed()))
                 else:
                     frames.append(release)
@@ -255,7 +255,7 @@ def _commit(client, parts, out: Path, report_path: Path, is_dir: bool, workflow:
     else:
         frames = []
         for _, release, _ in parts:
-            frames.append(release.compute() if _is_dask_frame(release) else release)
+            frames.append(release.compute() if is_dask_frame(release) else release)
         table = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
         if len(table) != n:
             raise VerificationError(f"release has {len(table)} rows but the input has {n}")

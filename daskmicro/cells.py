@@ -1,0 +1,192 @@
+"""The cells of one group in one task: z-score its QIs, run a one-task kernel, put centroids in.
+
+A *group* is what the planner (:mod:`daskmicro.plan`) microaggregates on its own: a stratum ×
+missingness pattern, or the whole table.  :func:`one_task` forms all the cells of a group in one
+call — exact MDAV (Algorithm A of ``001``), MDAV with PCA (Algorithm B, §III-C), PCL from MDAV
+(``004`` §3.3–3.4), or, with a per-record participation π_j, cells grown until each one's failure
+probability q̄ ≤ p̄ (``003`` §V-B) — and returns the group's records with their observed QIs
+replaced by the cell centroids in original units, plus the group's report.  It runs on a worker
+or, as an optimisation of the same plan, in the caller's process; no Dask here.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+
+from .errors import InputError, ParameterError
+from .io.qi import qi_column
+from .kernels import centroids, information_loss, mdav, standardize
+from .kernels.bounds import MAX_ABS
+from .publish import replace_qi
+
+__all__ = ["qi_matrix", "qi_space", "one_task", "failure_arrays", "participation_array"]
+
+
+def qi_matrix(df: pd.DataFrame, qi: list) -> np.ndarray:
+    """The QI columns as an exact float64 matrix, refusing missing, infinite and huge values
+    (the message names columns and counts only)."""
+    X = np.empty((len(df), len(qi)), dtype=np.float64)
+    missing, infinite = [], []
+    for j, c in enumerate(qi):
+        X[:, j] = qi_column(df[c], c)  # exact float64, or refused (integers beyond ±2^53)
+        n_nan = int(np.isnan(X[:, j]).sum())
+        n_inf = int(np.isinf(X[:, j]).sum())
+        if n_nan:
+            missing.append(f"{c!r} ({n_nan})")
+        if n_inf:
+            infinite.append(f"{c!r} ({n_inf})")
+    if missing:
+        raise InputError(f"QI column(s) with missing (NaN) values: {', '.join(missing)}; impute or drop them first")
+    if infinite:
+        raise InputError(f"QI column(s) with infinite values: {', '.join(infinite)}")
+    huge = [repr(c) for j, c in enumerate(qi) if np.abs(X[:, j]).max(initial=0.0) > MAX_ABS]
+    if huge:
+        raise InputError(f"QI column(s) with values beyond ±{MAX_ABS:.0e}: {', '.join(huge)}; squared distances "
+                         "would overflow: rescale them (e.g. to other units) first")
+    return X
+
+
+def qi_space(df: pd.DataFrame, qi: list, n_components=None):
+    """(constant mask, varying column names, X of the varying columns, their z-scores).
+
+    Constant columns identify no one: they are left out of the cells' space and published
+    unchanged.  With none varying, Z is one column of zeros (every record alike).
+    """
+    X = qi_matrix(df, qi)
+    constant = X.max(axis=0) == X.min(axis=0) if len(X) else np.zeros(len(qi), bool)
+    varying = [c for c, const in zip(qi, constant) if not const]
+    if n_components is not None and n_components > len(varying):
+        raise ParameterError(
+            f"n_components = {n_components} exceeds the number of non-constant QI columns ({len(varying)})"
+        )
+    Xv = X[:, ~constant]
+    Z = standardize(Xv)[0] if Xv.shape[1] else np.zeros((len(df), 1))
+    return constant, varying, Xv, Z
+
+
+def participation_array(df: pd.DataFrame, column) -> np.ndarray:
+    """The π_j of ``df[column]`` as float64, refusing non-numeric, missing or out-of-range values
+    (counts only, never values)."""
+    from pandas.api import types as ptypes
+
+    s = df[column]
+    if ptypes.is_bool_dtype(s.dtype) or not ptypes.is_numeric_dtype(s.dtype):
+        raise InputError(f"participation column {column!r} is not numeric (dtype {s.dtype}); it must hold probabilities")
+    values = s.to_numpy(dtype=np.float64, na_value=np.nan)
+    n_nan = int(np.isnan(values).sum())
+    if n_nan:
+        raise InputError(f"participation column {column!r} has {n_nan} missing value(s)")
+    bad = int(((values <= 0.0) | (values > 1.0)).sum())
+    if bad:
+        raise InputError(f"participation column {column!r} has {bad} value(s) outside (0, 1]")
+    return values
+
+
+def failure_arrays(labels: np.ndarray, pis: np.ndarray, k: int) -> dict:
+    """Per-cell failure figures of ``003`` §VI-A under per-record π_j: size, expected active
+    records, q̄ (cell failure), u (unprotected) and r̄′ (record failure given active)."""
+    from .privacy.effective import cell_failure
+
+    sizes = np.bincount(labels)
+    order = np.argsort(labels, kind="stable")
+    bounds = np.concatenate(([0], np.cumsum(sizes)))
+    q, u, ra, act = [], [], [], []
+    for c in range(sizes.size):
+        p = pis[order[bounds[c]:bounds[c + 1]]]
+        if not p.size:
+            continue
+        m = cell_failure(k, p)
+        q.append(m.cell_failure)
+        u.append(m.unprotected)
+        ra.append(m.record_failure_given_active)
+        act.append(float(p.sum()))
+    return {"sizes": sizes[sizes > 0].astype(np.int64), "q": np.array(q), "u": np.array(u), "ra": np.array(ra),
+            "active": np.array(act)}
+
+
+def _labels(method, space, k, energy_loss, n_components, pis, pbar):
+    """(labels, PCA info or None) of one kernel call."""
+    pca_info = None
+    if method == "pca-mdav" and space.shape[1] and np.any(space):
+        from .kernels.pca import pca_mdav, pca_reduce
+
+        pca_info = pca_reduce(space, energy_loss=energy_loss, n_components=n_components)
+        if pis is not None:  # Algorithm B's space, cells grown there
+            from .privacy.probabilistic import grow_cells
+
+            return grow_cells(pca_info.scores, k, pis, pbar), pca_info
+        return pca_mdav(space, k, energy_loss=energy_loss, n_components=n_components), pca_info
+    if pis is not None:
+        from .privacy.probabilistic import grow_cells
+
+        return grow_cells(space, k, pis, pbar), None
+    if method == "pcl":
+        from .kernels.pcl import pcl
+
+        return pcl(space, k, init="mdav", seed=0), None
+    return mdav(space, k), None
+
+
+def one_task(df: pd.DataFrame, observed: list, k: int, method: str, energy_loss=None, n_components=None,
+             participation_column=None, max_cell_failure=None, plain_k_reference: bool = False):
+    """Microaggregate one group in one task.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The group's records (any columns; the row order is the order the kernel sees).
+    observed : list
+        The QI columns to microaggregate (those observed in this group).
+    k : int
+        Cell size: k, or the effective anonymity n_min under constant participation.
+    method : {"mdav", "pca-mdav", "pcl"}
+    participation_column, max_cell_failure
+        Per-record participation: the column of π_j and p̄; cells are grown until q̄ ≤ p̄.
+    plain_k_reference : bool
+        Per-record participation: also run MDAV at plain k for the distortion ratio.
+
+    Returns
+    -------
+    (pandas.DataFrame, dict)
+        The records with centroids in place of ``observed`` (same row order, same other columns)
+        and the group's figures: n, m_used, cells, sizes, information_loss, seconds, constant
+        columns, dtype changes, PCA spectrum, and per-record failure arrays where they apply.
+    """
+    n = len(df)
+    if k > n:
+        raise ParameterError(f"k = {k} exceeds the number of records n = {n}")
+    constant, varying, Xv, Z = qi_space(df, observed, n_components)
+    pis = None if participation_column is None else participation_array(df, participation_column)
+    start = time.perf_counter()
+    labels, pca_info = _labels(method, Z, k, energy_loss, n_components, pis, max_cell_failure)
+    seconds = time.perf_counter() - start
+    labels = np.asarray(labels, dtype=np.int64)
+    if varying:
+        out, changes = replace_qi(df, varying, centroids(Xv, labels)[labels])
+    else:
+        out, changes = df.copy(), {}
+    sizes = np.bincount(labels)
+    sizes = sizes[sizes > 0]
+    info = {
+        "n": n, "m_used": len(varying), "method": method, "cells": int(sizes.size),
+        "min_cell_size": int(sizes.min()), "max_cell_size": int(sizes.max()),
+        "cell_size_counts": {int(s): int(c) for s, c in zip(*np.unique(sizes, return_counts=True))},
+        "information_loss": information_loss(Xv, labels) if Xv.shape[1] else 0.0, "seconds": seconds,
+        "constant_columns": [c for c, const in zip(observed, constant) if const], "dtype_changes": changes,
+        "n_components": None if pca_info is None else int(pca_info.n_components),
+        "eigenvalues": None if pca_info is None else [float(v) for v in np.asarray(pca_info.eigenvalues)],
+        "pca_energy_loss": None if pca_info is None else float(pca_info.energy_loss),
+    }
+    if pis is not None:
+        info["failures"] = failure_arrays(labels, pis, k)
+        info["participation"] = {"min": float(pis.min()), "sum": float(pis.sum()), "max": float(pis.max())}
+        if Xv.shape[1]:
+            from .privacy.probabilistic import expected_distortion
+
+            info["expected_distortion"] = expected_distortion(Z, labels, pis)
+        if plain_k_reference:
+            info["information_loss_at_k"] = information_loss(Xv, mdav(Z, k)) if Xv.shape[1] else 0.0
+    return out, info

@@ -1,0 +1,454 @@
+"""One run description: :class:`RunConfig`, every option and every default of a run, validated once.
+
+Every entry builds one: the Python API (:func:`daskmicro.anonymize` → :meth:`RunConfig.build`),
+the command line (``daskmicro anonymize`` → :meth:`RunConfig.from_args`) and a workflow spec
+(``daskmicro run`` / ``submit`` → :meth:`RunConfig.from_spec`).  Nothing below it sees argparse
+or YAML: the planner (:mod:`daskmicro.plan`) takes a RunConfig and nothing else.
+
+Validation is declarative: :data:`FIELDS` says what each option accepts (one checker per field),
+:data:`RULES` says which combinations are refused and why (the reason is inherent to the methods;
+the README's combination table is :func:`rules_table`).  A refused combination raises
+:class:`~daskmicro.errors.ParameterError` with that one line.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Callable
+
+import numpy as np
+
+from .errors import ParameterError
+
+__all__ = ["RunConfig", "DEFAULTS", "METHODS", "ONE_TASK_METHODS", "RULES", "Rule", "rules_table",
+           "AUTO_EXACT_ROWS", "DEFAULT_TASK_ROWS", "DEFAULT_MAX_TASK_ROWS", "DEFAULT_ROWS_PER_FILE",
+           "method_defaults", "check_seed", "check_k_for"]
+
+#: Microaggregation methods.
+METHODS = ("auto", "mdav", "pca-mdav", "pcl", "partitioned", "proximal-distal")
+#: Methods that form all the cells of a group in one task.
+ONE_TASK_METHODS = ("mdav", "pca-mdav", "pcl")
+#: ``method="auto"``: a group of at most this many records runs exact MDAV in one task, larger
+#: groups run the partitioned pipeline.
+AUTO_EXACT_ROWS = 100_000
+#: Records per top-level task of the partitioned pipeline.
+DEFAULT_TASK_ROWS = 250_000
+#: Largest group a one-task method accepts (exact MDAV takes minutes beyond).
+DEFAULT_MAX_TASK_ROWS = 1_000_000
+#: Rows per file of a directory release.
+DEFAULT_ROWS_PER_FILE = 1_000_000
+
+#: Per-method defaults of the pipeline layout: macrocell size K, distal fraction ν, partition
+#: size.  ν = 0.4 and K = 1000 are the PCA paper's choice on Census (001 §V, Fig. 14); the
+#: partitioned default runs MDAV in every macrocell (ν = 1, the lowest distortion).
+DEFAULTS = {
+    "partitioned": {"K": 1000, "nu": 1.0, "partition_size": 50_000},
+    "proximal-distal": {"K": 1000, "nu": 0.4, "partition_size": None},
+    "mdav": {"K": None, "nu": 1.0, "partition_size": None},
+    "pca-mdav": {"K": None, "nu": 0.0, "partition_size": None},
+    "pcl": {"K": None, "nu": 1.0, "partition_size": None},
+}
+
+
+def method_defaults(method: str) -> dict:
+    """K, ν and partition size of ``method`` when the run does not set them."""
+    return dict(DEFAULTS[method])
+
+
+# --------------------------------------------------------------------------- field checkers
+
+
+def _integer(low=None):
+    def check(name, v):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise ParameterError(f"{name} must be an integer{'' if low is None else f' ≥ {low}'}, got {v!r}")
+        v = int(v)
+        if low is not None and v < low:
+            raise ParameterError(f"{name} must be an integer ≥ {low}, got {v}")
+        return v
+    return check
+
+
+def _number(low, high, low_open=False, high_open=False, what=None):
+    lo, hi = ("(" if low_open else "["), (")" if high_open else "]")
+    span = what or f"in {lo}{low:g}, {'∞' if math.isinf(high) else f'{high:g}'}{hi}"
+
+    def check(name, v):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+            raise ParameterError(f"{name} must be a number {span}, got {v!r}")
+        v = float(v)
+        ok = math.isfinite(v) or (math.isinf(high) and v == math.inf and not high_open)
+        ok = ok and (v > low if low_open else v >= low) and (v < high if high_open else v <= high)
+        if not ok:
+            raise ParameterError(f"{name} must be {span}, got {v!r}")
+        return v
+    return check
+
+
+def _choice(options, aliases=None):
+    def check(name, v):
+        key = v.strip().lower().replace("_", "-") if isinstance(v, str) else v
+        key = (aliases or {}).get(key, key)
+        if key not in options:
+            shown = ", ".join(repr(o) if o is not None else "None" for o in options)
+            raise ParameterError(f"{name} must be one of {shown}; got {v!r}")
+        return key
+    return check
+
+
+def _flag(name, v):
+    if not isinstance(v, (bool, np.bool_)):
+        raise ParameterError(f"{name} must be True or False, got {v!r}")
+    return bool(v)
+
+
+def _label_list(name, v):
+    """Column labels exactly as given (a single label is a one-element list); never stripped."""
+    if v is None:
+        return ()
+    if isinstance(v, (str, int, np.integer)) or not hasattr(v, "__iter__"):
+        v = [v]
+    out = tuple(v.item() if isinstance(v, np.generic) else v for v in v)
+    twice = sorted({repr(c) for c in out if out.count(c) > 1})
+    if twice:
+        raise ParameterError(f"{name}: column(s) named more than once: {', '.join(twice)}")
+    return out
+
+
+def _text_list(name, v):
+    if v is None:
+        return ()
+    if isinstance(v, str):
+        v = [v]
+    out = tuple(v)
+    if not all(isinstance(x, str) for x in out):
+        raise ParameterError(f"{name} must be a list of strings")
+    return out
+
+
+def _participation(name, v):
+    if isinstance(v, (bool, np.bool_)):
+        raise ParameterError(f"participation must be a probability in (0, 1] or a column name, got {v!r}")
+    if isinstance(v, (int, float, np.integer, np.floating)):
+        return _number(0.0, 1.0, low_open=True)("participation", v)
+    if isinstance(v, (list, tuple, np.ndarray, dict, set)) or hasattr(v, "shape"):
+        raise ParameterError("participation must be a number in (0, 1] or the name of a column of the input")
+    return v
+
+
+def _seed(name, v):
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+        raise ParameterError(f"seed must be a non-negative integer, got {v!r}")
+    return int(v)
+
+
+def _address(name, v):
+    if not isinstance(v, str) or "://" not in v:
+        raise ParameterError(f"{name} must be a scheduler address such as tcp://host:8786, got {v!r}")
+    return v
+
+
+def _path_text(name, v):
+    if not isinstance(v, (str, bytes)) and not hasattr(v, "__fspath__"):
+        raise ParameterError(f"{name} must be a path, got {type(v).__name__}")
+    return str(v)
+
+
+#: What each option accepts (None always means "not set": the default applies).
+FIELDS: dict[str, Callable[[str, Any], Any]] = {
+    "qi": _label_list,
+    "k": _integer(2),
+    "method": _choice(METHODS),
+    "energy_loss": _number(0.0, 1.0, high_open=True),
+    "n_components": _integer(1),
+    "seed": _seed,
+    "keep_row_id": _flag,
+    "K": _integer(2),
+    "nu": _number(0.0, 1.0),
+    "partition_size": _integer(2),
+    "task_rows": _integer(2),
+    "max_task_rows": _integer(1),
+    "sse_threshold": _number(0.0, math.inf, what="≥ 0"),
+    "participation": _participation,
+    "max_cell_failure": _number(0.0, 1.0, low_open=True, high_open=True),
+    "plain_k_reference": _flag,
+    "reference": _choice(("auto", "exact", "sample")),
+    "strata": _label_list,
+    "missing": _choice(("refuse", "separate")),
+    "merge_small_strata": _flag,
+    "refine": _choice(("pcl",)),
+    "refine_iter": _integer(1),
+    "macro": _choice(("mdav", "pcl")),
+    "macro_iter": _integer(1),
+    "filters": _text_list,
+    "columns": _label_list,
+    "drop": _label_list,
+    "partition_by": _label_list,
+    "rows_per_file": _integer(1),
+    "force": _flag,
+    "overwrite": _flag,
+    "scheduler": _address,
+    "workers": _integer(1),
+    "tls_ca_file": _path_text,
+    "tls_cert": _path_text,
+    "tls_key": _path_text,
+    "dask_report": _flag,
+}
+
+
+# --------------------------------------------------------------------------- combination rules
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A refused combination: ``when(config)`` is true → ParameterError(``message``)."""
+
+    name: str
+    when: Callable[["RunConfig"], bool]
+    message: str
+
+
+def _pcl_stage(c) -> bool:
+    return c.refine is not None or c.macro == "pcl"
+
+
+def _per_record(c) -> bool:
+    return c.participation is not None and not isinstance(c.participation, float)
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("participation needs max_cell_failure", lambda c: (c.participation is None) != (c.max_cell_failure is None),
+         "participation and max_cell_failure go together: the probability π (or a column of π_j) and the "
+         "acceptable cell failure p̄"),
+    Rule("plain_k_reference needs participation", lambda c: c.plain_k_reference is not None and c.participation is None,
+         "plain_k_reference applies only with participation and max_cell_failure"),
+    Rule("PCA options need a PCA method", lambda c: (c.energy_loss is not None or c.n_components is not None)
+         and c.method not in ("pca-mdav", "partitioned", "proximal-distal", "auto"),
+         "energy_loss and n_components apply only to methods that use PCA (pca-mdav, partitioned, proximal-distal)"),
+    Rule("one PCA bound", lambda c: c.energy_loss is not None and c.n_components is not None,
+         "give either energy_loss or n_components, not both"),
+    Rule("layout options need the pipeline", lambda c: c.method in ONE_TASK_METHODS
+         and any(v is not None for v in (c.K, c.nu, c.partition_size, c.sse_threshold)),
+         "K, nu, partition_size and sse_threshold apply to the partitioned and proximal-distal methods"),
+    Rule("iterations need their stage", lambda c: (c.refine_iter is not None and c.refine is None)
+         or (c.macro_iter is not None and c.macro != "pcl"),
+         "refine_iter applies only with refine='pcl', macro_iter only with macro='pcl'"),
+    Rule("PCL stages need the pipeline", lambda c: _pcl_stage(c) and c.method in ONE_TASK_METHODS,
+         "refine and macro are stages of the partitioned / proximal-distal pipeline; a one-task method "
+         "(mdav, pca-mdav, pcl) has no partitions to refine (use method 'pcl' for PCL on all records)"),
+    Rule("per-record participation and PCL", lambda c: _per_record(c) and (_pcl_stage(c) or c.method == "pcl"),
+         "a participation column (per-record π_j) cannot be combined with PCL (method 'pcl', refine or "
+         "macro 'pcl'): PCL moves records between cells and does not keep each cell's failure q̄ ≤ p̄"),
+    Rule("per-record participation and proximal-distal", lambda c: _per_record(c) and c.method == "proximal-distal",
+         "a participation column (per-record π_j) is not supported by method 'proximal-distal' (Algorithm C "
+         "as published forms fixed-size cells); use 'partitioned', 'mdav' or 'pca-mdav'"),
+    Rule("strata and partitioning columns are not QIs", lambda c: bool(set(c.strata) & set(c.qi)),
+         "strata: a stratum column cannot also be a quasi-identifier"),
+    Rule("drop QIs", lambda c: bool(set(c.drop) & set(c.qi)),
+         "drop: a quasi-identifier cannot be dropped"),
+    Rule("partition_by QIs", lambda c: bool(set(c.partition_by or ()) & set(c.qi)),
+         "partition_by: a quasi-identifier cannot be a partitioning column"),
+    Rule("participation column is not a QI", lambda c: _per_record(c) and c.participation in c.qi,
+         "the participation column is also a QI column; it must be a separate column"),
+    Rule("TLS needs three files", lambda c: 0 < sum(v is not None for v in (c.tls_ca_file, c.tls_cert, c.tls_key)) < 3,
+         "TLS needs a CA file, a client certificate and a client key (--tls-ca-file, --tls-cert, --tls-key)"),
+)
+
+
+def rules_table() -> str:
+    """The refused combinations as a Markdown table (the README's table is this)."""
+    lines = ["| refused combination | why |", "|---|---|"]
+    lines += [f"| {r.name} | {r.message} |" for r in RULES]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- the config
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Every option of a run (see :func:`daskmicro.anonymize` for their meaning); frozen.
+
+    Build it with :meth:`build` (keyword options as the API takes them), :meth:`from_args` or
+    :meth:`from_spec`; all three validate every field and every rule once.  ``None`` means "not
+    set": the planner applies the method's default (:data:`DEFAULTS`) where the option matters.
+    """
+
+    qi: tuple
+    k: int
+    method: str = "auto"
+    energy_loss: float | None = None
+    n_components: int | None = None
+    seed: int = 0
+    keep_row_id: bool = False
+    K: int | None = None
+    nu: float | None = None
+    partition_size: int | None = None
+    task_rows: int | None = None
+    max_task_rows: int | None = None
+    sse_threshold: float | None = None
+    participation: Any = None
+    max_cell_failure: float | None = None
+    plain_k_reference: bool | None = None
+    reference: str | None = None
+    strata: tuple = ()
+    missing: str = "refuse"
+    merge_small_strata: bool = False
+    refine: str | None = None
+    refine_iter: int | None = None
+    macro: str = "mdav"
+    macro_iter: int | None = None
+    # source and release
+    filters: tuple = ()
+    columns: tuple | None = None
+    drop: tuple = ()
+    partition_by: tuple | None = None
+    rows_per_file: int = DEFAULT_ROWS_PER_FILE
+    force: bool = False
+    overwrite: bool = False
+    # cluster
+    scheduler: str | None = None
+    workers: int | None = None
+    tls_ca_file: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    dask_report: bool = True
+    seed_drawn: bool = field(default=False, compare=False)
+
+    # ----------------------------------------------------------------- builders
+
+    @classmethod
+    def build(cls, **options) -> "RunConfig":
+        """A validated config from keyword options (None: not set).  ``seed=None`` draws one from
+        OS entropy, recorded in the config and the report."""
+        unknown = sorted(set(options) - set(FIELDS))
+        if unknown:
+            raise ParameterError(f"unknown option(s): {', '.join(unknown)}")
+        if options.get("qi") is None:
+            raise ParameterError("qi must name at least one quasi-identifier column")
+        if options.get("k") is None:
+            raise ParameterError("k must be an integer ≥ 2, got None")
+        values = {}
+        for name, v in options.items():
+            if v is None:
+                continue
+            values[name] = FIELDS[name](name, v)
+        if not values["qi"]:
+            raise ParameterError("qi must name at least one quasi-identifier column")
+        drawn = "seed" not in values
+        if drawn:
+            values["seed"] = secrets.randbits(63)
+        cfg = cls(**values, seed_drawn=drawn)
+        cfg.check_rules()
+        return cfg
+
+    @classmethod
+    def from_args(cls, args, qi, participation=None) -> "RunConfig":
+        """The config of ``daskmicro anonymize`` from its parsed arguments (``qi`` split exactly)."""
+        from .io.qi import column_list
+
+        def cols(text, flag):
+            return tuple(column_list(text, flag)) if text else None
+
+        return cls.build(
+            qi=qi, k=args.k, method=args.method, energy_loss=args.energy_loss, n_components=args.n_components,
+            seed=args.seed, keep_row_id=args.keep_row_id, K=args.K, nu=args.nu, partition_size=args.partition_size,
+            task_rows=args.task_rows, max_task_rows=args.max_task_rows, refine=args.refine,
+            refine_iter=args.refine_iter, macro=args.macro, macro_iter=args.macro_iter,
+            participation=participation, max_cell_failure=args.max_cell_failure,
+            reference=None if args.reference == "none" else args.reference,
+            strata=cols(args.strata, "--strata"), missing=args.missing,
+            merge_small_strata=args.merge_small_strata, filters=tuple(args.filter or ()) or None,
+            columns=cols(args.columns, "--columns"), drop=cols(args.drop, "--drop"),
+            partition_by=cols(args.partition_by, "--partition-by"), rows_per_file=args.rows_per_file,
+            force=args.force, overwrite=args.overwrite, scheduler=args.scheduler, workers=args.workers,
+            tls_ca_file=args.tls_ca_file, tls_cert=args.tls_cert, tls_key=args.tls_key,
+            dask_report=not args.no_dask_report,
+        )
+
+    @classmethod
+    def from_spec(cls, data: dict, filters=()) -> "RunConfig":
+        """The config of one workflow run from a validated spec's data (filters already filled
+        in for the slot and written as filter expressions)."""
+        params = dict(data.get("parameters") or {})
+        part = data.get("participation") or {}
+        method = data.get("method", "auto")
+        cluster = data.get("cluster") or {}
+        tls = cluster.get("tls") or {}
+        return cls.build(
+            qi=tuple(data["qi"]), k=data["k"], method=method, **params,
+            participation=part.get("pi", part.get("column")), max_cell_failure=part.get("max_cell_failure"),
+            strata=tuple((data.get("input") or {}).get("strata") or ()) or None,
+            filters=tuple(filters) or None, overwrite=bool((data.get("output") or {}).get("overwrite", False)),
+            scheduler=cluster.get("address"), workers=cluster.get("workers"),
+            tls_ca_file=tls.get("ca_file"), tls_cert=tls.get("cert"), tls_key=tls.get("key"),
+        )
+
+    # ----------------------------------------------------------------- checks and derived values
+
+    def check_rules(self) -> None:
+        """Refuse the first rule of :data:`RULES` this config breaks, in one line."""
+        for rule in RULES:
+            if rule.when(self):
+                raise ParameterError(rule.message)
+
+    def with_(self, **changes) -> "RunConfig":
+        """A copy with some options changed, validated again."""
+        for name, v in changes.items():
+            if v is not None and name in FIELDS:
+                changes[name] = FIELDS[name](name, v)
+        cfg = replace(self, **changes)
+        cfg.check_rules()
+        return cfg
+
+    @property
+    def per_record_participation(self) -> bool:
+        return _per_record(self)
+
+    @property
+    def constant_participation(self) -> float | None:
+        return self.participation if isinstance(self.participation, float) else None
+
+    @property
+    def task_rows_or_default(self) -> int:
+        return self.task_rows or DEFAULT_TASK_ROWS
+
+    @property
+    def max_task_rows_or_default(self) -> int:
+        return self.max_task_rows or DEFAULT_MAX_TASK_ROWS
+
+    def group_method(self, n: int) -> str:
+        """The method a group of ``n`` records runs: ``auto`` resolved by size, PCL stages and
+        the partitioned-only options sending it to the pipeline."""
+        if self.method != "auto":
+            return self.method
+        if _pcl_stage(self) or any(v is not None for v in (self.K, self.nu, self.partition_size, self.sse_threshold)):
+            return "partitioned"
+        return "mdav" if n <= AUTO_EXACT_ROWS else "partitioned"
+
+    def fingerprint_dict(self) -> dict:
+        """The options that determine the release (for the commit manifest's fingerprint)."""
+        skip = {"force", "overwrite", "scheduler", "workers", "tls_ca_file", "tls_cert", "tls_key", "dask_report",
+                "seed_drawn"}
+        out = {}
+        for f in fields(self):
+            if f.name in skip:
+                continue
+            v = getattr(self, f.name)
+            out[f.name] = list(v) if isinstance(v, tuple) else v
+        return out
+
+
+def check_seed(seed) -> int:
+    """A seed ≥ 0 as given, or one drawn from OS entropy when None."""
+    return secrets.randbits(63) if seed is None else _seed("seed", seed)
+
+
+def check_k_for(n: int, k) -> int:
+    """``k`` checked against ``n`` records (2 ≤ k ≤ n)."""
+    k = _integer(2)("k", k)
+    if k > n:
+        raise ParameterError(f"k = {k} exceeds the number of records n = {n}")
+    return k

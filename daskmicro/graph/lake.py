@@ -1,0 +1,443 @@
+"""The cluster side of every run (:mod:`daskmicro.plan`): pre-scan, groups, cells, write, verify.
+
+One executor for every input kind and every output: the source's pieces (files of a lake, or
+chunks of a pandas / Dask DataFrame) are scanned once on the workers, the groups (strata ×
+missingness patterns, merges) are planned from the counts, each group's cells are formed — one
+task for small groups (:func:`daskmicro.cells.one_task`), the partitioned pipeline
+(:func:`daskmicro.graph.pipeline.run_pipeline`) for large ones — and the release is cut into its
+output pieces by seeded key ranges: files written and read back (a directory release), or frames
+(a single file or an in-memory release), verified on the published values, stratum columns and
+QIs together.  Every task gets its inputs as futures or delayed objects, so a worker lost
+mid-run costs time, not the release.  ``client`` may be a distributed Client or
+:class:`daskmicro.graph.local.InProcess` (the same plan in this process).
+"""
+
+from __future__ import annotations
+
+import operator
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError, ParameterError, VerificationError
+from ..io import commit as cm
+from ..io import layout as lay
+from ..io.source import RID
+from ..kernels.bounds import MAX_ABS
+from ..strata import group_mask, merged_labels, plan_groups, publish_strata
+
+__all__ = ["Execution", "execute", "check_scan", "SMALL_GROUP_ROWS", "MEMORY_FRACTION", "estimate_task_bytes",
+           "check_memory", "worker_memory"]
+
+#: Groups up to this many records run as one task (exact MDAV) under method "auto".
+SMALL_GROUP_ROWS = 100_000
+#: A task may use at most this fraction of a worker's memory limit.
+MEMORY_FRACTION = 0.6
+
+
+@dataclass
+class Execution:
+    """What the executor hands back to the planner."""
+
+    n: int
+    k: int                      # the cell size used: k, or n_min under constant participation
+    groups: list
+    infos: list                 # per group: the figures of its cells (None: nothing observed)
+    labels: dict                # merged strata labels
+    k_check: object
+    rows_check: object
+    tuple_sizes: tuple          # (distinct published tuple sizes, counts)
+    timings: dict
+    frame: object = None        # single-file / in-memory release (pandas, or Dask for a Dask input)
+    staging: object = None      # directory release: the verified staging directory
+    files: list = field(default_factory=list)
+    inputs: list = field(default_factory=list)   # per group: its pieces (for the reference)
+    meta: object = None
+
+
+# --------------------------------------------------------------------------- memory
+
+
+def estimate_task_bytes(method: str, n: int, m: int, task_rows: int = 250_000) -> int:
+    """Rough peak memory of the largest single task of a method (bytes): a one-task method holds
+    the whole group (about ``32·m + 48`` bytes per record), the pipeline one top-level task of at
+    most ``task_rows`` records twice over."""
+    per_row = 32 * max(m, 1) + 48
+    if method in ("mdav", "pca-mdav", "pcl"):
+        return int(n * per_row)
+    return int(2 * min(n, task_rows) * per_row)
+
+
+def check_memory(method: str, n: int, m: int, worker_bytes, what: str = "the input") -> None:
+    """Refuse (ParameterError naming the method to use) when a task would not fit a worker."""
+    if not worker_bytes:
+        return
+    need = estimate_task_bytes(method, n, m)
+    if need > MEMORY_FRACTION * worker_bytes:
+        gib = 1024 ** 3
+        raise ParameterError(
+            f"method {method!r} needs about {need / gib:.2f} GiB in one task for {what} (n = {n:,}), more than "
+            f"{MEMORY_FRACTION:.0%} of a worker's {worker_bytes / gib:.2f} GiB; use --method partitioned"
+        )
+
+
+def worker_memory(client):
+    """The smallest memory limit of the cluster's workers (None: unknown or in process)."""
+    limits = [w.get("memory_limit") or 0 for w in client.scheduler_info().get("workers", {}).values()]
+    limits = [v for v in limits if v]
+    return min(limits) if limits else None
+
+
+# --------------------------------------------------------------------------- pre-scan
+
+
+def check_scan(scans, qi, missing) -> int:
+    """Rows of the input; refuses infinite, huge or (unless separated) missing QI values."""
+    n = sum(s["rows"] for s in scans)
+    if n == 0:
+        raise InputError("input has no rows")
+    miss = np.sum([s["missing"] for s in scans], axis=0)
+    pinf = np.sum([s["posinf"] for s in scans], axis=0)
+    ninf = np.sum([s["neginf"] for s in scans], axis=0)
+    big = np.max([s["maxabs"] for s in scans], axis=0)
+    if (pinf + ninf).any():
+        cols = ", ".join(f"{c!r} (+inf {int(p)}, -inf {int(q)})" for c, p, q in zip(qi, pinf, ninf) if p + q)
+        raise InputError(f"QI column(s) with infinite values: {cols}")
+    huge = [repr(c) for c, v in zip(qi, big) if v > MAX_ABS]
+    if huge:
+        raise InputError(f"QI column(s) with values beyond ±{MAX_ABS:.0e}: {', '.join(huge)}; squared distances "
+                         "would overflow: rescale them first")
+    if missing == "refuse" and miss.any():
+        cols = ", ".join(f"{c!r} ({int(v)})" for c, v in zip(qi, miss) if v)
+        raise InputError(f"QI column(s) with missing values: {cols}; impute or drop them, or use missing='separate'")
+    return n
+
+
+def _n_min(cfg, n: int) -> int:
+    """The cell size of a run: k, or the effective anonymity n_min under constant π (003 §V-B)."""
+    pi = cfg.constant_participation
+    if pi is None:
+        return cfg.k
+    from ..privacy.effective import effective_anonymity
+
+    n_min = effective_anonymity(cfg.k, pi, cfg.max_cell_failure).n_min
+    if n_min > n:
+        raise ParameterError(
+            f"k = {cfg.k} with participation {pi:g} and max_cell_failure {cfg.max_cell_failure:g} needs cells of "
+            f"n_min = {n_min} records, more than the {n} records of the input"
+        )
+    return n_min
+
+
+# --------------------------------------------------------------------------- group tasks
+
+
+def _select(df, strata, qi, group):
+    return df[group_mask(df, strata, qi, group)]
+
+
+def _run_one_task(observed, k, method, energy_loss, n_components, pcol, pbar, plain_k, *parts):
+    """One group as one task, records in global row id order (independent of the chunking)."""
+    from ..cells import one_task
+
+    df = pd.concat(parts, ignore_index=True).sort_values(RID, kind="stable").reset_index(drop=True)
+    return one_task(df, list(observed), k, method, energy_loss, n_components, pcol, pbar, plain_k)
+
+
+def _empty_like(df):
+    return df.iloc[:0]
+
+
+def group_method(cfg, g) -> str:
+    """The method a group runs (``auto`` by its size)."""
+    m = cfg.group_method(g.n)
+    if cfg.method == "auto" and m == "mdav" and g.n <= SMALL_GROUP_ROWS and (
+            cfg.energy_loss is not None or cfg.n_components is not None):
+        return "pca-mdav"
+    if cfg.method == "auto" and m == "mdav" and g.n > SMALL_GROUP_ROWS:
+        return "partitioned"
+    return m
+
+
+def _check_groups(client, cfg, groups) -> None:
+    wmem = worker_memory(client)
+    for g in groups:
+        m = group_method(cfg, g)
+        if m in ("mdav", "pca-mdav", "pcl") and g.n > cfg.max_task_rows_or_default:
+            raise ParameterError(
+                f"method {m!r} runs {g.label} (n = {g.n:,}) in one task, more than max_task_rows = "
+                f"{cfg.max_task_rows_or_default:,}; use method 'partitioned' (with refine='pcl' for PCL), or raise "
+                "max_task_rows")
+        check_memory(m, g.n, len(g.observed), wmem, g.label)
+
+
+def _pipeline_group(client, cfg, sel, meta, g, k, seed, progress):
+    """A large group through the partitioned pipeline; (release pieces, figures of its cells)."""
+    import dask.dataframe as dd
+
+    from .pipeline import PipelineConfig, run_pipeline
+
+    m = group_method(cfg, g)
+    pcfg = PipelineConfig(method=m, k=int(k), K=cfg.K, nu=cfg.nu, partition_size=cfg.partition_size,
+                          task_rows=cfg.task_rows_or_default, max_task_rows=cfg.max_task_rows_or_default,
+                          energy_loss=cfg.energy_loss, n_components=cfg.n_components, sse_threshold=cfg.sse_threshold)
+    pcfg.refine, pcfg.macro = cfg.refine, cfg.macro
+    if cfg.refine_iter is not None:
+        pcfg.refine_iter = cfg.refine_iter
+    if cfg.macro_iter is not None:
+        pcfg.macro_iter = cfg.macro_iter
+    if cfg.K is not None and cfg.K <= k:
+        raise ParameterError(f"K (macrocell size) must be larger than the cell size {k}, got {cfg.K}")
+    sub = dd.from_delayed(sel, meta=meta, verify_meta=False)
+    if cfg.per_record_participation:
+        pub, details = run_pipeline(client, sub, list(g.observed), pcfg, seed, False, progress,
+                                    participation=_Participation(cfg.participation, cfg.max_cell_failure))
+    else:
+        pub, details = run_pipeline(client, sub, list(g.observed), pcfg, seed, False, progress)
+    pub.k_anonymity.raise_if_failed()
+    pub.rows.raise_if_failed()
+    t = details["timings"]
+    pca = details.get("pca") or {}
+    info = {
+        "n": details["n"], "m_used": details["m_used"], "method": m, "cells": pub.cells,
+        "min_cell_size": pub.min_cell_size, "max_cell_size": pub.max_cell_size,
+        "cell_size_counts": pub.cell_size_counts, "information_loss": details["information_loss"],
+        "seconds": sum(t.get(s, 0.0) for s in ("top_level", "macroaggregation", "split", "fan_out", "refine")),
+        "constant_columns": details["constant_columns"], "dtype_changes": {},
+        "n_components": pca.get("n_components"), "eigenvalues": pca.get("eigenvalues"),
+        "pca_energy_loss": pca.get("energy_loss"), "pipeline": details, "timings": dict(t),
+        "macrocell_sse": details["macrocell_sse"] if details["macrocells"] > 1 else None,
+        "nu": details["nu"], "n_distal": details["distal_macrocells"],
+    }
+    if details.get("probabilistic") is not None:
+        info["probabilistic_summary"] = details["probabilistic"]
+    return pub.release.to_delayed(), info
+
+
+@dataclass(frozen=True)
+class _Participation:
+    column: object
+    max_cell_failure: float
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def execute(client, source, cfg, sink: str, output=None, progress=None) -> Execution:
+    """Run ``cfg`` on ``source`` with ``client``; ``sink`` is "lake" (a directory at ``output``),
+    "file" or "memory" (a frame).  Nothing is committed here (see :mod:`daskmicro.plan`)."""
+    import dask
+    from dask.delayed import Delayed
+
+    timings = {}
+    qi, strata, missing = list(cfg.qi), list(cfg.strata), cfg.missing
+    partition_by = list(cfg.partition_by) if cfg.partition_by is not None else [
+        c for c in source.partition_fields if c in source.columns and c not in qi]
+    t0 = time.perf_counter()
+    keys = list(dict.fromkeys(strata + partition_by))
+    source.attach(client)
+    scans = client.gather(client.compute([source.scan_task(i, qi, keys) for i in range(len(source.files))]))
+    n = check_scan(scans, qi, missing)
+    k = _n_min(cfg, n)
+    counts = {}
+    for s in scans:
+        for combo, c in s["combos"].items():
+            skey = tuple(combo[keys.index(col)] for col in strata)
+            counts[(skey, combo[-1])] = counts.get((skey, combo[-1]), 0) + c
+    groups = plan_groups(counts, strata, qi, k, cfg.merge_small_strata)
+    labels = merged_labels(groups, strata)   # merged strata publish one label
+    part_counts = _partition_counts(scans, keys, strata, partition_by, labels)
+    _check_groups(client, cfg, groups)
+    timings["pre-scan"] = _tick(progress, "pre-scan", t0)
+
+    t0 = time.perf_counter()
+    row0s = np.concatenate([[0], np.cumsum([s["rows"] for s in scans])[:-1]]).astype(np.int64)
+    cols = source.columns
+    pieces = [source.read_task(i, cols, int(row0s[i])) for i in range(len(source.files)) if scans[i]["rows"]]
+    meta = client.compute(dask.delayed(_empty_like)(pieces[0])).result()
+    select = dask.delayed(_select, pure=True)
+    pcol = cfg.participation if cfg.per_record_participation else None
+    releases, infos, inputs = [], [], []
+    for g in groups:
+        sel = pieces if g.n == n else [select(p, strata, qi, g) for p in pieces]
+        inputs.append(sel)
+        if not g.observed:  # every QI missing: nothing to aggregate, the records pass through
+            releases.extend(sel)
+            infos.append(None)
+            continue
+        m = group_method(cfg, g)
+        if m in ("mdav", "pca-mdav", "pcl"):
+            pair = client.submit(_run_one_task, tuple(g.observed), k, m, cfg.energy_loss, cfg.n_components, pcol,
+                                 cfg.max_cell_failure, bool(cfg.plain_k_reference), *client.compute(sel))
+            releases.append(client.submit(operator.itemgetter(0), pair))
+            infos.append(client.submit(operator.itemgetter(1), pair))
+        else:
+            rel, info = _pipeline_group(client, cfg, sel, meta, g, k, cfg.seed, progress)
+            releases.extend(rel)   # lazy: each part is built where it is split
+            infos.append(info)
+    infos = [i.result() if hasattr(i, "result") else i for i in infos]
+    if labels:
+        releases = [dask.delayed(publish_strata, pure=True)(r, strata, labels) if isinstance(r, Delayed)
+                    else client.submit(publish_strata, r, strata, labels) for r in releases]
+    timings["microaggregation"] = _tick(progress, "microaggregation", t0)
+
+    t0 = time.perf_counter()
+    published = list(dict.fromkeys(strata + qi))  # the tuple an intruder sees: stratum columns + QIs
+    expected = cm.row_checksum(np.arange(n, dtype=np.int64))
+    ex = Execution(n=n, k=k, groups=groups, infos=infos, labels=labels, k_check=None, rows_check=None,
+                   tuple_sizes=None, timings=timings, inputs=inputs, meta=meta)
+    if sink == "lake":  # exact file sizes: cut keys by rank (io/layout)
+        read = source.read_task
+        keyed = [read(i, list(dict.fromkeys(partition_by + (strata if labels else []))), int(row0s[i]))
+                 for i in range(len(source.files)) if scans[i]["rows"]]
+        if labels:
+            keyed = [dask.delayed(publish_strata, pure=True)(p, strata, labels) for p in keyed]
+        files = lay.plan_files(partition_by, part_counts, cfg.rows_per_file,
+                               _file_cuts(client, keyed, cfg.seed, partition_by, cfg.rows_per_file))
+        schema = promised_schema(source, qi, partition_by, cfg.keep_row_id, labels)
+        ex.staging = cm.open_staging(output, [rel for rel, _, _ in files.values()])
+        inflight: list = []
+        try:
+            listing = _write_and_verify(client, releases, files, schema, published, k, cfg.seed, partition_by,
+                                        cfg.keep_row_id, ex.staging, n, expected, inflight)
+        except BaseException:
+            cm.discard_staging(ex.staging, client, inflight)  # cancel the writes first, then remove
+            raise
+        ex.files, ex.k_check, ex.rows_check = listing["files"], listing["k_check"], listing["rows_check"]
+        ex.tuple_sizes = listing["tuple_sizes"]
+    else:
+        names = [c for c in source.columns] + (["row_id"] if cfg.keep_row_id else [])
+        ex.frame, ex.k_check, ex.rows_check, ex.tuple_sizes = _collect(client, releases, names, qi, published, k,
+                                                                       cfg.seed, cfg.keep_row_id, n, expected)
+    timings["verify"] = _tick(progress, "write + verify" if sink == "lake" else "verify", t0)
+    return ex
+
+
+def _tick(progress, name, t0) -> float:
+    seconds = time.perf_counter() - t0
+    if progress is not None:
+        progress(name, seconds)
+    return seconds
+
+
+def _partition_counts(scans, keys, strata, partition_by, labels) -> dict:
+    """Records per output partition value tuple, merged strata under their published label."""
+    out = {}
+    for s in scans:
+        for combo, c in s["combos"].items():
+            skey = tuple(combo[keys.index(col)] for col in strata)
+            pkey = tuple(labels[col].get(skey, None if combo[keys.index(col)] is None else str(combo[keys.index(col)]))
+                         if col in labels else combo[keys.index(col)] for col in partition_by)
+            out[pkey] = out.get(pkey, 0) + c
+    return out
+
+
+def promised_schema(source, qi, partition_by, keep_row_id, labels=None):
+    """The Arrow schema of the written files: integer QIs become float64, merged strata text."""
+    import pyarrow as pa
+
+    fields = []
+    for f in source.schema:
+        if f.name in partition_by:
+            continue
+        if f.name in (labels or {}):
+            f = pa.field(f.name, pa.string())
+        fields.append(pa.field(f.name, pa.float64()) if f.name in qi and pa.types.is_integer(f.type) else f)
+    if keep_row_id:
+        fields.append(pa.field("row_id", pa.int64()))
+    return pa.schema(fields)
+
+
+def _tree(client, futures, combine, arity=8):
+    while len(futures) > 1:
+        futures = [client.submit(combine, *futures[i:i + arity]) for i in range(0, len(futures), arity)]
+    return futures[0]
+
+
+def _file_cuts(client, keyed, seed, partition_by, rows_per_file) -> dict:
+    """Cut keys of every output partition for files of exactly ``rows_per_file`` rows (io/layout)."""
+    import dask
+
+    hist = dask.delayed(lay.key_histogram, pure=True)
+    level = [hist(p, seed, partition_by) for p in keyed]
+    while len(level) > 1:
+        level = [dask.delayed(lay.merge_histograms, pure=True)(*level[i:i + 8]) for i in range(0, len(level), 8)]
+    wanted = lay.cut_ranges(client.compute(level[0]).result(), rows_per_file)
+    if not any(wanted.values()):
+        return {key: np.empty(0, np.uint64) for key in wanted}
+    ranges = [dask.delayed(lay.keys_in_ranges, pure=True)(p, seed, partition_by, wanted) for p in keyed]
+    merged = client.compute(dask.delayed(lay.merge_range_keys, pure=True)(*ranges)).result()
+    return lay.cut_keys(wanted, merged)
+
+
+def _write_and_verify(client, releases, files, schema, columns, k, seed, partition_by, keep_row_id, staging, n,
+                      expected, inflight):
+    """Write the buckets, then re-read every file and count its published tuples (``columns``:
+    stratum columns + QIs) in the written dtypes."""
+    import dask
+    from dask.delayed import Delayed
+
+    from ..privacy.verify import RowCheck, check_tuple_counts, merge_tuple_counts
+
+    split = dask.delayed(lay.split_piece, pure=True)
+    splits = [client.compute(split(r, seed, partition_by, files)) if isinstance(r, Delayed)
+              else client.submit(lay.split_piece, r, seed, partition_by, files) for r in releases]
+    inflight.extend(splits)
+    written, paths, keys = [], [], []
+    for key in sorted(files, key=lambda t: tuple((v is None, "" if v is None else v) for v in t)):
+        rel, nb, _ = files[key]
+        for b in range(nb):
+            path = staging / rel / f"part-{b:05d}.parquet"
+            picks = [client.submit(lay.pick, s, (key, b)) for s in splits]
+            written.append(client.submit(cm.write_bucket, str(path), schema, keep_row_id, *picks))
+            inflight.append(written[-1])
+            paths.append(path)
+            keys.append(key)
+    results = client.gather(written)
+    del splits
+    keep = [(p, r, dict(zip(partition_by, key))) for p, r, key in zip(paths, results, keys) if r["rows"]]
+    checks = [client.submit(cm.verify_file, str(p), schema, columns, const, pure=False) for p, _, const in keep]
+    inflight.extend(checks)
+    rows_read = sum(client.gather([client.submit(operator.itemgetter(0), c) for c in checks]))
+    same = client.gather([client.submit(operator.itemgetter(1), c) for c in checks])
+    counts = _tree(client, [client.submit(operator.itemgetter(2), c) for c in checks], merge_tuple_counts)
+    k_check = client.submit(check_tuple_counts, counts, k).result()
+    cm.check_written(results, n, expected, same, k_check, rows_read)
+    sizes = client.submit(tuple_sizes, counts).result()
+    listing = [{"path": str(p.relative_to(staging)), "rows": r["rows"], "bytes": p.stat().st_size}
+               for p, r, _ in keep]
+    return {"files": listing, "k_check": k_check, "rows_check": RowCheck(ok=True, rows_in=n, rows_out=rows_read),
+            "tuple_sizes": sizes}
+
+
+def tuple_sizes(counts):
+    """(distinct sizes, number of tuples of each size) of merged tuple counts."""
+    return np.unique(counts.counts, return_counts=True)
+
+
+def _collect(client, releases, names, qi, columns, k, seed, keep_row_id, n, expected):
+    """The release in one frame, rows in seeded key order, checked on its values as they are
+    (QI columns that are not float become float64, exactly as a file release writes them)."""
+    from dask.delayed import Delayed
+
+    from ..privacy.verify import check_tuple_counts, tuple_counts, verify_rows
+    from ..io.qi import qi_column
+    from ..publish import ROW_ID, shuffle_keys
+
+    futures = [client.compute(r) if isinstance(r, Delayed) else r for r in releases]
+    df = pd.concat(client.gather(futures), ignore_index=True)
+    rids = df[RID].to_numpy(dtype=np.int64)
+    if cm.row_checksum(rids) != expected or len(df) != n:
+        raise VerificationError("the release does not hold each input row exactly once")
+    df = df.take(np.argsort(shuffle_keys(seed, rids), kind="stable")).reset_index(drop=True)
+    if keep_row_id:
+        df[ROW_ID] = df[RID].to_numpy(dtype=np.int64)
+    df = df[names]
+    for c in qi:
+        if not pd.api.types.is_float_dtype(df[c].dtype) or isinstance(df[c].dtype, pd.api.extensions.ExtensionDtype):
+            df[c] = qi_column(df[c], c)
+    counts = tuple_counts(df, list(columns))
+    k_check = check_tuple_counts(counts, k).raise_if_failed()
+    return df, k_check, verify_rows(n, df).raise_if_failed(), tuple_sizes(counts)

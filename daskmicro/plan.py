@@ -1,0 +1,321 @@
+"""The one planner: every run — API, CLI, workflow spec — goes through :func:`run`.
+
+::
+
+    RunConfig ─► source (pandas | Dask | file | lake; filters and columns pushed down)
+              ─► paths checked (every output against every input and each other), before any work
+              ─► executor: the given client, a scheduler address, a LocalCluster — or, for a small
+                 run with no cluster asked for, this process (the same plan, :mod:`daskmicro.graph.local`)
+              ─► pre-scan → groups (strata × missingness, merges) → cells per group
+                 (participation, refinement as stages) → release verified as published
+                 (:mod:`daskmicro.graph.lake`)
+              ─► one commit (:mod:`daskmicro.io.commit` for a directory with ``_SUCCESS`` and a
+                 fingerprint; an atomic batch for a file; nothing for an in-memory release)
+              ─► one report (:mod:`daskmicro.runreport`), one timing model.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import RunConfig
+from .errors import InputError, ParameterError
+from .io import commit as cm
+
+__all__ = ["run", "Outcome", "open_input", "needs_cluster"]
+
+
+@dataclass
+class Outcome:
+    """The result of :func:`run`: the release (in-memory runs), the report, what was written."""
+
+    release: object
+    report: object
+    output: Path | None = None
+    report_path: Path | None = None
+    performance_report: Path | None = None
+    nothing_to_do: bool = False
+    previous: dict | None = None
+
+
+# --------------------------------------------------------------------------- source
+
+
+def open_input(cfg: RunConfig, data=None, input=None):
+    """The source of a run (a frame, or a path), checked against the config's columns."""
+    from .io.frames import open_frame
+    from .io.source import open_source
+
+    if (data is None) == (input is None):
+        raise ParameterError("give the data (a DataFrame) or an input path, not both")
+    if data is not None:
+        source = open_frame(data, list(cfg.columns) if cfg.columns else None, list(cfg.drop), list(cfg.filters))
+    else:
+        source = open_source(Path(input), list(cfg.filters), list(cfg.columns) if cfg.columns else None,
+                             list(cfg.drop))
+    _check_columns(cfg, source)
+    return source
+
+
+def _check_columns(cfg: RunConfig, source) -> None:
+    from .io.qi import check_qi_dtype, unknown_columns
+    from .strata import check_strata
+
+    cols = source.columns
+    unknown = [c for c in cfg.qi if c not in cols]
+    if unknown:
+        raise unknown_columns(unknown, cols)
+    meta = getattr(source, "meta", None)
+    for c in cfg.qi:
+        if meta is not None:
+            check_qi_dtype(c, meta[c].dtype)
+        else:
+            import pyarrow as pa
+
+            t = source.schema.field(c).type
+            if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
+                raise InputError(f"QI column {c!r} is not numeric (type {t}); quasi-identifiers must be numbers")
+    check_strata(list(cfg.strata), list(cfg.qi), cols)
+    if cfg.partition_by:
+        bad = [c for c in cfg.partition_by if c not in cols]
+        if bad:
+            raise ParameterError(f"partition_by: unknown column(s) {', '.join(map(repr, bad))}")
+    if cfg.per_record_participation:
+        if cfg.participation not in cols:
+            raise ParameterError(f"participation column {cfg.participation!r} is not in the input")
+    from .publish import ROW_ID
+
+    if cfg.keep_row_id and ROW_ID in cols:
+        raise ParameterError(f"keep_row_id: the input already has a column named {ROW_ID!r}")
+
+
+def _rows_hint(source) -> int | None:
+    """Rows of the input when known without reading it (pandas length, Parquet footers)."""
+    if getattr(source, "rows_hint", None) is not None:
+        return source.rows_hint
+    if getattr(source, "dask", False):
+        return None
+    if getattr(source, "fmt", None) == "parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            return sum(pq.ParquetFile(f).metadata.num_rows for f in source.files)
+        except Exception:
+            return None
+    return None
+
+
+def needs_cluster(cfg: RunConfig, source, client=None) -> bool:
+    """Whether the run needs a Dask cluster: a client or scheduler is given, the input is a Dask
+    DataFrame or a directory, or a group of the run's size would go through the pipeline.  Else
+    the plan runs in this process."""
+    if client is not None or cfg.scheduler:
+        return True
+    if getattr(source, "dask", False) or len(source.files) > 1 or getattr(source.path if hasattr(source, "path")
+                                                                           else None, "is_dir", lambda: False)():
+        return True
+    n = _rows_hint(source)
+    if n is None:
+        return cfg.method not in ("mdav", "pca-mdav", "pcl")
+    from .graph.lake import SMALL_GROUP_ROWS
+
+    method = cfg.group_method(n)
+    return method not in ("mdav", "pca-mdav", "pcl") or (cfg.method == "auto" and n > SMALL_GROUP_ROWS)
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+def _sink(output) -> str:
+    from .io.lake import is_lake_target
+
+    if output is None:
+        return "memory"
+    if is_lake_target(output):
+        return "lake"
+    if not str(output).lower().endswith((".parquet", ".pq")):
+        raise ParameterError(f"OUTPUT must be a .parquet file or a directory: {output}")
+    return "file"
+
+
+def _outputs(cfg, sink, output, report_path, input, perf_wanted, existing_ok=()):
+    """Every path the run writes, checked against the input and each other before any work."""
+    from .io.paths import Output, check_outputs
+    from .report import dask_report
+
+    if sink == "memory":
+        return None, None
+    outputs = [Output(Path(output), "output", directory=sink == "lake")]
+    perf_path = None
+    if sink == "lake":
+        if report_path is not None and Path(report_path).parent.resolve() != Path(output).resolve():
+            outputs.append(Output(Path(report_path), "report"))
+    else:
+        report_path = Path(report_path) if report_path else Path(output).with_suffix(".report.json")
+        outputs.append(Output(report_path, "report"))
+        if perf_wanted:
+            perf_path = dask_report.performance_report_path(report_path)
+            outputs.append(Output(perf_path, "Dask performance report"))
+    check_outputs([input] if input is not None else [], outputs, cfg.overwrite, existing_ok=existing_ok)
+    return (Path(report_path) if report_path else None), perf_path
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None, client=None, progress=None,
+        say=None, extra_report=None) -> Outcome:
+    """Run ``cfg`` on ``data`` (a pandas or Dask DataFrame) or ``input`` (a file or a directory).
+
+    ``output`` None returns the release in memory (pandas for a pandas input, Dask for a Dask
+    input); a ``.parquet`` path writes one file and its report atomically; any other path is a
+    directory release committed with ``_SUCCESS`` (a re-run of the same input and config is a
+    no-op unless ``cfg.force``).  ``say(line)`` gets the run's notices (stderr in the CLI).
+    ``extra_report`` is merged into the report before it is written (the workflow section).
+    """
+    from . import __version__
+    from .cluster import cluster_client
+    from .graph.lake import execute
+    from .graph.local import InProcess
+    from .report import dask_report
+    from .runreport import build_report
+
+    say = say or (lambda line: None)
+    source = open_input(cfg, data, input)
+    sink = _sink(output)
+    output = Path(output) if output is not None else None
+    input_fp = source.fingerprint()
+    run_fp = cm.fingerprint({"input": input_fp, "configuration": cfg.fingerprint_dict()})
+    existing_ok = []
+    if sink == "lake":
+        previous = cm.read_manifest(output)
+        same = previous is not None and previous.get("fingerprint") == run_fp and not cfg.seed_drawn
+        if same:
+            existing_ok = [output]
+            if not cfg.force:
+                _outputs(cfg, sink, output, report_path, input, False, existing_ok)
+                return Outcome(None, None, output, nothing_to_do=True, previous=previous)
+    cluster = needs_cluster(cfg, source, client)
+    perf = dask_report.DaskPerformanceReport(enabled=cluster and cfg.dask_report and sink != "memory")
+    report_path, perf_path = _outputs(cfg, sink, output, report_path, input, perf.enabled, existing_ok)
+    if sink == "lake":
+        removed = cm.sweep_stale(output)
+        if removed:
+            say(f"removed {len(removed)} staging folder(s) of {output} left by an interrupted run: "
+                f"{', '.join(removed)}")
+    started = time.perf_counter()
+    if cluster:
+        security = _security(cfg)
+        with cluster_client(client, scheduler=cfg.scheduler, security=security, n_workers=cfg.workers) as c:
+            if client is None and c.dashboard_link:
+                say(f"dask dashboard: {c.dashboard_link}")
+            with perf.record():
+                ex = execute(c, source, cfg, sink, output, progress)
+            release = _release_frame(ex, source)
+            report = build_report(cfg, ex, source, c)
+    else:
+        ex = execute(InProcess(), source, cfg, sink, output, progress)
+        release = _release_frame(ex, source)
+        report = build_report(cfg, ex, source, None)
+    if perf.error:
+        say(f"warning: {perf.error}")
+    report.timings = {**(report.timings or {}), **ex.timings, "total": time.perf_counter() - started}
+    report.lake = {"input": input_fp, "configuration": cfg.fingerprint_dict(), "fingerprint": run_fp,
+                   "files": ex.files} if sink == "lake" else None
+    report.paths = {"input": str(input) if input is not None else None,
+                    "output": str(output) if output is not None else None}
+    if sink == "memory":
+        return Outcome(release, report)
+    if extra_report:
+        for key, value in extra_report.items():
+            setattr(report, key, value) if hasattr(report, key) else None
+    if sink == "lake":
+        return _commit_lake(cfg, ex, report, output, report_path, perf, __version__, run_fp, input_fp, extra_report)
+    return _commit_file(cfg, ex, report, output, report_path, perf, perf_path, extra_report)
+
+
+def _security(cfg):
+    if cfg.tls_ca_file is None:
+        return None
+    for label, path in (("--tls-ca-file", cfg.tls_ca_file), ("--tls-cert", cfg.tls_cert), ("--tls-key", cfg.tls_key)):
+        if not Path(path).is_file():
+            raise ParameterError(f"{label}: file not found: {path}")
+    from distributed.security import Security
+
+    return Security(tls_ca_file=cfg.tls_ca_file, tls_client_cert=cfg.tls_cert, tls_client_key=cfg.tls_key,
+                    require_encryption=True)
+
+
+def _release_frame(ex, source):
+    """The in-memory release: pandas, or a Dask DataFrame for a Dask input (same rows, same order)."""
+    if ex.frame is None or not getattr(source, "dask", False):
+        return ex.frame
+    import dask.dataframe as dd
+
+    return dd.from_pandas(ex.frame, npartitions=max(1, len(source.files)), sort=False)
+
+
+def _report_dict(report, extra):
+    doc = report.to_dict()
+    for key, value in (extra or {}).items():
+        doc[key] = value
+    return doc
+
+
+def _commit_lake(cfg, ex, report, output, report_path, perf, version, run_fp, input_fp, extra):
+    import shutil
+
+    from .report import dask_report
+
+    staging = ex.staging
+    try:
+        report.paths["report"] = str(report_path or output / "_report.json")
+        if perf.available:
+            perf.write(staging / dask_report.LAKE_NAME)
+            report.performance_report = dask_report.LAKE_NAME
+        doc = _report_dict(report, extra)
+        from .io.tables import write_json_atomic
+
+        write_json_atomic(doc, staging / "_report.json")
+        manifest = {
+            "format": "daskmicro-release/1", "fingerprint": run_fp, "daskmicro_version": version,
+            "committed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "input": input_fp,
+            "configuration": cfg.fingerprint_dict(), "seed": int(cfg.seed),
+            "rows": {"in": int(report.n), "out": int(report.rows.rows_out)},
+            "metrics": {"information_loss": float(report.information_loss), "cells": int(report.cells),
+                        "min_cell_size": int(report.min_cell_size), "max_cell_size": int(report.max_cell_size),
+                        "k_min_count": int(report.k_anonymity.min_count)},
+            "files": ex.files,
+        }
+        cm.commit(staging, output, manifest)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    if report_path is not None and Path(report_path).parent.resolve() != output.resolve():
+        from .io.tables import write_json_atomic
+
+        write_json_atomic(doc, report_path)
+    return Outcome(None, report, output, Path(report_path or output / "_report.json"),
+                   output / dask_report.LAKE_NAME if perf.available else None)
+
+
+def _commit_file(cfg, ex, report, output, report_path, perf, perf_path, extra):
+    from .io.tables import AtomicBatch
+    from .report import dask_report
+
+    report.paths["report"] = str(report_path)
+    if perf.available:
+        report.performance_report = dask_report.relative_link(perf_path, report_path)
+    with AtomicBatch() as batch:
+        # verified again as read back from the staged file: the bytes users get
+        report.k_anonymity = batch.release(ex.frame, output, report.published_columns(), report.k_anonymity.k)
+        batch.json(_report_dict(report, extra), report_path)
+        perf.stage(batch, perf_path)
+    return Outcome(None, report, output, report_path, perf_path if perf.available else None)
+
+
+def echo_stderr(line: str) -> None:
+    print(f"daskmicro: {line}", file=sys.stderr, flush=True)

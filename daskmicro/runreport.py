@@ -1,0 +1,206 @@
+"""The one report of a run (:mod:`daskmicro.plan`): groups' figures, verdicts as published,
+participation failure figures, the exact-MDAV reference.
+
+A run of one group is reported by that group's figures (cells, information loss, pipeline
+layout, PCA spectrum); a run split into strata or missingness groups by their record-weighted
+means, with a ``strata`` section listing the groups (names and counts, never QI values).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+
+from .errors import VerificationError
+from .report.run import Report
+from .strata import strata_summary
+
+__all__ = ["build_report", "group_report", "failure_summary"]
+
+
+def group_report(cfg, info: dict, qi, k_used: int) -> Report:
+    """A :class:`Report` of one group's cells (verdicts are filled in by the caller)."""
+    return Report(
+        n=info["n"], m=len(qi), m_used=info["m_used"], k=int(k_used), method=info["method"], qi=list(qi),
+        cells=info["cells"], min_cell_size=info["min_cell_size"], max_cell_size=info["max_cell_size"],
+        information_loss=float(info["information_loss"]), seconds=float(info["seconds"]), seed=int(cfg.seed),
+        constant_columns=list(info["constant_columns"]), dtype_changes=dict(info.get("dtype_changes") or {}),
+        energy_loss=cfg.energy_loss, n_components=info.get("n_components"), eigenvalues=info.get("eigenvalues"),
+        pca_energy_loss=info.get("pca_energy_loss"), keep_row_id=bool(cfg.keep_row_id),
+        pipeline=info.get("pipeline"), timings=dict(info["timings"]) if info.get("timings") else None,
+        cell_size_counts=dict(info.get("cell_size_counts") or {}) or None,
+        macrocell_sse=info.get("macrocell_sse"), nu=info.get("nu"), n_distal=info.get("n_distal"),
+    )
+
+
+def _dtype_changes(source, qi, labels) -> dict:
+    out = {}
+    for c in qi:
+        name = source.dtype_name(c)
+        if not name.lower().startswith(("float", "halffloat", "double")) or name == "Float64":
+            out[c] = {"from": name, "to": "float64"}
+    out.update({c: {"from": source.dtype_name(c), "to": "string (merged strata labels)"} for c in labels})
+    return out
+
+
+def build_report(cfg, ex, source, client) -> Report:
+    """The run's report from the executor's result (:class:`daskmicro.graph.lake.Execution`)."""
+    qi = list(cfg.qi)
+    reports = [None if i is None else group_report(cfg, i, i.get("observed", qi), ex.k) for i in ex.infos]
+    done = [r for r in reports if r is not None]
+    single = len(ex.groups) == 1 and len(done) == 1 and not cfg.strata and cfg.missing != "separate" \
+        and done[0].n == ex.n
+    if single:
+        report = done[0]
+        report.m = len(qi)
+    else:
+        n_agg = sum(r.n for r in done)
+        report = Report(
+            n=ex.n, m=len(qi), m_used=max((r.m_used for r in done), default=0), k=int(ex.k),
+            method=(done[0].method if len({r.method for r in done}) == 1 else "mixed") if done else str(cfg.method),
+            qi=qi, cells=sum(r.cells for r in done), min_cell_size=min((r.min_cell_size for r in done), default=0),
+            max_cell_size=max((r.max_cell_size for r in done), default=0),
+            information_loss=sum(r.information_loss * r.n for r in done) / n_agg if n_agg else 0.0,
+            seconds=sum(r.seconds for r in done), seed=int(cfg.seed),
+            constant_columns=sorted({c for r in done for c in r.constant_columns}, key=str),
+            k_anonymity=None, rows=None, keep_row_id=bool(cfg.keep_row_id),
+        )
+        if cfg.strata or cfg.missing == "separate" or len(ex.groups) > 1:
+            report.strata = strata_summary(list(cfg.strata), cfg.missing, cfg.merge_small_strata, ex.groups, reports)
+        sizes, counts = ex.tuple_sizes
+        report.cell_size_counts = {int(s): int(c) for s, c in zip(sizes, counts)}
+    report.k_anonymity, report.rows, report.seed = ex.k_check, ex.rows_check, int(cfg.seed)
+    report.keep_row_id = bool(cfg.keep_row_id)
+    report.dtype_changes = _dtype_changes(source, qi, ex.labels)
+    report.timings = dict(report.timings or {})
+    report.probabilistic = _probabilistic(cfg, ex)
+    _reference(cfg, report, ex, reports, client)
+    report.k = int(cfg.k)
+    return report
+
+
+# --------------------------------------------------------------------------- participation (003 §VI-A)
+
+
+def failure_summary(k: int, pbar: float, q, u, ra, sizes, active, n: int, worst: int = 5) -> dict:
+    """Table-level failure figures from per-cell q̄, u, r̄′, sizes and expected active records."""
+    q, u, ra = np.asarray(q, float), np.asarray(u, float), np.asarray(ra, float)
+    sizes, active = np.asarray(sizes, np.int64), np.asarray(active, float)
+    unprotected = float((u * q).sum())
+    t = 1.0 if q.size and q.max() >= 1.0 else float(-np.expm1(np.log1p(-q).sum()))
+    order = np.lexsort((-sizes, -q))[:worst]
+    return {
+        "n_cells": int(q.size), "cell_failure_max": float(q.max()), "cell_failure_mean": float(q.mean()),
+        "cells_above_max_cell_failure": int((q > pbar).sum()), "table_failure": t,
+        "expected_unprotected": unprotected, "record_failure": unprotected / n,
+        "record_failure_given_active": float((ra * sizes).sum() / n),
+        "worst_cells": [{"size": int(sizes[i]), "expected_active": float(active[i]), "cell_failure": float(q[i]),
+                         "cells": 1} for i in order],
+    }
+
+
+def _check_failures(prob: dict, pbar: float) -> None:
+    bad = prob["cells_above_max_cell_failure"]
+    if bad:
+        raise VerificationError(
+            f"{bad} cell(s) fail with probability above max_cell_failure = {pbar:g} "
+            f"(largest q̄ = {prob['cell_failure_max']:.3g}); nothing is released")
+
+
+def _probabilistic(cfg, ex) -> dict | None:
+    if cfg.participation is None:
+        return None
+    from .anonymize_probabilistic import cell_failure_summary
+
+    pbar = cfg.max_cell_failure
+    base = {"mode": "per-record participation" if cfg.per_record_participation else "constant participation",
+            "k": int(cfg.k), "max_cell_failure": pbar}
+    if not cfg.per_record_participation:
+        sizes, counts = ex.tuple_sizes
+        prob = {**base, "participation": cfg.participation, "n_min": int(ex.k)}
+        prob.update(cell_failure_summary(cfg.k, pbar, sizes, counts, participation=cfg.participation, n=ex.n))
+    else:
+        parts = [i for i in ex.infos if i is not None]
+        arrays = [i["failures"] for i in parts if "failures" in i]
+        if len(arrays) != len(parts):
+            merged = [i["probabilistic_summary"] for i in parts if "probabilistic_summary" in i]
+            if len(merged) + len(arrays) != len(parts):
+                raise VerificationError("a group has no participation figures; nothing is released")
+        cat = {key: np.concatenate([a[key] for a in arrays]) if arrays else np.empty(0) for key in
+               ("q", "u", "ra", "sizes", "active")}
+        lo = min(i["participation"]["min"] for i in parts if "participation" in i) if arrays else None
+        hi = max(i["participation"]["max"] for i in parts if "participation" in i) if arrays else None
+        total = sum(i["participation"]["sum"] for i in parts if "participation" in i) if arrays else None
+        prob = {**base, "participation": "per-record", "participation_column": str(cfg.participation),
+                "participation_min": lo, "participation_max": hi,
+                "participation_mean": None if total is None else total / sum(i["n"] for i in parts)}
+        if arrays:
+            prob.update(failure_summary(cfg.k, pbar, cat["q"], cat["u"], cat["ra"], cat["sizes"], cat["active"], ex.n))
+        for s in (i["probabilistic_summary"] for i in parts if "probabilistic_summary" in i):
+            prob.setdefault("pipeline_groups", []).append(s)
+            if s.get("cells_above_max_cell_failure"):
+                prob["cells_above_max_cell_failure"] = prob.get("cells_above_max_cell_failure", 0) + \
+                    s["cells_above_max_cell_failure"]
+        prob.setdefault("cells_above_max_cell_failure", 0)
+        prob.setdefault("cell_failure_max", 0.0)
+        dist = [i["expected_distortion"] * i["n"] for i in parts if "expected_distortion" in i]
+        if dist and len(dist) == len(parts):
+            prob["expected_distortion"] = float(sum(dist) / sum(i["n"] for i in parts))
+        ref = [i for i in parts if "information_loss_at_k" in i]
+        if ref and len(ref) == len(parts):
+            il_k = sum(i["information_loss_at_k"] * i["n"] for i in ref) / sum(i["n"] for i in ref)
+            il = sum(i["information_loss"] * i["n"] for i in ref) / sum(i["n"] for i in ref)
+            prob["information_loss_at_k"] = float(il_k)
+            prob["distortion_ratio"] = float(il / il_k) if il_k > 0 else None
+    _check_failures(prob, pbar)
+    return prob
+
+
+# --------------------------------------------------------------------------- reference
+
+
+def _reference(cfg, report, ex, reports, client) -> None:
+    """Exact MDAV's information loss on the released records (:mod:`daskmicro.reference`): per
+    group, and the record-weighted mean for a run split into groups."""
+    if cfg.reference is None:
+        return
+    import dask.dataframe as dd
+
+    from .reference import attach_reference
+
+    started = time.perf_counter()
+    parts = [(g, sel, r) for g, sel, r in zip(ex.groups, ex.inputs, reports) if r is not None and g.observed]
+
+    def frame(sel):
+        if client is None:  # in process: the pieces are computed here
+            import dask
+
+            return pd.concat(dask.compute(*sel, scheduler="sync"), ignore_index=True)
+        return dd.from_delayed(sel, meta=ex.meta, verify_meta=False)
+
+    if len(parts) == 1 and (parts[0][2].n == report.n):
+        g, sel, r = parts[0]
+        rec = attach_reference(r, frame(sel), list(g.observed), cfg.reference)
+        report.reference_information_loss, report.reference = r.reference_information_loss, rec
+    elif parts:
+        per = []
+        for g, sel, r in parts:
+            rec = attach_reference(r, frame(sel), list(g.observed), cfg.reference)
+            per.append({"group": g.label, "n": int(r.n), "kind": rec["kind"],
+                        "information_loss": float(rec["information_loss"]),
+                        "method_information_loss": float(r.information_loss), "seconds": float(rec["seconds"])})
+        total = sum(p["n"] for p in per)
+        sampled = sum(p["kind"] == "sample" for p in per)
+        label = (f"record-weighted mean over {len(per)} groups, exact MDAV on each" if not sampled else
+                 f"record-weighted mean over {len(per)} groups, {sampled} estimated on a sample")
+        record = {"kind": "sample" if sampled else "exact", "label": label,
+                  "information_loss": sum(p["n"] * p["information_loss"] for p in per) / total,
+                  "seconds": sum(p["seconds"] for p in per), "groups": per}
+        report.reference_information_loss = record["information_loss"]
+        report.reference = record
+    else:
+        report.reference = {"kind": "none", "label": "no group has an observed quasi-identifier"}
+    if report.timings is not None:
+        report.timings["reference"] = time.perf_counter() - started
