@@ -149,8 +149,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reference", default="auto", choices=["auto", "exact", "sample", "none"], help="IL of exact MDAV for the report's relative increment: exact on all records, estimated on a 20,000-record sample, auto (exact up to 20,000 records), none; runs split into strata get the record-weighted mean over the groups (default: %(default)s)")
     p.add_argument("--no-dask-report", action="store_true", help="cluster runs: do not write the Dask performance report (REPORT.dask.html, or _dask-report.html in a directory output)")
     _add_cluster_options(p)
-    from .lake_run import add_options as _add_lake_options  # --filter, --strata, --missing, --drop, ...
-
     _add_lake_options(p)
     p.set_defaults(handler=_cmd_anonymize)
 
@@ -252,6 +250,21 @@ def _add_cluster_options(p) -> None:
     g.add_argument("--tls-key", metavar="PEM", help="TLS: client private key")
 
 
+def _add_lake_options(p) -> None:
+    from .config import DEFAULT_ROWS_PER_FILE
+
+    g = p.add_argument_group("lake (Parquet datasets, strata, missing values, atomic commit)")
+    g.add_argument("--filter", action="append", default=[], metavar="EXPR", help="row filter, e.g. 'year>=2020' or 'region in (north,south)'; repeat to AND")
+    g.add_argument("--columns", metavar="COLS", help="read only these columns (projection)")
+    g.add_argument("--drop", metavar="COLS", help="leave out these columns (direct identifiers)")
+    g.add_argument("--strata", metavar="COLS", help="microaggregate independently inside each stratum of these columns")
+    g.add_argument("--merge-small-strata", action="store_true", help="merge a stratum with fewer than K records into its neighbour (in key order) instead of refusing")
+    g.add_argument("--missing", choices=["refuse", "separate"], default=None, help="missing QI values: refuse (default) or microaggregate each missingness pattern on its observed columns")
+    g.add_argument("--partition-by", metavar="COLS", help="hive-partition the output by these columns (default: the input's hive keys)")
+    g.add_argument("--rows-per-file", type=int, metavar="N", help=f"rows per output file (default {DEFAULT_ROWS_PER_FILE:,})")
+    g.add_argument("--force", action="store_true", help="run even when OUTPUT holds a committed run of the same input and configuration")
+
+
 def security_from_args(args):
     """A distributed Security object from --tls-* options, or None; missing files are refused."""
     files = {"--tls-ca-file": args.tls_ca_file, "--tls-cert": args.tls_cert, "--tls-key": args.tls_key}
@@ -275,81 +288,53 @@ def _stage_printer(stage: str, seconds: float) -> None:
 
 
 def _cmd_anonymize(args) -> int:
-    from . import lake_run
-
-    if lake_run.wants_lake_run(args):  # directory in/out or lake options: checks, strata, atomic commit
-        return lake_run.run_from_args(args)
-    # from here on INPUT is one file and OUTPUT one Parquet file
-    from .anonymize import AUTO_EXACT_ROWS, anonymize
-    from .io.paths import Output, check_outputs
+    """``daskmicro anonymize``: the arguments become a RunConfig, the planner does the rest."""
+    from .config import RunConfig
     from .io.qi import column_list
-    from .io.tables import AtomicBatch, read_table, table_format
-    from .report import dask_report
+    from .plan import echo_stderr, run
 
-    output = Path(args.output)
-    if table_format(output) != "parquet":
-        raise ParameterError(f"OUTPUT must be a .parquet file or a directory: {output}")
-    report_path = Path(args.report) if args.report else output.with_suffix(".report.json")
-    outputs = [Output(output, "output"), Output(report_path, "report")]
-    check_outputs([args.input], outputs, args.overwrite)
-    if (args.participation is None) != (args.max_cell_failure is None):
-        raise ParameterError("--participation and --max-cell-failure go together")
-    security = security_from_args(args)
-    qi = column_list(args.qi, "--qi")
-    options = dict(
-        qi=qi, k=args.k, method=args.method, energy_loss=args.energy_loss, n_components=args.n_components,
-        seed=args.seed, keep_row_id=args.keep_row_id, K=args.K, nu=args.nu, partition_size=args.partition_size,
-        task_rows=args.task_rows, max_task_rows=args.max_task_rows,
-        refine=args.refine, refine_iter=args.refine_iter, macro=args.macro, macro_iter=args.macro_iter,
-    )
-    options["reference"] = None if args.reference == "none" else args.reference
-
-    data = read_table(args.input)
-    if args.participation is not None:
-        from .anonymize_probabilistic import resolve_cli_participation
-
-        options.update(participation=resolve_cli_participation(args.participation, data.columns),
-                       max_cell_failure=args.max_cell_failure)
-    in_process = (
-        not args.scheduler
-        and (args.method in ("mdav", "pca-mdav", "pcl") or (args.method == "auto" and len(data) <= AUTO_EXACT_ROWS))
-        and args.refine is None and args.macro in (None, "mdav")
-    )
-    if not in_process and isinstance(options.get("participation"), str):
-        from .anonymize_probabilistic import per_record_refusal
-
-        raise per_record_refusal(args.method)  # before any cluster is started
-
-    perf = dask_report.DaskPerformanceReport(enabled=not (in_process or args.no_dask_report))
-    perf_path = dask_report.performance_report_path(report_path)
-    if perf.enabled:
-        check_outputs([args.input], outputs + [Output(perf_path, "Dask performance report")], args.overwrite)
-    if in_process:
-        release, report = anonymize(data, **options)
-    else:
-        from .cluster import cluster_client
-
-        with cluster_client(scheduler=args.scheduler, security=security, n_workers=args.workers) as client:
-            print(f"dask dashboard: {client.dashboard_link}", file=sys.stderr, flush=True)
-            with perf.record():
-                release, report = anonymize(data, client=client, progress=_stage_printer, **options)
-            if perf.error:
-                print(f"{PROG}: warning: {perf.error}", file=sys.stderr)
-            if perf.available:
-                report.performance_report = dask_report.relative_link(perf_path, report_path)
-            if not hasattr(release, "iloc"):
-                release = release.compute()
-    report.paths = {"input": str(args.input), "output": str(output), "report": str(report_path)}
-    with AtomicBatch() as batch:
-        # verified again as read back from the staged file: the bytes users get, not a copy in memory
-        report.k_anonymity = batch.release(release, output, report.published_columns(), report.k_anonymity.k)
-        batch.json(report.to_dict(), report_path)
-        perf.stage(batch, perf_path)
+    qi = tuple(column_list(args.qi, "--qi"))
+    participation = _participation_arg(args)
+    cfg = RunConfig.from_args(args, qi, participation)
+    outcome = run(cfg, input=args.input, output=args.output, report_path=args.report, progress=_stage_printer,
+                  say=echo_stderr)
+    if outcome.nothing_to_do:
+        print(f"nothing to do: {args.output} holds a committed run of the same input and configuration "
+              f"(committed {outcome.previous.get('committed', '?')}); use --force to run again")
+        return 0
+    report = outcome.report
     print(report.summary())
-    print(f"release: {output}\nreport:  {report_path}")
-    if perf.available:
-        print(f"dask:    {perf_path}")
+    if outcome.output is not None and outcome.output.is_dir():
+        print(f"release: {outcome.output}/ ({len(report.lake['files'])} file(s), committed with _SUCCESS)")
+    else:
+        print(f"release: {outcome.output}\nreport:  {outcome.report_path}")
+    if outcome.performance_report is not None:
+        print(f"dask:    {outcome.performance_report}")
     return 0
+
+
+def _participation_arg(args):
+    """``--participation P|COLUMN``: a column of the input if one has that name, else a number."""
+    text = args.participation
+    if text is None:
+        return None
+    from .io.source import open_source
+
+    try:
+        columns = open_source(args.input).columns
+    except (InputError, ParameterError):
+        columns = []
+    if text in columns:
+        return text
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise ParameterError(f"--participation: {text!r} is neither a number in (0, 1] nor a column of the input") from None
+    if not math.isfinite(value):
+        raise ParameterError(f"--participation must be in (0, 1], got {text!r}")
+    return value
 
 
 def _cmd_demo(args) -> int:

@@ -377,11 +377,18 @@ class RunConfig:
         method = data.get("method", "auto")
         cluster = data.get("cluster") or {}
         tls = cluster.get("tls") or {}
+        inp, out = data.get("input") or {}, data.get("output") or {}
+
+        def cols(v):
+            return tuple(v) if v else None
+
         return cls.build(
             qi=tuple(data["qi"]), k=data["k"], method=method, **params,
             participation=part.get("pi", part.get("column")), max_cell_failure=part.get("max_cell_failure"),
-            strata=tuple((data.get("input") or {}).get("strata") or ()) or None,
-            filters=tuple(filters) or None, overwrite=bool((data.get("output") or {}).get("overwrite", False)),
+            strata=cols(inp.get("strata")), missing=inp.get("missing"), merge_small_strata=inp.get("merge_small_strata"),
+            columns=cols(inp.get("columns")), drop=cols(inp.get("drop")), filters=tuple(filters) or None,
+            overwrite=bool(out.get("overwrite", False)), force=out.get("force"), partition_by=cols(out.get("partition_by")),
+            rows_per_file=out.get("rows_per_file"),
             scheduler=cluster.get("address"), workers=cluster.get("workers"),
             tls_ca_file=tls.get("ca_file"), tls_cert=tls.get("cert"), tls_key=tls.get("key"),
         )
@@ -438,6 +445,8 @@ class RunConfig:
                 continue
             v = getattr(self, f.name)
             out[f.name] = list(v) if isinstance(v, tuple) else v
+        if self.seed_drawn:
+            out["seed"] = None  # a drawn seed: the same input and options are the same run
         return out
 
 

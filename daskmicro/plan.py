@@ -167,14 +167,15 @@ def _outputs(cfg, sink, output, report_path, input, perf_wanted, existing_ok=())
 
 
 def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None, client=None, progress=None,
-        say=None, extra_report=None) -> Outcome:
+        say=None, extra_report=None, before_commit=None) -> Outcome:
     """Run ``cfg`` on ``data`` (a pandas or Dask DataFrame) or ``input`` (a file or a directory).
 
     ``output`` None returns the release in memory (pandas for a pandas input, Dask for a Dask
     input); a ``.parquet`` path writes one file and its report atomically; any other path is a
     directory release committed with ``_SUCCESS`` (a re-run of the same input and config is a
     no-op unless ``cfg.force``).  ``say(line)`` gets the run's notices (stderr in the CLI).
-    ``extra_report`` is merged into the report before it is written (the workflow section).
+    ``extra_report`` is merged into the report before it is written (the workflow section);
+    ``before_commit()`` is called just before anything is committed (it may raise to cancel).
     """
     from . import __version__
     from .cluster import cluster_client
@@ -187,12 +188,14 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
     source = open_input(cfg, data, input)
     sink = _sink(output)
     output = Path(output) if output is not None else None
+    if cfg.partition_by and sink != "lake":
+        raise ParameterError("partition_by (--partition-by) needs a directory OUTPUT")
     input_fp = source.fingerprint()
     run_fp = cm.fingerprint({"input": input_fp, "configuration": cfg.fingerprint_dict()})
     existing_ok = []
     if sink == "lake":
         previous = cm.read_manifest(output)
-        same = previous is not None and previous.get("fingerprint") == run_fp and not cfg.seed_drawn
+        same = previous is not None and previous.get("fingerprint") == run_fp
         if same:
             existing_ok = [output]
             if not cfg.force:
@@ -229,9 +232,13 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
                     "output": str(output) if output is not None else None}
     if sink == "memory":
         return Outcome(release, report)
-    if extra_report:
-        for key, value in extra_report.items():
-            setattr(report, key, value) if hasattr(report, key) else None
+    if before_commit is not None:
+        try:
+            before_commit()
+        except BaseException:
+            if ex.staging is not None:
+                cm.discard_staging(ex.staging)
+            raise
     if sink == "lake":
         return _commit_lake(cfg, ex, report, output, report_path, perf, __version__, run_fp, input_fp, extra_report)
     return _commit_file(cfg, ex, report, output, report_path, perf, perf_path, extra_report)

@@ -17,7 +17,7 @@ from .errors import VerificationError
 from .report.run import Report
 from .strata import strata_summary
 
-__all__ = ["build_report", "group_report", "failure_summary"]
+__all__ = ["build_report", "group_report"]
 
 
 def group_report(cfg, info: dict, qi, k_used: int) -> Report:
@@ -84,23 +84,6 @@ def build_report(cfg, ex, source, client) -> Report:
 # --------------------------------------------------------------------------- participation (003 §VI-A)
 
 
-def failure_summary(k: int, pbar: float, q, u, ra, sizes, active, n: int, worst: int = 5) -> dict:
-    """Table-level failure figures from per-cell q̄, u, r̄′, sizes and expected active records."""
-    q, u, ra = np.asarray(q, float), np.asarray(u, float), np.asarray(ra, float)
-    sizes, active = np.asarray(sizes, np.int64), np.asarray(active, float)
-    unprotected = float((u * q).sum())
-    t = 1.0 if q.size and q.max() >= 1.0 else float(-np.expm1(np.log1p(-q).sum()))
-    order = np.lexsort((-sizes, -q))[:worst]
-    return {
-        "n_cells": int(q.size), "cell_failure_max": float(q.max()), "cell_failure_mean": float(q.mean()),
-        "cells_above_max_cell_failure": int((q > pbar).sum()), "table_failure": t,
-        "expected_unprotected": unprotected, "record_failure": unprotected / n,
-        "record_failure_given_active": float((ra * sizes).sum() / n),
-        "worst_cells": [{"size": int(sizes[i]), "expected_active": float(active[i]), "cell_failure": float(q[i]),
-                         "cells": 1} for i in order],
-    }
-
-
 def _check_failures(prob: dict, pbar: float) -> None:
     bad = prob["cells_above_max_cell_failure"]
     if bad:
@@ -112,7 +95,7 @@ def _check_failures(prob: dict, pbar: float) -> None:
 def _probabilistic(cfg, ex) -> dict | None:
     if cfg.participation is None:
         return None
-    from .anonymize_probabilistic import cell_failure_summary
+    from .privacy.failures import cell_failure_summary, summary_from_cells
 
     pbar = cfg.max_cell_failure
     base = {"mode": "per-record participation" if cfg.per_record_participation else "constant participation",
@@ -137,7 +120,7 @@ def _probabilistic(cfg, ex) -> dict | None:
                 "participation_min": lo, "participation_max": hi,
                 "participation_mean": None if total is None else total / sum(i["n"] for i in parts)}
         if arrays:
-            prob.update(failure_summary(cfg.k, pbar, cat["q"], cat["u"], cat["ra"], cat["sizes"], cat["active"], ex.n))
+            prob.update(summary_from_cells(cfg.k, pbar, cat["q"], cat["u"], cat["ra"], cat["sizes"], cat["active"], ex.n))
         for s in (i["probabilistic_summary"] for i in parts if "probabilistic_summary" in i):
             prob.setdefault("pipeline_groups", []).append(s)
             if s.get("cells_above_max_cell_failure"):

@@ -23,9 +23,8 @@ import numpy as np
 import pandas as pd
 
 from .errors import ParameterError
-from .io.qi import qi_column
 
-__all__ = ["Group", "MISSING", "plan_groups", "check_strata", "anonymize_groups", "pattern_of",
+__all__ = ["Group", "MISSING", "plan_groups", "check_strata", "pattern_of", "group_mask", "strata_summary",
            "merged_labels", "publish_strata"]
 
 MISSING = ("refuse", "separate")
@@ -205,102 +204,6 @@ def group_mask(df: pd.DataFrame, strata: list, qi: list, group: Group) -> np.nda
         mask = np.ones(n, dtype=bool)
     miss = np.column_stack([df[c].isna().to_numpy() for c in qi]) if qi else np.zeros((n, 0), bool)
     return mask & (pattern_of(miss) == group.pattern)
-
-
-def scan_frame(df: pd.DataFrame, strata: list, qi: list) -> dict:
-    """Record counts per (stratum key tuple, pattern) of an in-memory frame."""
-    miss = np.column_stack([df[c].isna().to_numpy() for c in qi])
-    frame = df[strata].copy() if strata else pd.DataFrame(index=df.index)
-    frame["__pattern__"] = pattern_of(miss)
-    out = {}
-    for key, cnt in frame.groupby(list(frame.columns), dropna=False, sort=True).size().items():
-        key = key if isinstance(key, tuple) else (key,)
-        key = tuple(_plain(v) for v in key)
-        out[(key[:-1], int(key[-1]))] = int(cnt)
-    return out
-
-
-def anonymize_groups(df: pd.DataFrame, qi: list, k: int, strata, missing: str, merge_small_strata: bool,
-                     seed: int, keep_row_id: bool, run_group):
-    """In-memory strata / missing-pattern run: ``run_group(frame, observed_qi)`` anonymizes one
-    group (and returns release with ``row_id``, report); the pieces are put back in place, QI
-    columns that are not float become float64, and the rows are shuffled with ``seed``.
-
-    Returns the release, the groups and their reports.
-    """
-    from .publish import ROW_ID, shuffle_keys
-
-    counts = scan_frame(df, strata, qi)
-    if missing == "refuse":
-        n_miss = {c: int(df[c].isna().sum()) for c in qi}
-        bad = [f"{c!r} ({v})" for c, v in n_miss.items() if v]
-        if bad:
-            raise ParameterError(f"QI column(s) with missing values: {', '.join(bad)}; impute or drop them, "
-                                 "or use missing='separate'")
-    groups = plan_groups(counts, strata, qi, k, merge_small_strata)
-    out = df.reset_index(drop=True).copy()
-    for c in qi:
-        if not pd.api.types.is_float_dtype(out[c].dtype) or isinstance(out[c].dtype, pd.api.extensions.ExtensionDtype):
-            out[c] = qi_column(out[c], c)  # exact float64, or refused (integers beyond ±2^53)
-    reports = []
-    for g in groups:
-        rows = np.flatnonzero(group_mask(out, strata, qi, g))
-        if g.observed:
-            sub = out.iloc[rows].reset_index(drop=True)
-            rel, rep = run_group(sub[g.observed], g.observed)
-            pos = rows[rel[ROW_ID].to_numpy()]
-            for c in g.observed:
-                out.loc[pos, c] = rel[c].to_numpy()
-            reports.append(rep)
-        else:
-            reports.append(None)   # nothing observed: the records pass through with their gaps
-    out = publish_strata(out, strata, merged_labels(groups, strata))
-    order = np.argsort(shuffle_keys(seed, np.arange(len(out), dtype=np.int64)), kind="stable")
-    release = out.take(order).reset_index(drop=True)
-    if keep_row_id:
-        release[ROW_ID] = order.astype(np.int64)
-    return release, groups, reports
-
-
-def anonymize_stratified(df, qi, k, method, energy_loss, n_components, seed, keep_row_id, strata, missing,
-                         merge_small_strata, options: dict, client=None):
-    """:func:`daskmicro.anonymize` with ``strata`` or ``missing="separate"`` on a pandas DataFrame."""
-    from .anonymize import _check_frame, _check_k, _check_qi, anonymize
-    from .privacy.verify import verify_k_anonymity, verify_rows
-    from .report.run import Report
-
-    if not isinstance(df, pd.DataFrame):
-        raise ParameterError("strata and missing='separate' take a pandas DataFrame (use the CLI for lakes)")
-    n = _check_frame(df)
-    qi = _check_qi(df, qi)
-    strata = check_strata(strata, qi, df.columns)
-    _check_k(n, k)
-
-    def run_group(sub, observed):
-        return anonymize(sub, observed, k, method, energy_loss, n_components, seed, True, client=client, **options)
-
-    release, groups, reports = anonymize_groups(df, qi, k, strata, missing, merge_small_strata, seed,
-                                                keep_row_id, run_group)
-    done = [r for r in reports if r is not None]
-    n_agg = sum(r.n for r in done)
-    il = sum(r.information_loss * r.n for r in done) / n_agg if n_agg else 0.0
-    k_check = verify_k_anonymity(release, qi, k, strata=strata).raise_if_failed()
-    row_check = verify_rows(n, release).raise_if_failed()
-    changes = {c: {"from": str(df[c].dtype), "to": "float64"} for c in qi
-               if not pd.api.types.is_float_dtype(df[c].dtype) or str(df[c].dtype) == "Float64"}
-    changes.update({c: {"from": str(df[c].dtype), "to": "text (merged strata labels)"}
-                    for c in merged_labels(groups, strata)})
-    report = Report(
-        n=n, m=len(qi), m_used=max((r.m_used for r in done), default=0), k=int(k),
-        method=done[0].method if done else str(method), qi=list(qi),
-        cells=sum(r.cells for r in done), min_cell_size=min((r.min_cell_size for r in done), default=0),
-        max_cell_size=max((r.max_cell_size for r in done), default=0), information_loss=il,
-        seconds=sum(r.seconds for r in done), seed=seed, dtype_changes=changes,
-        constant_columns=sorted({c for r in done for c in r.constant_columns}),
-        k_anonymity=k_check, rows=row_check, keep_row_id=bool(keep_row_id),
-    )
-    report.strata = strata_summary(strata, missing, merge_small_strata, groups, reports)
-    return release, report
 
 
 def strata_summary(strata, missing, merge_small, groups, reports) -> dict:

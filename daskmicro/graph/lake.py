@@ -274,7 +274,8 @@ def execute(client, source, cfg, sink: str, output=None, progress=None) -> Execu
             releases.append(client.submit(operator.itemgetter(0), pair))
             infos.append(client.submit(operator.itemgetter(1), pair))
         else:
-            rel, info = _pipeline_group(client, cfg, sel, meta, g, k, cfg.seed, progress)
+            # one timing model: the pipeline's own stages are shown when it is the whole run
+            rel, info = _pipeline_group(client, cfg, sel, meta, g, k, cfg.seed, progress if len(groups) == 1 else None)
             releases.extend(rel)   # lazy: each part is built where it is split
             infos.append(info)
     infos = [i.result() if hasattr(i, "result") else i for i in infos]

@@ -55,39 +55,28 @@ def _check_targets(source: Path, out: Path, report: Path, is_dir: bool, overwrit
     check_outputs([source], outputs, overwrite, hint="set output.overwrite: true to replace it")
 
 
-def _read_input(path: Path, filters: list, name: str, slot):
-    from ..io import lake
-    from ..io.tables import read_table
+def _quote(text: str, what: str) -> str:
+    if "'" not in text:
+        return f"'{text}'"
+    if '"' not in text:
+        return f'"{text}"'
+    raise ParameterError(f"input.filters: {what} holds both kinds of quote; it cannot be written as a filter")
 
-    if not path.exists():
-        raise InputError(f"input not found: {path}")
-    data = lake.read_lake(path) if path.is_dir() else read_table(path)
+
+def filter_texts(filters: list, name: str, slot) -> list:
+    """``input.filters`` (``[column, op, value]``, placeholders filled for the slot) as the lake
+    path's filter expressions (:mod:`daskmicro.io.filters`), pushed down to pyarrow."""
+    out = []
     for col, op, value in filters:
-        if col not in data.columns:
-            raise ParameterError(f"input.filters: unknown column {col!r}")
-        value = [fill(v, name, slot) if isinstance(v, str) else v for v in value] if isinstance(value, list) \
-            else (fill(value, name, slot) if isinstance(value, str) else value)
-        c = data[col]
-        mask = {"==": lambda: c == value, "!=": lambda: c != value, "<": lambda: c < value, "<=": lambda: c <= value,
-                ">": lambda: c > value, ">=": lambda: c >= value, "in": lambda: c.isin(value),
-                "not in": lambda: ~c.isin(value)}[op]()
-        data = data[mask]
-    return data
-
-
-def _anonymize_kwargs(spec: WorkflowSpec) -> dict:
-    d = spec.data
-    kw = {"qi": d["qi"], "k": d["k"], **d["parameters"]}
-    part = d.get("participation")
-    if part:
-        from .. import anonymize
-
-        params = inspect.signature(anonymize).parameters
-        if "participation" not in params or "max_cell_failure" not in params:
-            raise ParameterError("participation: this build of daskmicro.anonymize has no participation option yet")
-        kw["participation"] = part.get("pi", part.get("column"))
-        kw["max_cell_failure"] = part["max_cell_failure"]
-    return kw
+        def one(v):
+            v = fill(v, name, slot) if isinstance(v, str) else v
+            return _quote(v, "a value") if isinstance(v, str) else repr(v)
+        column = _quote(str(col), "a column name")
+        if isinstance(value, list):
+            out.append(f"{column} {op} ({', '.join(one(v) for v in value)})")
+        else:
+            out.append(f"{column} {op} {one(value)}")
+    return out
 
 
 def _incremental(spec: WorkflowSpec, source: Path, client, slot, started: float):
@@ -160,50 +149,53 @@ def execute_run(spec: WorkflowSpec, slot: dt.datetime | None = None, client=None
             progress(name, now - tick)
         tick = now
 
+    workflow = {"name": spec.name, "key": key, "slot": slot.isoformat() if slot else None,
+                "spec": spec.source, "spec_digest": spec.digest, "started": dt.datetime.fromtimestamp(started, UTC).isoformat(),
+                "strata": list(d["input"]["strata"] or [])}
     cl = d.get("cluster", {})
+    _check(should_stop)
+    if d["method"] != "incremental":
+        summary = _planned(spec, slot, source, out, report_path, client, progress, should_stop, workflow)
+        stage("commit")
+        summary.update(key=key, slot=slot_id(slot), seconds=round(time.time() - started, 3))
+        return summary
+    if not source.exists():
+        raise InputError(f"input not found: {source}")
     with cluster_client(client, n_workers=cl.get("workers")) as c:
-        _check(should_stop)
-        if d["method"] == "incremental":
-            release, report = _incremental(spec, source, c, slot, started)
-            parts = [(None, release, report)]
-        else:
-            data = _read_input(source, d["input"]["filters"], spec.name, slot)
-            stage("read input")
-            parts = list(_anonymize_strata(data, spec, c, progress))
+        release, report = _incremental(spec, source, c, slot, started)
+        parts = [(None, release, report)]
         stage("anonymize")
         _check(should_stop)
-        workflow = {"name": spec.name, "key": key, "slot": slot.isoformat() if slot else None,
-                    "spec": spec.source, "spec_digest": spec.digest, "started": dt.datetime.fromtimestamp(started, UTC).isoformat(),
-                    "strata": list(d["input"]["strata"] or [])}
         summary = _commit(c, parts, out, report_path, is_dir, workflow, should_stop)
         stage("commit")
     summary.update(key=key, slot=slot_id(slot), seconds=round(time.time() - started, 3))
     return summary
 
 
-def _anonymize_strata(data, spec: WorkflowSpec, client, progress):
-    from .. import anonymize
+def _planned(spec, slot, source, out, report_path, client, progress, should_stop, workflow) -> dict:
+    """A non-incremental run: the spec's RunConfig through the one planner (:mod:`daskmicro.plan`),
+    filters pushed down to pyarrow, strata as groups, the lake commit with ``_SUCCESS``."""
+    from ..config import RunConfig
+    from ..plan import echo_stderr, run
 
-    kw = _anonymize_kwargs(spec)
-    strata = spec.data["input"]["strata"]
-    method = spec.data["method"]
-    if not strata:
-        yield None, *anonymize(data, method=method, client=client, progress=progress, **kw)
-        return
-    missing = [s for s in strata if s not in data.columns]
-    if missing:
-        raise ParameterError(f"input.strata: unknown column(s) {', '.join(missing)}")
-    combos = data[strata].drop_duplicates()
-    combos = combos.compute() if is_dask_frame(combos) else combos
-    combos = combos.sort_values(strata).to_dict("records")
-    for combo in combos:
-        sub = data
-        for col, value in combo.items():
-            sub = sub[sub[col] == value]
-        n = len(sub)
-        if n < spec.data["k"]:
-            raise InputError(f"input.strata: stratum {combo} has {n} record(s), fewer than k = {spec.data['k']}")
-        yield combo, *anonymize(sub, method=method, client=client, progress=progress, **kw)
+    d = spec.data
+    data = dict(d)
+    if not (client is None or "address" not in (d.get("cluster") or {})):
+        data["cluster"] = {k: v for k, v in d["cluster"].items() if k not in ("address", "tls")}
+    if client is not None:
+        data["cluster"] = {}
+    cfg = RunConfig.from_spec(data, filter_texts(d["input"]["filters"], spec.name, slot))
+    if d["method"] == "auto" and cfg.method != "auto":  # pragma: no cover - from_spec keeps the method
+        raise ParameterError("method: not understood")
+    outcome = run(cfg, input=source, output=out, report_path=report_path, client=client, progress=progress,
+                  say=echo_stderr, extra_report={"workflow": workflow}, before_commit=lambda: _check(should_stop))
+    if outcome.nothing_to_do:
+        return {"output": str(out), "report": str(report_path), "rows": None, "cells": None,
+                "information_loss": None, "strata": 0, "nothing_to_do": True}
+    r = outcome.report
+    return {"output": str(out), "report": str(outcome.report_path or report_path), "rows": int(r.n),
+            "cells": int(r.cells), "information_loss": r.information_loss,
+            "strata": len((r.strata or {}).get("groups", [])) if d["input"]["strata"] else 0}
 
 
 def _commit(client, parts, out: Path, report_path: Path, is_dir: bool, workflow: dict, should_stop) -> dict:

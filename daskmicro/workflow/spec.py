@@ -37,7 +37,7 @@ __all__ = ["SpecError", "WorkflowSpec", "load_spec", "parse_spec", "run_key", "s
 PLACEHOLDERS = ("name", "slot", "date", "yesterday", "time")
 
 #: Methods a spec may name: those of :func:`daskmicro.anonymize` plus ``incremental``.
-METHODS = ("auto", "mdav", "pca-mdav", "partitioned", "proximal-distal", "incremental")
+METHODS = ("auto", "mdav", "pca-mdav", "pcl", "partitioned", "proximal-distal", "incremental")
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _FILTER_OPS = ("==", "!=", "<", "<=", ">", ">=", "in", "not in")
@@ -46,12 +46,13 @@ _TOP = ("version", "name", "description", "input", "qi", "k", "method", "paramet
         "participation", "output", "report", "cluster", "schedule")
 _REQUIRED_TOP = ("name", "input", "qi", "k", "output")
 _SECTIONS = {
-    "input": ("path", "filters", "strata"),
+    "input": ("path", "filters", "strata", "missing", "merge_small_strata", "columns", "drop"),
     "parameters": ("K", "nu", "partition_size", "task_rows", "max_task_rows", "energy_loss", "n_components",
-                   "sse_threshold", "seed", "keep_row_id"),
+                   "sse_threshold", "seed", "keep_row_id", "refine", "refine_iter", "macro", "macro_iter",
+                   "reference"),
     "incremental": ("close_at", "zeta", "nu", "arrivals", "deadline", "base_method", "increment", "reference"),
     "participation": ("pi", "column", "max_cell_failure"),
-    "output": ("path", "overwrite"),
+    "output": ("path", "overwrite", "partition_by", "rows_per_file", "force"),
     "report": ("path",),
     "cluster": ("address", "workers", "tls"),
     "tls": ("ca_file", "cert", "key"),
@@ -188,9 +189,18 @@ def _check_input(value, base: Path) -> dict:
                 _fail(where + "[2]", f"expected numbers or strings, got {_show(v)}")
             if isinstance(v, str):
                 _template(v, where + "[2]")
-        out["filters"].append([col.strip(), op, _jsonable(val)])
+        out["filters"].append([col, op, _jsonable(val)])  # column names exactly as written
     if "strata" in sec and sec["strata"] is not None:
         out["strata"] = _columns(sec["strata"], "input.strata")
+    for key in ("columns", "drop"):
+        if sec.get(key) is not None:
+            out[key] = _columns(sec[key], f"input.{key}")
+    if "missing" in sec:
+        if sec["missing"] not in ("refuse", "separate"):
+            _fail("input.missing", f"expected refuse or separate, got {_show(sec['missing'])}")
+        out["missing"] = sec["missing"]
+    if "merge_small_strata" in sec:
+        out["merge_small_strata"] = _bool(sec["merge_small_strata"], "input.merge_small_strata")
     return out
 
 
@@ -215,6 +225,11 @@ def _check_parameters(value) -> dict:
         "sse_threshold": lambda v, p: _float(v, p, 0, math.inf),
         "seed": lambda v, p: _int(v, p, 0),
         "keep_row_id": _bool,
+        "refine": lambda v, p: _str(v, p),
+        "refine_iter": lambda v, p: _int(v, p, 1),
+        "macro": lambda v, p: _str(v, p),
+        "macro_iter": lambda v, p: _int(v, p, 1),
+        "reference": lambda v, p: _str(v, p),
     }
     out = {key: checks[key](v, f"parameters.{key}") for key, v in sec.items() if v is not None}
     if "energy_loss" in out and "n_components" in out:
@@ -288,6 +303,12 @@ def _check_output(value, base: Path) -> dict:
     out = {"path": _path(sec["path"], "output.path", base), "overwrite": False}
     if "overwrite" in sec:
         out["overwrite"] = _bool(sec["overwrite"], "output.overwrite")
+    if "force" in sec:
+        out["force"] = _bool(sec["force"], "output.force")
+    if sec.get("partition_by") is not None:
+        out["partition_by"] = _columns(sec["partition_by"], "output.partition_by")
+    if "rows_per_file" in sec:
+        out["rows_per_file"] = _int(sec["rows_per_file"], "output.rows_per_file", 1)
     suffix = Path(out["path"]).suffix.lower()
     if suffix and suffix not in (".parquet", ".pq"):
         _fail("output.path", f"expected a .parquet file or a directory (no extension), got {_show(sec['path'])}")
@@ -431,6 +452,13 @@ def parse_spec(obj, base_dir=".", source: str | None = None) -> WorkflowSpec:
         _fail("output.path", "slot placeholders ({slot}, {date}, ...) need a schedule")
     if "schedule" in data and not unscheduled_template and not data["output"]["overwrite"]:
         _fail("output.path", "a scheduled workflow writes one release per slot: put {slot} or {date} in the path, or set output.overwrite: true")
+    if method != "incremental":  # the run's options, validated once by the run description
+        from ..config import RunConfig
+
+        try:
+            RunConfig.from_spec(data)
+        except ParameterError as exc:
+            _fail("", str(exc))
     canonical = {k: v for k, v in data.items() if k != "cluster"}
     digest = hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()
     return WorkflowSpec(data=data, source=source, digest=digest)
