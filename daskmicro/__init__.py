@@ -18,7 +18,7 @@ from .kernels import (
 )
 from .estimators import MDAV, PCAMDAV, PCL
 from .kernels.pcl import pcl
-from .anonymize import anonymize
+from .anonymize import anonymize, anonymize_file
 from .privacy import verify_k_anonymity, verify_rows
 from .privacy.effective import effective_anonymity
 from .privacy.probabilistic import probabilistic_cells
@@ -32,7 +32,7 @@ from .incremental_run import anonymize_incremental
 
 __all__ = [
     "mdav", "pca_reduce", "pca_mdav", "standardize", "centroids", "cell_sizes", "cell_sse", "sse",
-    "sst", "distortion", "information_loss", "relative_distortion", "MDAV", "PCAMDAV", "anonymize",
+    "sst", "distortion", "information_loss", "relative_distortion", "MDAV", "PCAMDAV", "anonymize", "anonymize_file",
     "verify_k_anonymity", "verify_rows", "effective_anonymity", "probabilistic_cells", "disclosure_risk",
     "interval_disclosure", "record_linkage", "assign", "build_spec", "load_spec", "eigen_measure", "il1s",
     "utility_measures", "render_html", "write_report", "schedule", "anonymize_incremental",

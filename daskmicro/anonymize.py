@@ -19,7 +19,7 @@ from .io.qi import check_qi_columns
 from .kernels.bounds import MAX_ABS  # noqa: F401  (largest QI magnitude accepted; importable from here too)
 from .plan import needs_cluster, open_input, run
 
-__all__ = ["METHODS", "AUTO_EXACT_ROWS", "anonymize", "default_client"]
+__all__ = ["METHODS", "AUTO_EXACT_ROWS", "anonymize", "anonymize_file", "default_client"]
 
 
 def anonymize(
@@ -228,3 +228,20 @@ def default_client():
         return current()
     except ValueError:
         return None
+
+
+def anonymize_file(input, output, qi, k: int, *, report=None, client=None, progress=None, **options):
+    """Publish a k-anonymous release of a file or Parquet lake into ``output``: the Python twin of
+    ``daskmicro anonymize INPUT OUTPUT``.
+
+    ``input`` is a ``.parquet`` / ``.csv`` file or a directory of Parquet files; ``output`` a
+    ``.parquet`` file (written with its JSON report, ``report`` or ``OUTPUT.report.json``) or a
+    directory (committed with ``_SUCCESS``).  ``options`` are those of :func:`anonymize` plus the
+    lake options (``filters``, ``columns``, ``drop``, ``partition_by``, ``rows_per_file``,
+    ``force``, ``overwrite``, ``workers``, ``scheduler``, ``dask_report``).  Returns the
+    :class:`~daskmicro.report.Report` (None when a committed release of the same input and
+    options already holds: nothing to do).
+    """
+    cfg = RunConfig.build(qi=qi, k=k, **options)
+    outcome = run(cfg, input=input, output=output, report_path=report, client=client, progress=progress)
+    return outcome.report

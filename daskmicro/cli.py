@@ -17,7 +17,7 @@ from typing import Sequence
 from .errors import InputError, ParameterError, VerificationError, describe
 from .io import interrupt
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "run_anonymize"]
 
 PROG = "daskmicro"
 EXIT_USAGE = 2
@@ -288,7 +288,12 @@ def _stage_printer(stage: str, seconds: float) -> None:
 
 
 def _cmd_anonymize(args) -> int:
-    """``daskmicro anonymize``: the arguments become a RunConfig, the planner does the rest."""
+    return run_anonymize(args)
+
+
+def run_anonymize(args, client=None) -> int:
+    """``daskmicro anonymize`` from parsed arguments: they become a RunConfig, the planner does
+    the rest (on ``client`` when given)."""
     from .config import RunConfig
     from .io.qi import column_list
     from .plan import echo_stderr, run
@@ -297,7 +302,7 @@ def _cmd_anonymize(args) -> int:
     participation = _participation_arg(args)
     cfg = RunConfig.from_args(args, qi, participation)
     outcome = run(cfg, input=args.input, output=args.output, report_path=args.report, progress=_stage_printer,
-                  say=echo_stderr)
+                  say=echo_stderr, client=client)
     if outcome.nothing_to_do:
         print(f"nothing to do: {args.output} holds a committed run of the same input and configuration "
               f"(committed {outcome.previous.get('committed', '?')}); use --force to run again")

@@ -1,4 +1,4 @@
-"""Lake runs (daskmicro.lake_run): bad-input matrix, hive lakes, filters, strata, missing values,
+"""Lake runs (daskmicro.plan, daskmicro.graph.lake): bad-input matrix, hive lakes, filters, strata, missing values,
 manifest and no-op re-runs, determinism across input files and worker counts."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 from distributed import Client, LocalCluster
 
-from daskmicro import lake_run
+from daskmicro import cli as lake_cli
+from daskmicro.graph import lake as lake_exec
 from daskmicro.cli import build_parser
 from daskmicro.errors import InputError, ParameterError, VerificationError
 from daskmicro.io.filters import parse_filter
@@ -49,7 +50,7 @@ def run(argv, client):
     """Like ``daskmicro.cli.main`` but on the shared test cluster: (exit code, stdout-free error)."""
     args = build_parser().parse_args(["anonymize", *map(str, argv)])
     try:
-        return lake_run.run_from_args(args, client=client), ""
+        return lake_cli.run_anonymize(args, client=client), ""
     except (InputError, ParameterError, VerificationError, ValueError, OSError) as exc:
         return 2, str(exc)
 
@@ -158,7 +159,7 @@ BAD = {
 def test_bad_input(case, tmp_path, client, monkeypatch):
     make, extra, needles = BAD[case]
     if case == "memory":
-        monkeypatch.setattr(lake_run, "_worker_memory", lambda c: 10_000)
+        monkeypatch.setattr(lake_exec, "worker_memory", lambda c: 10_000)
     src = make(tmp_path / "in", frame())
     before = listing(tmp_path)
     argv = [src, tmp_path / "out", "--qi", "x,y", "--k", "3", *extra]
@@ -300,7 +301,7 @@ def test_single_file_output_with_strata(tmp_path, client):
 
 
 def test_release_bytes_do_not_depend_on_files_or_workers(tmp_path, client, monkeypatch):
-    monkeypatch.setattr(lake_run, "SMALL_GROUP_ROWS", 500)   # strata of 1000 rows go through the pipeline
+    monkeypatch.setattr(lake_exec, "SMALL_GROUP_ROWS", 500)   # strata of 1000 rows go through the pipeline
     df = frame(3000, seed=5)
     opts = ["--qi", "x,y", "--k", "5", "--strata", "s", "--seed", "9", "--rows-per-file", "700",
             "--partition-size", "400", "--K", "100"]
@@ -327,7 +328,7 @@ def test_filter_syntax():
 
 
 def test_memory_estimate():
-    assert lake_run.estimate_task_bytes("mdav", 10**6, 10) > lake_run.estimate_task_bytes("partitioned", 10**6, 10)
-    lake_run.check_memory("partitioned", 10**7, 5, 4 * 2**30)
+    assert lake_exec.estimate_task_bytes("mdav", 10**6, 10) > lake_exec.estimate_task_bytes("partitioned", 10**6, 10)
+    lake_exec.check_memory("partitioned", 10**7, 5, 4 * 2**30)
     with pytest.raises(ParameterError, match="use --method partitioned"):
-        lake_run.check_memory("mdav", 10**7, 5, 2 * 2**30)
+        lake_exec.check_memory("mdav", 10**7, 5, 2 * 2**30)

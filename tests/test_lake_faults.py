@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 from distributed import Client, LocalCluster
 
-from daskmicro import lake_run
+from daskmicro import cli as lake_cli
+from daskmicro.graph import lake as lake_exec
 from daskmicro.cli import build_parser
 from daskmicro.io.commit import SUCCESS
 
@@ -39,12 +40,12 @@ def _bytes(out: Path) -> dict:
 
 
 def test_worker_killed_during_fan_out_gives_the_same_release(tmp_path, monkeypatch):
-    monkeypatch.setattr(lake_run, "SMALL_GROUP_ROWS", 100)   # both strata through the pipeline
+    monkeypatch.setattr(lake_exec, "SMALL_GROUP_ROWS", 100)   # both strata through the pipeline
     src = _lake(tmp_path / "in")
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                       silence_logs=50) as lc, Client(lc) as c:
         args = build_parser().parse_args(["anonymize", str(src), str(tmp_path / "ref"), *OPTS])
-        assert lake_run.run_from_args(args, client=c) == 0
+        assert lake_cli.run_anonymize(args, client=c) == 0
         pids = list(c.run(os.getpid).values())
         killed = []
 
@@ -56,7 +57,7 @@ def test_worker_killed_during_fan_out_gives_the_same_release(tmp_path, monkeypat
         th = threading.Thread(target=killer, daemon=True)
         args = build_parser().parse_args(["anonymize", str(src), str(tmp_path / "out"), *OPTS])
         th.start()
-        assert lake_run.run_from_args(args, client=c) == 0
+        assert lake_cli.run_anonymize(args, client=c) == 0
         th.join()
     assert killed and _bytes(tmp_path / "out") == _bytes(tmp_path / "ref")
     assert (tmp_path / "out" / SUCCESS).exists()

@@ -22,7 +22,7 @@ import pandas as pd
 from ..errors import InputError, ParameterError
 from .filters import parse_filters
 from .qi import qi_frame_matrix
-from .tables import CSV_SUFFIXES, PARQUET_SUFFIXES, one_line
+from .tables import CSV_SUFFIXES, PARQUET_SUFFIXES, check_csv_header, one_line
 
 __all__ = ["LakeSource", "open_source", "read_piece", "scan_piece", "scan_frame", "arrow_to_pandas", "RID"]
 
@@ -100,7 +100,10 @@ def _file_schema(path: str, fmt: str):
 
             schema = pq.read_schema(path)  # the file's own schema, duplicate names included
         else:
+            check_csv_header(Path(path))  # a repeated name is refused by name, before pyarrow reads it
             schema = ds.dataset(path, format=fmt).schema
+    except InputError:
+        raise
     except Exception as exc:  # ArrowInvalid, OSError, ...
         raise InputError(f"cannot read {path}: {one_line(exc)}") from None
     names = schema.names

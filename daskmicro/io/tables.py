@@ -90,7 +90,7 @@ def read_table(path) -> pd.DataFrame:
                     f"unknown input format for {path}: expected a .csv or .parquet file or a directory of Parquet files"
                 )
             if fmt == "csv":
-                _check_csv_header(path)
+                check_csv_header(path)
                 df = pd.read_csv(path)
             else:
                 import pyarrow.parquet as pq
@@ -108,7 +108,7 @@ def read_table(path) -> pd.DataFrame:
     return df
 
 
-def _check_csv_header(path: Path) -> None:
+def check_csv_header(path: Path) -> None:
     """Refuse a CSV whose header names a column twice: pandas would rename the second ``age`` to
     ``age.1``, and a QI named ``age`` would then leave that copy unprotected in the release."""
     import csv
