@@ -34,8 +34,8 @@ from __future__ import annotations
 import numpy as np
 from numba import float32, njit
 
-_SAFE_LO = 1.0 - 1e-12
-_SAFE_HI = 1.0 + 1e-12
+SAFE_LO = 1.0 - 1e-12
+SAFE_HI = 1.0 + 1e-12
 
 # Tree tuple layout (see build):
 #   Yb, bidx, cnt, blk, slot,                         blocks and row maps
@@ -264,7 +264,7 @@ def _frame(X, rows):
         for d in range(m):
             s += Z[i, d] * Z[i, d]
         big = max(big, s)
-    scale, big = pow2_scale(np.sqrt(big) * _SAFE_HI)
+    scale, big = pow2_scale(np.sqrt(big) * SAFE_HI)
     return Z, shift, V, np.array([scale, big * scale, big])
 
 
@@ -341,8 +341,8 @@ def _refit(T, node):
             for d in range(m):
                 u = cen[node, d] - cen[ch, d]
                 t2 += u * u
-            r = max(r, np.sqrt(t2) * _SAFE_HI + rad[ch])
-        rad[node] = r * _SAFE_HI
+            r = max(r, np.sqrt(t2) * SAFE_HI + rad[ch])
+        rad[node] = r * SAFE_HI
     nfit[node] = ncnt[node]
 
 
@@ -372,7 +372,7 @@ def _fit_leaf(V, rows, c, node, lo, hi, cen, rad):
             u = x[d] - cen[node, d]
             t2 += u * u
         r2 = max(r2, t2)
-    rad[node] = np.sqrt(r2) * _SAFE_HI
+    rad[node] = np.sqrt(r2) * SAFE_HI
 
 
 @njit(cache=True, nogil=True)
