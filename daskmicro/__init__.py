@@ -1,6 +1,6 @@
 """daskmicro: k-anonymous microaggregation of large numerical microdata on Dask."""
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 from .kernels import (
     mdav,

@@ -15,7 +15,7 @@ import pandas as pd
 from .config import AUTO_EXACT_ROWS, METHODS, RunConfig
 from .errors import InputError, ParameterError
 from .io.frames import is_dask_frame
-from .io.qi import check_qi_columns
+from .io.qi import check_qi
 from .kernels.bounds import MAX_ABS  # noqa: F401  (largest QI magnitude accepted; importable from here too)
 from .plan import needs_cluster, open_input, run
 
@@ -197,7 +197,7 @@ def anonymize(
     if isinstance(df, pd.DataFrame) and len(df) == 0:
         raise InputError("input has no rows")
     cfg = RunConfig.build(
-        qi=check_qi_columns(df, qi), k=k, method=method, energy_loss=energy_loss, n_components=n_components, seed=seed,
+        qi=check_qi(df, qi), k=k, method=method, energy_loss=energy_loss, n_components=n_components, seed=seed,
         keep_row_id=keep_row_id, K=K, nu=nu, partition_size=partition_size, task_rows=task_rows,
         max_task_rows=max_task_rows, sse_threshold=sse_threshold, participation=participation,
         max_cell_failure=max_cell_failure, plain_k_reference=plain_k_reference, reference=reference,

@@ -91,7 +91,7 @@ def attach_reference(report, df, qi, reference="auto", *, max_exact_rows: int = 
         ``information_loss``, ``seconds`` and, for a sample, ``sample_size``, ``ratio``,
         ``method_information_loss`` and ``mdav_information_loss`` on the sample.
     """
-    from .cells import qi_matrix
+    from .io.qi import qi_matrix
     from .kernels import information_loss, mdav, standardize
     from .sampling import qi_sample
 

@@ -215,10 +215,10 @@ def sweep(
     InputError
         Non-numeric QI columns, missing or infinite values.
     """
-    from .cells import qi_matrix
+    from .io.qi import qi_matrix
     from .config import check_k_for, check_seed
     from .io.frames import is_dask_frame
-    from .io.qi import check_qi_columns
+    from .io.qi import check_qi
     from .kernels import information_loss, mdav, standardize
     from .kernels.algorithm_c import algorithm_c
     from .report.plots import recommend_setting
@@ -226,7 +226,7 @@ def sweep(
 
     if not (isinstance(df, pd.DataFrame) or is_dask_frame(df)):
         raise InputError(f"input must be a pandas or Dask DataFrame, got {type(df).__name__}")
-    qi = check_qi_columns(df, qi)
+    qi = check_qi(df, qi)
     sample = check_sample_size(sample, "sample")
     seed = check_seed(seed)
     repeat = check_sample_size(repeat, "repeat")

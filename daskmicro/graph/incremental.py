@@ -37,6 +37,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from ..errors import InputError, redact
+from ..io.qi import check_qi, qi_matrix  # the same checks and messages as anonymize()
 from ..kernels import centroids, information_loss, mdav, standardize
 from ..kernels.incremental import increment as increment_kernel
 from ..privacy.verify import check_tuple_counts, merge_tuple_counts, tuple_counts, verify_k_anonymity
@@ -75,9 +76,6 @@ class StageResult:
 
 def read_chunk(chunk, qi: list) -> Chunk:
     """Rows of a chunk (Parquet paths or a DataFrame) and their validated QI matrix."""
-    from ..cells import qi_matrix
-    from ..io.qi import check_qi_columns
-
     if isinstance(chunk, pd.DataFrame):
         frame = chunk.reset_index(drop=True)
     else:
@@ -89,7 +87,7 @@ def read_chunk(chunk, qi: list) -> Chunk:
                 raise InputError(f"unreadable Parquet file {Path(path).name}: {redact(str(exc))}") from None
         frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if len(frame):
-        check_qi_columns(frame, qi)
+        check_qi(frame, qi)
         X = qi_matrix(frame, qi)
     else:
         X = np.empty((0, len(qi)))

@@ -3,7 +3,7 @@
 One executor for every input kind and every output: the source's pieces (files of a lake, or
 chunks of a pandas / Dask DataFrame) are scanned once on the workers, the groups (strata ×
 missingness patterns, merges) are planned from the counts, each group's cells are formed — one
-task for small groups (:func:`daskmicro.cells.one_task`), the partitioned pipeline
+task for small groups (:func:`daskmicro.group.one_task`), the partitioned pipeline
 (:func:`daskmicro.graph.pipeline.run_pipeline`) for large ones — and the release is cut into its
 output pieces by seeded key ranges: files written and read back (a directory release), or frames
 (a single file or an in-memory release), verified on the published values, stratum columns and
@@ -140,7 +140,7 @@ def _select(df, strata, qi, group):
 
 def _run_one_task(observed, k, method, energy_loss, n_components, pcol, pbar, plain_k, *parts):
     """One group as one task, records in global row id order (independent of the chunking)."""
-    from ..cells import one_task
+    from ..group import one_task
 
     df = pd.concat(parts, ignore_index=True).sort_values(RID, kind="stable").reset_index(drop=True)
     return one_task(df, list(observed), k, method, energy_loss, n_components, pcol, pbar, plain_k)

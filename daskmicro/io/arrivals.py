@@ -61,7 +61,8 @@ PROFILES = {
 MANIFEST = "_arrivals.json"
 CLOSED = "_closed.json"
 OFFSET_KEY = b"daskmicro.arrival_offset"
-_NAME = re.compile(r"^part-(\d+)-t(\d+)\.parquet$")
+#: File name of one arrival: ``part-<index>-t<offset in ms>.parquet``.
+ARRIVAL_NAME = re.compile(r"^part-(\d+)-t(\d+)\.parquet$")
 
 
 def _inverse_cdf(profile: str, p: np.ndarray) -> np.ndarray:
@@ -339,7 +340,7 @@ def arrived(lake_dir, until: float | None = None) -> list[Arrival]:
         name = path.name
         if not name.endswith(".parquet") or name.startswith((".", "_")) or not path.is_file():
             continue
-        m = _NAME.match(name)
+        m = ARRIVAL_NAME.match(name)
         index, offset = (int(m.group(1)), int(m.group(2)) / 1000.0) if m else (None, None)
         if until is not None and offset is not None and offset > until:
             continue

@@ -37,8 +37,8 @@ from ..errors import VerificationError
 from ..publish import ROW_ID, shuffle_keys
 from . import interrupt
 from .layout import KEY_COLUMN
-from .source import RID, arrow_to_pandas
-from .tables import _dump_json, write_json_atomic
+from .source import RID
+from .tables import arrow_to_pandas, dump_json, write_json_atomic
 
 __all__ = ["SUCCESS", "OWNER", "write_bucket", "verify_file", "commit",
            "read_manifest", "fingerprint", "row_checksum", "staging_dir", "open_staging", "discard_staging",
@@ -215,7 +215,7 @@ def commit(staging: Path, target: Path, manifest: dict) -> None:
 
     An existing ``target`` is moved aside first and deleted only after the new one is committed.
     """
-    _dump_json(manifest)  # serialisable before anything moves
+    dump_json(manifest)  # serialisable before anything moves
     interrupt.check()     # a run asked to stop never commits
     (Path(staging) / OWNER).unlink(missing_ok=True)
     old = None

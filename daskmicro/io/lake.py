@@ -54,7 +54,7 @@ def _write_part(df, path: str, columns: list):
     import pyarrow.parquet as pq
 
     from ..privacy.verify import tuple_counts
-    from .source import arrow_to_pandas
+    from .tables import arrow_to_pandas
 
     pq.write_table(pa.Table.from_pandas(df, preserve_index=False), path)
     table = pq.read_table(path)

@@ -21,8 +21,12 @@ import pandas as pd
 from pandas.api import types as ptypes
 
 from ..errors import InputError, ParameterError
+from ..kernels.bounds import MAX_ABS
 
-__all__ = ["EXACT_INT", "check_qi_columns", "check_qi_dtype", "column_list", "qi_column", "qi_frame_matrix", "repeated", "unknown_columns"]
+__all__ = [
+    "EXACT_INT", "check_qi", "check_qi_dtype", "column_list", "qi_column", "qi_frame_matrix", "qi_matrix", "repeated",
+    "unknown_columns",
+]
 
 #: Largest integer magnitude float64 holds exactly (every integer in [-2^53, 2^53] is a float64).
 EXACT_INT = 2 ** 53
@@ -70,6 +74,58 @@ def qi_frame_matrix(df: pd.DataFrame, qi: list) -> np.ndarray:
     return X
 
 
+def check_qi(df: pd.DataFrame, qi) -> list:
+    """The QI column names of ``df`` as a list, checked: at least one, none twice, each in ``df``
+    exactly once, each numeric (one name or a sequence of names is accepted)."""
+    if qi is None:
+        raise ParameterError("qi must name at least one quasi-identifier column")
+    if isinstance(qi, str) or not isinstance(qi, (list, tuple, pd.Index, np.ndarray)):
+        qi = [qi]
+    qi = list(qi)
+    if not qi:
+        raise ParameterError("qi must name at least one quasi-identifier column")
+    twice = repeated(qi)
+    if twice:
+        raise ParameterError(f"QI column(s) named more than once: {_names(twice)}")
+    unknown = [c for c in qi if c not in df.columns]
+    if unknown:
+        raise unknown_columns(unknown, df.columns)
+    ambiguous = [c for c in qi if int((df.columns == c).sum()) > 1]
+    if ambiguous:
+        raise InputError(f"QI column name(s) occurring more than once in the input: {_names(ambiguous)}")
+    for c in qi:
+        check_qi_dtype(c, df[c].dtype)
+    return qi
+
+
+def qi_matrix(df: pd.DataFrame, qi: list) -> np.ndarray:
+    """The QI columns as a float64 matrix, refusing missing and infinite values and magnitudes
+    beyond ±MAX_ABS (messages give counts, never values)."""
+    X = np.empty((len(df), len(qi)), dtype=np.float64)
+    missing, infinite = [], []
+    for j, c in enumerate(qi):
+        X[:, j] = qi_column(df[c], c)  # exact float64, or refused (integers beyond ±2^53)
+        n_nan = int(np.isnan(X[:, j]).sum())
+        n_inf = int(np.isinf(X[:, j]).sum())
+        if n_nan:
+            missing.append(f"{c!r} ({n_nan})")
+        if n_inf:
+            infinite.append(f"{c!r} ({n_inf})")
+    if missing:
+        raise InputError(f"QI column(s) with missing (NaN) values: {', '.join(missing)}; impute or drop them first")
+    if infinite:
+        raise InputError(f"QI column(s) with infinite values: {', '.join(infinite)}")
+    huge = [repr(c) for j, c in enumerate(qi) if np.abs(X[:, j]).max(initial=0.0) > MAX_ABS]
+    if huge:
+        raise InputError(f"QI column(s) with values beyond ±{MAX_ABS:.0e}: {', '.join(huge)}; squared distances "
+                         "would overflow: rescale them (e.g. to other units) first")
+    return X
+
+
+def _names(columns) -> str:
+    return ", ".join(repr(c) for c in columns)
+
+
 def repeated(names) -> list:
     """The names that occur more than once in ``names``, in order of first repetition."""
     seen, out = set(), []
@@ -110,29 +166,3 @@ def column_list(text, option: str) -> list:
                              "remove the extra comma")
     return names
 
-
-def check_qi_columns(df, qi) -> list:
-    """The QI labels of a frame, exactly as given: at least one, none repeated, each in the
-    frame once, each numeric.  A single label is a one-column list."""
-    import numpy as np
-
-    if qi is None:
-        raise ParameterError("qi must name at least one quasi-identifier column")
-    if isinstance(qi, str) or not isinstance(qi, (list, tuple, pd.Index, np.ndarray)):
-        qi = [qi]
-    qi = list(qi)
-    if not qi:
-        raise ParameterError("qi must name at least one quasi-identifier column")
-    twice = repeated(qi)
-    if twice:
-        raise ParameterError(f"QI column(s) named more than once: {', '.join(repr(c) for c in twice)}")
-    unknown = [c for c in qi if c not in df.columns]
-    if unknown:
-        raise unknown_columns(unknown, df.columns)
-    ambiguous = [c for c in qi if int((df.columns == c).sum()) > 1]
-    if ambiguous:
-        raise InputError(f"QI column name(s) occurring more than once in the input: {', '.join(map(repr, ambiguous))}")
-    dtypes = df.dtypes
-    for c in qi:
-        check_qi_dtype(c, dtypes[c])
-    return qi

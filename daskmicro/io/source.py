@@ -22,7 +22,7 @@ import pandas as pd
 from ..errors import InputError, ParameterError
 from .filters import parse_filters
 from .qi import qi_frame_matrix
-from .tables import CSV_SUFFIXES, PARQUET_SUFFIXES, check_csv_header, one_line
+from .tables import CSV_SUFFIXES, PARQUET_SUFFIXES, arrow_to_pandas, check_csv_header, one_line
 
 __all__ = ["LakeSource", "open_source", "read_piece", "scan_piece", "scan_frame", "arrow_to_pandas", "RID"]
 
@@ -239,17 +239,6 @@ def _read_table(file, fmt, root, full_schema, hive, expr, columns):
     if expr is not None:
         table = table.filter(expr)
     return table.select(columns) if columns is not None else table
-
-
-def arrow_to_pandas(table) -> pd.DataFrame:
-    import pyarrow as pa
-
-    # integers as pandas nullable integers, whatever the nulls of this file: every piece gets the
-    # same dtypes, and a missing integer stays missing (never a float sentinel)
-    mapping = {t: pd.api.types.pandas_dtype(str(t).replace("int", "Int").replace("uInt", "UInt"))
-               for t in (pa.int8(), pa.int16(), pa.int32(), pa.int64(),
-                         pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64())}
-    return table.to_pandas(types_mapper=mapping.get)
 
 
 def read_piece(file, fmt, root, full_schema, hive, expr, columns, row0: int) -> pd.DataFrame:

@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 from pandas.api import types as ptypes
 
 from ..errors import InputError, ParameterError, redact
-from .arrivals import _NAME, CLOSED, is_closed, read_manifest
+from .arrivals import ARRIVAL_NAME, CLOSED, is_closed, read_manifest
 
 __all__ = ["SurveyTimeoutError", "LakeSource", "FrameSource", "open_source", "to_epoch"]
 
@@ -134,7 +134,7 @@ class LakeSource:
             name = entry.name
             if not name.endswith(".parquet") or name.startswith((".", "_")) or not entry.is_file():
                 continue
-            m = _NAME.match(name)
+            m = ARRIVAL_NAME.match(name)
             offset = int(m.group(2)) / 1000.0 if m else math.inf
             if until is not None and m and offset > until:
                 continue

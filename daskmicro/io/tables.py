@@ -37,6 +37,8 @@ __all__ = [
     "write_parquet_atomic",
     "write_table_atomic",
     "verify_written_table",
+    "arrow_to_pandas",
+    "dump_json",
 ]
 
 CSV_SUFFIXES = (".csv", ".csv.gz")
@@ -137,6 +139,18 @@ def _read_parquet_dir(path: Path) -> pd.DataFrame:
     return ds.dataset(path, format="parquet", partitioning="hive").to_table().to_pandas()
 
 
+def arrow_to_pandas(table) -> pd.DataFrame:
+    """A pyarrow table as pandas, integer columns as pandas nullable integers."""
+    import pyarrow as pa
+
+    # integers as pandas nullable integers, whatever the nulls of this file: every piece gets the
+    # same dtypes, and a missing integer stays missing (never a float sentinel)
+    mapping = {t: pd.api.types.pandas_dtype(str(t).replace("int", "Int").replace("uInt", "UInt"))
+               for t in (pa.int8(), pa.int16(), pa.int32(), pa.int64(),
+                         pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64())}
+    return table.to_pandas(types_mapper=mapping.get)
+
+
 # --------------------------------------------------------------------------- atomic writes
 
 
@@ -146,7 +160,6 @@ def verify_written_table(path, fmt: str, columns: list, k: int, rows: int, gzip:
 
     from ..errors import VerificationError
     from ..privacy.verify import check_tuple_counts, tuple_counts
-    from .source import arrow_to_pandas
 
     if fmt == "parquet":
         table = pq.read_table(path)
@@ -177,7 +190,8 @@ def _json_default(obj: Any):
     raise TypeError(f"object of type {type(obj).__name__} is not JSON serialisable")
 
 
-def _dump_json(obj: Any) -> str:
+def dump_json(obj: Any) -> str:
+    """``obj`` as indented JSON text (numpy scalars and arrays, paths; NaN/inf refused), newline-terminated."""
     return json.dumps(obj, indent=2, default=_json_default, allow_nan=False) + "\n"
 
 
@@ -240,7 +254,7 @@ class AtomicBatch:
 
     def json(self, obj: Any, path) -> Path:
         """Stage ``obj`` as indented JSON for ``path`` (numpy scalars and arrays are converted)."""
-        text = _dump_json(obj)  # serialise first: a TypeError must not leave a temporary file
+        text = dump_json(obj)  # serialise first: a TypeError must not leave a temporary file
         return self._stage(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
     def blob(self, data: bytes, path) -> Path:

@@ -110,43 +110,13 @@ def auction(benefit, cand, start, price, holder, eps_phases, spread, max_bids):
         Number of bids made.
     """
     n, w = cand.shape
-    ncell = start.shape[0] - 1
-    slot_cell = np.empty(n, np.int64)
-    for q in range(ncell):
-        for s in range(start[q], start[q + 1]):
-            slot_cell[s] = q
-    where = np.full(n, -1, np.int64)
-    for s in range(n):
-        if holder[s] >= 0:
-            where[holder[s]] = s
+    slot_cell, where = _slots(start, holder)
     queue = np.empty(n, np.int64)
     bids = 0
     for phase in range(eps_phases.shape[0]):
         eps = eps_phases[phase]
-        # keep the holders that satisfy ε-complementary slackness; the others bid again
         head = 0
-        count = 0
-        for i in range(n):
-            s = where[i]
-            own = -np.inf
-            best = -np.inf
-            if s >= 0:
-                q0 = slot_cell[s]
-                for j in range(w):
-                    q = cand[i, j]
-                    if q < 0:
-                        continue
-                    v = benefit[i, j] - price[start[q]]
-                    if v > best:
-                        best = v
-                    if q == q0:
-                        own = benefit[i, j] - price[s]
-            if s < 0 or own < best - eps:
-                if s >= 0:
-                    holder[s] = -1
-                    where[i] = -1
-                queue[count] = i
-                count += 1
+        count = _unseat(benefit, cand, start, price, holder, where, slot_cell, queue, eps)
         while count > 0:
             if bids >= max_bids:
                 break
@@ -201,6 +171,52 @@ def auction(benefit, cand, start, price, holder, eps_phases, spread, max_bids):
         if where[i] >= 0:
             cell[i] = slot_cell[where[i]]
     return cell, bids
+
+
+@njit(cache=True)
+def _slots(start, holder):
+    """(cell of every slot, slot held by every person or −1) of :func:`auction`'s state."""
+    n = holder.shape[0]
+    ncell = start.shape[0] - 1
+    slot_cell = np.empty(n, np.int64)
+    for q in range(ncell):
+        for s in range(start[q], start[q + 1]):
+            slot_cell[s] = q
+    where = np.full(n, -1, np.int64)
+    for s in range(n):
+        if holder[s] >= 0:
+            where[holder[s]] = s
+    return slot_cell, where
+
+
+@njit(cache=True)
+def _unseat(benefit, cand, start, price, holder, where, slot_cell, queue, eps):
+    """Start of an auction phase: keep the holders that satisfy ε-complementary slackness; the
+    others lose their slot and are queued (``queue[:count]``) to bid again.  Returns count."""
+    n, w = cand.shape
+    count = 0
+    for i in range(n):
+        s = where[i]
+        own = -np.inf
+        best = -np.inf
+        if s >= 0:
+            q0 = slot_cell[s]
+            for j in range(w):
+                q = cand[i, j]
+                if q < 0:
+                    continue
+                v = benefit[i, j] - price[start[q]]
+                if v > best:
+                    best = v
+                if q == q0:
+                    own = benefit[i, j] - price[s]
+        if s < 0 or own < best - eps:
+            if s >= 0:
+                holder[s] = -1
+                where[i] = -1
+            queue[count] = i
+            count += 1
+    return count
 
 
 @njit(cache=True)

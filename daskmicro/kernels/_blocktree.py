@@ -34,8 +34,8 @@ from __future__ import annotations
 import numpy as np
 from numba import float32, njit
 
-_SAFE_LO = 1.0 - 1e-12
-_SAFE_HI = 1.0 + 1e-12
+SAFE_LO = 1.0 - 1e-12
+SAFE_HI = 1.0 + 1e-12
 
 # Tree tuple layout (see build):
 #   Yb, bidx, cnt, blk, slot,                         blocks and row maps
@@ -53,6 +53,96 @@ _SAFE_HI = 1.0 + 1e-12
 def build(X, leaf_size, need):
     """Build the index over all rows of X; ``need`` sizes the nearest-search heap."""
     return build_rows(X, np.arange(X.shape[0]), leaf_size, need)
+
+
+@njit(cache=True, nogil=True)
+def _widest(Z, a, b, blo, bhi):
+    """The widest coordinate of rows a:b of Z, judged on at most ~1024 evenly spaced records (the
+    split only shapes the tree; every bound is refitted on the records themselves)."""
+    m = Z.shape[1]
+    step = max(1, (b - a) // 1024)
+    for d in range(m):
+        blo[d] = Z[a, d]
+        bhi[d] = Z[a, d]
+    for i in range(a, b, step):
+        for d in range(m):
+            v = Z[i, d]
+            blo[d] = min(blo[d], v)
+            bhi[d] = max(bhi[d], v)
+    dim = 0
+    wide = -1.0
+    for d in range(m):
+        if bhi[d] - blo[d] > wide:
+            wide = bhi[d] - blo[d]
+            dim = d
+    return dim
+
+
+@njit(cache=True, nogil=True)
+def _split(Z, perm, tmp, tmp_id, a, b, h, dim, med):
+    """Stable split of rows a:b of Z (and of ``perm``) around the median ``med`` of coordinate
+    ``dim``, reading Z in order: the h − a smallest go to a:h (ties at the median by position),
+    written as two sequential streams."""
+    m = Z.shape[1]
+    below = 0
+    for i in range(a, b):
+        if Z[i, dim] < med:
+            below += 1
+    ties = h - a - below
+    pl = a
+    pr = h
+    for i in range(a, b):
+        v = Z[i, dim]
+        if v < med or (v == med and ties > 0):
+            if v == med:
+                ties -= 1
+            dst = pl
+            pl += 1
+        else:
+            dst = pr
+            pr += 1
+        tmp_id[dst] = perm[i]
+        for d in range(m):
+            tmp[dst, d] = Z[i, d]
+    for i in range(a, b):
+        perm[i] = tmp_id[i]
+        for d in range(m):
+            Z[i, d] = tmp[i, d]
+
+
+@njit(cache=True, nogil=True)
+def _blocks(Z, perm, scal, leaf_nodes, na, nb_, n_all, nnodes):
+    """The leaves' records as float32 blocks: (B, Yb, Yr, bidx, cnt, blk, slot, ncnt) of the index
+    (see :func:`build_rows`); ``ncnt`` holds the leaves' counts, inner nodes 0."""
+    m = Z.shape[1]
+    nleaf = leaf_nodes.shape[0]
+    B = 1
+    for t in range(nleaf):
+        node = leaf_nodes[t]
+        B = max(B, nb_[node] - na[node])
+    B = (B + 31) // 32 * 32  # whole SIMD strides: see block_dist
+    Yb = np.zeros((nleaf, m, B), np.float32)  # zeros: the padding never holds subnormals
+    Yr = np.empty((n_all, m))  # each record in the frame, by row (for refits)
+    bidx = np.empty((nleaf, B), np.int64)
+    cnt = np.empty(nleaf, np.int64)
+    blk = np.full(n_all, -1, np.int64)
+    slot = np.full(n_all, -1, np.int64)
+    ncnt = np.zeros(nnodes, np.int64)
+    for t in range(nleaf):
+        node = leaf_nodes[t]
+        a = na[node]
+        c = nb_[node] - a
+        cnt[t] = c
+        for i in range(c):
+            row = perm[a + i]
+            bidx[t, i] = row
+            blk[row] = t
+            slot[row] = i
+            for d in range(m):
+                Yb[t, d, i] = float32(Z[a + i, d] * scal[0])
+                Yr[row, d] = Z[a + i, d]
+        ncnt[node] = c
+    return B, Yb, Yr, bidx, cnt, blk, slot, ncnt
 
 
 @njit(cache=True, nogil=True)
@@ -99,53 +189,12 @@ def build_rows(X, rows, leaf_size, need):
             leaf_nodes[nleaf] = node
             nleaf += 1
             continue
-        # the widest coordinate, judged on at most ~1024 evenly spaced records (the split only
-        # shapes the tree; every bound is refitted on the records themselves)
-        step = max(1, (b - a) // 1024)
-        for d in range(m):
-            blo[d] = Z[a, d]
-            bhi[d] = Z[a, d]
-        for i in range(a, b, step):
-            for d in range(m):
-                v = Z[i, d]
-                blo[d] = min(blo[d], v)
-                bhi[d] = max(bhi[d], v)
-        dim = 0
-        wide = -1.0
-        for d in range(m):
-            if bhi[d] - blo[d] > wide:
-                wide = bhi[d] - blo[d]
-                dim = d
+        dim = _widest(Z, a, b, blo, bhi)
         h = a + (b - a) // 2
         for i in range(a, b):
             key[i] = Z[i, dim]
         med = _quickselect(key, a, b, h)
-        # stable split around the median, reading Z in order: the h − a smallest go left (ties
-        # at the median by position), written as two sequential streams
-        below = 0
-        for i in range(a, b):
-            if Z[i, dim] < med:
-                below += 1
-        ties = h - a - below
-        pl = a
-        pr = h
-        for i in range(a, b):
-            v = Z[i, dim]
-            if v < med or (v == med and ties > 0):
-                if v == med:
-                    ties -= 1
-                dst = pl
-                pl += 1
-            else:
-                dst = pr
-                pr += 1
-            tmp_id[dst] = perm[i]
-            for d in range(m):
-                tmp[dst, d] = Z[i, d]
-        for i in range(a, b):
-            perm[i] = tmp_id[i]
-            for d in range(m):
-                Z[i, d] = tmp[i, d]
+        _split(Z, perm, tmp, tmp_id, a, b, h, dim, med)
         lc = nnodes
         rc = nnodes + 1
         nnodes += 2
@@ -161,37 +210,12 @@ def build_rows(X, rows, leaf_size, need):
         stack[sp + 1] = lc
         sp += 2
 
-    B = 1
-    for t in range(nleaf):
-        node = leaf_nodes[t]
-        B = max(B, nb_[node] - na[node])
-    B = (B + 31) // 32 * 32  # whole SIMD strides: see block_dist
-    Yb = np.zeros((nleaf, m, B), np.float32)  # zeros: the padding never holds subnormals
-    Yr = np.empty((n_all, m))  # each record in the frame, by row (for refits)
-    bidx = np.empty((nleaf, B), np.int64)
-    cnt = np.empty(nleaf, np.int64)
-    blk = np.full(n_all, -1, np.int64)
-    slot = np.full(n_all, -1, np.int64)
-    ncnt = np.zeros(nnodes, np.int64)
+    B, Yb, Yr, bidx, cnt, blk, slot, ncnt = _blocks(Z, perm, scal, leaf_nodes[:nleaf], na, nb_, n_all, nnodes)
     nfit = np.zeros(nnodes, np.int64)
     lo = np.empty((nnodes, m))
     hi = np.empty((nnodes, m))
     cen = np.empty((nnodes, m))
     rad = np.empty(nnodes)
-    for t in range(nleaf):
-        node = leaf_nodes[t]
-        a = na[node]
-        c = nb_[node] - a
-        cnt[t] = c
-        for i in range(c):
-            row = perm[a + i]
-            bidx[t, i] = row
-            blk[row] = t
-            slot[row] = i
-            for d in range(m):
-                Yb[t, d, i] = float32(Z[a + i, d] * scal[0])
-                Yr[row, d] = Z[a + i, d]
-        ncnt[node] = c
     T = (Yb, bidx, cnt, blk, slot, left[:nnodes], right[:nnodes], parent[:nnodes], leaf[:nnodes],
          ncnt, nfit, lo, hi, cen, rad,
          np.empty(B, np.float32), np.empty(256, np.int64), np.empty(256), np.empty(max(need, 1)),
@@ -264,7 +288,7 @@ def _frame(X, rows):
         for d in range(m):
             s += Z[i, d] * Z[i, d]
         big = max(big, s)
-    scale, big = pow2_scale(np.sqrt(big) * _SAFE_HI)
+    scale, big = pow2_scale(np.sqrt(big) * SAFE_HI)
     return Z, shift, V, np.array([scale, big * scale, big])
 
 
@@ -341,8 +365,8 @@ def _refit(T, node):
             for d in range(m):
                 u = cen[node, d] - cen[ch, d]
                 t2 += u * u
-            r = max(r, np.sqrt(t2) * _SAFE_HI + rad[ch])
-        rad[node] = r * _SAFE_HI
+            r = max(r, np.sqrt(t2) * SAFE_HI + rad[ch])
+        rad[node] = r * SAFE_HI
     nfit[node] = ncnt[node]
 
 
@@ -372,7 +396,7 @@ def _fit_leaf(V, rows, c, node, lo, hi, cen, rad):
             u = x[d] - cen[node, d]
             t2 += u * u
         r2 = max(r2, t2)
-    rad[node] = np.sqrt(r2) * _SAFE_HI
+    rad[node] = np.sqrt(r2) * SAFE_HI
 
 
 @njit(cache=True, nogil=True)

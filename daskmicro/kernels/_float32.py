@@ -3,7 +3,7 @@ may only *discard* records, with a rigorous bound on their rounding.
 
 :func:`query` puts a query point in the index's frame and returns the error radii; the cut
 functions turn a float64 threshold into a float32 one that never discards a record an exact
-float64 distance would keep; :func:`_min_bits`/:func:`_max_bits` let a whole block be skipped
+float64 distance would keep; :func:`min_bits`/:func:`max_bits` let a whole block be skipped
 with one vectorised integer reduction.
 """
 
@@ -14,7 +14,7 @@ from llvmlite import ir
 from numba import float32, njit, types
 from numba.extending import intrinsic
 
-from ._blocktree import _SAFE_HI
+from ._blocktree import SAFE_HI
 
 _RHO = 2.0**-23  # twice float32's unit roundoff: bounds every float32 rounding below
 _TINY = 1e-37  # absolute slack for float32 subnormals
@@ -58,7 +58,7 @@ def query(T, q):
     The node bounds are computed in float64 on rotated coordinates, each within
     E = (m + 4)·√m·2⁻⁴⁹·(‖q‖ + max ‖x‖) of the exact ones (a length-m float64 dot product per
     coordinate, m coordinates): searches compare them with thresholds widened by E
-    (:func:`_near_node_cut`, :func:`_far_node_cut`).
+    (:func:`near_node_cut`, :func:`far_node_cut`).
     """
     shift, scal, q32, V, qr = T[22], T[23], T[24], T[25], T[27]
     m = q.shape[0]
@@ -70,7 +70,7 @@ def query(T, q):
         qr[e] = v
         q32[e] = float32(v * scal[0])
         nq += v * v
-    nq = np.sqrt(nq) * _SAFE_HI
+    nq = np.sqrt(nq) * SAFE_HI
     E = (m + 4) * np.sqrt(m) * 2.0**-49 * (nq + scal[2])
     return error_radius(scal[1], nq * scal[0]), E
 
@@ -82,7 +82,7 @@ def error_radius(xbound, qnorm):
 
 
 @njit(cache=True, inline="always")
-def _near_node_cut(tau, E):
+def near_node_cut(tau, E):
     """A node whose computed lower bound exceeds this holds no record within √tau."""
     if tau == np.inf:
         return np.inf
@@ -91,7 +91,7 @@ def _near_node_cut(tau, E):
 
 
 @njit(cache=True, inline="always")
-def _far_node_cut(best, E):
+def far_node_cut(best, E):
     """A node whose computed upper bound is below this holds no record as far as √best."""
     if best < 0.0:
         return -1.0
@@ -100,7 +100,7 @@ def _far_node_cut(best, E):
 
 
 @intrinsic
-def _bits(typingctx, v):
+def as_bits(typingctx, v):
     """The bit pattern of a float32 as an int32: non-negative floats order like their bits."""
     sig = types.int32(types.float32)
 
@@ -111,7 +111,7 @@ def _bits(typingctx, v):
 
 
 @njit(cache=True, inline="always")
-def _min_bits(acc, c):
+def min_bits(acc, c):
     """min(acc[:c]) as bits; an integer reduction vectorises where a float one may not.
 
     acc holds sums of squares: non-negative, and finite whenever a cut is finite (the blocks'
@@ -124,8 +124,8 @@ def _min_bits(acc, c):
 
 
 @njit(cache=True, inline="always")
-def _max_bits(acc, c):
-    """max(acc[:c]) as bits (see :func:`_min_bits`)."""
+def max_bits(acc, c):
+    """max(acc[:c]) as bits (see :func:`min_bits`)."""
     b = acc.view(np.int32)
     v = b[0]
     for i in range(1, c):

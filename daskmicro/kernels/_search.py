@@ -11,13 +11,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._blocktree import _SAFE_HI, _SAFE_LO, dist2
+from ._blocktree import SAFE_HI, SAFE_LO, dist2
 from ._float32 import (
-    _bits,
-    _far_node_cut,
-    _max_bits,
-    _min_bits,
-    _near_node_cut,
+    as_bits,
+    far_node_cut,
+    max_bits,
+    min_bits,
+    near_node_cut,
     block_dist,
     far_cut,
     near_cut,
@@ -33,7 +33,7 @@ def _lower(lo, hi, node, q):
         qd = q[d]
         t = max(max(lo[node, d] - qd, qd - hi[node, d]), 0.0)
         s += t * t
-    return s * _SAFE_LO
+    return s * SAFE_LO
 
 
 @njit(cache=True, inline="always")
@@ -44,7 +44,7 @@ def _upper(cen, rad, node, q):
         v = cen[node, d] - q[d]
         u += v * v
     b = np.sqrt(u) + rad[node]
-    return b * b * _SAFE_HI
+    return b * b * SAFE_HI
 
 
 @njit(cache=True, inline="always")
@@ -100,7 +100,7 @@ def _scan_near(Yb, bidx, cnt, X, acc, hd, hr, j, q, q32, A, scale, skip_row, nee
     m = q.shape[0]
     block_dist(Yb, j, c, q32, acc)
     cut = near_cut(m, scale, hd[0] if size == need else np.inf, A)
-    if cut < np.inf and _min_bits(acc, c) > _bits(cut):
+    if cut < np.inf and min_bits(acc, c) > as_bits(cut):
         return size  # no record of the block can enter (the common case)
     for i in range(c):
         if not acc[i] > cut:  # (NaN-safe: keeps the record)
@@ -132,7 +132,7 @@ def nearest(T, q, skip_row, need, out):
     own = blk[skip_row] if skip_row >= 0 else -1
     if own >= 0:
         size = _scan_near(Yb, bidx, cnt, X, acc, hd, hr, own, q, q32, A, scale, skip_row, need, size)
-    tn = _near_node_cut(hd[0] if size == need else np.inf, E)
+    tn = near_node_cut(hd[0] if size == need else np.inf, E)
     stack_n[0] = 0
     stack_b[0] = _lower(lo, hi, 0, qr)
     sp = 1
@@ -146,7 +146,7 @@ def nearest(T, q, skip_row, need, out):
             if j != own:
                 size = _scan_near(Yb, bidx, cnt, X, acc, hd, hr, j, q, q32, A, scale, skip_row, need, size)
                 if size == need:
-                    tn = _near_node_cut(hd[0], E)
+                    tn = near_node_cut(hd[0], E)
             continue
         lc = left[node]
         rc = right[node]
@@ -214,7 +214,7 @@ def farthest_from(T, q, best, brow):
     scale = T[23][0]
     m = q.shape[0]
     A, E = query(T, q)
-    tf = _far_node_cut(best, E)
+    tf = far_node_cut(best, E)
     stack_n[0] = 0
     stack_b[0] = _upper(cen, rad, 0, qr)
     sp = 1
@@ -228,7 +228,7 @@ def farthest_from(T, q, best, brow):
             c = cnt[j]
             block_dist(Yb, j, c, q32, acc)
             cut = far_cut(m, scale, best, A)
-            if cut > 0.0 and A < np.inf and _max_bits(acc, c) < _bits(cut):
+            if cut > 0.0 and A < np.inf and max_bits(acc, c) < as_bits(cut):
                 continue  # every record of the block is nearer than the best
             for i in range(c):
                 if not acc[i] < cut:
@@ -238,7 +238,7 @@ def farthest_from(T, q, best, brow):
                         best = d
                         brow = row
                         cut = far_cut(m, scale, best, A)
-            tf = _far_node_cut(best, E)
+            tf = far_node_cut(best, E)
             continue
         lc = left[node]
         rc = right[node]

@@ -53,8 +53,8 @@ import numpy as np
 from numba import float32, njit
 
 from .bounds import check_values
-from ._blocktree import _SAFE_HI, build, build_rows, dist2, pow2_scale, remove
-from ._float32 import _bits, _max_bits, error_radius, far_cut
+from ._blocktree import SAFE_HI, build, build_rows, dist2, pow2_scale, remove
+from ._float32 import as_bits, error_radius, far_cut, max_bits
 from ._search import farthest_from, nearest
 
 __all__ = ["mdav", "check_k", "as_records"]
@@ -141,7 +141,7 @@ def _walk_rebuild(T, W, C):
         if d > best:
             best = d
             brow = row
-        v = np.sqrt(d) * _SAFE_HI
+        v = np.sqrt(d) * SAFE_HI
         a[row] = v
         rows[t] = row
         vals[t] = v
@@ -213,7 +213,7 @@ def _farthest_from_centroid(T, W, C, X, r):
         row = top[i]
         if blk[row] < 0:
             continue
-        if best >= 0.0 and (a[row] + drift) * _SAFE_HI < np.sqrt(best):
+        if best >= 0.0 and (a[row] + drift) * SAFE_HI < np.sqrt(best):
             done = True
             break
         walked += 1
@@ -221,7 +221,7 @@ def _farthest_from_centroid(T, W, C, X, r):
         if d > best or (d == best and row < brow):
             best = d
             brow = row
-    if not done and not (best >= 0.0 and (state[2] + drift) * _SAFE_HI < np.sqrt(best)):
+    if not done and not (best >= 0.0 and (state[2] + drift) * SAFE_HI < np.sqrt(best)):
         return _walk_rebuild(T, W, C)
     if walked * 256 > r:
         state[3] = 1  # the list has gone stale: rebuild at the next query
@@ -243,19 +243,19 @@ def _farthest_from_record(T, W, X, p):
     a, top, state, Cref, S32, frame, q32, acc = W
     m = X.shape[1]
     xp = X[p]
-    dcp = np.sqrt(dist2(xp, Cref)) * _SAFE_HI
+    dcp = np.sqrt(dist2(xp, Cref)) * SAFE_HI
     scale = frame[0]
     nq = 0.0
     for d in range(m):
         v = (xp[d] - Cref[d]) * scale
         q32[d] = float32(v)
         nq += v * v
-    A = error_radius(frame[1], np.sqrt(nq) * _SAFE_HI)
+    A = error_radius(frame[1], np.sqrt(nq) * SAFE_HI)
     ntop = int(state[0])
     best = -1.0
     brow = -1
     for i0 in range(int(state[1]), ntop, 64):
-        if best >= 0.0 and (a[top[i0]] + dcp) * _SAFE_HI < np.sqrt(best):
+        if best >= 0.0 and (a[top[i0]] + dcp) * SAFE_HI < np.sqrt(best):
             return brow  # every record from here on has a ≤ a[top[i0]]
         for i in range(64):
             acc[i] = float32(0.0)
@@ -267,7 +267,7 @@ def _farthest_from_record(T, W, X, p):
                 acc[i] += t * t
         cut = far_cut(m, scale, best, A)
         c = min(64, ntop - i0)
-        if cut > 0.0 and A < np.inf and _max_bits(acc, c) < _bits(cut):
+        if cut > 0.0 and A < np.inf and max_bits(acc, c) < as_bits(cut):
             continue  # the whole chunk is nearer than the best
         for i in range(c):
             if not acc[i] < cut:
@@ -279,7 +279,7 @@ def _farthest_from_record(T, W, X, p):
                     best = dd
                     brow = row
                     cut = far_cut(m, scale, best, A)
-    if best >= 0.0 and (state[2] + dcp) * _SAFE_HI < np.sqrt(best):
+    if best >= 0.0 and (state[2] + dcp) * SAFE_HI < np.sqrt(best):
         return brow
     return farthest_from(T, xp, best, brow)  # the list ran out: the tree finishes, seeded
 

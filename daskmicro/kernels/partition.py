@@ -9,10 +9,11 @@ MDAV on distal records — generalised from the paper's two partitions to many b
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
+from .cells import PartitionResult
 from .macro import cell_stats, mdav_large, nested_mdav
 from .mdav import mdav
 from .moments import Moments, chunk_moments
@@ -43,22 +44,6 @@ class TopCell:
     Z: np.ndarray
     group: np.ndarray | None = None
     macro: np.ndarray | None = None
-
-
-@dataclass
-class PartitionResult:
-    """Cells formed in one partition: row ids, local labels, and per-cell summaries."""
-
-    rowids: np.ndarray
-    labels: np.ndarray
-    size: np.ndarray
-    centroid: np.ndarray
-    sse: np.ndarray
-    info: dict = field(default_factory=dict)
-
-    @property
-    def n_cells(self) -> int:
-        return int(self.size.size)
 
 
 def concat_pieces(*pieces) -> TopCell:

@@ -24,6 +24,7 @@ import time
 
 import numpy as np
 
+from .cells import PartitionResult
 from .macro import cell_stats, mdav_large, nested_mdav
 from .pcl import pcl
 
@@ -86,8 +87,6 @@ def refine_partition(part, result, k: int, method: str = "pcl", max_iter: int = 
         Same rows, refined labels and cell summaries; ``info["refine"]`` holds the SSE before
         and after, the iterations run and the seconds spent.
     """
-    from .partition import PartitionResult
-
     if method not in REFINE_METHODS:
         raise ValueError(f"unknown refinement method {method!r}; known: {', '.join(REFINE_METHODS)}")
     rowids, Z = part

@@ -269,6 +269,31 @@ def pcl(
     k = int(k)
     rng = np.random.default_rng(seed)
 
+    kind, labels, K = _start(X, k, init, n_cells)
+    C_lab, _ = cell_means(X, labels, K)
+    sse0 = sse_of(X, labels, C_lab)
+    C = X[np.sort(rng.choice(n, size=K, replace=False))] if kind == "random" else C_lab
+
+    if noisy is None:  # refinement stays cheap unless asked: the pipeline calls it per partition
+        noisy = k <= NOISY_K_MAX and kind != "labels" and n * n_noisy <= NOISY_MAX_SAMPLES
+    noisy = bool(noisy) and K > 1
+    info = PCLInfo(n_cells=K, init=kind, noisy=noisy, sse_start=sse0)
+    if K == 1 or max_iter == 0 or sse0 == 0.0:  # nothing to iterate, or nothing to improve
+        info.sse, info.sse_history = sse0, np.array([sse0])
+        return (labels, info) if return_info else labels
+
+    scale = sse0 / n  # mean squared error per record: the unit of the auction's ε
+
+    if noisy:
+        C = _noisy_stage(X, k, K, C, labels, scale, n_noisy, cooling, sigma, n_candidates, rng, info)
+
+    best_labels = _noiseless_stage(X, k, K, C, labels, scale, n_candidates, max_iter, tol, sse0, info)
+    return (best_labels, info) if return_info else best_labels
+
+
+def _start(X, k, init, n_cells):
+    """(kind, starting labels, K) of :func:`pcl`: ``init`` and ``n_cells`` checked, the start formed."""
+    n = X.shape[0]
     if isinstance(init, str):
         if init not in ("mdav", "random"):
             raise ParameterError(f"init must be 'mdav', 'random' or an array of labels, got {init!r}")
@@ -290,25 +315,15 @@ def pcl(
     else:
         K = int(n_cells) if n_cells is not None else n // k
         labels = _order_partition(X, K, k)
-    C_lab, _ = cell_means(X, labels, K)
-    sse0 = sse_of(X, labels, C_lab)
-    C = X[np.sort(rng.choice(n, size=K, replace=False))] if kind == "random" else C_lab
+    return kind, labels, K
 
-    if noisy is None:  # refinement stays cheap unless asked: the pipeline calls it per partition
-        noisy = k <= NOISY_K_MAX and kind != "labels" and n * n_noisy <= NOISY_MAX_SAMPLES
-    noisy = bool(noisy) and K > 1
-    info = PCLInfo(n_cells=K, init=kind, noisy=noisy, sse_start=sse0)
-    best_labels, best_sse = labels, sse0
-    if K == 1 or max_iter == 0 or sse0 == 0.0:  # nothing to iterate, or nothing to improve
-        info.sse, info.sse_history = sse0, np.array([sse0])
-        return (labels, info) if return_info else labels
 
-    scale = sse0 / n  # mean squared error per record: the unit of the auction's ε
-
-    if noisy:
-        C = _noisy_stage(X, k, K, C, labels, scale, n_noisy, cooling, sigma, n_candidates, rng, info)
-
-    # noiseless PCL from the (possibly annealed) reconstruction values
+def _noiseless_stage(X, k, K, C, labels, scale, n_candidates, max_iter, tol, best_sse, info):
+    """Noiseless PCL (§3.3) from the (possibly annealed) reconstruction values ``C``; returns the
+    best labels seen (``labels`` themselves unless an iteration improves on ``best_sse``) and
+    fills ``info``."""
+    n = X.shape[0]
+    best_labels = labels
     adj = Adjuster(K, k, n, scale, n_candidates)
     history = []
     backbone = labels
@@ -341,7 +356,7 @@ def pcl(
     info.n_cells = int(best_labels.max()) + 1  # fewer than K only if a repair dissolved a cell
     info.costs = adj.costs()
     info.n_bids += adj.bids
-    return (best_labels, info) if return_info else best_labels
+    return best_labels
 
 
 def _noisy_stage(X, k, K, C, labels, scale, n_noisy, cooling, sigma, n_candidates, rng, info):

@@ -25,7 +25,7 @@ def partition_summary(res):
 def top_publication(offsets, *results):
     """Row ids (ascending) and global cell ids of a top cell's records.
 
-    ``results`` are the :class:`~daskmicro.kernels.partition.PartitionResult` of the top cell's
+    ``results`` are the :class:`~daskmicro.kernels.cells.PartitionResult` of the top cell's
     partitions and ``offsets`` their first global cell ids.
     """
     rowids = np.concatenate([r.rowids for r in results])

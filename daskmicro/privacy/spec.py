@@ -147,6 +147,37 @@ def _fit_sites(spec: dict, M: np.ndarray, pis, k: int, pbar) -> tuple:
         spec["cells"] = [dict(spec["cells"][i], id=j) for j, i in enumerate(keep)]
 
 
+def _design_labels(labels, n: int, k: int) -> tuple[np.ndarray, int]:
+    """(int64 labels, number of cells) of a design, checked: one id per record, every id 0 … C−1
+    used, every cell of at least k records."""
+    labels = np.asarray(labels)
+    if labels.shape != (n,) or not np.issubdtype(labels.dtype, np.integer) or labels.min() < 0:
+        raise ParameterError(f"labels must hold one non-negative integer cell id per record ({n})")
+    labels = labels.astype(np.int64)
+    ncell = int(labels.max()) + 1
+    counts = np.bincount(labels, minlength=ncell)
+    if counts.min() == 0:
+        raise ParameterError("labels must use every cell id 0 … C−1")
+    if counts.min() < k:
+        raise ParameterError(f"labels give {int((counts < k).sum())} cell(s) fewer than k = {k} records "
+                             f"(first: cell {int(np.argmax(counts < k))}); their centroids cannot be published")
+    return labels, ncell
+
+
+def _design_participation(participation, max_cell_failure, n: int):
+    """(π per model record, p̄) of a design, checked; (None, None) without participation."""
+    if (participation is None) != (max_cell_failure is None):
+        raise ParameterError("give participation and max_cell_failure together")
+    if participation is None:
+        return None, None
+    part = check_participation(participation)
+    pbar = check_max_cell_failure(max_cell_failure)
+    pis = np.full(n, part) if np.isscalar(part) else part
+    if pis.size != n:
+        raise ParameterError(f"participation has {pis.size} values but there are {n} records")
+    return pis, pbar
+
+
 def build_spec(X, labels, qi, k, *, rule="nearest-centroid", costs=None, participation=None,
                max_cell_failure=None, n_min=None) -> dict:
     """Write a micropartition of model records as a verifiable specification (§V-C), aggregates only.
@@ -205,26 +236,8 @@ def build_spec(X, labels, qi, k, *, rule="nearest-centroid", costs=None, partici
         raise ParameterError(f"rule must be one of {', '.join(RULES)}; got {rule!r}")
     M = qi_matrix(X, qi)
     n = M.shape[0]
-    labels = np.asarray(labels)
-    if labels.shape != (n,) or not np.issubdtype(labels.dtype, np.integer) or labels.min() < 0:
-        raise ParameterError(f"labels must hold one non-negative integer cell id per record ({n})")
-    labels = labels.astype(np.int64)
-    ncell = int(labels.max()) + 1
-    counts = np.bincount(labels, minlength=ncell)
-    if counts.min() == 0:
-        raise ParameterError("labels must use every cell id 0 … C−1")
-    if counts.min() < k:
-        raise ParameterError(f"labels give {int((counts < k).sum())} cell(s) fewer than k = {k} records "
-                             f"(first: cell {int(np.argmax(counts < k))}); their centroids cannot be published")
-    if (participation is None) != (max_cell_failure is None):
-        raise ParameterError("give participation and max_cell_failure together")
-    pis = pbar = None
-    if participation is not None:
-        part = check_participation(participation)
-        pbar = check_max_cell_failure(max_cell_failure)
-        pis = np.full(n, part) if np.isscalar(part) else part
-        if pis.size != n:
-            raise ParameterError(f"participation has {pis.size} values but there are {n} records")
+    labels, ncell = _design_labels(labels, n, k)
+    pis, pbar = _design_participation(participation, max_cell_failure, n)
     w = np.zeros(ncell) if costs is None else np.asarray(costs, dtype=np.float64)
     if w.shape != (ncell,) or not np.isfinite(w).all():
         raise ParameterError(f"costs must hold one finite number per cell ({ncell})")

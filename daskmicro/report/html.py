@@ -16,14 +16,13 @@ sections whose data is absent say "not run".
 
 from __future__ import annotations
 
-import html
 import json
-import math
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
 from ..errors import InputError, ParameterError, redact
 from . import plots
+from .page import CSS, HEAD_SCRIPT, TAIL_SCRIPT, esc, fmt, table
 
 __all__ = ["render_html", "write_report", "SECTION_IDS"]
 
@@ -62,86 +61,12 @@ _PROBABILISTIC_LABELS = {
     "table_failure": "t̄ — table failure probability", "mode": "mode of operation",
 }
 
-_CSS = """
-body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,Arial,sans-serif;margin:0;color:#222;background:#f6f7f9}
-header{background:#27415e;color:#fff;padding:1.2em 2em}
-header h1{margin:0 0 .2em 0;font-size:1.6em}
-header p{margin:.1em 0;opacity:.9}
-nav{padding:.6em 2em;background:#e8ecf1;font-size:.9em}
-nav a{margin-right:1em;color:#27415e;text-decoration:none}
-main{padding:1em 2em;max-width:1100px}
-section{background:#fff;border:1px solid #dde2e8;border-radius:6px;padding:.8em 1.4em;margin:1em 0}
-h2{font-size:1.2em;margin:.3em 0 .6em 0;color:#27415e}
-table{border-collapse:collapse;margin:.4em 0;font-size:.92em}
-th,td{border-bottom:1px solid #e3e6ea;padding:.25em .9em .25em 0;text-align:left;vertical-align:top}
-td.num{text-align:right;font-variant-numeric:tabular-nums}
-.notrun{color:#888;font-style:italic}
-.badge{display:inline-block;padding:.15em .6em;border-radius:3px;font-weight:bold}
-.pass{background:#d4edda;color:#155724}.fail{background:#f8d7da;color:#721c24}
-svg.plot{max-width:100%;height:auto;display:block;margin:.4em 0}
-footer{color:#777;font-size:.85em;padding:1em 2em}
-"""
-
-# Reports JS errors and which plots got a non-empty box, as attributes of <body>; the page works
-# the same without it (the HTML test reads them through Chromium's --dump-dom).
-_HEAD_SCRIPT = (
-    "window.__reportErrors=[];"
-    "window.addEventListener('error',function(e){window.__reportErrors.push(String(e.message));});"
-)
-_TAIL_SCRIPT = (
-    "(function(){var n=0,p=document.querySelectorAll('svg.plot');"
-    "for(var i=0;i<p.length;i++){var b=p[i].getBoundingClientRect();if(b.width>0&&b.height>0){n++;}}"
-    "document.body.setAttribute('data-plots-rendered',String(n));"
-    "document.body.setAttribute('data-js-errors',String(window.__reportErrors.length));})();"
-)
-
-
-def _esc(value: Any) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def _fmt(value: Any) -> str:
-    """Human-readable, escaped rendering of a report value."""
-    if value is None:
-        return "—"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return _esc(value)
-        if value == 0 or 1e-3 <= abs(value) < 1e6:
-            return f"{value:.4g}" if abs(value) < 1 else f"{value:,.4f}".rstrip("0").rstrip(".")
-        return f"{value:.3e}"
-    if isinstance(value, (list, tuple)):
-        items = [_fmt(v) for v in value[:20]]
-        return ", ".join(items) + (f", … ({len(value)} in all)" if len(value) > 20 else "")
-    if isinstance(value, Mapping):
-        return _esc(json.dumps(value, default=str, ensure_ascii=False))
-    return _esc(value)
-
-
-def _table(rows, header=None) -> str:
-    out = ["<table>"]
-    if header:
-        out.append("<tr>" + "".join(f"<th>{_esc(h)}</th>" for h in header) + "</tr>")
-    for row in rows:
-        cells = []
-        for i, cell in enumerate(row):
-            numeric = i > 0 and isinstance(cell, (int, float)) and not isinstance(cell, bool)
-            cells.append(f"<td class=\"num\">{_fmt(cell)}</td>" if numeric else f"<td>{_fmt(cell)}</td>")
-        out.append("<tr>" + "".join(cells) + "</tr>")
-    out.append("</table>")
-    return "".join(out)
-
-
 def _section(sid: str, body: str) -> str:
-    return f'<section id="{sid}"><h2>{_esc(_TITLES[sid])}</h2>{body}</section>'
+    return f'<section id="{sid}"><h2>{esc(_TITLES[sid])}</h2>{body}</section>'
 
 
 def _not_run(what: str) -> str:
-    return f'<p class="notrun">not run — {_esc(what)}</p>'
+    return f'<p class="notrun">not run — {esc(what)}</p>'
 
 
 def _labelled(data: Mapping, labels: Mapping) -> list:
@@ -171,16 +96,16 @@ def _parameters(r: Mapping) -> str:
             rows.append((f"pca.{key}", pca[key]))
     for key, value in (r.get("paths") or {}).items():
         rows.append((f"path: {key}", value))
-    return _table(rows, ("parameter", "value"))
+    return table(rows, ("parameter", "value"))
 
 
 def _timings(r: Mapping) -> str:
     timings = r.get("timings")
     if timings:
         rows = list(timings.items()) + [("total", float(sum(float(v) for v in timings.values())))]
-        return _table(rows, ("stage", "seconds")) + plots.timings_plot(timings)
+        return table(rows, ("stage", "seconds")) + plots.timings_plot(timings)
     if r.get("seconds") is not None:
-        return (_table([("microaggregation", float(r["seconds"]))], ("stage", "seconds"))
+        return (table([("microaggregation", float(r["seconds"]))], ("stage", "seconds"))
                 + '<p class="notrun">per-stage timings not recorded</p>')
     return _not_run("no timings recorded")
 
@@ -200,24 +125,24 @@ def _information_loss(r: Mapping) -> str:
             label += f" — {how['label']}"
         rows.append((label, float(ref)))
         if how.get("kind") == "sample" and how.get("ratio") is not None:
-            rows.append((f"ratio IL(method)/IL(exact MDAV) on the sample of {_fmt(how.get('sample_size'))} records",
+            rows.append((f"ratio IL(method)/IL(exact MDAV) on the sample of {fmt(how.get('sample_size'))} records",
                          float(how["ratio"])))
         if float(ref) > 0:
             delta = (float(il) - float(ref)) / float(ref)
             rows.append(("relative distortion increment δ = (D − D_MDAV)/D_MDAV", f"{100 * delta:+.2f} %"))
-        body = _table(rows, ("measure", "value"))
+        body = table(rows, ("measure", "value"))
     else:
-        why = f": {_esc(how['label'])}" if how.get("label") else ""
-        body = _table(rows, ("measure", "value")) + f'<p class="notrun">relative to exact MDAV: not run{why}</p>'
+        why = f": {esc(how['label'])}" if how.get("label") else ""
+        body = table(rows, ("measure", "value")) + f'<p class="notrun">relative to exact MDAV: not run{why}</p>'
     pca = r.get("pca") or {}
     if pca.get("energy_loss") is not None:
-        body += f"<p>PCA energy loss ε² of the kept components: {_fmt(float(pca['energy_loss']))}</p>"
+        body += f"<p>PCA energy loss ε² of the kept components: {fmt(float(pca['energy_loss']))}</p>"
     return body
 
 
 def _cell_sizes(r: Mapping) -> str:
     rows = [(key, r[key]) for key in ("cells", "min_cell_size", "max_cell_size") if r.get(key) is not None]
-    body = _table(rows, ("", "value")) if rows else ""
+    body = table(rows, ("", "value")) if rows else ""
     counts = r.get("cell_size_counts")
     if counts:
         return body + plots.cell_size_plot(counts)
@@ -231,7 +156,7 @@ def _pca_spectrum(r: Mapping) -> str:
     if not eigenvalues:
         return _not_run("no PCA in this run")
     total = sum(float(v) for v in eigenvalues)
-    text = f"<p>{len(eigenvalues)} eigenvalues of the z-scored QI covariance (Σλ = {_fmt(total)})"
+    text = f"<p>{len(eigenvalues)} eigenvalues of the z-scored QI covariance (Σλ = {fmt(total)})"
     if n_components is not None:
         kept = sum(sorted((float(v) for v in eigenvalues), reverse=True)[: int(n_components)])
         share = kept / total if total > 0 else 0.0
@@ -253,7 +178,7 @@ def _macrocells(r: Mapping) -> str:
     if n_distal:
         top = sum(sorted((float(v) for v in sse), reverse=True)[: int(n_distal)])
         rows.append(("share of macrocell SSE in the distal part", f"{100 * top / total:.1f} %" if total > 0 else "—"))
-    return _table(rows, ("", "value")) + plots.macrocell_sse_plot(sse, n_distal)
+    return table(rows, ("", "value")) + plots.macrocell_sse_plot(sse, n_distal)
 
 
 def _verification(r: Mapping) -> str:
@@ -266,7 +191,7 @@ def _verification(r: Mapping) -> str:
     for name in ("k_anonymity", "rows", "effective_anonymity"):
         check = v.get(name)
         if isinstance(check, Mapping):
-            body += f"<h3>{_esc(name.replace('_', ' '))}</h3>" + _table(list(check.items()), ("field", "value"))
+            body += f"<h3>{esc(name.replace('_', ' '))}</h3>" + table(list(check.items()), ("field", "value"))
     return body
 
 
@@ -274,7 +199,7 @@ def _generic(r: Mapping, key: str, labels: Mapping, what: str) -> str:
     data = r.get(key)
     if not data:
         return _not_run(what)
-    return _table(_labelled(data, labels), ("measure", "value"))
+    return table(_labelled(data, labels), ("measure", "value"))
 
 
 def _utility(r: Mapping) -> str:
@@ -290,11 +215,11 @@ def _utility(r: Mapping) -> str:
         "correlation_mean_abs_diff": "mean |Δ correlation|",
     }
     rows = [(label, u[key]) for key, label in names.items() if u.get(key) is not None]
-    body = _table(rows, ("measure", "value"))
+    body = table(rows, ("measure", "value"))
     columns = u.get("columns") or []
     means, variances = u.get("mean_change") or [], u.get("variance_ratio") or []
     if columns and len(means) == len(columns) == len(variances):
-        body += "<h3>Per attribute</h3>" + _table(
+        body += "<h3>Per attribute</h3>" + table(
             [(c, float(a), float(b)) for c, a, b in zip(columns, means, variances)],
             ("attribute", "Δ mean / S", "var′/var − 1"),
         )
@@ -311,18 +236,18 @@ def _risk(r: Mapping) -> str:
     body = ""
     link = risk.get("record_linkage")
     if link:
-        body += "<h3>Distance-based record linkage</h3>" + _table(
+        body += "<h3>Distance-based record linkage</h3>" + table(
             [("share of records whose nearest released tuple is their own cell's", link.get("rate")),
              ("records evaluated", link.get("n_sampled")), ("correct links", link.get("n_linked")),
              ("distinct released tuples", link.get("n_tuples"))], ("measure", "value"))
     interval = risk.get("interval_disclosure")
     if interval:
-        body += "<h3>Interval disclosure</h3>" + _table(
+        body += "<h3>Interval disclosure</h3>" + table(
             [("share of records with every released QI within ±p·S′ of the original", interval.get("rate")),
              ("p (fraction of the released std)", interval.get("p")),
              ("attributes allowed outside", interval.get("max_outside")),
              ("records evaluated", interval.get("n_sampled"))], ("measure", "value"))
-    return body or _table(list(risk.items()), ("measure", "value"))
+    return body or table(list(risk.items()), ("measure", "value"))
 
 
 def _sweep(r: Mapping) -> str | None:
@@ -334,7 +259,7 @@ def _sweep(r: Mapping) -> str | None:
     body = plots.sweep_plot(points, budget)
     best = plots.recommend_setting(points, budget)
     if best is not None:
-        body += (f"<p>Recommended setting for δ ≤ {100 * float(budget):.2g} %: <b>{_esc(best['setting'])}</b> "
+        body += (f"<p>Recommended setting for δ ≤ {100 * float(budget):.2g} %: <b>{esc(best['setting'])}</b> "
                  f"(τ = {100 * best['relative_time']:.1f} %, δ = {100 * best['relative_distortion']:.2f} %)</p>")
     return body
 
@@ -345,7 +270,7 @@ def _performance(r: Mapping) -> str | None:
         return None
     p = Path(str(path))
     href = p.as_uri() if p.is_absolute() else str(path)
-    return f'<p><a href="{_esc(href)}">{_esc(path)}</a> (Dask performance report of this run)</p>'
+    return f'<p><a href="{esc(href)}">{esc(path)}</a> (Dask performance report of this run)</p>'
 
 
 # --------------------------------------------------------------------------- page
@@ -387,23 +312,23 @@ def render_html(report: Mapping) -> str:
             continue
         sections.append(_section(sid, body))
         present.append(sid)
-    nav = "".join(f'<a href="#{sid}">{_esc(_TITLES[sid])}</a>' for sid in present)
+    nav = "".join(f'<a href="#{sid}">{esc(_TITLES[sid])}</a>' for sid in present)
     verification = r.get("verification") or {}
     verdict = ("verified" if verification.get("passed") else "NOT verified") if verification else "verification not run"
     method = r.get("method", "?")
-    subtitle = (f"{_fmt(r.get('n'))} records · {_fmt(r.get('m'))} QI columns · method {_esc(method)} · "
-                f"k = {_fmt(r.get('k'))} · {verdict}")
+    subtitle = (f"{fmt(r.get('n'))} records · {fmt(r.get('m'))} QI columns · method {esc(method)} · "
+                f"k = {fmt(r.get('k'))} · {verdict}")
     title = f"daskmicro run report — {method}, k = {r.get('k', '?')}"
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{_esc(title)}</title>"
-        f"<style>{_CSS}</style><script>{_HEAD_SCRIPT}</script></head>\n<body>"
-        f"<header><h1>{_esc(title)}</h1><p>{subtitle}</p>"
-        f"<p>created {_esc(r.get('created', '—'))} · daskmicro {_esc(r.get('daskmicro_version', '?'))}</p></header>"
+        f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{esc(title)}</title>"
+        f"<style>{CSS}</style><script>{HEAD_SCRIPT}</script></head>\n<body>"
+        f"<header><h1>{esc(title)}</h1><p>{subtitle}</p>"
+        f"<p>created {esc(r.get('created', '—'))} · daskmicro {esc(r.get('daskmicro_version', '?'))}</p></header>"
         f"<nav>{nav}</nav><main>\n" + "\n".join(sections) + "\n</main>"
         "<footer>Generated by daskmicro from report.json. Information loss is 100·SSE/SST on z-scored QI "
         "columns; aggregates only, no data values.</footer>"
-        f"<script>{_TAIL_SCRIPT}</script></body></html>\n"
+        f"<script>{TAIL_SCRIPT}</script></body></html>\n"
     )
 
 

@@ -16,12 +16,13 @@ __all__ = ["Report"]
 
 
 def _version() -> str:
-    from .. import __version__
+    from .._version import __version__
 
     return __version__
 
 
-def _utc_now() -> str:
+def utc_now() -> str:
+    """The current UTC time, ISO 8601 to the second."""
     return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
 
 
@@ -133,7 +134,7 @@ class Report:
     paths: dict = field(default_factory=dict)
     pipeline: dict | None = None
     version: str = field(default_factory=_version)
-    created: str = field(default_factory=_utc_now)
+    created: str = field(default_factory=utc_now)
     timings: dict | None = None
     reference_information_loss: float | None = None
     cell_size_counts: dict | None = None

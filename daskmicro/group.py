@@ -17,36 +17,11 @@ import numpy as np
 import pandas as pd
 
 from .errors import InputError, ParameterError
-from .io.qi import qi_column
+from .io.qi import qi_matrix
 from .kernels import centroids, information_loss, mdav, standardize
-from .kernels.bounds import MAX_ABS
 from .publish import replace_qi
 
-__all__ = ["qi_matrix", "qi_space", "one_task", "failure_arrays", "participation_array"]
-
-
-def qi_matrix(df: pd.DataFrame, qi: list) -> np.ndarray:
-    """The QI columns as an exact float64 matrix, refusing missing, infinite and huge values
-    (the message names columns and counts only)."""
-    X = np.empty((len(df), len(qi)), dtype=np.float64)
-    missing, infinite = [], []
-    for j, c in enumerate(qi):
-        X[:, j] = qi_column(df[c], c)  # exact float64, or refused (integers beyond ±2^53)
-        n_nan = int(np.isnan(X[:, j]).sum())
-        n_inf = int(np.isinf(X[:, j]).sum())
-        if n_nan:
-            missing.append(f"{c!r} ({n_nan})")
-        if n_inf:
-            infinite.append(f"{c!r} ({n_inf})")
-    if missing:
-        raise InputError(f"QI column(s) with missing (NaN) values: {', '.join(missing)}; impute or drop them first")
-    if infinite:
-        raise InputError(f"QI column(s) with infinite values: {', '.join(infinite)}")
-    huge = [repr(c) for j, c in enumerate(qi) if np.abs(X[:, j]).max(initial=0.0) > MAX_ABS]
-    if huge:
-        raise InputError(f"QI column(s) with values beyond ±{MAX_ABS:.0e}: {', '.join(huge)}; squared distances "
-                         "would overflow: rescale them (e.g. to other units) first")
-    return X
+__all__ = ["qi_space", "one_task", "failure_arrays", "participation_array"]
 
 
 def qi_space(df: pd.DataFrame, qi: list, n_components=None):

@@ -1,0 +1,418 @@
+"""Architecture rules (issue 17, item 5), checked statically over every module under daskmicro/.
+
+a. no import cycles among daskmicro modules (imports inside functions count too);
+b. no module imports another daskmicro module's private (underscore) names;
+c. no function longer than MAX_FUNCTION_LINES lines.
+
+The scan reads the source with :mod:`ast`; nothing is imported, so the test is fast and independent of
+optional dependencies.
+
+Import edges: ``import a.b.c`` and ``from a.b import c`` give an edge to the most specific daskmicro module
+they name: ``from X import n`` goes to the submodule ``X.n`` when that is a module, else to ``X`` itself
+(``X/__init__.py`` for a package). ``import daskmicro`` or ``from .. import name`` therefore count as an edge
+to the package's ``__init__.py``. The implicit import of parent packages (``import daskmicro.io.tables`` runs
+``daskmicro/__init__.py`` first) is *not* an edge: every module would then sit in a cycle with its package.
+
+Private names: ``from X import _name`` where X is a daskmicro module other than the importer, ``_name``
+starts with an underscore, is not a dunder, and is not itself a module (``from .kernels import _blocktree``
+imports a private *module* as a module, which is allowed; importing its underscore names is not).
+Reading ``alias._name`` where ``alias`` is an imported daskmicro module counts the same.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+PACKAGE = "daskmicro"
+ROOT = Path(__file__).resolve().parent.parent / PACKAGE
+MAX_FUNCTION_LINES = 100
+
+# ---------------------------------------------------------------------------------------------------------
+# KNOWN violations. Each lies in a file that the issue-17 refactor is rewriting (anonymize*.py, lake_*.py,
+# strata.py, reference.py, tradeoff.py, incremental_run.py, cli*.py, workflow/runner.py, graph/pipeline.py,
+# graph/fanout.py, graph/ingest.py, graph/gather.py). These lists are to be EMPTIED by the issue-17 refactor.
+# They are asserted exactly: a violation that no longer occurs must be removed here too, so they can only
+# shrink. Never add an entry for a new violation: fix it.
+# ---------------------------------------------------------------------------------------------------------
+
+# The modules the issue-17 refactor is rewriting: the only ones a KNOWN entry may name.
+REFACTOR_MODULES = frozenset(f"{PACKAGE}.{name}" for name in (
+    "anonymize", "anonymize_cluster", "anonymize_probabilistic", "lake_run", "lake_exec", "strata", "reference",
+    "tradeoff", "incremental_run", "cli", "cli_sweep", "cli_workflow", "workflow.runner", "graph.pipeline",
+    "graph.fanout", "graph.ingest", "graph.gather",
+))
+
+# Import cycles, each as the sorted tuple of the modules of one strongly connected component.
+KNOWN_CYCLES: set[tuple[str, ...]] = {
+    ("daskmicro.anonymize", "daskmicro.anonymize_cluster", "daskmicro.anonymize_probabilistic",
+     "daskmicro.reference", "daskmicro.strata"),
+    ("daskmicro.cli", "daskmicro.cli_sweep", "daskmicro.cli_workflow", "daskmicro.lake_exec", "daskmicro.lake_run"),
+}
+
+# (importer, imported module, private name)
+KNOWN_PRIVATE_IMPORTS: set[tuple[str, str, str]] = {
+    *(("daskmicro.anonymize_cluster", "daskmicro.anonymize", name)
+      for name in ("_check_frame", "_check_pca_options", "_check_qi", "_is_dask_frame")),
+    *(("daskmicro.anonymize_probabilistic", "daskmicro.anonymize", name)
+      for name in ("_check_frame", "_check_pca_options", "_check_qi", "_is_dask_frame", "_pca_kernels",
+                   "_publish_shuffled", "_qi_space")),
+    ("daskmicro.cli_sweep", "daskmicro.cli", "_non_negative_int"),
+    ("daskmicro.cli_sweep", "daskmicro.cli", "_positive_int"),
+    ("daskmicro.cli_workflow", "daskmicro.cli", "_stage_printer"),
+    ("daskmicro.incremental_run", "daskmicro.anonymize", "_check_seed"),
+    ("daskmicro.incremental_run", "daskmicro.anonymize", "_is_dask_frame"),
+    *(("daskmicro.incremental_run", "daskmicro.schedule", name) for name in ("_ratio", "_real", "_zeta")),
+    ("daskmicro.lake_exec", "daskmicro.anonymize_probabilistic", "_check_failures"),
+    ("daskmicro.lake_exec", "daskmicro.anonymize_probabilistic", "_model_dict"),
+    ("daskmicro.lake_exec", "daskmicro.anonymize_probabilistic", "_n_min"),
+    ("daskmicro.lake_exec", "daskmicro.lake_run", "_worker_memory"),
+    ("daskmicro.lake_run", "daskmicro.anonymize", "_check_method"),
+    ("daskmicro.lake_run", "daskmicro.anonymize", "_check_seed"),
+    ("daskmicro.reference", "daskmicro.anonymize", "_qi_matrix"),
+    ("daskmicro.strata", "daskmicro.anonymize", "_check_frame"),
+    ("daskmicro.strata", "daskmicro.anonymize", "_check_k"),
+    ("daskmicro.strata", "daskmicro.anonymize", "_check_qi"),
+    *(("daskmicro.tradeoff", "daskmicro.anonymize", name)
+      for name in ("_check_k", "_check_qi", "_check_seed", "_is_dask_frame", "_qi_matrix")),
+    ("daskmicro.workflow.runner", "daskmicro.anonymize", "_is_dask_frame"),
+}
+
+# (module, qualified function name): functions longer than MAX_FUNCTION_LINES lines.
+KNOWN_LONG_FUNCTIONS: set[tuple[str, str]] = {
+    ("daskmicro.anonymize", "anonymize"),
+    ("daskmicro.incremental_run", "anonymize_incremental"),
+    ("daskmicro.lake_exec", "execute"),
+    ("daskmicro.tradeoff", "sweep"),
+}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The scan.
+# ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str  # dotted, e.g. "daskmicro.io.tables"; a package's __init__.py is named after the package
+    path: Path
+    is_package: bool
+    tree: ast.Module
+
+
+def _module_name(path: Path, root: Path) -> tuple[str, bool]:
+    rel = path.relative_to(root.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        return ".".join(parts[:-1]), True
+    return ".".join(parts), False
+
+
+def scan_modules(root: Path = ROOT) -> dict[str, Module]:
+    modules = {}
+    for path in sorted(root.rglob("*.py")):
+        name, is_package = _module_name(path, root)
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        modules[name] = Module(name, path, is_package, tree)
+    return modules
+
+
+def _package_dirs(root: Path = ROOT) -> set[str]:
+    """Dotted names of every directory under daskmicro (namespace packages without __init__.py too)."""
+    names = {PACKAGE}
+    for path in root.rglob("*"):
+        if path.is_dir() and path.name != "__pycache__":
+            names.add(".".join(path.relative_to(root.parent).parts))
+    return names
+
+
+def _is_module(name: str, modules: dict[str, Module], packages: set[str]) -> bool:
+    return name in modules or name in packages
+
+
+def _resolve_base(module: Module, node: ast.ImportFrom) -> str | None:
+    """The absolute dotted module an ``ImportFrom`` reads from, or None when outside daskmicro."""
+    if node.level == 0:
+        base = node.module or ""
+    else:
+        package = module.name if module.is_package else module.name.rpartition(".")[0]
+        parts = package.split(".")
+        drop = node.level - 1
+        if drop >= len(parts):
+            raise AssertionError(f"{module.path}:{node.lineno}: relative import beyond the top package")
+        parts = parts[: len(parts) - drop]
+        base = ".".join(parts + ([node.module] if node.module else []))
+    if base == PACKAGE or base.startswith(PACKAGE + "."):
+        return base
+    return None
+
+
+@dataclass(frozen=True)
+class ImportRef:
+    importer: str
+    target: str  # the daskmicro module the edge goes to
+    name: str | None  # the name imported from target by ``from target import name`` (None otherwise)
+    lineno: int
+
+
+def import_refs(modules: dict[str, Module], packages: set[str]) -> list[ImportRef]:
+    refs = []
+    for module in modules.values():
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name == PACKAGE or alias.name.startswith(PACKAGE + "."):
+                        refs.append(ImportRef(module.name, alias.name, None, node.lineno))
+            elif isinstance(node, ast.ImportFrom):
+                base = _resolve_base(module, node)
+                if base is None:
+                    continue
+                for alias in node.names:
+                    sub = f"{base}.{alias.name}"
+                    if alias.name != "*" and _is_module(sub, modules, packages):
+                        refs.append(ImportRef(module.name, sub, None, node.lineno))
+                    else:
+                        refs.append(ImportRef(module.name, base, alias.name, node.lineno))
+    return refs
+
+
+def import_graph(modules: dict[str, Module], refs: list[ImportRef]) -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for ref in refs:
+        # A namespace package (a directory without __init__.py) has no code: no node, no edge.
+        if ref.target in modules and ref.target != ref.importer:
+            graph[ref.importer].add(ref.target)
+    return graph
+
+
+def strongly_connected_components(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's algorithm, iterative."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    components = []
+    counter = 0
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            advanced = False
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                    advanced = True
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                components.append(sorted(component))
+    return components
+
+
+def find_cycles(graph: dict[str, set[str]]) -> set[tuple[str, ...]]:
+    return {tuple(c) for c in strongly_connected_components(graph) if len(c) > 1}
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_attribute_refs(modules: dict[str, Module], packages: set[str]) -> list[ImportRef]:
+    """``alias._name`` where ``alias`` is a daskmicro module imported in the same file
+    (``from .. import schedule as _schedule`` then ``_schedule._ratio(...)``): the same as importing
+    ``_name``, so it counts as one."""
+    refs = []
+    for module in modules.values():
+        aliases = {}
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.ImportFrom):
+                base = _resolve_base(module, node)
+                for alias in node.names if base is not None else ():
+                    if _is_module(f"{base}.{alias.name}", modules, packages):
+                        aliases[alias.asname or alias.name] = f"{base}.{alias.name}"
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname and (alias.name == PACKAGE or alias.name.startswith(PACKAGE + ".")):
+                        aliases[alias.asname] = alias.name
+        for node in ast.walk(module.tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id in aliases and _is_private(node.attr)):
+                refs.append(ImportRef(module.name, aliases[node.value.id], node.attr, node.lineno))
+    return refs
+
+
+def find_private_imports(refs: list[ImportRef]) -> dict[tuple[str, str, str], int]:
+    found = {}
+    for ref in refs:
+        if ref.name is not None and ref.target != ref.importer and _is_private(ref.name):
+            found.setdefault((ref.importer, ref.target, ref.name), ref.lineno)
+    return found
+
+
+def find_long_functions(modules: dict[str, Module], limit: int = MAX_FUNCTION_LINES) -> dict[tuple[str, str], int]:
+    """{(module, qualified name): length in lines from ``def`` to the function's last line}."""
+    found = {}
+
+    def visit(node: ast.AST, prefix: str, module: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                qualname = f"{prefix}{child.name}"
+                length = child.end_lineno - child.lineno + 1
+                if length > limit:
+                    found[(module, qualname)] = length
+                visit(child, qualname + ".", module)
+            elif isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}{child.name}.", module)
+            else:
+                visit(child, prefix, module)
+
+    for module in modules.values():
+        visit(module.tree, "", module.name)
+    return found
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The rules.
+# ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def scan():
+    modules = scan_modules()
+    packages = _package_dirs()
+    refs = import_refs(modules, packages)
+    return modules, refs, import_graph(modules, refs), private_attribute_refs(modules, packages)
+
+
+def _exact(found: set, known: set, what: str, describe) -> None:
+    new = sorted(found - known)
+    stale = sorted(known - found)
+    message = []
+    if new:
+        message.append(f"{len(new)} {what} (fix them; never add them to the KNOWN list):")
+        message.extend(f"  {describe(item)}" for item in new)
+    if stale:
+        message.append(f"{len(stale)} KNOWN {what} no longer occur: remove them from the KNOWN list:")
+        message.extend(f"  {item!r}" for item in stale)
+    assert not message, "\n".join(message)
+
+
+def test_known_lists_name_only_modules_the_refactor_rewrites():
+    named = (
+        {m for cycle in KNOWN_CYCLES for m in cycle}
+        | {importer for importer, _, _ in KNOWN_PRIVATE_IMPORTS}
+        | {module for module, _ in KNOWN_LONG_FUNCTIONS}
+    )
+    outside = sorted(named - REFACTOR_MODULES)
+    assert not outside, f"KNOWN entries may only name modules the issue-17 refactor rewrites; fix these: {outside}"
+
+
+def test_scan_sees_the_package(scan):
+    modules, refs, graph, _ = scan
+    assert f"{PACKAGE}" in modules and f"{PACKAGE}.kernels.mdav" in modules
+    assert len(modules) > 50
+    # Imports inside functions are edges too (the package is full of lazy imports that would hide cycles).
+    assert sum(len(targets) for targets in graph.values()) > 100
+
+
+def test_no_import_cycles(scan):
+    _, refs, graph, _ = scan
+    cycles = find_cycles(graph)
+
+    def describe(component):
+        members = set(component)
+        edges = sorted(
+            {(r.importer, r.target, r.lineno) for r in refs if r.importer in members and r.target in members}
+        )
+        lines = [" <-> ".join(component)]
+        lines += [f"      {a} -> {b} (line {n})" for a, b, n in edges if a != b]
+        return "\n".join(lines)
+
+    _exact(cycles, KNOWN_CYCLES, "import cycles", describe)
+
+
+def test_no_private_imports_across_modules(scan):
+    _, refs, _, attribute_refs = scan
+    found = find_private_imports(refs + attribute_refs)
+    _exact(
+        set(found), KNOWN_PRIVATE_IMPORTS, "imports of another module's private names",
+        lambda item: f"{item[0]} (line {found[item]}): {item[2]} of {item[1]}",
+    )
+
+
+def test_no_long_functions(scan):
+    modules, _, _, _ = scan
+    found = find_long_functions(modules)
+    _exact(
+        set(found), KNOWN_LONG_FUNCTIONS, f"functions longer than {MAX_FUNCTION_LINES} lines",
+        lambda item: f"{item[0]}.{item[1]}: {found[item]} lines",
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The scan itself can fail: synthetic packages with a cycle, a private import and a long function.
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _fake_package(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / PACKAGE
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_scan_detects_violations(tmp_path):
+    root = _fake_package(tmp_path, {
+        "__init__.py": "from .a import f\n",
+        "a.py": "def f():\n    from .sub import b\n",
+        "sub/__init__.py": "",
+        "sub/b.py": "import daskmicro\nfrom ._priv import _helper, __all__\nfrom . import _priv\n",
+        "sub/_priv.py": "_helper = 1\n",
+        "c.py": "from .sub._priv import helper\nfrom .sub import _priv as p\nimport daskmicro.sub.b as b\n"
+                "def g():\n    return p._helper, p.helper, b._x, p.__doc__\n",
+        "d.py": "from .e import x\n",
+        "e.py": "from . import d\n",
+        "long.py": "class K:\n    def m(self):\n" + "        x = 1\n" * 100 + "\ndef short():\n    pass\n",
+    })
+    modules = scan_modules(root)
+    refs = import_refs(modules, _package_dirs(root))
+    graph = import_graph(modules, refs)
+    assert find_cycles(graph) == {
+        ("daskmicro", "daskmicro.a", "daskmicro.sub.b"),
+        ("daskmicro.d", "daskmicro.e"),
+    }
+    assert set(find_private_imports(refs)) == {("daskmicro.sub.b", "daskmicro.sub._priv", "_helper")}
+    assert set(find_private_imports(private_attribute_refs(modules, _package_dirs(root)))) == {
+        ("daskmicro.c", "daskmicro.sub._priv", "_helper"),
+        ("daskmicro.c", "daskmicro.sub.b", "_x"),
+    }
+    assert set(find_long_functions(modules)) == {("daskmicro.long", "K.m")}
