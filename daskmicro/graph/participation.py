@@ -41,12 +41,16 @@ def check_participation(participation, cfg):
             f"refine={cfg.refine!r} cannot be combined with a participation column: PCL moves records between "
             f"cells and does not keep every cell's failure q̄ ≤ max_cell_failure"
         )
+    if cfg.method == "pcl" or "pcl" in (cfg.proximal_method, cfg.distal_method):
+        raise ParameterError(
+            "method 'pcl' cannot be combined with a participation column: PCL moves records between cells and "
+            "does not keep every cell's failure q̄ ≤ max_cell_failure"
+        )
     for side, method in (("proximal", cfg.proximal_method), ("distal", cfg.distal_method)):
-        if cfg.method == "pcl" or method not in kpart.GROW_METHODS:
-            shown = "pcl" if cfg.method == "pcl" else method
+        if method not in kpart.GROW_METHODS:
             raise ParameterError(
-                f"method {shown!r} cannot be combined with a participation column: only cells grown by MDAV or "
-                f"PCA-MDAV keep every cell's failure q̄ ≤ max_cell_failure ({side} side)"
+                f"{side} method {method!r} cannot be combined with a participation column: cells are grown until "
+                f"q̄ ≤ max_cell_failure only in the space of {' or '.join(kpart.GROW_METHODS)}"
             )
     return column, pbar
 
