@@ -206,3 +206,26 @@ def test_merge_matches_one_summary_over_all_cells():
 
     assert got["expected_distortion"] == pytest.approx(expected_distortion(Z, labels, pis), rel=1e-12)
     assert got["participation_mean"] == pytest.approx(pis.mean(), rel=1e-13)
+
+
+def test_constant_qis_publish_one_tuple_within_pbar(data, qi, client2):
+    df = data.head(600).copy()
+    for c in qi:
+        df[c] = 7
+    df["pi"] = df["pi"].astype("Float64")  # a nullable float column without missing values is accepted
+    release, pub, details = _run(client2, df, qi, npartitions=2)
+    assert len(release) == 600 and release[qi].nunique().max() == 1
+    assert cell_failure(K, release["pi"].to_numpy(np.float64)).cell_failure <= PBAR
+    assert details["probabilistic"]["cells_above_max_cell_failure"] == 0 and pub.k_anonymity.ok
+    assert details["probabilistic"]["expected_distortion"] == 0.0
+
+
+def test_constant_qis_without_participation(data, qi, client2):
+    # every QI constant: one cell of all the records (this used to stop in the macroaggregation)
+    df = data.head(600).copy()
+    for c in qi:
+        df[c] = 7
+    cfg = PipelineConfig(k=K, **SMALL)
+    pub, details = run_pipeline(client2, dd.from_pandas(df, npartitions=2, sort=False), qi, cfg, 11, False)
+    release = client2.compute(pub.release).result()
+    assert len(release) == 600 and pub.cells == 1 and pub.k_anonymity.ok and "probabilistic" not in details

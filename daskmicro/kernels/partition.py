@@ -84,6 +84,9 @@ def macroaggregate(top: TopCell, partition_size: int | None, K: int | None, macr
     ``macro="pcl"`` refines every level by at most ``macro_iter`` PCL iterations
     (:func:`~daskmicro.kernels.partition_pcl.nested_pcl`).
     """
+    if top.Z.shape[1] == 0:  # every QI constant: one group, one macrocell
+        one = np.zeros(top.rowids.size, dtype=np.int64)
+        return TopCell(rowids=top.rowids, Z=top.Z, group=one, macro=one.copy(), weights=top.weights)
     if partition_size is None:
         if macro == "pcl":
             from .partition_pcl import nested_pcl
@@ -172,6 +175,9 @@ def run_partition(part, method: str, k: int, params: dict | None = None) -> Part
     rowids, Z = part[0], part[1]
     if rowids.size < k:
         raise ValueError(f"partition of {rowids.size} records is smaller than k = {k}")
-    labels = np.asarray(PARTITION_METHODS[method](Z, k, **(params or {})), dtype=np.int64)
+    if Z.shape[1] == 0:  # every QI constant: nothing to microaggregate, one cell
+        labels = np.zeros(rowids.size, dtype=np.int64)
+    else:
+        labels = np.asarray(PARTITION_METHODS[method](Z, k, **(params or {})), dtype=np.int64)
     size, sums, sse = cell_stats(Z, labels)
     return PartitionResult(rowids=rowids, labels=labels, size=size, centroid=sums / size[:, None], sse=sse)
