@@ -229,3 +229,9 @@ def test_constant_qis_without_participation(data, qi, client2):
     pub, details = run_pipeline(client2, dd.from_pandas(df, npartitions=2, sort=False), qi, cfg, 11, False)
     release = client2.compute(pub.release).result()
     assert len(release) == 600 and pub.cells == 1 and pub.k_anonymity.ok and "probabilistic" not in details
+
+
+def test_partition_too_small_for_pbar_is_refused(data, qi, client2):
+    with pytest.raises(ParameterError, match="raise K or partition_size") as err:
+        _run(client2, data, qi, participation=_part(pbar=1e-300))
+    assert "\n" not in str(err.value)

@@ -41,6 +41,7 @@ from ..errors import ParameterError
 from .fanout import FanoutConfig, fan_out, top_cells
 from .gather import publish
 from .ingest import ingest
+from .participation import attach_participation, check_participation, failure_summary
 
 __all__ = ["PipelineConfig", "DEFAULTS", "SCALABLE", "ONE_TASK", "REFINE", "MACRO", "run_pipeline"]
 
@@ -198,8 +199,6 @@ def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row
     """
     column = pbar = None
     if participation is not None:
-        from .participation import check_participation
-
         column, pbar = check_participation(participation, cfg)
     timings = _Timings(progress)
     t_all = time.perf_counter()
@@ -220,16 +219,12 @@ def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row
         task_rows = ing.n
     tops = top_cells(client, ing, task_rows, timings)  # takes ing.blocks: the workers free them when done
     if column is not None:
-        from .participation import attach_participation
-
         tops = attach_participation(client, tops, ing, timings)  # takes ing.weights
         fcfg.max_cell_failure = pbar
     fo = fan_out(client, tops, fcfg, timings)
     del tops
     probabilistic = None
     if column is not None:
-        from .participation import failure_summary
-
         probabilistic = failure_summary(client, fo, cfg.k, column, pbar, ing.m_used)
     refine_info = None
     if cfg.refine is not None and fcfg.keep_parts:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import ParameterError
 from ..privacy.probabilistic import cell_failure_partial, grow_cells
 from .macro import cell_stats
 from .partition import PartitionResult, TopCell
@@ -79,7 +80,13 @@ def grow_partition(part, method: str, k: int, max_cell_failure: float, params: d
     if rowids.size < k:
         raise ValueError(f"partition of {rowids.size} records is smaller than k = {k}")
     space = _space(Z, method, **(params or {}))
-    labels = np.asarray(grow_cells(space, k, pis, max_cell_failure), dtype=np.int64)
+    try:
+        labels = np.asarray(grow_cells(space, k, pis, max_cell_failure), dtype=np.int64)
+    except ParameterError:
+        raise ParameterError(
+            f"a partition of {rowids.size} records cannot meet k = {k} with max_cell_failure = {max_cell_failure:g} "
+            f"under its participation: even all its records in one cell fail more often; raise K or partition_size"
+        ) from None
     size, sums, sse = cell_stats(Z, labels)
     if size.min() < k:  # grow_cells closes a cell only at ≥ k records (q̄ ≤ p̄ < 1 needs them)
         raise RuntimeError(f"a grown cell holds {int(size.min())} records, fewer than k = {k}")
