@@ -11,7 +11,10 @@ The shape of Algorithm C (``001_4020e12e98fa2147.txt`` §IV-B) made to scale:
 3. **split** — the fraction ν of macrocells with the highest SSE is distal, the rest proximal;
    the PCA of all proximal records is fitted from per-top-cell moments (one reduction);
 4. **fan-out** — one task per partition (a group's proximal or distal macrocells), each running a
-   registered method: PCA-MDAV on the proximal side, MDAV on the distal side by default.
+   registered method: PCA-MDAV on the proximal side, MDAV on the distal side by default.  With a
+   participation column (``max_cell_failure`` set, the top cells carrying π_j) the cells are grown
+   instead until each fails with probability q̄ ≤ p̄ (:func:`~daskmicro.kernels.participation.grow_partition`),
+   in the principal components on the proximal side and in the z-space on the distal side.
 
 The paper's own two-partition mode (``layout="two-partition"``) is the same with a single top
 cell and a single group: all proximal records in one task, all distal records in another.
@@ -26,6 +29,7 @@ import numpy as np
 
 from ..kernels import chunked as ck
 from ..kernels import partition as kp
+from ..kernels import participation as kpart
 from ..kernels.moments import combine_moments
 from ..kernels.pca import pca_basis
 from .macro import chunked_mdav
@@ -49,6 +53,7 @@ class FanoutConfig:
     macro: str = "mdav"           # macroaggregation inside a top cell: "mdav" or "pcl"
     macro_iter: int = 2           # PCL iterations per level when macro == "pcl"
     keep_parts: bool = False      # keep each partition's records for a later refinement stage
+    max_cell_failure: float | None = None  # p̄: cells grown under the top cells' participation π_j
 
 
 @dataclass
@@ -222,7 +227,11 @@ def fan_out(client, tops: list, cfg: FanoutConfig, timings: dict) -> FanoutResul
                 if side == "proximal":
                     params.update(prox_params)
                 part = client.submit(kp.extract, tops[t], int(g), mask)
-                results.append(client.submit(kp.run_partition, part, method, cfg.k, params))
+                if cfg.max_cell_failure is None:
+                    results.append(client.submit(kp.run_partition, part, method, cfg.k, params))
+                else:
+                    results.append(client.submit(kpart.grow_partition, part, method, cfg.k, cfg.max_cell_failure,
+                                                 params))
                 if cfg.keep_parts:
                     parts.append(part)
                 partitions.append((t, int(g), side, rows))

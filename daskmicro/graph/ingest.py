@@ -8,6 +8,11 @@ exactly into the (population) standard deviation — the corrected two-pass algo
 for columns with a large offset and a small spread (epoch milliseconds), and the same to the
 last bit for every chunking.  A column is constant when its min equals its max (exact).  A
 third pass writes the z-scored chunks.  Only per-chunk summaries reach the client.
+
+With a participation column (per-record π_j, §V-B of ``003_0edb38f823409d2d.txt``) the column
+is read with the QIs, checked in the first pass (numeric, no missing value, all in (0, 1]; the
+refusal names the column and counts only) and kept as one float64 vector per chunk beside the
+z-scored chunks.  It is not a QI: the release publishes it untouched.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError
+from ..errors import InputError, ParameterError
 from ..io.qi import qi_frame_matrix
 from ..kernels.macro import dd_colsum, dd_combine
 from ..kernels.moments import centered_m2, centered_sums, population_std
@@ -40,6 +45,7 @@ class Ingested:
     mean: np.ndarray        # per QI column (original units)
     std: np.ndarray         # population std; 0 for constant columns
     varying: np.ndarray     # bool per QI column
+    weights: list | None = None   # futures of the π_j of each block (participation column), or None
 
     @property
     def m_used(self) -> int:
@@ -50,7 +56,11 @@ def _qi_values(part: pd.DataFrame, qi: list) -> np.ndarray:
     return qi_frame_matrix(part, qi)  # exact float64, or refused (integers beyond ±2^53)
 
 
-def _summary(part: pd.DataFrame, qi: list):
+def _summary(part: pd.DataFrame, qi: list, column=None):
+    if column is not None:
+        from ..privacy.probabilistic import participation_chunk_check
+
+        return (*_summary(part, qi), participation_chunk_check(part[column]))
     X = _qi_values(part, qi)
     nan = np.isnan(X).sum(axis=0)
     inf = np.isinf(X).sum(axis=0)
@@ -69,18 +79,50 @@ def _zscore(part: pd.DataFrame, qi: list, mean: np.ndarray, std: np.ndarray, var
     return np.ascontiguousarray((X - mean[varying]) / std[varying])
 
 
-def ingest(client, ddf, qi: list) -> Ingested:
+def _weights(part: pd.DataFrame, column) -> np.ndarray:
+    return part[column].to_numpy(dtype=np.float64)
+
+
+def _check_participation_column(ddf, qi: list, column) -> None:
+    """Client-side checks of a participation column that need no data (from the frame's meta)."""
+    from pandas.api import types as ptypes
+
+    from ..privacy.probabilistic import participation_refusal
+
+    if column in qi:
+        raise ParameterError(f"participation column {column!r} is also a QI column; it must be a separate column")
+    if column not in ddf.columns:
+        raise ParameterError(f"participation column {column!r} is not in the input")
+    if int((ddf.columns == column).sum()) > 1:
+        raise InputError(f"participation column name {column!r} occurs more than once in the input")
+    dtype = ddf._meta[column].dtype
+    if ptypes.is_bool_dtype(dtype) or not ptypes.is_numeric_dtype(dtype):
+        raise participation_refusal(column, [], dtype=dtype)
+
+
+def ingest(client, ddf, qi: list, participation_column=None) -> Ingested:
     """Check and z-score the QI columns of ``ddf`` on the cluster (see module docstring).
 
-    The tasks get fresh keys (``pure=False``), and so does everything computed from them: a run
-    repeated on the same client never reuses a key the scheduler may still be forgetting.
+    ``participation_column``: label of a column of π_j in (0, 1] to check and keep beside the
+    z-scored chunks (``Ingested.weights``).  The tasks get fresh keys (``pure=False``), and so does
+    everything computed from them: a run repeated on the same client never reuses a key the
+    scheduler may still be forgetting.
     """
-    parts = client.compute(ddf[qi].to_delayed())
-    stats = client.gather(client.map(_summary, parts, qi=qi, pure=False))
+    column = participation_column
+    if column is not None:
+        _check_participation_column(ddf, qi, column)
+    parts = client.compute(ddf[list(qi) + ([column] if column is not None else [])].to_delayed())
+    stats = client.gather(client.map(_summary, parts, qi=qi, column=column, pure=False))
     lengths = [s[0] for s in stats]
     n = int(sum(lengths))
     if n == 0:
         raise InputError("input has no rows")
+    if column is not None:
+        from ..privacy.probabilistic import participation_refusal
+
+        error = participation_refusal(column, [s[6] for s in stats])
+        if error is not None:
+            raise error
     nan = np.sum([s[1] for s in stats], axis=0)
     inf = np.sum([s[2] for s in stats], axis=0)
     if nan.any():
@@ -100,6 +142,8 @@ def ingest(client, ddf, qi: list) -> Ingested:
     # keeps a division by zero out, constancy is decided by min == max above
     varying &= std > 0
     blocks = client.map(_zscore, parts, qi=qi, mean=mean, std=std, varying=varying, pure=False)
+    weights = None if column is None else client.map(_weights, parts, column=column, pure=False)
     row0s = list(np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(int))
     del parts
-    return Ingested(blocks=blocks, row0s=row0s, lengths=lengths, n=n, mean=mean, std=std, varying=varying)
+    return Ingested(blocks=blocks, row0s=row0s, lengths=lengths, n=n, mean=mean, std=std, varying=varying,
+                    weights=weights)

@@ -19,6 +19,15 @@ refinement stage after the fan-out (each partition's cells improved by at most `
 noiseless PCL iterations, never worse than before), and ``macro="pcl"`` refines the nested
 macroaggregation inside each top cell (groups and macrocells) by at most ``macro_iter`` PCL
 iterations per level instead of plain MDAV at size K.
+
+Per-record participation (``participation=`` an object with ``column`` and ``max_cell_failure``;
+§V-B of ``003_0edb38f823409d2d.txt``): the π_j column is checked at ingest and fetched by the top
+cells; the cutting and the macroaggregation run as without it, and every partition's cells are
+grown by :func:`~daskmicro.privacy.probabilistic.grow_cells` with target k until each cell fails
+with probability q̄ ≤ p̄ (:mod:`daskmicro.graph.participation`).  ``details["probabilistic"]``
+holds the merged §VI-A failure figures.  ``refine="pcl"`` and method ``pcl`` are refused with it:
+PCL moves records between cells and does not keep q̄ ≤ p̄.  ``macro="pcl"`` is accepted: it only
+shapes the partitions, inside which the cells are grown.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ from ..errors import ParameterError
 from .fanout import FanoutConfig, fan_out, top_cells
 from .gather import publish
 from .ingest import ingest
+from .participation import attach_participation, check_participation, failure_summary
 
 __all__ = ["PipelineConfig", "DEFAULTS", "SCALABLE", "ONE_TASK", "REFINE", "MACRO", "run_pipeline"]
 
@@ -178,15 +188,22 @@ class _Timings(dict):
             self._progress(key, value)
 
 
-def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row_id: bool, progress=None):
+def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row_id: bool, progress=None,
+                 participation=None):
     """Run the pipeline on ``ddf``; returns (Published, details dict for the report).
 
-    ``progress(stage, seconds)``, when given, is called as each stage ends.
+    ``progress(stage, seconds)``, when given, is called as each stage ends.  ``participation``,
+    when given, has attributes ``column`` (a column of ``ddf`` with π_j in (0, 1], not a QI) and
+    ``max_cell_failure`` (p̄ in (0, 1)): every cell is grown until it fails with probability
+    q̄ ≤ p̄, and ``details["probabilistic"]`` holds the failure figures (see module docstring).
     """
+    column = pbar = None
+    if participation is not None:
+        column, pbar = check_participation(participation, cfg)
     timings = _Timings(progress)
     t_all = time.perf_counter()
     t0 = time.perf_counter()
-    ing = ingest(client, ddf, qi)
+    ing = ingest(client, ddf, qi, participation_column=column)
     timings["ingest"] = time.perf_counter() - t0
     from ..kernels import check_k
 
@@ -201,8 +218,14 @@ def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row
         fcfg = FanoutConfig(k=cfg.k, K=None, nu=1.0, partition_size=ing.n, task_rows=ing.n, distal_method="mdav")
         task_rows = ing.n
     tops = top_cells(client, ing, task_rows, timings)  # takes ing.blocks: the workers free them when done
+    if column is not None:
+        tops = attach_participation(client, tops, ing, timings)  # takes ing.weights
+        fcfg.max_cell_failure = pbar
     fo = fan_out(client, tops, fcfg, timings)
     del tops
+    probabilistic = None
+    if column is not None:
+        probabilistic = failure_summary(client, fo, cfg.k, column, pbar, ing.m_used)
     refine_info = None
     if cfg.refine is not None and fcfg.keep_parts:
         from .refine import refine
@@ -234,4 +257,6 @@ def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row
         "m_used": ing.m_used,
         "n": ing.n,
     }
+    if probabilistic is not None:
+        details["probabilistic"] = probabilistic
     return pub, details

@@ -37,13 +37,15 @@ class TopCell:
     """The records of one top-level cell, ascending row ids, and their nested cells.
 
     ``group``: level-1 cell (a partition candidate); ``macro``: macrocell (level 2), numbered
-    globally within the top cell so that each group's macrocells are consecutive.
+    globally within the top cell so that each group's macrocells are consecutive.  ``weights``:
+    the participation π_j of every record, when a participation column rides along.
     """
 
     rowids: np.ndarray
     Z: np.ndarray
     group: np.ndarray | None = None
     macro: np.ndarray | None = None
+    weights: np.ndarray | None = None
 
 
 def concat_pieces(*pieces) -> TopCell:
@@ -67,6 +69,9 @@ def macroaggregate(top: TopCell, partition_size: int | None, K: int | None, macr
     ``macro="pcl"`` refines every level by at most ``macro_iter`` PCL iterations
     (:func:`~daskmicro.kernels.partition_pcl.nested_pcl`).
     """
+    if top.Z.shape[1] == 0:  # every QI constant: one group, one macrocell
+        one = np.zeros(top.rowids.size, dtype=np.int64)
+        return TopCell(rowids=top.rowids, Z=top.Z, group=one, macro=one.copy(), weights=top.weights)
     if partition_size is None:
         if macro == "pcl":
             from .partition_pcl import nested_pcl
@@ -74,7 +79,8 @@ def macroaggregate(top: TopCell, partition_size: int | None, K: int | None, macr
             macro_labels = nested_pcl(top.Z, [K], macro_iter)[0]
         else:
             macro_labels = mdav_large(top.Z, K)
-        return TopCell(rowids=top.rowids, Z=top.Z, group=np.zeros_like(macro_labels), macro=macro_labels)
+        return TopCell(rowids=top.rowids, Z=top.Z, group=np.zeros_like(macro_labels), macro=macro_labels,
+                       weights=top.weights)
     sizes = [partition_size] + ([K] if K is not None and K < partition_size else [])
     if macro == "pcl":
         from .partition_pcl import nested_pcl
@@ -84,7 +90,7 @@ def macroaggregate(top: TopCell, partition_size: int | None, K: int | None, macr
         levels = nested_mdav(top.Z, sizes)
     group = levels[0]
     macro = levels[1] if len(levels) > 1 else group.copy()
-    return TopCell(rowids=top.rowids, Z=top.Z, group=group, macro=macro)
+    return TopCell(rowids=top.rowids, Z=top.Z, group=group, macro=macro, weights=top.weights)
 
 
 def macro_summary(top: TopCell):
@@ -104,10 +110,15 @@ def proximal_moments(top: TopCell, distal_macro: np.ndarray) -> Moments:
 
 
 def extract(top: TopCell, group: int, macro_mask: np.ndarray | None):
-    """(row ids, Z) of one partition: the records of ``group`` in the macrocells ``macro_mask``."""
+    """(row ids, Z) of one partition: the records of ``group`` in the macrocells ``macro_mask``.
+
+    With participation weights on the top cell: (row ids, Z, π) instead.
+    """
     sel = top.group == group
     if macro_mask is not None:
         sel &= np.asarray(macro_mask, dtype=bool)[top.macro]
+    if top.weights is not None:
+        return top.rowids[sel], top.Z[sel], top.weights[sel]
     return top.rowids[sel], top.Z[sel]
 
 
@@ -146,9 +157,12 @@ def register_method(name: str, fn) -> None:
 
 def run_partition(part, method: str, k: int, params: dict | None = None) -> PartitionResult:
     """Microaggregate one partition with a registered method; summarise its cells."""
-    rowids, Z = part
+    rowids, Z = part[0], part[1]
     if rowids.size < k:
         raise ValueError(f"partition of {rowids.size} records is smaller than k = {k}")
-    labels = np.asarray(PARTITION_METHODS[method](Z, k, **(params or {})), dtype=np.int64)
+    if Z.shape[1] == 0:  # every QI constant: nothing to microaggregate, one cell
+        labels = np.zeros(rowids.size, dtype=np.int64)
+    else:
+        labels = np.asarray(PARTITION_METHODS[method](Z, k, **(params or {})), dtype=np.int64)
     size, sums, sse = cell_stats(Z, labels)
     return PartitionResult(rowids=rowids, labels=labels, size=size, centroid=sums / size[:, None], sse=sse)
