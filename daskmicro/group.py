@@ -21,7 +21,7 @@ from .io.qi import qi_matrix
 from .kernels import centroids, information_loss, mdav, standardize
 from .publish import replace_qi
 
-__all__ = ["qi_space", "one_task", "failure_arrays", "participation_array"]
+__all__ = ["qi_space", "one_task", "participation_array"]
 
 
 def qi_space(df: pd.DataFrame, qi: list, n_components=None):
@@ -58,28 +58,6 @@ def participation_array(df: pd.DataFrame, column) -> np.ndarray:
     if bad:
         raise InputError(f"participation column {column!r} has {bad} value(s) outside (0, 1]")
     return values
-
-
-def failure_arrays(labels: np.ndarray, pis: np.ndarray, k: int) -> dict:
-    """Per-cell failure figures of ``003`` §VI-A under per-record π_j: size, expected active
-    records, q̄ (cell failure), u (unprotected) and r̄′ (record failure given active)."""
-    from .privacy.effective import cell_failure
-
-    sizes = np.bincount(labels)
-    order = np.argsort(labels, kind="stable")
-    bounds = np.concatenate(([0], np.cumsum(sizes)))
-    q, u, ra, act = [], [], [], []
-    for c in range(sizes.size):
-        p = pis[order[bounds[c]:bounds[c + 1]]]
-        if not p.size:
-            continue
-        m = cell_failure(k, p)
-        q.append(m.cell_failure)
-        u.append(m.unprotected)
-        ra.append(m.record_failure_given_active)
-        act.append(float(p.sum()))
-    return {"sizes": sizes[sizes > 0].astype(np.int64), "q": np.array(q), "u": np.array(u), "ra": np.array(ra),
-            "active": np.array(act)}
 
 
 def _labels(method, space, k, energy_loss, n_components, pis, pbar):
@@ -156,8 +134,9 @@ def one_task(df: pd.DataFrame, observed: list, k: int, method: str, energy_loss=
         "pca_energy_loss": None if pca_info is None else float(pca_info.energy_loss),
     }
     if pis is not None:
-        info["failures"] = failure_arrays(labels, pis, k)
-        info["participation"] = {"min": float(pis.min()), "sum": float(pis.sum()), "max": float(pis.max())}
+        from .privacy.probabilistic import cell_failure_partial
+
+        info["failure_partials"] = [cell_failure_partial(k, max_cell_failure, labels, pis)]
         if Xv.shape[1]:
             from .privacy.probabilistic import expected_distortion
 

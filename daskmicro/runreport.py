@@ -95,7 +95,7 @@ def _check_failures(prob: dict, pbar: float) -> None:
 def _probabilistic(cfg, ex) -> dict | None:
     if cfg.participation is None:
         return None
-    from .privacy.failures import cell_failure_summary, summary_from_cells
+    from .privacy.failures import cell_failure_summary
 
     pbar = cfg.max_cell_failure
     base = {"mode": "per-record participation" if cfg.per_record_participation else "constant participation",
@@ -105,38 +105,26 @@ def _probabilistic(cfg, ex) -> dict | None:
         prob = {**base, "participation": cfg.participation, "n_min": int(ex.k)}
         prob.update(cell_failure_summary(cfg.k, pbar, sizes, counts, participation=cfg.participation, n=ex.n))
     else:
+        from .privacy.probabilistic import merge_cell_failure
+
         parts = [i for i in ex.infos if i is not None]
-        arrays = [i["failures"] for i in parts if "failures" in i]
-        if len(arrays) != len(parts):
-            merged = [i["probabilistic_summary"] for i in parts if "probabilistic_summary" in i]
-            if len(merged) + len(arrays) != len(parts):
-                raise VerificationError("a group has no participation figures; nothing is released")
-        cat = {key: np.concatenate([a[key] for a in arrays]) if arrays else np.empty(0) for key in
-               ("q", "u", "ra", "sizes", "active")}
-        lo = min(i["participation"]["min"] for i in parts if "participation" in i) if arrays else None
-        hi = max(i["participation"]["max"] for i in parts if "participation" in i) if arrays else None
-        total = sum(i["participation"]["sum"] for i in parts if "participation" in i) if arrays else None
-        prob = {**base, "participation": "per-record", "participation_column": str(cfg.participation),
-                "participation_min": lo, "participation_max": hi,
-                "participation_mean": None if total is None else total / sum(i["n"] for i in parts)}
-        if arrays:
-            prob.update(summary_from_cells(cfg.k, pbar, cat["q"], cat["u"], cat["ra"], cat["sizes"], cat["active"], ex.n))
-        for s in (i["probabilistic_summary"] for i in parts if "probabilistic_summary" in i):
-            prob.setdefault("pipeline_groups", []).append(s)
-            if s.get("cells_above_max_cell_failure"):
-                prob["cells_above_max_cell_failure"] = prob.get("cells_above_max_cell_failure", 0) + \
-                    s["cells_above_max_cell_failure"]
-        prob.setdefault("cells_above_max_cell_failure", 0)
-        prob.setdefault("cell_failure_max", 0.0)
-        dist = [i["expected_distortion"] * i["n"] for i in parts if "expected_distortion" in i]
+        partials = [p for i in parts for p in i.get("failure_partials", [])]
+        if not partials or any("failure_partials" not in i for i in parts):
+            raise VerificationError("a group has no participation figures; nothing is released")
+        prob = {**base, "participation": "per-record", "participation_column": str(cfg.participation)}
+        prob.update(merge_cell_failure(partials, cfg.k, pbar))
+        n_parts = sum(i["n"] for i in parts)
+        dist = [i for i in parts if i.get("expected_distortion") is not None]
         if dist and len(dist) == len(parts):
-            prob["expected_distortion"] = float(sum(dist) / sum(i["n"] for i in parts))
+            prob["expected_distortion"] = float(sum(i["expected_distortion"] * i["n"] for i in dist) / n_parts)
         ref = [i for i in parts if "information_loss_at_k" in i]
         if ref and len(ref) == len(parts):
-            il_k = sum(i["information_loss_at_k"] * i["n"] for i in ref) / sum(i["n"] for i in ref)
-            il = sum(i["information_loss"] * i["n"] for i in ref) / sum(i["n"] for i in ref)
+            il_k = sum(i["information_loss_at_k"] * i["n"] for i in ref) / n_parts
+            il = sum(i["information_loss"] * i["n"] for i in ref) / n_parts
             prob["information_loss_at_k"] = float(il_k)
             prob["distortion_ratio"] = float(il / il_k) if il_k > 0 else None
+        if prob["min_cell_size"] < cfg.k:
+            raise VerificationError(f"a cell holds fewer than k = {cfg.k} records; nothing is released")
     _check_failures(prob, pbar)
     return prob
 

@@ -16,7 +16,7 @@ import pytest
 dd = pytest.importorskip("dask.dataframe")
 distributed = pytest.importorskip("distributed")
 
-from daskmicro.anonymize_probabilistic import cell_failure_summary  # noqa: E402
+from daskmicro.privacy.failures import cell_failure_summary  # noqa: E402
 from daskmicro.datasets import census_like  # noqa: E402
 from daskmicro.errors import InputError, ParameterError  # noqa: E402
 from daskmicro.graph.pipeline import PipelineConfig, run_pipeline  # noqa: E402

@@ -211,8 +211,11 @@ def _pipeline_group(client, cfg, sel, meta, g, k, seed, progress):
         "macrocell_sse": details["macrocell_sse"] if details["macrocells"] > 1 else None,
         "nu": details["nu"], "n_distal": details["distal_macrocells"],
     }
-    if details.get("probabilistic") is not None:
-        info["probabilistic_summary"] = details["probabilistic"]
+    prob = details.get("probabilistic")
+    if prob is not None:
+        info["failure_partials"] = prob.pop("partials")
+        if prob.get("expected_distortion") is not None:
+            info["expected_distortion"] = prob["expected_distortion"]
     return pub.release.to_delayed(), info
 
 

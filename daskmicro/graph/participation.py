@@ -91,6 +91,7 @@ def failure_summary(client, fo, k: int, column, pbar: float, m_used: int) -> dic
         "participation_column": str(column),
     }
     prob.update(merge_cell_failure(partials, k, pbar, m_used=m_used))
+    prob["partials"] = partials  # to merge with other groups' cells (daskmicro.runreport)
     bad = prob["cells_above_max_cell_failure"]
     if bad:
         raise VerificationError(

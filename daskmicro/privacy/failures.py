@@ -5,8 +5,8 @@ per record — :func:`cell_failure_summary` gives the table-level figures every 
 p-probabilistic run shows: the largest and mean cell failure q̄_c (the probability that a cell
 ends with between 1 and k − 1 participants), the table failure t̄ = 1 − Π_c (1 − q̄_c), the
 expected number of unprotected records Σ_c u_c·q̄_c, the record failures r̄ and r̄′, and the
-cells most likely to fail.  :func:`summary_from_cells` does the same from per-cell figures
-computed where the cells are (the workers), so no record travels.
+cells most likely to fail.  Runs whose cells are formed on the workers merge
+per-partition figures instead (:func:`daskmicro.privacy.probabilistic.merge_cell_failure`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 
 from .effective import cell_failure
 
-__all__ = ["cell_failure_summary", "summary_from_cells", "WORST_CELLS"]
+__all__ = ["cell_failure_summary", "WORST_CELLS"]
 
 #: Cells listed in ``worst_cells``.
 WORST_CELLS = 5
@@ -83,20 +83,3 @@ def cell_failure_summary(k, max_cell_failure, sizes, counts=None, pis_by_cell=No
         ],
     }
 
-
-def summary_from_cells(k: int, pbar: float, q, u, ra, sizes, active, n: int, worst: int = WORST_CELLS) -> dict:
-    """Table-level failure figures from per-cell q̄, u, r̄′, sizes and expected active records."""
-    q, u, ra = np.asarray(q, float), np.asarray(u, float), np.asarray(ra, float)
-    sizes, active = np.asarray(sizes, np.int64), np.asarray(active, float)
-    unprotected = float((u * q).sum())
-    t = 1.0 if q.size and q.max() >= 1.0 else float(-np.expm1(np.log1p(-q).sum()))
-    order = np.lexsort((-sizes, -q))[:worst]
-    return {
-        "n_cells": int(q.size), "cell_failure_max": float(q.max()) if q.size else 0.0,
-        "cell_failure_mean": float(q.mean()) if q.size else 0.0,
-        "cells_above_max_cell_failure": int((q > pbar).sum()), "table_failure": t,
-        "expected_unprotected": unprotected, "record_failure": unprotected / n,
-        "record_failure_given_active": float((ra * sizes).sum() / n),
-        "worst_cells": [{"size": int(sizes[i]), "expected_active": float(active[i]), "cell_failure": float(q[i]),
-                         "cells": 1} for i in order],
-    }

@@ -462,7 +462,7 @@ def cell_failure_partial(k, max_cell_failure, labels, pis, Z=None) -> dict:
 def merge_cell_failure(partials, k, max_cell_failure, m_used: int | None = None) -> dict:
     """Table-level failure figures from the :func:`cell_failure_partial` of every partition.
 
-    The same figures as :func:`daskmicro.anonymize_probabilistic.cell_failure_summary` for one
+    The same figures as :func:`daskmicro.privacy.failures.cell_failure_summary` for one
     π_j per record — ``n_cells``, ``cell_failure_max``, ``cell_failure_mean``,
     ``cells_above_max_cell_failure``, ``table_failure`` t̄ = 1 − Π_c (1 − q̄_c) (as
     −expm1(Σ log1p(−q̄_c))), ``expected_unprotected``, ``record_failure``,
