@@ -87,13 +87,12 @@ def _number(low, high, low_open=False, high_open=False, what=None):
     return check
 
 
-def _choice(options, aliases=None):
+def _choice(options, optional=False):
     def check(name, v):
         key = v.strip().lower().replace("_", "-") if isinstance(v, str) else v
-        key = (aliases or {}).get(key, key)
         if key not in options:
-            shown = ", ".join(repr(o) if o is not None else "None" for o in options)
-            raise ParameterError(f"{name} must be one of {shown}; got {v!r}")
+            shown = ", ".join(repr(o) for o in options)
+            raise ParameterError(f"{name} must be {'None or ' if optional else ''}one of {shown}, got {v!r}")
         return key
     return check
 
@@ -174,11 +173,11 @@ FIELDS: dict[str, Callable[[str, Any], Any]] = {
     "participation": _participation,
     "max_cell_failure": _number(0.0, 1.0, low_open=True, high_open=True),
     "plain_k_reference": _flag,
-    "reference": _choice(("auto", "exact", "sample")),
+    "reference": _choice(("auto", "exact", "sample"), optional=True),
     "strata": _label_list,
     "missing": _choice(("refuse", "separate")),
     "merge_small_strata": _flag,
-    "refine": _choice(("pcl",)),
+    "refine": _choice(("pcl",), optional=True),
     "refine_iter": _integer(1),
     "macro": _choice(("mdav", "pcl")),
     "macro_iter": _integer(1),
@@ -186,7 +185,7 @@ FIELDS: dict[str, Callable[[str, Any], Any]] = {
     "columns": _label_list,
     "drop": _label_list,
     "partition_by": _label_list,
-    "rows_per_file": _integer(1),
+    "rows_per_file": lambda name, v: _integer(1)("rows_per_file (--rows-per-file)", v),
     "force": _flag,
     "overwrite": _flag,
     "scheduler": _address,
@@ -208,6 +207,11 @@ class Rule:
     name: str
     when: Callable[["RunConfig"], bool]
     message: str
+    detail: Callable[["RunConfig"], str] | None = None   # the columns concerned, for the error
+
+    def error(self, config) -> ParameterError:
+        extra = f" ({self.detail(config)})" if self.detail is not None else ""
+        return ParameterError(self.message + extra)
 
 
 def _pcl_stage(c) -> bool:
@@ -225,16 +229,18 @@ RULES: tuple[Rule, ...] = (
     Rule("plain_k_reference needs participation", lambda c: c.plain_k_reference is not None and c.participation is None,
          "plain_k_reference applies only with participation and max_cell_failure"),
     Rule("PCA options need a PCA method", lambda c: (c.energy_loss is not None or c.n_components is not None)
-         and c.method not in ("pca-mdav", "partitioned", "proximal-distal", "auto"),
-         "energy_loss and n_components apply only to methods that use PCA (pca-mdav, partitioned, proximal-distal)"),
+         and c.method not in ("pca-mdav", "partitioned", "proximal-distal"),
+         "energy_loss and n_components apply only to method 'pca-mdav' and to the pipeline methods that use PCA "
+         "(partitioned, proximal-distal)"),
     Rule("one PCA bound", lambda c: c.energy_loss is not None and c.n_components is not None,
          "give either energy_loss or n_components, not both"),
     Rule("layout options need the pipeline", lambda c: c.method in ONE_TASK_METHODS
          and any(v is not None for v in (c.K, c.nu, c.partition_size, c.sse_threshold)),
          "K, nu, partition_size and sse_threshold apply to the partitioned and proximal-distal methods"),
-    Rule("iterations need their stage", lambda c: (c.refine_iter is not None and c.refine is None)
-         or (c.macro_iter is not None and c.macro != "pcl"),
-         "refine_iter applies only with refine='pcl', macro_iter only with macro='pcl'"),
+    Rule("refine_iter without refine", lambda c: c.refine_iter is not None and c.refine is None,
+         "refine_iter applies only with refine='pcl'"),
+    Rule("macro_iter without macro='pcl'", lambda c: c.macro_iter is not None and c.macro != "pcl",
+         "macro_iter applies only with macro='pcl'"),
     Rule("PCL stages need the pipeline", lambda c: _pcl_stage(c) and c.method in ONE_TASK_METHODS,
          "refine and macro are stages of the partitioned / proximal-distal pipeline; a one-task method "
          "(mdav, pca-mdav, pcl) has no partitions to refine (use method 'pcl' for PCL on all records)"),
@@ -244,17 +250,26 @@ RULES: tuple[Rule, ...] = (
     Rule("per-record participation and proximal-distal", lambda c: _per_record(c) and c.method == "proximal-distal",
          "a participation column (per-record π_j) is not supported by method 'proximal-distal' (Algorithm C "
          "as published forms fixed-size cells); use 'partitioned', 'mdav' or 'pca-mdav'"),
-    Rule("strata and partitioning columns are not QIs", lambda c: bool(set(c.strata) & set(c.qi)),
-         "strata: a stratum column cannot also be a quasi-identifier"),
-    Rule("drop QIs", lambda c: bool(set(c.drop) & set(c.qi)),
-         "drop: a quasi-identifier cannot be dropped"),
-    Rule("partition_by QIs", lambda c: bool(set(c.partition_by or ()) & set(c.qi)),
-         "partition_by: a quasi-identifier cannot be a partitioning column"),
-    Rule("participation column is not a QI", lambda c: _per_record(c) and c.participation in c.qi,
-         "the participation column is also a QI column; it must be a separate column"),
+    Rule("stratum column is a QI", lambda c: bool(set(c.strata) & set(c.qi)),
+         "strata (--strata): stratum columns cannot also be quasi-identifiers",
+         lambda c: _names([x for x in c.strata if x in c.qi])),
+    Rule("dropped QI", lambda c: bool(set(c.drop) & set(c.qi)),
+         "drop (--drop): quasi-identifiers cannot be dropped", lambda c: _names([x for x in c.drop if x in c.qi])),
+    Rule("partitioning column is a QI", lambda c: bool(set(c.partition_by or ()) & set(c.qi)),
+         "partition_by (--partition-by): a quasi-identifier cannot be a partitioning column",
+         lambda c: _names([x for x in c.partition_by if x in c.qi])),
+    Rule("participation column is a QI", lambda c: _per_record(c) and c.participation in c.qi,
+         "the participation column is also a QI column; it must be a separate column",
+         lambda c: repr(c.participation)),
     Rule("TLS needs three files", lambda c: 0 < sum(v is not None for v in (c.tls_ca_file, c.tls_cert, c.tls_key)) < 3,
-         "TLS needs a CA file, a client certificate and a client key (--tls-ca-file, --tls-cert, --tls-key)"),
+         "TLS needs a CA file, a client certificate and a client key (--tls-ca-file, --tls-cert, --tls-key)",
+         lambda c: "missing " + ", ".join(f for f, v in (("--tls-ca-file", c.tls_ca_file), ("--tls-cert", c.tls_cert),
+                                                          ("--tls-key", c.tls_key)) if v is None)),
 )
+
+
+def _names(cols) -> str:
+    return ", ".join(repr(x) for x in cols)
 
 
 def rules_table() -> str:
@@ -399,7 +414,7 @@ class RunConfig:
         """Refuse the first rule of :data:`RULES` this config breaks, in one line."""
         for rule in RULES:
             if rule.when(self):
-                raise ParameterError(rule.message)
+                raise rule.error(self)
 
     def with_(self, **changes) -> "RunConfig":
         """A copy with some options changed, validated again."""

@@ -84,7 +84,7 @@ def _labels(method, space, k, energy_loss, n_components, pis, pbar):
 
 
 def one_task(df: pd.DataFrame, observed: list, k: int, method: str, energy_loss=None, n_components=None,
-             participation_column=None, max_cell_failure=None, plain_k_reference: bool = False):
+             participation_column=None, max_cell_failure=None, plain_k: int | None = None):
     """Microaggregate one group in one task.
 
     Parameters
@@ -98,8 +98,9 @@ def one_task(df: pd.DataFrame, observed: list, k: int, method: str, energy_loss=
     method : {"mdav", "pca-mdav", "pcl"}
     participation_column, max_cell_failure
         Per-record participation: the column of π_j and p̄; cells are grown until q̄ ≤ p̄.
-    plain_k_reference : bool
-        Per-record participation: also run MDAV at plain k for the distortion ratio.
+    plain_k : int, optional
+        Participation runs: also the information loss of MDAV at this plain k (π = 1), for the
+        report's distortion ratio.
 
     Returns
     -------
@@ -141,6 +142,7 @@ def one_task(df: pd.DataFrame, observed: list, k: int, method: str, energy_loss=
             from .privacy.probabilistic import expected_distortion
 
             info["expected_distortion"] = expected_distortion(Z, labels, pis)
-        if plain_k_reference:
-            info["information_loss_at_k"] = information_loss(Xv, mdav(Z, k)) if Xv.shape[1] else 0.0
+
+    if plain_k is not None:
+        info["information_loss_at_k"] = information_loss(Xv, mdav(Z, plain_k)) if Xv.shape[1] else 0.0
     return out, info

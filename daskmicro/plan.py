@@ -27,6 +27,9 @@ from .io import commit as cm
 
 __all__ = ["run", "Outcome", "open_input", "needs_cluster"]
 
+#: A CSV input up to this size is counted (lines) to choose in-process or cluster execution.
+CSV_COUNT_BYTES = 64 << 20
+
 
 @dataclass
 class Outcome:
@@ -76,7 +79,7 @@ def _check_columns(cfg: RunConfig, source) -> None:
             import pyarrow as pa
 
             t = source.schema.field(c).type
-            if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
+            if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_null(t)):  # null: no rows
                 raise InputError(f"QI column {c!r} is not numeric (type {t}); quasi-identifiers must be numbers")
     check_strata(list(cfg.strata), list(cfg.qi), cols)
     if cfg.partition_by:
@@ -97,6 +100,13 @@ def _rows_hint(source) -> int | None:
     if getattr(source, "rows_hint", None) is not None:
         return source.rows_hint
     if getattr(source, "dask", False):
+        return None
+    if getattr(source, "fmt", None) == "csv" and len(source.files) == 1:
+        import os
+
+        if os.path.getsize(source.files[0]) <= CSV_COUNT_BYTES:
+            with open(source.files[0], "rb") as fh:
+                return max(0, sum(1 for _ in fh) - 1)
         return None
     if getattr(source, "fmt", None) == "parquet":
         import pyarrow.parquet as pq
@@ -151,7 +161,7 @@ def _outputs(cfg, sink, output, report_path, input, perf_wanted, existing_ok=())
     outputs = [Output(Path(output), "output", directory=sink == "lake")]
     perf_path = None
     if sink == "lake":
-        if report_path is not None and Path(report_path).parent.resolve() != Path(output).resolve():
+        if report_path is not None:  # a copy outside the release (its own _report.json is inside)
             outputs.append(Output(Path(report_path), "report"))
     else:
         report_path = Path(report_path) if report_path else Path(output).with_suffix(".report.json")
@@ -301,7 +311,7 @@ def _commit_lake(cfg, ex, report, output, report_path, perf, version, run_fp, in
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
-    if report_path is not None and Path(report_path).parent.resolve() != output.resolve():
+    if report_path is not None:
         from .io.tables import write_json_atomic
 
         write_json_atomic(doc, report_path)

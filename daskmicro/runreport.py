@@ -35,12 +35,13 @@ def group_report(cfg, info: dict, qi, k_used: int) -> Report:
     )
 
 
-def _dtype_changes(source, qi, labels) -> dict:
+def _dtype_changes(source, qi, labels, frame=None) -> dict:
     out = {}
     for c in qi:
         name = source.dtype_name(c)
-        if not name.lower().startswith(("float", "halffloat", "double")) or name == "Float64":
-            out[c] = {"from": name, "to": "float64"}
+        now = "float64" if frame is None else str(frame[c].dtype)
+        if name != now and not (frame is None and name.lower().startswith(("float", "halffloat", "double"))):
+            out[c] = {"from": name, "to": now}
     out.update({c: {"from": source.dtype_name(c), "to": "string (merged strata labels)"} for c in labels})
     return out
 
@@ -73,7 +74,7 @@ def build_report(cfg, ex, source, client) -> Report:
         report.cell_size_counts = {int(s): int(c) for s, c in zip(sizes, counts)}
     report.k_anonymity, report.rows, report.seed = ex.k_check, ex.rows_check, int(cfg.seed)
     report.keep_row_id = bool(cfg.keep_row_id)
-    report.dtype_changes = _dtype_changes(source, qi, ex.labels)
+    report.dtype_changes = _dtype_changes(source, qi, ex.labels, ex.frame)
     report.timings = dict(report.timings or {})
     report.probabilistic = _probabilistic(cfg, ex)
     _reference(cfg, report, ex, reports, client)
@@ -92,6 +93,18 @@ def _check_failures(prob: dict, pbar: float) -> None:
             f"(largest q̄ = {prob['cell_failure_max']:.3g}); nothing is released")
 
 
+def _plain_k_ratio(prob: dict, parts: list) -> None:
+    """IL at plain k (π = 1) and the distortion ratio, when every group computed it."""
+    ref = [i for i in parts if "information_loss_at_k" in i]
+    if not ref or len(ref) != len(parts):
+        return
+    n = sum(i["n"] for i in ref)
+    il_k = sum(i["information_loss_at_k"] * i["n"] for i in ref) / n
+    il = sum(i["information_loss"] * i["n"] for i in ref) / n
+    prob["information_loss_at_k"] = float(il_k)
+    prob["distortion_ratio"] = float(il / il_k) if il_k > 0 else None
+
+
 def _probabilistic(cfg, ex) -> dict | None:
     if cfg.participation is None:
         return None
@@ -104,6 +117,7 @@ def _probabilistic(cfg, ex) -> dict | None:
         sizes, counts = ex.tuple_sizes
         prob = {**base, "participation": cfg.participation, "n_min": int(ex.k)}
         prob.update(cell_failure_summary(cfg.k, pbar, sizes, counts, participation=cfg.participation, n=ex.n))
+        _plain_k_ratio(prob, [i for i in ex.infos if i is not None])
     else:
         from .privacy.probabilistic import merge_cell_failure
 
@@ -117,12 +131,7 @@ def _probabilistic(cfg, ex) -> dict | None:
         dist = [i for i in parts if i.get("expected_distortion") is not None]
         if dist and len(dist) == len(parts):
             prob["expected_distortion"] = float(sum(i["expected_distortion"] * i["n"] for i in dist) / n_parts)
-        ref = [i for i in parts if "information_loss_at_k" in i]
-        if ref and len(ref) == len(parts):
-            il_k = sum(i["information_loss_at_k"] * i["n"] for i in ref) / n_parts
-            il = sum(i["information_loss"] * i["n"] for i in ref) / n_parts
-            prob["information_loss_at_k"] = float(il_k)
-            prob["distortion_ratio"] = float(il / il_k) if il_k > 0 else None
+        _plain_k_ratio(prob, parts)
         if prob["min_cell_size"] < cfg.k:
             raise VerificationError(f"a cell holds fewer than k = {cfg.k} records; nothing is released")
     _check_failures(prob, pbar)

@@ -174,10 +174,10 @@ def _bad(survey, **kw):
     (dict(participation=0.5, k=300), ParameterError, "n_min"),
     (dict(k=700), ParameterError, "k = 700 exceeds"),
     (dict(k=550), ParameterError, "cannot be met"),
-    (dict(method="partitioned"), ParameterError, "mdav and pca-mdav"),
-    (dict(method="proximal-distal"), ParameterError, "mdav and pca-mdav"),
+    (dict(method="pcl"), ParameterError, "PCL"),
+    (dict(method="proximal-distal"), ParameterError, "proximal-distal"),
     (dict(participation=0.5, method="partitioned", K=30), ParameterError, "K"),
-    (dict(participation=0.5, K=2000), ParameterError, "K, nu and partition_size"),
+    (dict(participation=0.5, K=2000, method="mdav"), ParameterError, "partition_size"),
 ])
 def test_bad_input(survey, kw, error, words):
     with pytest.raises(error) as exc:
@@ -275,7 +275,7 @@ def test_cli_constant_participation(survey_csv, tmp_path):
     (["--participation", "nope", "--max-cell-failure", "1e-4"], "nope"),
     (["--participation", "gap", "--max-cell-failure", "1e-4"], "missing"),
     (["--participation", "0.5", "--max-cell-failure", "1e-4", "--k", "300"], "n_min"),
-    (["--participation", "p_respond", "--max-cell-failure", "1e-4", "--method", "partitioned"], "mdav and pca-mdav"),
+    (["--participation", "p_respond", "--max-cell-failure", "1e-4", "--method", "proximal-distal"], "proximal-distal"),
 ])
 def test_cli_bad_input(tmp_path, survey, capsys, extra, words):
     path = tmp_path / "survey.csv"
@@ -332,13 +332,18 @@ def test_cli_constant_participation_on_a_lake_with_strata_to_one_file(survey, tm
     assert report["probabilistic"]["cell_failure_max"] <= 1e-5
 
 
-def test_cli_participation_column_with_a_lake_is_refused(survey, tmp_path, capsys):
-    lake_dir = _lake(survey, tmp_path / "lake", 1)
-    out = tmp_path / "out"
-    argv = ["anonymize", str(lake_dir), str(out), "--qi", ",".join(QI6), "--k", "5",
-            "--participation", "p_respond", "--max-cell-failure", "1e-4"]
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "--participation" in err and "single-file" in err
-    assert not out.exists()
+def test_cli_participation_column_with_a_lake(survey, tmp_path, capsys):
+    # a per-record π_j column on a Parquet directory: cells grown until each one's q̄ ≤ p̄ (003 §V-B),
+    # checked here on the published release
+    from daskmicro.privacy.effective import cell_failure
 
+    lake_dir = _lake(survey, tmp_path / "lake", 2)
+    out = tmp_path / "out"
+    argv = ["anonymize", str(lake_dir), str(out), "--qi", ",".join(QI6), "--k", "5", "--workers", "1",
+            "--participation", "p_respond", "--max-cell-failure", "1e-4", "--no-dask-report"]
+    assert main(argv) == 0, capsys.readouterr().err
+    release = pd.read_parquet(out)
+    assert len(release) == len(survey)
+    assert sorted(release["p_respond"]) == sorted(survey["p_respond"])
+    for _, cell in cells_of(release, QI6):
+        assert len(cell) >= 5 and cell_failure(5, cell["p_respond"].to_numpy()).cell_failure <= 1e-4

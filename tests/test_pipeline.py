@@ -138,7 +138,8 @@ def test_pandas_in_pandas_out(data, qi, client2):
         (dict(nu=-0.1), "nu must be in \\[0, 1\\]"),
         (dict(partition_size=200), "partition_size must be at least K"),
         (dict(task_rows=1000), "task_rows must be at least partition_size"),
-        (dict(method="mdav", max_task_rows=1000), "use the scalable method 'partitioned'"),
+        (dict(method="mdav", max_task_rows=1000, K=None, partition_size=None, task_rows=None),
+         "use the scalable method 'partitioned'"),
         (dict(method="proximal-distal", max_task_rows=1000), "use the scalable method 'partitioned'"),
     ],
 )

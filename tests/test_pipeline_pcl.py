@@ -167,8 +167,9 @@ def test_method_pcl_in_process_and_on_the_cluster(data, qi, client2):
     assert rep.information_loss == pytest.approx(information_loss(X, labels), rel=1e-9)
     assert rep.information_loss < information_loss(X, mdav(standardize(X)[0], 4))
     _, crep = anonymize(sub, qi, 4, method="pcl", seed=0, client=client2)
-    assert crep.verified and crep.pipeline["partitions"] == 1 and crep.min_cell_size >= 4
-    assert crep.information_loss == pytest.approx(rep.information_loss, rel=0.02)
+    # on the cluster the same one-task kernel runs on a worker: the same cells
+    assert crep.verified and crep.min_cell_size >= 4
+    assert crep.information_loss == pytest.approx(rep.information_loss, rel=1e-12)
 
 
 def test_exports():
@@ -196,7 +197,7 @@ def test_exports():
         (dict(method="pcl", k=2.5), "k must be"),
         (dict(method="pcl", k=500), "k"),
         (dict(method="pcl", max_task_rows=100), "method 'pcl' runs in one task"),
-        (dict(method="pcl", energy_loss=0.1), "energy_loss applies only to method 'pca-mdav'"),
+        (dict(method="pcl", energy_loss=0.1), "apply only to method 'pca-mdav'"),
     ],
 )
 def test_bad_pcl_options_in_process(data, qi, kw, message):

@@ -93,11 +93,11 @@ def worker_memory(client):
 # --------------------------------------------------------------------------- pre-scan
 
 
-def check_scan(scans, qi, missing) -> int:
+def check_scan(scans, qi, missing, what=None) -> int:
     """Rows of the input; refuses infinite, huge or (unless separated) missing QI values."""
     n = sum(s["rows"] for s in scans)
     if n == 0:
-        raise InputError("input has no rows")
+        raise InputError("input has no rows" + (f": {what}" if what else ""))
     miss = np.sum([s["missing"] for s in scans], axis=0)
     pinf = np.sum([s["posinf"] for s in scans], axis=0)
     ninf = np.sum([s["neginf"] for s in scans], axis=0)
@@ -111,7 +111,8 @@ def check_scan(scans, qi, missing) -> int:
                          "would overflow: rescale them first")
     if missing == "refuse" and miss.any():
         cols = ", ".join(f"{c!r} ({int(v)})" for c, v in zip(qi, miss) if v)
-        raise InputError(f"QI column(s) with missing values: {cols}; impute or drop them, or use missing='separate'")
+        raise InputError(f"QI column(s) with missing (NaN) values: {cols}; impute or drop them, or use "
+                         "missing='separate' (--missing separate)")
     return n
 
 
@@ -131,6 +132,26 @@ def _n_min(cfg, n: int) -> int:
     return n_min
 
 
+def _pi_check(df, column):
+    from ..privacy.probabilistic import participation_chunk_check
+
+    return participation_chunk_check(df[column])
+
+
+def _check_participation_column(client, source, column) -> None:
+    """The π_j column checked on the workers before any cell is formed (counts only)."""
+    import dask
+
+    from ..privacy.probabilistic import participation_refusal
+
+    check = dask.delayed(_pi_check, pure=True)
+    checks = client.gather(client.compute([check(source.read_task(i, [column], 0), column)
+                                           for i in range(len(source.files))]))
+    err = participation_refusal(column, checks)
+    if err is not None:
+        raise err
+
+
 # --------------------------------------------------------------------------- group tasks
 
 
@@ -139,11 +160,27 @@ def _select(df, strata, qi, group):
 
 
 def _run_one_task(observed, k, method, energy_loss, n_components, pcol, pbar, plain_k, *parts):
+    """One group as one task, records in global row id order (independent of the chunking);
+    ``plain_k``: also the information loss of MDAV at this cell size (participation runs)."""
     """One group as one task, records in global row id order (independent of the chunking)."""
     from ..group import one_task
 
     df = pd.concat(parts, ignore_index=True).sort_values(RID, kind="stable").reset_index(drop=True)
     return one_task(df, list(observed), k, method, energy_loss, n_components, pcol, pbar, plain_k)
+
+
+#: With ``plain_k_reference=None`` the plain-k reference of a participation run is computed for
+#: one-task groups of at most this many records.
+REFERENCE_AUTO_ROWS = 50_000
+
+
+def _plain_k(cfg, g):
+    """The cell size of the π = 1 reference of a participation run's group, or None."""
+    if cfg.participation is None or cfg.plain_k_reference is False:
+        return None
+    if cfg.plain_k_reference is None and g.n > REFERENCE_AUTO_ROWS:
+        return None
+    return int(cfg.k)
 
 
 def _empty_like(df):
@@ -153,9 +190,6 @@ def _empty_like(df):
 def group_method(cfg, g) -> str:
     """The method a group runs (``auto`` by its size)."""
     m = cfg.group_method(g.n)
-    if cfg.method == "auto" and m == "mdav" and g.n <= SMALL_GROUP_ROWS and (
-            cfg.energy_loss is not None or cfg.n_components is not None):
-        return "pca-mdav"
     if cfg.method == "auto" and m == "mdav" and g.n > SMALL_GROUP_ROWS:
         return "partitioned"
     return m
@@ -167,9 +201,9 @@ def _check_groups(client, cfg, groups) -> None:
         m = group_method(cfg, g)
         if m in ("mdav", "pca-mdav", "pcl") and g.n > cfg.max_task_rows_or_default:
             raise ParameterError(
-                f"method {m!r} runs {g.label} (n = {g.n:,}) in one task, more than max_task_rows = "
-                f"{cfg.max_task_rows_or_default:,}; use method 'partitioned' (with refine='pcl' for PCL), or raise "
-                "max_task_rows")
+                f"method {m!r} runs in one task and is limited to max_task_rows = {cfg.max_task_rows_or_default:,} "
+                f"records ({g.label}: n = {g.n:,}); use the scalable method 'partitioned' (with refine='pcl' for "
+                "PCL), or raise max_task_rows")
         check_memory(m, g.n, len(g.observed), wmem, g.label)
 
 
@@ -189,7 +223,7 @@ def _pipeline_group(client, cfg, sel, meta, g, k, seed, progress):
     if cfg.macro_iter is not None:
         pcfg.macro_iter = cfg.macro_iter
     if cfg.K is not None and cfg.K <= k:
-        raise ParameterError(f"K (macrocell size) must be larger than the cell size {k}, got {cfg.K}")
+        raise ParameterError(f"K (macrocell size) must be larger than k = {k} (the cell size), got {cfg.K}")
     sub = dd.from_delayed(sel, meta=meta, verify_meta=False)
     if cfg.per_record_participation:
         pub, details = run_pipeline(client, sub, list(g.observed), pcfg, seed, False, progress,
@@ -198,6 +232,11 @@ def _pipeline_group(client, cfg, sel, meta, g, k, seed, progress):
         pub, details = run_pipeline(client, sub, list(g.observed), pcfg, seed, False, progress)
     pub.k_anonymity.raise_if_failed()
     pub.rows.raise_if_failed()
+    reference_il = None
+    if cfg.plain_k_reference and cfg.participation is not None:  # asked for: the same pipeline at plain k
+        pcfg.k = int(cfg.k)
+        _, plain = run_pipeline(client, sub, list(g.observed), pcfg, seed, False)
+        reference_il = plain["information_loss"]
     t = details["timings"]
     pca = details.get("pca") or {}
     info = {
@@ -211,6 +250,8 @@ def _pipeline_group(client, cfg, sel, meta, g, k, seed, progress):
         "macrocell_sse": details["macrocell_sse"] if details["macrocells"] > 1 else None,
         "nu": details["nu"], "n_distal": details["distal_macrocells"],
     }
+    if reference_il is not None:
+        info["information_loss_at_k"] = reference_il
     prob = details.get("probabilistic")
     if prob is not None:
         info["failure_partials"] = prob.pop("partials")
@@ -242,7 +283,9 @@ def execute(client, source, cfg, sink: str, output=None, progress=None) -> Execu
     keys = list(dict.fromkeys(strata + partition_by))
     source.attach(client)
     scans = client.gather(client.compute([source.scan_task(i, qi, keys) for i in range(len(source.files))]))
-    n = check_scan(scans, qi, missing)
+    n = check_scan(scans, qi, missing, getattr(source, "path", None))
+    if cfg.per_record_participation:
+        _check_participation_column(client, source, cfg.participation)
     k = _n_min(cfg, n)
     counts = {}
     for s in scans:
@@ -272,8 +315,9 @@ def execute(client, source, cfg, sink: str, output=None, progress=None) -> Execu
             continue
         m = group_method(cfg, g)
         if m in ("mdav", "pca-mdav", "pcl"):
+            plain_k = _plain_k(cfg, g)
             pair = client.submit(_run_one_task, tuple(g.observed), k, m, cfg.energy_loss, cfg.n_components, pcol,
-                                 cfg.max_cell_failure, bool(cfg.plain_k_reference), *client.compute(sel))
+                                 cfg.max_cell_failure, plain_k, *client.compute(sel))
             releases.append(client.submit(operator.itemgetter(0), pair))
             infos.append(client.submit(operator.itemgetter(1), pair))
         else:
@@ -439,8 +483,9 @@ def _collect(client, releases, names, qi, columns, k, seed, keep_row_id, n, expe
     if keep_row_id:
         df[ROW_ID] = df[RID].to_numpy(dtype=np.int64)
     df = df[names]
-    for c in qi:
-        if not pd.api.types.is_float_dtype(df[c].dtype) or isinstance(df[c].dtype, pd.api.extensions.ExtensionDtype):
+    for c in qi:  # a column replaced in some groups only (mixed pieces) becomes float64 throughout
+        t = df[c].dtype
+        if t == object or (isinstance(t, pd.api.extensions.ExtensionDtype) and df[c].hasnans):
             df[c] = qi_column(df[c], c)
     counts = tuple_counts(df, list(columns))
     k_check = check_tuple_counts(counts, k).raise_if_failed()

@@ -61,7 +61,12 @@ class LakeSource:
         """Nothing to send: every task reads its own file."""
 
     def dtype_name(self, column) -> str:
-        return str(self.schema.field(column).type)
+        """The column's type as pandas names it (float64, int32, ...), else Arrow's name."""
+        t = self.schema.field(column).type
+        try:
+            return str(np.dtype(t.to_pandas_dtype()))
+        except (NotImplementedError, TypeError):
+            return str(t)
 
     def scan_task(self, i: int, qi: list, keys: list):
         import dask
@@ -259,6 +264,9 @@ def scan_piece(file, fmt, root, full_schema, hive, expr, qi: list, keys: list) -
 def scan_frame(df: pd.DataFrame, qi: list, keys: list) -> dict:
     """Pre-scan of one piece of the input (see :func:`scan_piece`), whatever it was read from."""
     n = len(df)
+    if n == 0:  # nothing to check (a column of an empty file may not even have a numeric type)
+        zero = np.zeros(len(qi), dtype=np.int64)
+        return {"rows": 0, "missing": zero, "posinf": zero, "neginf": zero, "maxabs": np.zeros(len(qi)), "combos": {}}
     X = qi_frame_matrix(df, list(qi))  # exact float64, or refused (integers beyond ±2^53)
     miss = np.isnan(X)
     finite = np.where(np.isfinite(X), np.abs(X), 0.0)

@@ -187,6 +187,8 @@ def _planned(spec, slot, source, out, report_path, client, progress, should_stop
     cfg = RunConfig.from_spec(data, filter_texts(d["input"]["filters"], spec.name, slot))
     if d["method"] == "auto" and cfg.method != "auto":  # pragma: no cover - from_spec keeps the method
         raise ParameterError("method: not understood")
+    if report_path == out / "_report.json":
+        report_path = None  # a directory release holds its own _report.json
     outcome = run(cfg, input=source, output=out, report_path=report_path, client=client, progress=progress,
                   say=echo_stderr, extra_report={"workflow": workflow}, before_commit=lambda: _check(should_stop))
     if outcome.nothing_to_do:
