@@ -102,7 +102,7 @@ def settings_table(client, n: int, tmpdir: Path, settings):
         wall, rep = run_once(client, lake_in, out, **kw)
         shutil.rmtree(out, ignore_errors=True)
         ratio = f"{rep.information_loss / ref_il:8.4f}" if ref_il else "     n/a"
-        t = rep.pipeline["timings"]
+        t = rep.timings
         stages = " ".join(f"{k}={v:.1f}" for k, v in t.items() if k != "total")
         print(f"{label:<44} {wall:7.2f} {rep.information_loss:7.4f} {ratio}  {stages}", flush=True)
 
@@ -118,7 +118,7 @@ def scaling(client, sizes, tmpdir: Path, kw):
         shutil.rmtree(out, ignore_errors=True)
         raw = n * 13 * 8
         extra = mem.peak - mem.base
-        t = {k: v for k, v in rep.pipeline["timings"].items() if k != "total"}
+        t = {k: v for k, v in rep.timings.items() if k != "total"}
         dom = max(t, key=t.get)
         points.append((n, wall))
         print(f"{n:>12,} {wall:8.1f} {rep.information_loss:7.4f} {extra / 2**20:9.0f} {raw / 2**20:10.0f} "

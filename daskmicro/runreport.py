@@ -29,7 +29,7 @@ def group_report(cfg, info: dict, qi, k_used: int) -> Report:
         constant_columns=list(info["constant_columns"]), dtype_changes=dict(info.get("dtype_changes") or {}),
         energy_loss=cfg.energy_loss, n_components=info.get("n_components"), eigenvalues=info.get("eigenvalues"),
         pca_energy_loss=info.get("pca_energy_loss"), keep_row_id=bool(cfg.keep_row_id),
-        pipeline=info.get("pipeline"), timings=dict(info["timings"]) if info.get("timings") else None,
+        pipeline=info.get("pipeline"),
         cell_size_counts=dict(info.get("cell_size_counts") or {}) or None,
         macrocell_sse=info.get("macrocell_sse"), nu=info.get("nu"), n_distal=info.get("n_distal"),
     )
@@ -75,7 +75,7 @@ def build_report(cfg, ex, source, client) -> Report:
     report.k_anonymity, report.rows, report.seed = ex.k_check, ex.rows_check, int(cfg.seed)
     report.keep_row_id = bool(cfg.keep_row_id)
     report.dtype_changes = _dtype_changes(source, qi, ex.labels, ex.frame)
-    report.timings = dict(report.timings or {})
+    report.timings = dict(ex.timings)
     report.probabilistic = _probabilistic(cfg, ex)
     _reference(cfg, report, ex, reports, client)
     report.k = int(cfg.k)
@@ -182,5 +182,4 @@ def _reference(cfg, report, ex, reports, client) -> None:
         report.reference = record
     else:
         report.reference = {"kind": "none", "label": "no group has an observed quasi-identifier"}
-    if report.timings is not None:
-        report.timings["reference"] = time.perf_counter() - started
+    report.timings["reference"] = time.perf_counter() - started

@@ -237,7 +237,7 @@ def _pipeline_group(client, cfg, sel, meta, g, k, seed, progress):
         pcfg.k = int(cfg.k)
         _, plain = run_pipeline(client, sub, list(g.observed), pcfg, seed, False)
         reference_il = plain["information_loss"]
-    t = details["timings"]
+    t = details.pop("timings")  # the run's timings hold them once (one timing model)
     pca = details.get("pca") or {}
     info = {
         "n": details["n"], "m_used": details["m_used"], "method": m, "cells": pub.cells,
@@ -246,7 +246,7 @@ def _pipeline_group(client, cfg, sel, meta, g, k, seed, progress):
         "seconds": sum(t.get(s, 0.0) for s in ("top_level", "macroaggregation", "split", "fan_out", "refine")),
         "constant_columns": details["constant_columns"], "dtype_changes": {},
         "n_components": pca.get("n_components"), "eigenvalues": pca.get("eigenvalues"),
-        "pca_energy_loss": pca.get("energy_loss"), "pipeline": details, "timings": dict(t),
+        "pca_energy_loss": pca.get("energy_loss"), "pipeline": details,
         "macrocell_sse": details["macrocell_sse"] if details["macrocells"] > 1 else None,
         "nu": details["nu"], "n_distal": details["distal_macrocells"],
     }
@@ -305,6 +305,10 @@ def execute(client, source, cfg, sink: str, output=None, progress=None) -> Execu
     meta = client.compute(dask.delayed(_empty_like)(pieces[0])).result()
     select = dask.delayed(_select, pure=True)
     pcol = cfg.participation if cfg.per_record_participation else None
+    # one timing model: a run that is one pipeline shows the pipeline's stages, any other run one
+    # "cells" stage; each stage is timed once and the same figures go to stdout, JSON and HTML
+    one_pipeline = len(groups) == 1 and bool(groups[0].observed) and group_method(cfg, groups[0]) not in ONE_TASK
+    stage = _StageRecorder(timings, progress) if one_pipeline else None
     releases, infos, inputs = [], [], []
     for g in groups:
         sel = pieces if g.n == n else [select(p, strata, qi, g) for p in pieces]
@@ -321,15 +325,15 @@ def execute(client, source, cfg, sink: str, output=None, progress=None) -> Execu
             releases.append(client.submit(operator.itemgetter(0), pair))
             infos.append(client.submit(operator.itemgetter(1), pair))
         else:
-            # one timing model: the pipeline's own stages are shown when it is the whole run
-            rel, info = _pipeline_group(client, cfg, sel, meta, g, k, cfg.seed, progress if len(groups) == 1 else None)
+            rel, info = _pipeline_group(client, cfg, sel, meta, g, k, cfg.seed, stage)
             releases.extend(rel)   # lazy: each part is built where it is split
             infos.append(info)
     infos = [i.result() if hasattr(i, "result") else i for i in infos]
     if labels:
         releases = [dask.delayed(publish_strata, pure=True)(r, strata, labels) if isinstance(r, Delayed)
                     else client.submit(publish_strata, r, strata, labels) for r in releases]
-    timings["microaggregation"] = _tick(progress, "microaggregation", t0)
+    if stage is None:
+        timings["cells"] = _tick(progress, "cells", t0)
 
     t0 = time.perf_counter()
     published = list(dict.fromkeys(strata + qi))  # the tuple an intruder sees: stratum columns + QIs
@@ -355,12 +359,42 @@ def execute(client, source, cfg, sink: str, output=None, progress=None) -> Execu
             raise
         ex.files, ex.k_check, ex.rows_check = listing["files"], listing["k_check"], listing["rows_check"]
         ex.tuple_sizes = listing["tuple_sizes"]
+    elif sink == "memory" and getattr(source, "dask", False):  # a Dask release: parts stay on the workers
+        names = list(source.columns) + (["row_id"] if cfg.keep_row_id else [])
+        files = lay.plan_files([], {(): n}, DASK_PART_ROWS,
+                               _file_cuts(client, [source.read_task(i, [], int(row0s[i])) for i in range(len(source.files))
+                                                   if scans[i]["rows"]], cfg.seed, [], DASK_PART_ROWS))
+        ex.frame, ex.k_check, ex.rows_check, ex.tuple_sizes = _dask_release(
+            client, releases, files, names, qi, published, k, cfg.seed, cfg.keep_row_id, n, expected, meta)
     else:
         names = [c for c in source.columns] + (["row_id"] if cfg.keep_row_id else [])
         ex.frame, ex.k_check, ex.rows_check, ex.tuple_sizes = _collect(client, releases, names, qi, published, k,
                                                                        cfg.seed, cfg.keep_row_id, n, expected)
-    timings["verify"] = _tick(progress, "write + verify" if sink == "lake" else "verify", t0)
+    name = "write + verify" if sink == "lake" else "collect + verify"
+    timings[name] = _tick(progress, name, t0)
     return ex
+
+
+ONE_TASK = ("mdav", "pca-mdav", "pcl")
+
+
+class _StageRecorder:
+    """``progress(stage, seconds)`` for the pipeline of a one-pipeline run: its stages become the
+    run's (its in-memory release check is named apart from the final verification; its own
+    total is the run's business)."""
+
+    NAMES = {"verify": "release check"}
+
+    def __init__(self, timings: dict, progress=None):
+        self.timings, self.progress = timings, progress
+
+    def __call__(self, name, seconds):
+        if name == "total":
+            return
+        name = self.NAMES.get(name, name)
+        self.timings[name] = seconds
+        if self.progress is not None:
+            self.progress(name, seconds)
 
 
 def _tick(progress, name, t0) -> float:
@@ -458,6 +492,61 @@ def _write_and_verify(client, releases, files, schema, columns, k, seed, partiti
                for p, r, _ in keep]
     return {"files": listing, "k_check": k_check, "rows_check": RowCheck(ok=True, rows_in=n, rows_out=rows_read),
             "tuple_sizes": sizes}
+
+
+#: Rows per partition of the Dask DataFrame release of a Dask DataFrame input.
+DASK_PART_ROWS = 250_000
+
+
+def _bucket(names, qi, columns, keep_row_id, *pieces):
+    """One partition of an in-memory release from its pieces: rows in key order, published
+    columns, mixed QI columns as float64; with its rows, row checksum and tuple counts."""
+    from ..io.qi import qi_column
+    from ..privacy.verify import tuple_counts
+    from ..publish import ROW_ID
+
+    pieces = [p for p in pieces if p is not None and len(p)]
+    df = pd.concat(pieces, ignore_index=True).sort_values(lay.KEY_COLUMN, kind="stable").reset_index(drop=True)
+    rids = df[RID].to_numpy(dtype=np.int64)
+    if keep_row_id:
+        df[ROW_ID] = rids
+    df = df[names]
+    for c in qi:
+        t = df[c].dtype
+        if t == object or (isinstance(t, pd.api.extensions.ExtensionDtype) and df[c].hasnans):
+            df[c] = qi_column(df[c], c)
+    return df, len(df), cm.row_checksum(rids), tuple_counts(df, list(columns))
+
+
+def _dask_release(client, releases, files, names, qi, columns, k, seed, keep_row_id, n, expected, meta):
+    """The release of a Dask input as a Dask DataFrame whose partitions (consecutive key ranges,
+    so in the one seeded order) are built and verified on the workers and stay there."""
+    import dask
+    import dask.dataframe as dd
+    from dask.delayed import Delayed
+
+    from ..privacy.verify import RowCheck, check_tuple_counts, merge_tuple_counts
+
+    split = dask.delayed(lay.split_piece, pure=True)
+    splits = [client.compute(split(r, seed, [], files)) if isinstance(r, Delayed)
+              else client.submit(lay.split_piece, r, seed, [], files) for r in releases]
+    _, nb, _ = files[()]
+    buckets = [client.submit(_bucket, names, qi, columns, keep_row_id,
+                             *[client.submit(lay.pick, s, ((), b)) for s in splits]) for b in range(nb)]
+    get = operator.itemgetter
+    results = client.gather([client.submit(lambda r: (r[1], r[2]), b) for b in buckets])
+    rows = sum(r[0] for r in results)
+    checksum = 0
+    for r in results:
+        checksum = (checksum + r[1]) % (1 << 64)
+    if rows != n or checksum != expected:
+        raise VerificationError("the release does not hold each input row exactly once")
+    counts = _tree(client, [client.submit(get(3), b) for b in buckets], merge_tuple_counts)
+    k_check = client.submit(check_tuple_counts, counts, k).result().raise_if_failed()
+    sizes = client.submit(tuple_sizes, counts).result()
+    parts = [client.submit(get(0), b) for b in buckets]
+    out_meta = client.submit(lambda f: f.iloc[:0], parts[0]).result()
+    return dd.from_delayed(parts, meta=out_meta, verify_meta=False), k_check, RowCheck(ok=True, rows_in=n, rows_out=rows), sizes
 
 
 def tuple_sizes(counts):
