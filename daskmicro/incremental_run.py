@@ -140,11 +140,11 @@ def anonymize_incremental(
     qi = _check_qi_names(qi, src.columns())
     k = _check_k(k, src.total_rows)
     if nu is not None:
-        nu = _schedule._ratio(nu, "nu")
+        nu = _schedule.check_ratio(nu, "nu")
         if nu >= 1.0:
             raise ParameterError("nu must be < 1: the base stage needs some records")
     if zeta is not None:
-        zeta = _schedule._zeta(zeta)
+        zeta = _schedule.check_zeta(zeta)
     kernel, base_name = _check_base_method(base_method)
     if increment not in INCREMENT_METHODS:
         raise ParameterError(f"increment must be one of {', '.join(INCREMENT_METHODS)}; got {increment!r}")
@@ -366,4 +366,4 @@ def _check_time_model(model):
         a, beta = model
     except (TypeError, ValueError):
         raise ParameterError(f"time_model must be a schedule.TimeModel or an (a, beta) pair, got {model!r}") from None
-    return _schedule.TimeModel(a=_schedule._real(a, "a"), beta=_schedule._real(beta, "beta"))
+    return _schedule.TimeModel(a=_schedule.check_real(a, "a"), beta=_schedule.check_real(beta, "beta"))

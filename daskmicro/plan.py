@@ -187,7 +187,7 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
     ``extra_report`` is merged into the report before it is written (the workflow section);
     ``before_commit()`` is called just before anything is committed (it may raise to cancel).
     """
-    from . import __version__
+    from ._version import __version__
     from .cluster import cluster_client
     from .graph.lake import execute
     from .graph.local import InProcess

@@ -72,7 +72,7 @@ def _short(value) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _real(value, name: str) -> float:
+def check_real(value, name: str) -> float:
     if isinstance(value, bool):
         raise ParameterError(f"{name} must be a real number, got {value!r}")
     try:
@@ -86,22 +86,22 @@ def _real(value, name: str) -> float:
     return x
 
 
-def _zeta(zeta) -> float:
-    z = _real(zeta, "zeta")
+def check_zeta(zeta) -> float:
+    z = check_real(zeta, "zeta")
     if z < 0:
         raise ParameterError(f"zeta (arrivals coefficient) must be ≥ 0, got {z}")
     return z
 
 
-def _ratio(nu, name: str = "nu") -> float:
-    x = _real(nu, name)
+def check_ratio(nu, name: str = "nu") -> float:
+    x = check_real(nu, name)
     if not 0.0 <= x <= 1.0:
         raise ParameterError(f"{name} must lie in [0, 1], got {x}")
     return x
 
 
 def _beta(beta) -> float:
-    b = _real(beta, "beta")
+    b = check_real(beta, "beta")
     lo, hi = BETA_RANGE
     if not lo <= b <= hi:
         raise ParameterError(f"beta (running-time exponent) must lie in [{lo:g}, {hi:g}], got {b:.6g}")
@@ -109,7 +109,7 @@ def _beta(beta) -> float:
 
 
 def _tau_end(tau_end) -> float:
-    t = _real(tau_end, "tau_end")
+    t = check_real(tau_end, "tau_end")
     if t < 0:
         raise ParameterError(f"tau_end (relative deadline) must be ≥ 0, got {t}")
     return t
@@ -129,7 +129,7 @@ def critical_ratio(zeta) -> float:
     zeta : float
         Arrivals coefficient ζ ≥ 0 (survey duration relative to the one-pass running time).
     """
-    z = _zeta(zeta)
+    z = check_zeta(zeta)
     # The smaller root of ν² − (2 + ζ)ν + 1 = 0 is the reciprocal of the larger one: no
     # cancellation for large ζ (the difference form loses every digit from ζ ≈ 1e8 on) and, with
     # √ζ·√(4 + ζ) halved, no overflow up to the largest float.
@@ -142,7 +142,7 @@ def optimal_ratio(zeta) -> float:
     ``ν* = (2 + ζ)/4`` for ζ ≤ ζ₋ (fast arrivals; the base stage overruns its head start) and
     ``ν* = ν₋`` for ζ ≥ ζ₋.  ν* = 1/2 at ζ = 0, 1/√3 at ζ = ζ₋, ≈ 0.146 at ζ = 5 (§VI-B).
     """
-    z = _zeta(zeta)
+    z = check_zeta(zeta)
     if z <= ZETA_CRITICAL:
         return (2.0 + z) / 4.0
     return critical_ratio(z)
@@ -153,8 +153,8 @@ def time_gain(nu, zeta) -> float:
 
     With τ₀ = (1 − ν)², τ₊ = ν², τ₋ = ζν.  The release comes ``(1 − Δτ)·t_ref`` after the close.
     """
-    v = _ratio(nu)
-    z = _zeta(zeta)
+    v = check_ratio(nu)
+    z = check_zeta(zeta)
     return min(1.0 - (1.0 - v) ** 2 + z * v, 1.0) - v * v
 
 
@@ -164,7 +164,7 @@ def optimal_gain(zeta) -> float:
     Equals ``(2 + ζ)²/8`` for ζ ≤ ζ₋ (1/2 at ζ = 0, 2/3 at ζ₋) and ``1 − ν₋²`` beyond, tending to
     1 for slow arrivals.  The release comes ``(1 − Δτ*)·t_ref`` after the survey closes.
     """
-    z = _zeta(zeta)
+    z = check_zeta(zeta)
     if z <= ZETA_CRITICAL:
         return (2.0 + z) ** 2 / 8.0
     v = critical_ratio(z)
@@ -176,7 +176,7 @@ def deadline_min(zeta) -> float:
 
     ``1 − (2 + ζ)²/8`` for ζ ≤ ζ₋, ``ν₋²`` (the increment stage alone) beyond.
     """
-    z = _zeta(zeta)
+    z = check_zeta(zeta)
     if z <= ZETA_CRITICAL:
         return 1.0 - (2.0 + z) ** 2 / 8.0
     v = critical_ratio(z)
@@ -204,7 +204,7 @@ def deadline_ratio(zeta, tau_end) -> float:
     ParameterError
         If τ_end is below :func:`deadline_min` (no data ratio can meet it).
     """
-    z = _zeta(zeta)
+    z = check_zeta(zeta)
     t = _tau_end(tau_end)
     if t >= 1.0:
         return 0.0
@@ -233,13 +233,13 @@ class TimeModel:
     beta: float
 
     def __post_init__(self):
-        if not (_real(self.a, "a") > 0):
+        if not (check_real(self.a, "a") > 0):
             raise ParameterError(f"a (running-time scale) must be > 0, got {self.a}")
         _beta(self.beta)
 
     def __call__(self, n) -> float:
         """Predicted seconds for ``n`` records."""
-        n = _real(n, "n")
+        n = check_real(n, "n")
         if n < 0:
             raise ParameterError(f"n must be ≥ 0, got {n}")
         try:
@@ -299,7 +299,7 @@ def _power(beta: float) -> Callable[[float], float]:
 
 def critical_ratio_numeric(zeta, beta=2.0) -> float:
     """ν₋ for a base stage with τ₀ = (1 − ν)ᵝ: the root of (1 − ν)ᵝ = ζν (1 when ζ = 0)."""
-    z = _zeta(zeta)
+    z = check_zeta(zeta)
     b = _beta(beta)
     if z == 0.0:
         return 1.0
@@ -334,7 +334,7 @@ def optimize_ratio(zeta, beta=2.0, tau_inc: Callable[[float], float] | None = No
         ν* and Δτ* = Δτ(ν*).  At β = 2 these agree with :func:`optimal_ratio` and
         :func:`optimal_gain`.
     """
-    z = _zeta(zeta)
+    z = check_zeta(zeta)
     b = _beta(beta)
     tau_inc = _power(b) if tau_inc is None else tau_inc
     if not callable(tau_inc):
@@ -359,7 +359,7 @@ def deadline_ratio_numeric(zeta, tau_end, beta=2.0, tau_inc: Callable[[float], f
     Finds the first root in [0, ν*] of ``τ₀(ν) + τ₊(ν) − ζν = τ_end``.  Returns 0 when τ_end ≥ 1;
     raises :class:`~daskmicro.errors.ParameterError` when τ_end < 1 − Δτ*.
     """
-    z = _zeta(zeta)
+    z = check_zeta(zeta)
     t = _tau_end(tau_end)
     b = _beta(beta)
     tau_inc = _power(b) if tau_inc is None else tau_inc
@@ -471,10 +471,10 @@ def plan(zeta, *, beta=2.0, t_ref=None, deadline=None, tau_end=None) -> Plan:
     Plan
         With ``nu`` = ν_end when a deadline is given, ν* otherwise.
     """
-    z = _zeta(zeta)
+    z = check_zeta(zeta)
     b = _beta(beta)
     if t_ref is not None:
-        t_ref = _real(t_ref, "t_ref")
+        t_ref = check_real(t_ref, "t_ref")
         if t_ref <= 0:
             raise ParameterError(f"t_ref must be > 0 seconds, got {t_ref}")
     if deadline is not None and tau_end is not None:
@@ -482,7 +482,7 @@ def plan(zeta, *, beta=2.0, t_ref=None, deadline=None, tau_end=None) -> Plan:
     if deadline is not None:
         if t_ref is None:
             raise ParameterError("a deadline in seconds needs t_ref (the one-pass running time)")
-        d = _real(deadline, "deadline")
+        d = check_real(deadline, "deadline")
         if d < 0:
             raise ParameterError(f"deadline must be ≥ 0 seconds, got {d}")
         tau_end = d / t_ref

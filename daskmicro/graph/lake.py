@@ -21,12 +21,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError, ParameterError, VerificationError
+from ..errors import InputError, ParameterError
 from ..io import commit as cm
 from ..io import layout as lay
 from ..io.source import RID
 from ..kernels.bounds import MAX_ABS
 from ..strata import group_mask, merged_labels, plan_groups, publish_strata
+from .release import DASK_PART_ROWS, collect, dask_release, file_cuts, promised_schema, write_and_verify
 
 __all__ = ["Execution", "execute", "check_scan", "SMALL_GROUP_ROWS", "MEMORY_FRACTION", "estimate_task_bytes",
            "check_memory", "worker_memory"]
@@ -269,21 +270,54 @@ class _Participation:
 # --------------------------------------------------------------------------- the run
 
 
+@dataclass
+class _Layout:
+    """What the pre-scan decided: rows, cell size, groups, strata labels, output partitions."""
+
+    n: int
+    k: int
+    groups: list
+    labels: dict
+    partition_by: list
+    part_counts: dict
+    row0s: np.ndarray
+    rows: list
+
+
 def execute(client, source, cfg, sink: str, output=None, progress=None) -> Execution:
     """Run ``cfg`` on ``source`` with ``client``; ``sink`` is "lake" (a directory at ``output``),
     "file" or "memory" (a frame).  Nothing is committed here (see :mod:`daskmicro.plan`)."""
-    import dask
-    from dask.delayed import Delayed
-
     timings = {}
-    qi, strata, missing = list(cfg.qi), list(cfg.strata), cfg.missing
+    t0 = time.perf_counter()
+    lay_ = _prescan(client, source, cfg)
+    timings["pre-scan"] = _tick(progress, "pre-scan", t0)
+    t0 = time.perf_counter()
+    # one timing model: a run that is one pipeline shows the pipeline's stages, any other run one
+    # "cells" stage; each stage is timed once and the same figures go to stdout, JSON and HTML
+    g0 = lay_.groups[0]
+    one_pipeline = len(lay_.groups) == 1 and bool(g0.observed) and group_method(cfg, g0) not in ONE_TASK
+    stage = _StageRecorder(timings, progress) if one_pipeline else None
+    releases, infos, inputs, meta = _cells(client, source, cfg, lay_, stage)
+    if stage is None:
+        timings["cells"] = _tick(progress, "cells", t0)
+    t0 = time.perf_counter()
+    ex = Execution(n=lay_.n, k=lay_.k, groups=lay_.groups, infos=infos, labels=lay_.labels, k_check=None,
+                   rows_check=None, tuple_sizes=None, timings=timings, inputs=inputs, meta=meta)
+    _release(client, source, cfg, lay_, sink, output, releases, ex)
+    name = "write + verify" if sink == "lake" else "collect + verify"
+    timings[name] = _tick(progress, name, t0)
+    return ex
+
+
+def _prescan(client, source, cfg) -> _Layout:
+    """Scan every piece once (counts only), check the values, plan the groups."""
+    qi, strata = list(cfg.qi), list(cfg.strata)
     partition_by = list(cfg.partition_by) if cfg.partition_by is not None else [
         c for c in source.partition_fields if c in source.columns and c not in qi]
-    t0 = time.perf_counter()
     keys = list(dict.fromkeys(strata + partition_by))
     source.attach(client)
     scans = client.gather(client.compute([source.scan_task(i, qi, keys) for i in range(len(source.files))]))
-    n = check_scan(scans, qi, missing, getattr(source, "path", None))
+    n = check_scan(scans, qi, cfg.missing, getattr(source, "path", None))
     if cfg.per_record_participation:
         _check_participation_column(client, source, cfg.participation)
     k = _n_min(cfg, n)
@@ -296,21 +330,25 @@ def execute(client, source, cfg, sink: str, output=None, progress=None) -> Execu
     labels = merged_labels(groups, strata)   # merged strata publish one label
     part_counts = _partition_counts(scans, keys, strata, partition_by, labels)
     _check_groups(client, cfg, groups)
-    timings["pre-scan"] = _tick(progress, "pre-scan", t0)
-
-    t0 = time.perf_counter()
     row0s = np.concatenate([[0], np.cumsum([s["rows"] for s in scans])[:-1]]).astype(np.int64)
-    cols = source.columns
-    pieces = [source.read_task(i, cols, int(row0s[i])) for i in range(len(source.files)) if scans[i]["rows"]]
+    return _Layout(n=n, k=k, groups=groups, labels=labels, partition_by=partition_by, part_counts=part_counts,
+                   row0s=row0s, rows=[s["rows"] for s in scans])
+
+
+def _cells(client, source, cfg, lay_: _Layout, stage):
+    """Every group's cells: one task for a small group, the pipeline for a large one; returns the
+    release pieces (futures or delayed, still keyed by row id), the groups' figures, their inputs."""
+    import dask
+    from dask.delayed import Delayed
+
+    qi, strata, n, k = list(cfg.qi), list(cfg.strata), lay_.n, lay_.k
+    pieces = [source.read_task(i, source.columns, int(lay_.row0s[i])) for i in range(len(source.files))
+              if lay_.rows[i]]
     meta = client.compute(dask.delayed(_empty_like)(pieces[0])).result()
     select = dask.delayed(_select, pure=True)
     pcol = cfg.participation if cfg.per_record_participation else None
-    # one timing model: a run that is one pipeline shows the pipeline's stages, any other run one
-    # "cells" stage; each stage is timed once and the same figures go to stdout, JSON and HTML
-    one_pipeline = len(groups) == 1 and bool(groups[0].observed) and group_method(cfg, groups[0]) not in ONE_TASK
-    stage = _StageRecorder(timings, progress) if one_pipeline else None
     releases, infos, inputs = [], [], []
-    for g in groups:
+    for g in lay_.groups:
         sel = pieces if g.n == n else [select(p, strata, qi, g) for p in pieces]
         inputs.append(sel)
         if not g.observed:  # every QI missing: nothing to aggregate, the records pass through
@@ -318,10 +356,9 @@ def execute(client, source, cfg, sink: str, output=None, progress=None) -> Execu
             infos.append(None)
             continue
         m = group_method(cfg, g)
-        if m in ("mdav", "pca-mdav", "pcl"):
-            plain_k = _plain_k(cfg, g)
+        if m in ONE_TASK:
             pair = client.submit(_run_one_task, tuple(g.observed), k, m, cfg.energy_loss, cfg.n_components, pcol,
-                                 cfg.max_cell_failure, plain_k, *client.compute(sel))
+                                 cfg.max_cell_failure, _plain_k(cfg, g), *client.compute(sel))
             releases.append(client.submit(operator.itemgetter(0), pair))
             infos.append(client.submit(operator.itemgetter(1), pair))
         else:
@@ -329,30 +366,34 @@ def execute(client, source, cfg, sink: str, output=None, progress=None) -> Execu
             releases.extend(rel)   # lazy: each part is built where it is split
             infos.append(info)
     infos = [i.result() if hasattr(i, "result") else i for i in infos]
-    if labels:
-        releases = [dask.delayed(publish_strata, pure=True)(r, strata, labels) if isinstance(r, Delayed)
-                    else client.submit(publish_strata, r, strata, labels) for r in releases]
-    if stage is None:
-        timings["cells"] = _tick(progress, "cells", t0)
+    if lay_.labels:
+        releases = [dask.delayed(publish_strata, pure=True)(r, strata, lay_.labels) if isinstance(r, Delayed)
+                    else client.submit(publish_strata, r, strata, lay_.labels) for r in releases]
+    return releases, infos, inputs, meta
 
-    t0 = time.perf_counter()
-    published = list(dict.fromkeys(strata + qi))  # the tuple an intruder sees: stratum columns + QIs
+
+def _release(client, source, cfg, lay_: _Layout, sink, output, releases, ex: Execution) -> None:
+    """Cut the release into its published pieces, verify them as published (stratum columns + QIs,
+    the tuple an intruder sees) and fill in ``ex``."""
+    import dask
+
+    qi, strata, n, k, partition_by = list(cfg.qi), list(cfg.strata), lay_.n, lay_.k, lay_.partition_by
+    published = list(dict.fromkeys(strata + qi))
     expected = cm.row_checksum(np.arange(n, dtype=np.int64))
-    ex = Execution(n=n, k=k, groups=groups, infos=infos, labels=labels, k_check=None, rows_check=None,
-                   tuple_sizes=None, timings=timings, inputs=inputs, meta=meta)
+    names = list(source.columns) + (["row_id"] if cfg.keep_row_id else [])
+    live = [i for i in range(len(source.files)) if lay_.rows[i]]
     if sink == "lake":  # exact file sizes: cut keys by rank (io/layout)
-        read = source.read_task
-        keyed = [read(i, list(dict.fromkeys(partition_by + (strata if labels else []))), int(row0s[i]))
-                 for i in range(len(source.files)) if scans[i]["rows"]]
-        if labels:
-            keyed = [dask.delayed(publish_strata, pure=True)(p, strata, labels) for p in keyed]
-        files = lay.plan_files(partition_by, part_counts, cfg.rows_per_file,
-                               _file_cuts(client, keyed, cfg.seed, partition_by, cfg.rows_per_file))
-        schema = promised_schema(source, qi, partition_by, cfg.keep_row_id, labels)
+        keyed = [source.read_task(i, list(dict.fromkeys(partition_by + (strata if lay_.labels else []))),
+                                  int(lay_.row0s[i])) for i in live]
+        if lay_.labels:
+            keyed = [dask.delayed(publish_strata, pure=True)(p, strata, lay_.labels) for p in keyed]
+        files = lay.plan_files(partition_by, lay_.part_counts, cfg.rows_per_file,
+                               file_cuts(client, keyed, cfg.seed, partition_by, cfg.rows_per_file))
+        schema = promised_schema(source, qi, partition_by, cfg.keep_row_id, lay_.labels)
         ex.staging = cm.open_staging(output, [rel for rel, _, _ in files.values()])
         inflight: list = []
         try:
-            listing = _write_and_verify(client, releases, files, schema, published, k, cfg.seed, partition_by,
+            listing = write_and_verify(client, releases, files, schema, published, k, cfg.seed, partition_by,
                                         cfg.keep_row_id, ex.staging, n, expected, inflight)
         except BaseException:
             cm.discard_staging(ex.staging, client, inflight)  # cancel the writes first, then remove
@@ -360,19 +401,13 @@ def execute(client, source, cfg, sink: str, output=None, progress=None) -> Execu
         ex.files, ex.k_check, ex.rows_check = listing["files"], listing["k_check"], listing["rows_check"]
         ex.tuple_sizes = listing["tuple_sizes"]
     elif sink == "memory" and getattr(source, "dask", False):  # a Dask release: parts stay on the workers
-        names = list(source.columns) + (["row_id"] if cfg.keep_row_id else [])
-        files = lay.plan_files([], {(): n}, DASK_PART_ROWS,
-                               _file_cuts(client, [source.read_task(i, [], int(row0s[i])) for i in range(len(source.files))
-                                                   if scans[i]["rows"]], cfg.seed, [], DASK_PART_ROWS))
-        ex.frame, ex.k_check, ex.rows_check, ex.tuple_sizes = _dask_release(
-            client, releases, files, names, qi, published, k, cfg.seed, cfg.keep_row_id, n, expected, meta)
+        keyed = [source.read_task(i, [], int(lay_.row0s[i])) for i in live]
+        files = lay.plan_files([], {(): n}, DASK_PART_ROWS, file_cuts(client, keyed, cfg.seed, [], DASK_PART_ROWS))
+        ex.frame, ex.k_check, ex.rows_check, ex.tuple_sizes = dask_release(
+            client, releases, files, names, qi, published, k, cfg.seed, cfg.keep_row_id, n, expected, ex.meta)
     else:
-        names = [c for c in source.columns] + (["row_id"] if cfg.keep_row_id else [])
-        ex.frame, ex.k_check, ex.rows_check, ex.tuple_sizes = _collect(client, releases, names, qi, published, k,
+        ex.frame, ex.k_check, ex.rows_check, ex.tuple_sizes = collect(client, releases, names, qi, published, k,
                                                                        cfg.seed, cfg.keep_row_id, n, expected)
-    name = "write + verify" if sink == "lake" else "collect + verify"
-    timings[name] = _tick(progress, name, t0)
-    return ex
 
 
 ONE_TASK = ("mdav", "pca-mdav", "pcl")
@@ -414,168 +449,3 @@ def _partition_counts(scans, keys, strata, partition_by, labels) -> dict:
                          if col in labels else combo[keys.index(col)] for col in partition_by)
             out[pkey] = out.get(pkey, 0) + c
     return out
-
-
-def promised_schema(source, qi, partition_by, keep_row_id, labels=None):
-    """The Arrow schema of the written files: integer QIs become float64, merged strata text."""
-    import pyarrow as pa
-
-    fields = []
-    for f in source.schema:
-        if f.name in partition_by:
-            continue
-        if f.name in (labels or {}):
-            f = pa.field(f.name, pa.string())
-        fields.append(pa.field(f.name, pa.float64()) if f.name in qi and pa.types.is_integer(f.type) else f)
-    if keep_row_id:
-        fields.append(pa.field("row_id", pa.int64()))
-    return pa.schema(fields)
-
-
-def _tree(client, futures, combine, arity=8):
-    while len(futures) > 1:
-        futures = [client.submit(combine, *futures[i:i + arity]) for i in range(0, len(futures), arity)]
-    return futures[0]
-
-
-def _file_cuts(client, keyed, seed, partition_by, rows_per_file) -> dict:
-    """Cut keys of every output partition for files of exactly ``rows_per_file`` rows (io/layout)."""
-    import dask
-
-    hist = dask.delayed(lay.key_histogram, pure=True)
-    level = [hist(p, seed, partition_by) for p in keyed]
-    while len(level) > 1:
-        level = [dask.delayed(lay.merge_histograms, pure=True)(*level[i:i + 8]) for i in range(0, len(level), 8)]
-    wanted = lay.cut_ranges(client.compute(level[0]).result(), rows_per_file)
-    if not any(wanted.values()):
-        return {key: np.empty(0, np.uint64) for key in wanted}
-    ranges = [dask.delayed(lay.keys_in_ranges, pure=True)(p, seed, partition_by, wanted) for p in keyed]
-    merged = client.compute(dask.delayed(lay.merge_range_keys, pure=True)(*ranges)).result()
-    return lay.cut_keys(wanted, merged)
-
-
-def _write_and_verify(client, releases, files, schema, columns, k, seed, partition_by, keep_row_id, staging, n,
-                      expected, inflight):
-    """Write the buckets, then re-read every file and count its published tuples (``columns``:
-    stratum columns + QIs) in the written dtypes."""
-    import dask
-    from dask.delayed import Delayed
-
-    from ..privacy.verify import RowCheck, check_tuple_counts, merge_tuple_counts
-
-    split = dask.delayed(lay.split_piece, pure=True)
-    splits = [client.compute(split(r, seed, partition_by, files)) if isinstance(r, Delayed)
-              else client.submit(lay.split_piece, r, seed, partition_by, files) for r in releases]
-    inflight.extend(splits)
-    written, paths, keys = [], [], []
-    for key in sorted(files, key=lambda t: tuple((v is None, "" if v is None else v) for v in t)):
-        rel, nb, _ = files[key]
-        for b in range(nb):
-            path = staging / rel / f"part-{b:05d}.parquet"
-            picks = [client.submit(lay.pick, s, (key, b)) for s in splits]
-            written.append(client.submit(cm.write_bucket, str(path), schema, keep_row_id, *picks))
-            inflight.append(written[-1])
-            paths.append(path)
-            keys.append(key)
-    results = client.gather(written)
-    del splits
-    keep = [(p, r, dict(zip(partition_by, key))) for p, r, key in zip(paths, results, keys) if r["rows"]]
-    checks = [client.submit(cm.verify_file, str(p), schema, columns, const, pure=False) for p, _, const in keep]
-    inflight.extend(checks)
-    rows_read = sum(client.gather([client.submit(operator.itemgetter(0), c) for c in checks]))
-    same = client.gather([client.submit(operator.itemgetter(1), c) for c in checks])
-    counts = _tree(client, [client.submit(operator.itemgetter(2), c) for c in checks], merge_tuple_counts)
-    k_check = client.submit(check_tuple_counts, counts, k).result()
-    cm.check_written(results, n, expected, same, k_check, rows_read)
-    sizes = client.submit(tuple_sizes, counts).result()
-    listing = [{"path": str(p.relative_to(staging)), "rows": r["rows"], "bytes": p.stat().st_size}
-               for p, r, _ in keep]
-    return {"files": listing, "k_check": k_check, "rows_check": RowCheck(ok=True, rows_in=n, rows_out=rows_read),
-            "tuple_sizes": sizes}
-
-
-#: Rows per partition of the Dask DataFrame release of a Dask DataFrame input.
-DASK_PART_ROWS = 250_000
-
-
-def _bucket(names, qi, columns, keep_row_id, *pieces):
-    """One partition of an in-memory release from its pieces: rows in key order, published
-    columns, mixed QI columns as float64; with its rows, row checksum and tuple counts."""
-    from ..io.qi import qi_column
-    from ..privacy.verify import tuple_counts
-    from ..publish import ROW_ID
-
-    pieces = [p for p in pieces if p is not None and len(p)]
-    df = pd.concat(pieces, ignore_index=True).sort_values(lay.KEY_COLUMN, kind="stable").reset_index(drop=True)
-    rids = df[RID].to_numpy(dtype=np.int64)
-    if keep_row_id:
-        df[ROW_ID] = rids
-    df = df[names]
-    for c in qi:
-        t = df[c].dtype
-        if t == object or (isinstance(t, pd.api.extensions.ExtensionDtype) and df[c].hasnans):
-            df[c] = qi_column(df[c], c)
-    return df, len(df), cm.row_checksum(rids), tuple_counts(df, list(columns))
-
-
-def _dask_release(client, releases, files, names, qi, columns, k, seed, keep_row_id, n, expected, meta):
-    """The release of a Dask input as a Dask DataFrame whose partitions (consecutive key ranges,
-    so in the one seeded order) are built and verified on the workers and stay there."""
-    import dask
-    import dask.dataframe as dd
-    from dask.delayed import Delayed
-
-    from ..privacy.verify import RowCheck, check_tuple_counts, merge_tuple_counts
-
-    split = dask.delayed(lay.split_piece, pure=True)
-    splits = [client.compute(split(r, seed, [], files)) if isinstance(r, Delayed)
-              else client.submit(lay.split_piece, r, seed, [], files) for r in releases]
-    _, nb, _ = files[()]
-    buckets = [client.submit(_bucket, names, qi, columns, keep_row_id,
-                             *[client.submit(lay.pick, s, ((), b)) for s in splits]) for b in range(nb)]
-    get = operator.itemgetter
-    results = client.gather([client.submit(lambda r: (r[1], r[2]), b) for b in buckets])
-    rows = sum(r[0] for r in results)
-    checksum = 0
-    for r in results:
-        checksum = (checksum + r[1]) % (1 << 64)
-    if rows != n or checksum != expected:
-        raise VerificationError("the release does not hold each input row exactly once")
-    counts = _tree(client, [client.submit(get(3), b) for b in buckets], merge_tuple_counts)
-    k_check = client.submit(check_tuple_counts, counts, k).result().raise_if_failed()
-    sizes = client.submit(tuple_sizes, counts).result()
-    parts = [client.submit(get(0), b) for b in buckets]
-    out_meta = client.submit(lambda f: f.iloc[:0], parts[0]).result()
-    return dd.from_delayed(parts, meta=out_meta, verify_meta=False), k_check, RowCheck(ok=True, rows_in=n, rows_out=rows), sizes
-
-
-def tuple_sizes(counts):
-    """(distinct sizes, number of tuples of each size) of merged tuple counts."""
-    return np.unique(counts.counts, return_counts=True)
-
-
-def _collect(client, releases, names, qi, columns, k, seed, keep_row_id, n, expected):
-    """The release in one frame, rows in seeded key order, checked on its values as they are
-    (QI columns that are not float become float64, exactly as a file release writes them)."""
-    from dask.delayed import Delayed
-
-    from ..privacy.verify import check_tuple_counts, tuple_counts, verify_rows
-    from ..io.qi import qi_column
-    from ..publish import ROW_ID, shuffle_keys
-
-    futures = [client.compute(r) if isinstance(r, Delayed) else r for r in releases]
-    df = pd.concat(client.gather(futures), ignore_index=True)
-    rids = df[RID].to_numpy(dtype=np.int64)
-    if cm.row_checksum(rids) != expected or len(df) != n:
-        raise VerificationError("the release does not hold each input row exactly once")
-    df = df.take(np.argsort(shuffle_keys(seed, rids), kind="stable")).reset_index(drop=True)
-    if keep_row_id:
-        df[ROW_ID] = df[RID].to_numpy(dtype=np.int64)
-    df = df[names]
-    for c in qi:  # a column replaced in some groups only (mixed pieces) becomes float64 throughout
-        t = df[c].dtype
-        if t == object or (isinstance(t, pd.api.extensions.ExtensionDtype) and df[c].hasnans):
-            df[c] = qi_column(df[c], c)
-    counts = tuple_counts(df, list(columns))
-    k_check = check_tuple_counts(counts, k).raise_if_failed()
-    return df, k_check, verify_rows(n, df).raise_if_failed(), tuple_sizes(counts)

@@ -132,7 +132,7 @@ def _columns(value, path: str) -> list[str]:
 def _duration(value, path: str) -> float:
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
         return float(value)
-    from ..cli_plan import parse_duration
+    from ..durations import parse_duration
 
     try:
         seconds = parse_duration(value) if isinstance(value, str) else None

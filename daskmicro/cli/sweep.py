@@ -11,9 +11,9 @@ import argparse
 import math
 import sys
 
-from .errors import ParameterError
-from .io.paths import Output, check_against_inputs
-from .io.qi import column_list
+from ..errors import ParameterError
+from ..io.paths import Output, check_against_inputs
+from ..io.qi import column_list
 
 __all__ = ["add_parser", "run", "parse_list"]
 
@@ -64,7 +64,7 @@ def parse_list(text: str, name: str, kind=float) -> list:
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Register the ``sweep`` sub-command on ``subparsers`` (of :func:`daskmicro.cli.build_parser`)."""
-    from .cli import _non_negative_int, _positive_int
+    from .common import non_negative_int as _non_negative_int, positive_int as _positive_int
 
     p = subparsers.add_parser(
         "sweep",
@@ -96,10 +96,10 @@ def run(args) -> int:
     """Run the sweep and write its files; errors propagate for the CLI to print (exit 2)."""
     from pathlib import Path
 
-    from .io import lake
-    from .io.tables import read_table
-    from .report.sweep_page import check_sweep_target, write_sweep
-    from .tradeoff import sweep
+    from ..io import lake
+    from ..io.tables import read_table
+    from ..report.sweep_page import check_sweep_target, write_sweep
+    from ..tradeoff import sweep
 
     nu = parse_list(args.nu, "--nu") if args.nu is not None else None
     K = parse_list(args.K, "--K", int) if args.K is not None else None

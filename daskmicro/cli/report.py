@@ -33,7 +33,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args) -> int:
     """Render the page; errors propagate as InputError/ParameterError for the CLI to print."""
-    from .report.html import write_report
+    from ..report.html import write_report
 
     target = write_report(args.run_dir)
     print(f"report: {target}")

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .errors import InputError, ParameterError
+from ..errors import InputError, ParameterError
 
 __all__ = ["add_parsers", "run_spec", "run_assign", "run_audit", "audit_cells"]
 
@@ -123,13 +123,13 @@ def add_parsers(subparsers) -> None:
 
 
 def _check_target(path: Path, overwrite: bool, what: str, inputs=()) -> None:
-    from .io.paths import Output, check_outputs  # one rule for every command's outputs
+    from ..io.paths import Output, check_outputs  # one rule for every command's outputs
 
     check_outputs(inputs, [Output(path, what)], overwrite)
 
 
 def _qi_list(text: str) -> list:
-    from .io.qi import column_list  # names exactly as written, the rule of every command
+    from ..io.qi import column_list  # names exactly as written, the rule of every command
 
     qi = column_list(text, "--qi")
     if not qi:
@@ -155,11 +155,11 @@ def _participation_column(df: pd.DataFrame, col: str) -> np.ndarray:
 
 def run_spec(args) -> int:
     """``daskmicro spec``: design cells on model records and write the spec."""
-    from .io.tables import read_table
-    from .kernels import mdav, standardize
-    from .privacy.probabilistic import probabilistic_cells
-    from .kernels.mdav import check_k
-    from .privacy.spec import RETIRED_RULES, RULES, build_spec, qi_matrix, save_spec
+    from ..io.tables import read_table
+    from ..kernels import mdav, standardize
+    from ..privacy.probabilistic import probabilistic_cells
+    from ..kernels.mdav import check_k
+    from ..privacy.spec import RETIRED_RULES, RULES, build_spec, qi_matrix, save_spec
 
     out = Path(args.spec)
     _check_target(out, args.overwrite, "spec", inputs=[args.input])
@@ -197,7 +197,7 @@ def run_spec(args) -> int:
           f"{model['moved_records']:,} model record(s) away from their design cell")
     if "cell_failure" in spec["model"]:
         q = np.asarray(spec["model"]["cell_failure"])
-        from .privacy.effective import table_failure
+        from ..privacy.effective import table_failure
 
         print(f"largest cell failure q̄ = {q.max():.3g} (≤ p̄ = {args.max_cell_failure:g}); "
               f"table failure t̄ = {table_failure(q):.3g}")
@@ -210,8 +210,8 @@ def run_spec(args) -> int:
 
 def run_assign(args) -> int:
     """``daskmicro assign``: apply a spec to records."""
-    from .io.tables import AtomicBatch, read_table, table_format
-    from .privacy.spec import assign, cell_values, load_spec
+    from ..io.tables import AtomicBatch, read_table, table_format
+    from ..privacy.spec import assign, cell_values, load_spec
 
     out = Path(args.output)
     fmt = table_format(out)
@@ -300,8 +300,8 @@ def _bool_column(df: pd.DataFrame, col: str) -> np.ndarray:
 
 def run_audit(args) -> int:
     """``daskmicro audit``: report cells that ended below k participants."""
-    from .io.tables import read_table, write_json_atomic
-    from .privacy.spec import load_spec
+    from ..io.tables import read_table, write_json_atomic
+    from ..privacy.spec import load_spec
 
     if (args.spec is None) == (args.k is None):
         raise ParameterError("give exactly one of --spec and --k")

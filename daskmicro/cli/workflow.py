@@ -15,7 +15,7 @@ import json
 import sys
 import time
 
-from .errors import ParameterError
+from ..errors import ParameterError
 
 __all__ = ["add_parsers"]
 
@@ -41,7 +41,7 @@ is skipped.  Paths in the spec must be visible to the workers (shared storage).
 
 
 def _duration(text: str) -> float:
-    from .cli_plan import parse_duration
+    from ..durations import parse_duration
 
     try:
         return parse_duration(text)
@@ -50,7 +50,7 @@ def _duration(text: str) -> float:
 
 
 def _time(text: str) -> dt.datetime:
-    from .workflow.slots import parse_time
+    from ..workflow.slots import parse_time
 
     try:
         return parse_time(text)
@@ -108,7 +108,7 @@ def add_parsers(sub) -> None:
 
 
 def _security(args, spec=None):
-    from .cli import security_from_args
+    from .common import security_from_args
 
     sec = security_from_args(args)
     if sec is None and spec is not None and "tls" in spec.cluster and not args.scheduler:
@@ -125,11 +125,11 @@ def _say(text: str) -> None:
 
 
 def _cmd_run(args) -> int:
-    from .cli import _stage_printer
-    from .cluster import cluster_client
-    from .workflow.runner import execute_run, output_paths
-    from .workflow.slots import latest_slot, next_slot
-    from .workflow.spec import Clock, load_spec
+    from .common import stage_printer as _stage_printer
+    from ..cluster import cluster_client
+    from ..workflow.runner import execute_run, output_paths
+    from ..workflow.slots import latest_slot, next_slot
+    from ..workflow.spec import Clock, load_spec
 
     spec = load_spec(args.spec)
     if args.workers is not None and args.workers < 1:
@@ -165,7 +165,7 @@ def _cmd_run(args) -> int:
 
 
 def _connect(args, spec=None, required: bool = True):
-    from .cluster import cluster_client
+    from ..cluster import cluster_client
 
     address = args.scheduler or (spec.cluster.get("address") if spec is not None else None)
     if not address:
@@ -176,8 +176,8 @@ def _connect(args, spec=None, required: bool = True):
 
 
 def _cmd_submit(args) -> int:
-    from .workflow.spec import Clock, load_spec
-    from .workflow.submit import submit_spec
+    from ..workflow.spec import Clock, load_spec
+    from ..workflow.submit import submit_spec
 
     spec = load_spec(args.spec)
     if args.slot is not None and not spec.schedule:
@@ -195,7 +195,7 @@ def _cmd_submit(args) -> int:
 
 
 def _cmd_status(args) -> int:
-    from .workflow.submit import list_runs
+    from ..workflow.submit import list_runs
 
     conn = _connect(args, required=False)
     if conn is None:
@@ -216,7 +216,7 @@ def _cmd_status(args) -> int:
 
 
 def _cmd_cancel(args) -> int:
-    from .workflow.submit import cancel_run
+    from ..workflow.submit import cancel_run
 
     with _connect(args) as client:
         rec = cancel_run(client, args.run_key)

@@ -1,0 +1,136 @@
+"""``daskmicro anonymize``: the arguments become a :class:`~daskmicro.config.RunConfig` and the
+one planner (:mod:`daskmicro.plan`) runs it."""
+
+from __future__ import annotations
+
+from ..errors import InputError, ParameterError
+from .common import add_cluster_options, non_negative_int, positive_int, stage_printer
+
+__all__ = ["add_parser", "run_anonymize"]
+
+_ANONYMIZE_DESCRIPTION = """\
+Publish a k-anonymous release of a CSV or Parquet table.
+
+The quasi-identifier (QI) columns named by --qi are z-scored, grouped into cells of at least k
+similar records (between k and 2k-1 with MDAV), and each record's QI values are replaced by its
+cell's centroid in the original units.  Every other column passes through unchanged; the rows
+are shuffled with a recorded seed.  Before anything is written the release is verified (every
+published QI tuple occurs at least k times, rows in = rows out).  The release is written as
+Parquet and a JSON report (parameters, cell sizes, information loss, timing, seed, checks)
+beside it; both appear atomically, or nothing is written at all.
+"""
+
+_ANONYMIZE_EPILOG = """\
+examples:
+  daskmicro anonymize census.csv release.parquet --qi AGI,FEDTAX,FICA --k 5
+  daskmicro anonymize data.parquet out.parquet --qi x1,x2,x3 --k 10 --method pca-mdav --energy-loss 0.1
+  daskmicro anonymize data.parquet out.parquet --qi x1,x2 --k 3 --seed 42 --report run.json --overwrite
+  daskmicro anonymize survey.csv out.parquet --qi age,income --k 10 --participation 0.75 --max-cell-failure 1e-6
+
+Information loss is 100*SSE/SST on the z-scored QI columns.  Integer QI columns become float64
+(centroids are not integers in general).  The report holds the shuffle seed, which undoes the
+shuffle: keep it private if the input row order means something.
+"""
+
+
+def add_parser(sub, fmt) -> None:
+    p = sub.add_parser(
+        "anonymize",
+        help="publish a k-anonymous release of a CSV or Parquet table",
+        description=_ANONYMIZE_DESCRIPTION,
+        epilog=_ANONYMIZE_EPILOG,
+        formatter_class=fmt,
+    )
+    p.add_argument("input", metavar="INPUT", help="input table: .csv, .parquet, or a directory of Parquet files")
+    p.add_argument("output", metavar="OUTPUT", help="release to write: a .parquet file, or a directory (no extension) for a partitioned release written by the workers")
+    p.add_argument("--qi", required=True, metavar="COLS", help="comma-separated quasi-identifier columns (numeric)")
+    p.add_argument("--k", required=True, type=int, metavar="K", help="anonymity parameter: each published QI tuple is shared by ≥ K records (2 ≤ K ≤ rows)")
+    p.add_argument("--method", default="auto", choices=["auto", "mdav", "pca-mdav", "partitioned", "proximal-distal", "pcl"], help="microaggregation method (default: %(default)s: exact MDAV up to 100,000 rows of a single file, partitioned otherwise; pcl: PCL from MDAV, lower distortion, much slower, one task)")
+    p.add_argument("--energy-loss", type=float, metavar="EPS2", help="pca-mdav and proximal records: largest fraction of eigenvalue energy the discarded components may hold, in [0, 1)")
+    p.add_argument("--n-components", type=positive_int, metavar="M", help="pca-mdav and proximal records: number of principal components to keep (instead of --energy-loss)")
+    p.add_argument("--K", dest="K", type=int, metavar="K", help="partitioned, proximal-distal: macrocell size, > k (default 1000)")
+    p.add_argument("--nu", type=float, metavar="NU", help="partitioned, proximal-distal: fraction of macrocells (highest SSE) microaggregated without PCA, in [0, 1]")
+    p.add_argument("--partition-size", type=int, metavar="N", help="partitioned: records per partition, ≥ K (default 50000)")
+    p.add_argument("--task-rows", type=int, metavar="N", help="partitioned: records per top-level task (default 250000)")
+    p.add_argument("--max-task-rows", type=int, metavar="N", help="largest input the one-task methods accept (default 1000000)")
+    p.add_argument("--refine", choices=["pcl"], help="refinement stage on the cluster: improve every partition's cells by noiseless PCL (never worse)")
+    p.add_argument("--refine-iter", type=positive_int, metavar="N", help="--refine pcl: PCL iterations per partition (default 2)")
+    p.add_argument("--macro", choices=["mdav", "pcl"], help="macroaggregation inside each top-level task: nested MDAV (default) or MDAV refined by PCL")
+    p.add_argument("--macro-iter", type=positive_int, metavar="N", help="--macro pcl: PCL iterations per level (default 2)")
+    p.add_argument("--seed", type=non_negative_int, metavar="S", help="seed of the row shuffle (default: drawn at random and recorded in the report)")
+    p.add_argument("--participation", metavar="P|COLUMN", help="p-probabilistic k-anonymity: probability in (0, 1] that each record takes part, or a column of per-record probabilities (single-file input, mdav and pca-mdav only); needs --max-cell-failure")
+    p.add_argument("--max-cell-failure", type=float, metavar="PBAR", help="with --participation: acceptable probability, in (0, 1), that a cell ends with 1 to K-1 participants")
+    p.add_argument("--report", metavar="PATH", help="JSON report to write (default: OUTPUT with suffix .report.json)")
+    p.add_argument("--keep-row-id", action="store_true", help="add a row_id column with each record's position in the input")
+    p.add_argument("--overwrite", action="store_true", help="replace OUTPUT and the report if they exist")
+    p.add_argument("--reference", default="auto", choices=["auto", "exact", "sample", "none"], help="IL of exact MDAV for the report's relative increment: exact on all records, estimated on a 20,000-record sample, auto (exact up to 20,000 records), none; runs split into strata get the record-weighted mean over the groups (default: %(default)s)")
+    p.add_argument("--no-dask-report", action="store_true", help="cluster runs: do not write the Dask performance report (REPORT.dask.html, or _dask-report.html in a directory output)")
+    add_cluster_options(p)
+    _add_lake_options(p)
+    p.set_defaults(handler=run_anonymize)
+
+
+def _add_lake_options(p) -> None:
+    from ..config import DEFAULT_ROWS_PER_FILE
+
+    g = p.add_argument_group("lake (Parquet datasets, strata, missing values, atomic commit)")
+    g.add_argument("--filter", action="append", default=[], metavar="EXPR", help="row filter, e.g. 'year>=2020' or 'region in (north,south)'; repeat to AND")
+    g.add_argument("--columns", metavar="COLS", help="read only these columns (projection)")
+    g.add_argument("--drop", metavar="COLS", help="leave out these columns (direct identifiers)")
+    g.add_argument("--strata", metavar="COLS", help="microaggregate independently inside each stratum of these columns")
+    g.add_argument("--merge-small-strata", action="store_true", help="merge a stratum with fewer than K records into its neighbour (in key order) instead of refusing")
+    g.add_argument("--missing", choices=["refuse", "separate"], default=None, help="missing QI values: refuse (default) or microaggregate each missingness pattern on its observed columns")
+    g.add_argument("--partition-by", metavar="COLS", help="hive-partition the output by these columns (default: the input's hive keys)")
+    g.add_argument("--rows-per-file", type=int, metavar="N", help=f"rows per output file (default {DEFAULT_ROWS_PER_FILE:,})")
+    g.add_argument("--force", action="store_true", help="run even when OUTPUT holds a committed run of the same input and configuration")
+
+
+def run_anonymize(args, client=None) -> int:
+    """``daskmicro anonymize`` from parsed arguments: they become a RunConfig, the planner does
+    the rest (on ``client`` when given)."""
+    from ..config import RunConfig
+    from ..io.qi import column_list
+    from ..plan import echo_stderr, run
+
+    qi = tuple(column_list(args.qi, "--qi"))
+    participation = _participation_arg(args)
+    cfg = RunConfig.from_args(args, qi, participation)
+    outcome = run(cfg, input=args.input, output=args.output, report_path=args.report, progress=stage_printer,
+                  say=echo_stderr, client=client)
+    if outcome.nothing_to_do:
+        print(f"nothing to do: {args.output} holds a committed run of the same input and configuration "
+              f"(committed {outcome.previous.get('committed', '?')}); use --force to run again")
+        return 0
+    report = outcome.report
+    print(report.summary())
+    if outcome.output is not None and outcome.output.is_dir():
+        print(f"release: {outcome.output}/ ({len(report.lake['files'])} file(s), committed with _SUCCESS)")
+    else:
+        print(f"release: {outcome.output}\nreport:  {outcome.report_path}")
+    if outcome.performance_report is not None:
+        print(f"dask:    {outcome.performance_report}")
+    return 0
+
+
+def _participation_arg(args):
+    """``--participation P|COLUMN``: a column of the input if one has that name, else a number."""
+    text = args.participation
+    if text is None:
+        return None
+    from ..io.source import open_source
+
+    try:
+        columns = open_source(args.input).columns
+    except (InputError, ParameterError):
+        columns = []
+    if text in columns:
+        return text
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise ParameterError(f"--participation: {text!r} is neither a number in (0, 1] nor a column of the input") from None
+    if not math.isfinite(value):
+        raise ParameterError(f"--participation must be in (0, 1], got {text!r}")
+    return value

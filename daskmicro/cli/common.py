@@ -1,0 +1,87 @@
+"""What every sub-command of ``daskmicro`` shares: the parser class whose errors are one line,
+argument types, the stage printer, cluster options and TLS, the output check."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..errors import ParameterError
+
+__all__ = ["PROG", "EXIT_USAGE", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "Parser", "int_at_least", "positive_int",
+           "non_negative_int", "stage_printer", "error", "check_target", "add_cluster_options", "security_from_args"]
+
+PROG = "daskmicro"
+EXIT_USAGE = 2
+EXIT_INTERNAL = 1
+EXIT_INTERRUPTED = 130
+
+
+class Parser(argparse.ArgumentParser):
+    """ArgumentParser whose usage errors are one line, like every other error of the CLI."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"{PROG}: error: {message} (see '{self.prog} --help')\n")
+
+
+def int_at_least(minimum: int):
+    """argparse type: an integer ≥ ``minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer ≥ {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+positive_int = int_at_least(1)
+non_negative_int = int_at_least(0)
+
+
+def stage_printer(stage: str, seconds: float) -> None:
+    """``progress(stage, seconds)`` of the planner: one line per stage as it ends, on stderr."""
+    print(f"  {stage:<17} {seconds:7.2f} s", file=sys.stderr, flush=True)
+
+
+def error(message: str) -> None:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+
+
+def check_target(path: Path, overwrite: bool, what: str, inputs=()) -> None:
+    """One output of a command checked by the rule every command shares (:mod:`daskmicro.io.paths`)."""
+    from ..io.paths import Output, check_outputs
+
+    check_outputs(inputs, [Output(path, what)], overwrite)
+
+
+def add_cluster_options(p) -> None:
+    g = p.add_argument_group("cluster")
+    g.add_argument("--scheduler", metavar="ADDRESS", help="run on the Dask cluster at ADDRESS (tcp://host:8786 or tls://…); default: a LocalCluster for this run")
+    g.add_argument("--workers", type=positive_int, metavar="N", help="LocalCluster: number of worker processes (default: cores, at most 8)")
+    g.add_argument("--tls-ca-file", metavar="PEM", help="TLS: CA certificate to trust")
+    g.add_argument("--tls-cert", metavar="PEM", help="TLS: client certificate")
+    g.add_argument("--tls-key", metavar="PEM", help="TLS: client private key")
+
+
+def security_from_args(args):
+    """A distributed Security object from --tls-* options, or None; missing files are refused."""
+    files = {"--tls-ca-file": args.tls_ca_file, "--tls-cert": args.tls_cert, "--tls-key": args.tls_key}
+    given = {k: v for k, v in files.items() if v}
+    if not given:
+        return None
+    if len(given) != 3:
+        missing = ", ".join(k for k, v in files.items() if not v)
+        raise ParameterError(f"TLS needs --tls-ca-file, --tls-cert and --tls-key; missing {missing}")
+    for flag, path in given.items():
+        if not Path(path).is_file():
+            raise ParameterError(f"{flag}: file not found: {path}")
+    from distributed.security import Security
+
+    return Security(tls_ca_file=args.tls_ca_file, tls_client_cert=args.tls_cert, tls_client_key=args.tls_key,
+                    require_encryption=True)

@@ -1,0 +1,136 @@
+"""``daskmicro demo`` and ``daskmicro demo-data``."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from ..errors import ParameterError
+from .common import check_target, non_negative_int, positive_int, stage_printer
+
+__all__ = ["add_parsers"]
+
+_DEMO_DESCRIPTION = """\
+Generate a census-like data set (resampled and jittered rows of the CASC Census reference data,
+plus pass-through columns record_id and region), anonymize its 13 numerical columns, and write
+DIR/input.parquet, DIR/release.parquet and DIR/report.json.  Files from an earlier demo in DIR
+are replaced.
+"""
+
+_DEMO_DATA_DESCRIPTION = """\
+Write a generated data set to OUTPUT (.parquet or .csv, by extension).
+census-like: the 13 Census columns (resampled and jittered Census rows; skew, outliers and
+correlations kept) plus record_id and region.  gaussian: correlated normal columns x01, x02, ...
+"""
+
+_DEMO_DATA_EPILOG = """\
+examples:
+  daskmicro demo-data census_like.parquet --n 75000 --seed 1
+  daskmicro demo-data gaussian.csv --n 50000 --kind gaussian --m 13
+"""
+
+
+
+def add_parsers(sub, fmt) -> None:
+    p = sub.add_parser(
+        "demo",
+        help="generate census-like data and anonymize it",
+        description=_DEMO_DESCRIPTION,
+        epilog="example:\n  daskmicro demo --output /tmp/demo --n 50000 --k 10\n",
+        formatter_class=fmt,
+    )
+    p.add_argument("--output", default="demo-output", metavar="DIR", help="directory to write to (default: %(default)s)")
+    p.add_argument("--n", type=positive_int, default=20000, help="number of records (default: %(default)s)")
+    p.add_argument("--k", type=int, default=5, help="anonymity parameter (default: %(default)s)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the data and of the shuffle (default: %(default)s)")
+    p.add_argument("--partition-size", type=positive_int, default=5000, help="records per partition of the partitioned pipeline (default: %(default)s)")
+    p.add_argument("--workers", type=positive_int, default=2, help="LocalCluster worker processes (default: %(default)s)")
+    p.set_defaults(handler=_cmd_demo)
+
+    p = sub.add_parser(
+        "demo-data",
+        help="write a generated data set (census-like or correlated Gaussian)",
+        description=_DEMO_DATA_DESCRIPTION,
+        epilog=_DEMO_DATA_EPILOG,
+        formatter_class=fmt,
+    )
+    p.add_argument("output", metavar="OUTPUT", help="file to write: .parquet or .csv")
+    p.add_argument("--n", type=positive_int, default=10000, help="number of records (default: %(default)s)")
+    p.add_argument("--m", type=positive_int, default=13, help="gaussian: number of columns (default: %(default)s)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default: %(default)s)")
+    p.add_argument("--kind", default="census-like", choices=["census-like", "gaussian"], help="generator (default: %(default)s)")
+    p.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
+    p.set_defaults(handler=_cmd_demo_data)
+
+
+def _cmd_demo(args) -> int:
+    import numpy as np
+
+    from ..anonymize import anonymize
+    from ..cluster import cluster_client
+    from ..datasets import CENSUS_COLUMNS, census_like
+    from ..io.tables import AtomicBatch
+    from ..kernels.utility import utility_measures
+    from ..privacy.risk import disclosure_risk
+    from ..publish import ROW_ID
+    from ..report import write_report
+    from ..report.dask_report import DaskPerformanceReport
+
+    out_dir = Path(args.output)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ParameterError(f"--output is not a directory: {out_dir}")
+    started = time.perf_counter()
+    data = census_like(args.n, seed=args.seed, with_extra_columns=True)
+    qi = list(CENSUS_COLUMNS)
+    print(f"generated {args.n:,} census-like records (13 QI columns + record_id, region), seed {args.seed}")
+    with cluster_client(n_workers=args.workers) as client:
+        print(f"LocalCluster with {len(client.scheduler_info()['workers'])} worker processes; dashboard: {client.dashboard_link}",
+              file=sys.stderr, flush=True)
+        perf = DaskPerformanceReport()
+        with perf.record():
+            release, report = anonymize(data, qi=qi, k=args.k, seed=args.seed, method="partitioned",
+                                        partition_size=args.partition_size, keep_row_id=True, client=client,
+                                        progress=stage_printer, reference="auto")
+    # utility and risk need each published row next to its original: align by row id, then drop it
+    original = data[qi].to_numpy(np.float64)
+    published = release.sort_values(ROW_ID)[qi].to_numpy(np.float64)
+    report.utility = utility_measures(original, published, columns=qi)
+    report.risk = disclosure_risk(original, published)
+    release = release.drop(columns=[ROW_ID])
+    report.keep_row_id = False
+    paths = {name: out_dir / f"{name}.{ext}" for name, ext in (("input", "parquet"), ("release", "parquet"), ("report", "json"))}
+    report.paths = {name: str(path) for name, path in paths.items()}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with AtomicBatch() as batch:
+        batch.parquet(data, paths["input"])
+        report.k_anonymity = batch.release(release, paths["release"], report.published_columns(), report.k_anonymity.k)
+        if perf.stage(batch, out_dir / "dask-report.html"):
+            report.performance_report = "dask-report.html"
+        batch.json(report.to_dict(), paths["report"])
+    html = write_report(out_dir)
+    print(report.summary())
+    print(f"input:   {paths['input']}\nrelease: {paths['release']}\nreport:  {paths['report']}\nhtml:    {html}")
+    print(f"done in {time.perf_counter() - started:.1f} s")
+    return 0
+
+
+def _cmd_demo_data(args) -> int:
+    import pandas as pd
+
+    from ..datasets import census_like, correlated_gaussian
+    from ..io.tables import table_format, write_table_atomic
+
+    output = Path(args.output)
+    if table_format(output) is None:
+        raise ParameterError(f"OUTPUT must end in .parquet or .csv: {output}")
+    check_target(output, args.overwrite, "output")
+    if args.kind == "gaussian":
+        X = correlated_gaussian(args.n, m=args.m, seed=args.seed)
+        width = len(str(args.m))
+        data = pd.DataFrame(X, columns=[f"x{j:0{max(2, width)}d}" for j in range(1, args.m + 1)])
+    else:
+        data = census_like(args.n, seed=args.seed, with_extra_columns=True)
+    write_table_atomic(data, output)
+    print(f"wrote {len(data):,} {args.kind} records × {data.shape[1]} columns to {output}")
+    return 0

@@ -1,0 +1,189 @@
+"""The release cut into its published pieces on the workers and verified as published.
+
+Every row carries a seeded key of its global row id (:func:`daskmicro.publish.shuffle_keys`); the
+pieces are consecutive key ranges, so the release is in one seeded order whatever the chunking or
+the number of workers (:mod:`daskmicro.io.layout`).  A directory release is written file by file
+and every file read back and counted (:func:`write_and_verify`); a single file or an in-memory
+release is one frame (:func:`collect`); the release of a Dask DataFrame input is a Dask DataFrame
+whose partitions are built and counted on the workers (:func:`dask_release`).  Every count is over
+the stratum columns and QIs together, in the published dtypes.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+import pandas as pd
+
+from ..errors import VerificationError
+from ..io import commit as cm
+from ..io import layout as lay
+from ..io.source import RID
+
+__all__ = ["promised_schema", "file_cuts", "write_and_verify", "collect", "dask_release", "tuple_sizes",
+           "DASK_PART_ROWS"]
+
+def promised_schema(source, qi, partition_by, keep_row_id, labels=None):
+    """The Arrow schema of the written files: integer QIs become float64, merged strata text."""
+    import pyarrow as pa
+
+    fields = []
+    for f in source.schema:
+        if f.name in partition_by:
+            continue
+        if f.name in (labels or {}):
+            f = pa.field(f.name, pa.string())
+        fields.append(pa.field(f.name, pa.float64()) if f.name in qi and pa.types.is_integer(f.type) else f)
+    if keep_row_id:
+        fields.append(pa.field("row_id", pa.int64()))
+    return pa.schema(fields)
+
+
+def tree(client, futures, combine, arity=8):
+    while len(futures) > 1:
+        futures = [client.submit(combine, *futures[i:i + arity]) for i in range(0, len(futures), arity)]
+    return futures[0]
+
+
+def file_cuts(client, keyed, seed, partition_by, rows_per_file) -> dict:
+    """Cut keys of every output partition for files of exactly ``rows_per_file`` rows (io/layout)."""
+    import dask
+
+    hist = dask.delayed(lay.key_histogram, pure=True)
+    level = [hist(p, seed, partition_by) for p in keyed]
+    while len(level) > 1:
+        level = [dask.delayed(lay.merge_histograms, pure=True)(*level[i:i + 8]) for i in range(0, len(level), 8)]
+    wanted = lay.cut_ranges(client.compute(level[0]).result(), rows_per_file)
+    if not any(wanted.values()):
+        return {key: np.empty(0, np.uint64) for key in wanted}
+    ranges = [dask.delayed(lay.keys_in_ranges, pure=True)(p, seed, partition_by, wanted) for p in keyed]
+    merged = client.compute(dask.delayed(lay.merge_range_keys, pure=True)(*ranges)).result()
+    return lay.cut_keys(wanted, merged)
+
+
+def write_and_verify(client, releases, files, schema, columns, k, seed, partition_by, keep_row_id, staging, n,
+                      expected, inflight):
+    """Write the buckets, then re-read every file and count its published tuples (``columns``:
+    stratum columns + QIs) in the written dtypes."""
+    import dask
+    from dask.delayed import Delayed
+
+    from ..privacy.verify import RowCheck, check_tuple_counts, merge_tuple_counts
+
+    split = dask.delayed(lay.split_piece, pure=True)
+    splits = [client.compute(split(r, seed, partition_by, files)) if isinstance(r, Delayed)
+              else client.submit(lay.split_piece, r, seed, partition_by, files) for r in releases]
+    inflight.extend(splits)
+    written, paths, keys = [], [], []
+    for key in sorted(files, key=lambda t: tuple((v is None, "" if v is None else v) for v in t)):
+        rel, nb, _ = files[key]
+        for b in range(nb):
+            path = staging / rel / f"part-{b:05d}.parquet"
+            picks = [client.submit(lay.pick, s, (key, b)) for s in splits]
+            written.append(client.submit(cm.write_bucket, str(path), schema, keep_row_id, *picks))
+            inflight.append(written[-1])
+            paths.append(path)
+            keys.append(key)
+    results = client.gather(written)
+    del splits
+    keep = [(p, r, dict(zip(partition_by, key))) for p, r, key in zip(paths, results, keys) if r["rows"]]
+    checks = [client.submit(cm.verify_file, str(p), schema, columns, const, pure=False) for p, _, const in keep]
+    inflight.extend(checks)
+    rows_read = sum(client.gather([client.submit(operator.itemgetter(0), c) for c in checks]))
+    same = client.gather([client.submit(operator.itemgetter(1), c) for c in checks])
+    counts = tree(client, [client.submit(operator.itemgetter(2), c) for c in checks], merge_tuple_counts)
+    k_check = client.submit(check_tuple_counts, counts, k).result()
+    cm.check_written(results, n, expected, same, k_check, rows_read)
+    sizes = client.submit(tuple_sizes, counts).result()
+    listing = [{"path": str(p.relative_to(staging)), "rows": r["rows"], "bytes": p.stat().st_size}
+               for p, r, _ in keep]
+    return {"files": listing, "k_check": k_check, "rows_check": RowCheck(ok=True, rows_in=n, rows_out=rows_read),
+            "tuple_sizes": sizes}
+
+
+#: Rows per partition of the Dask DataFrame release of a Dask DataFrame input.
+DASK_PART_ROWS = 250_000
+
+
+def _bucket(names, qi, columns, keep_row_id, *pieces):
+    """One partition of an in-memory release from its pieces: rows in key order, published
+    columns, mixed QI columns as float64; with its rows, row checksum and tuple counts."""
+    from ..io.qi import qi_column
+    from ..privacy.verify import tuple_counts
+    from ..publish import ROW_ID
+
+    pieces = [p for p in pieces if p is not None and len(p)]
+    df = pd.concat(pieces, ignore_index=True).sort_values(lay.KEY_COLUMN, kind="stable").reset_index(drop=True)
+    rids = df[RID].to_numpy(dtype=np.int64)
+    if keep_row_id:
+        df[ROW_ID] = rids
+    df = df[names]
+    for c in qi:
+        t = df[c].dtype
+        if t == object or (isinstance(t, pd.api.extensions.ExtensionDtype) and df[c].hasnans):
+            df[c] = qi_column(df[c], c)
+    return df, len(df), cm.row_checksum(rids), tuple_counts(df, list(columns))
+
+
+def dask_release(client, releases, files, names, qi, columns, k, seed, keep_row_id, n, expected, meta):
+    """The release of a Dask input as a Dask DataFrame whose partitions (consecutive key ranges,
+    so in the one seeded order) are built and verified on the workers and stay there."""
+    import dask
+    import dask.dataframe as dd
+    from dask.delayed import Delayed
+
+    from ..privacy.verify import RowCheck, check_tuple_counts, merge_tuple_counts
+
+    split = dask.delayed(lay.split_piece, pure=True)
+    splits = [client.compute(split(r, seed, [], files)) if isinstance(r, Delayed)
+              else client.submit(lay.split_piece, r, seed, [], files) for r in releases]
+    _, nb, _ = files[()]
+    buckets = [client.submit(_bucket, names, qi, columns, keep_row_id,
+                             *[client.submit(lay.pick, s, ((), b)) for s in splits]) for b in range(nb)]
+    get = operator.itemgetter
+    results = client.gather([client.submit(lambda r: (r[1], r[2]), b) for b in buckets])
+    rows = sum(r[0] for r in results)
+    checksum = 0
+    for r in results:
+        checksum = (checksum + r[1]) % (1 << 64)
+    if rows != n or checksum != expected:
+        raise VerificationError("the release does not hold each input row exactly once")
+    counts = tree(client, [client.submit(get(3), b) for b in buckets], merge_tuple_counts)
+    k_check = client.submit(check_tuple_counts, counts, k).result().raise_if_failed()
+    sizes = client.submit(tuple_sizes, counts).result()
+    parts = [client.submit(get(0), b) for b in buckets]
+    out_meta = client.submit(lambda f: f.iloc[:0], parts[0]).result()
+    return dd.from_delayed(parts, meta=out_meta, verify_meta=False), k_check, RowCheck(ok=True, rows_in=n, rows_out=rows), sizes
+
+
+def tuple_sizes(counts):
+    """(distinct sizes, number of tuples of each size) of merged tuple counts."""
+    return np.unique(counts.counts, return_counts=True)
+
+
+def collect(client, releases, names, qi, columns, k, seed, keep_row_id, n, expected):
+    """The release in one frame, rows in seeded key order, checked on its values as they are
+    (QI columns that are not float become float64, exactly as a file release writes them)."""
+    from dask.delayed import Delayed
+
+    from ..privacy.verify import check_tuple_counts, tuple_counts, verify_rows
+    from ..io.qi import qi_column
+    from ..publish import ROW_ID, shuffle_keys
+
+    futures = [client.compute(r) if isinstance(r, Delayed) else r for r in releases]
+    df = pd.concat(client.gather(futures), ignore_index=True)
+    rids = df[RID].to_numpy(dtype=np.int64)
+    if cm.row_checksum(rids) != expected or len(df) != n:
+        raise VerificationError("the release does not hold each input row exactly once")
+    df = df.take(np.argsort(shuffle_keys(seed, rids), kind="stable")).reset_index(drop=True)
+    if keep_row_id:
+        df[ROW_ID] = df[RID].to_numpy(dtype=np.int64)
+    df = df[names]
+    for c in qi:  # a column replaced in some groups only (mixed pieces) becomes float64 throughout
+        t = df[c].dtype
+        if t == object or (isinstance(t, pd.api.extensions.ExtensionDtype) and df[c].hasnans):
+            df[c] = qi_column(df[c], c)
+    counts = tuple_counts(df, list(columns))
+    k_check = check_tuple_counts(counts, k).raise_if_failed()
+    return df, k_check, verify_rows(n, df).raise_if_failed(), tuple_sizes(counts)
