@@ -195,6 +195,18 @@ def anonymize_incremental(
             graph.cancel()
             raise
 
+    report = _report(src, graph, sched, (base_res, inc_res, metrics), (n_base, n_inc), (base_name, increment, method),
+                     ref, model, qi, k, seed, (changes, k_check, row_check), t_release)
+    return release, report
+
+
+def _report(src, graph, sched, results, counts, methods, ref, model, qi, k, seed, checks, t_release) -> Report:
+    """The incremental run's report: both stages' timings on the survey's clock (§III-B) and δ."""
+    base_res, inc_res, metrics = results
+    n_base, n_inc = counts
+    base_name, increment, method = methods
+    changes, k_check, row_check = checks
+    n = n_base + n_inc
     closed = float(src.closed_at)
     timing = {
         "opened": src.opened_at(),
@@ -222,7 +234,7 @@ def anonymize_incremental(
     )
     if src.kind == "lake":
         report.paths = {"source": str(src.path)}
-    return release, report
+    return report
 
 
 # --------------------------------------------------------------------------- scheduling
