@@ -244,9 +244,10 @@ RULES: tuple[Rule, ...] = (
     Rule("PCL stages need the pipeline", lambda c: _pcl_stage(c) and c.method in ONE_TASK_METHODS,
          "refine and macro are stages of the partitioned / proximal-distal pipeline; a one-task method "
          "(mdav, pca-mdav, pcl) has no partitions to refine (use method 'pcl' for PCL on all records)"),
-    Rule("per-record participation and PCL", lambda c: _per_record(c) and (_pcl_stage(c) or c.method == "pcl"),
-         "a participation column (per-record π_j) cannot be combined with PCL (method 'pcl', refine or "
-         "macro 'pcl'): PCL moves records between cells and does not keep each cell's failure q̄ ≤ p̄"),
+    Rule("per-record participation and PCL cells", lambda c: _per_record(c) and (c.refine is not None or c.method == "pcl"),
+         "a participation column (per-record π_j) cannot be combined with PCL cells (method 'pcl' or refine "
+         "'pcl'): PCL moves records between cells and does not keep each cell's failure q̄ ≤ p̄ (macro='pcl' "
+         "only shapes the partitions and is accepted)"),
     Rule("per-record participation and proximal-distal", lambda c: _per_record(c) and c.method == "proximal-distal",
          "a participation column (per-record π_j) is not supported by method 'proximal-distal' (Algorithm C "
          "as published forms fixed-size cells); use 'partitioned', 'mdav' or 'pca-mdav'"),

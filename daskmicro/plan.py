@@ -124,8 +124,8 @@ def needs_cluster(cfg: RunConfig, source, client=None) -> bool:
     the plan runs in this process."""
     if client is not None or cfg.scheduler:
         return True
-    if getattr(source, "dask", False) or len(source.files) > 1 or getattr(source.path if hasattr(source, "path")
-                                                                           else None, "is_dir", lambda: False)():
+    path = getattr(source, "path", None)
+    if getattr(source, "dask", False) or len(source.files) > 1 or (path is not None and Path(path).is_dir()):
         return True
     n = _rows_hint(source)
     if n is None:

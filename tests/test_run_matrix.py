@@ -271,3 +271,10 @@ def test_combination_runs_or_is_refused_in_one_line(case, client, tmp_path, caps
             return
         assert rc == 0, err[-3:]
     judge(_published(out), df, case, opts)
+
+
+def test_the_readme_lists_exactly_the_refused_combinations():
+    from daskmicro.config import rules_table
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert rules_table() in readme

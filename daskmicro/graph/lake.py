@@ -27,7 +27,7 @@ from ..io import layout as lay
 from ..io.source import RID
 from ..kernels.bounds import MAX_ABS
 from ..strata import group_mask, merged_labels, plan_groups, publish_strata
-from .release import DASK_PART_ROWS, collect, dask_release, file_cuts, promised_schema, write_and_verify
+from .release import collect, dask_release, file_cuts, promised_schema, write_and_verify
 
 __all__ = ["Execution", "execute", "check_scan", "SMALL_GROUP_ROWS", "MEMORY_FRACTION", "estimate_task_bytes",
            "check_memory", "worker_memory"]
@@ -402,7 +402,8 @@ def _release(client, source, cfg, lay_: _Layout, sink, output, releases, ex: Exe
         ex.tuple_sizes = listing["tuple_sizes"]
     elif sink == "memory" and getattr(source, "dask", False):  # a Dask release: parts stay on the workers
         keyed = [source.read_task(i, [], int(lay_.row0s[i])) for i in live]
-        files = lay.plan_files([], {(): n}, DASK_PART_ROWS, file_cuts(client, keyed, cfg.seed, [], DASK_PART_ROWS))
+        per_part = -(-n // max(1, len(live)))   # as many partitions as the input has (non-empty)
+        files = lay.plan_files([], {(): n}, per_part, file_cuts(client, keyed, cfg.seed, [], per_part))
         ex.frame, ex.k_check, ex.rows_check, ex.tuple_sizes = dask_release(
             client, releases, files, names, qi, published, k, cfg.seed, cfg.keep_row_id, n, expected, ex.meta)
     else:

@@ -21,8 +21,7 @@ from ..io import commit as cm
 from ..io import layout as lay
 from ..io.source import RID
 
-__all__ = ["promised_schema", "file_cuts", "write_and_verify", "collect", "dask_release", "tuple_sizes",
-           "DASK_PART_ROWS"]
+__all__ = ["promised_schema", "file_cuts", "write_and_verify", "collect", "dask_release", "tuple_sizes"]
 
 def promised_schema(source, qi, partition_by, keep_row_id, labels=None):
     """The Arrow schema of the written files: integer QIs become float64, merged strata text."""
@@ -100,10 +99,6 @@ def write_and_verify(client, releases, files, schema, columns, k, seed, partitio
                for p, r, _ in keep]
     return {"files": listing, "k_check": k_check, "rows_check": RowCheck(ok=True, rows_in=n, rows_out=rows_read),
             "tuple_sizes": sizes}
-
-
-#: Rows per partition of the Dask DataFrame release of a Dask DataFrame input.
-DASK_PART_ROWS = 250_000
 
 
 def _bucket(names, qi, columns, keep_row_id, *pieces):
