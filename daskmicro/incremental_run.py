@@ -25,7 +25,7 @@ from .io.frames import is_dask_frame
 from .cluster import cluster_client
 from .errors import InputError, ParameterError
 from .graph.incremental import IncrementalGraph, calibrate_on, default_kernel, warm_up
-from .io.survey import SurveyTimeoutError, open_source
+from .io.survey import SurveyTimeoutError, open_survey
 from .kernels.incremental import METHODS as INCREMENT_METHODS
 from .privacy.verify import verify_rows
 from .report.run import Report
@@ -136,7 +136,7 @@ def anonymize_incremental(
 
     if is_dask_frame(source):
         raise InputError("source must be a Parquet lake directory or a pandas DataFrame, not a Dask DataFrame")
-    src = open_source(source, time_column=time_column, close_at=close_at, expected_rows=expected_rows)
+    src = open_survey(source, time_column=time_column, close_at=close_at, expected_rows=expected_rows)
     qi = _check_qi_names(qi, src.columns())
     k = _check_k(k, src.total_rows)
     if nu is not None:

@@ -182,13 +182,13 @@ def test_yaml_aliases_refused_before_expansion(tmp_path, capsys, levels):
 
 
 def test_yaml_alias_in_a_valid_spec_is_refused(tmp_path):
-    from daskmicro.workflow.spec import SpecError, load_spec
+    from daskmicro.workflow.spec import SpecError, load_workflow
 
     path = tmp_path / "alias.yaml"
     path.write_text("name: a\ninput: {path: &p data.csv}\nqi: [a, b]\nk: 2\noutput: {path: out.parquet}\n"
                     "description: *p\n")
     with pytest.raises(SpecError, match=r"alias\.yaml: .*aliases \(\*name\) are not allowed"):
-        load_spec(path)
+        load_workflow(path)
 
 
 def test_spec_file_size_and_nesting_bounded(tmp_path, capsys):

@@ -24,7 +24,7 @@ import pytest
 from daskmicro.cli import main
 from daskmicro.datasets import census_like
 from daskmicro.privacy import verify_k_anonymity
-from daskmicro.workflow import Clock, load_spec
+from daskmicro.workflow import Clock, load_workflow
 from daskmicro.workflow.submit import RUNS
 
 BIN = Path(sys.executable).parent
@@ -139,7 +139,7 @@ def test_submitted_run_waits_for_its_slot_and_commits_after_the_client_exits(clu
     returned = time.time()
     assert proc.returncode == 0, proc.stderr
     slot = dt.datetime.fromtimestamp(int(start), dt.timezone.utc)
-    key = load_spec(spec).key(slot)
+    key = load_workflow(spec).key(slot)
     assert f"submitted {key}" in proc.stdout
     out = data_dir / "out" / f"delayed-{slot.strftime('%Y%m%dT%H%M%SZ')}"
     if returned < int(start):            # the submitter is gone and the stage has not started yet
@@ -171,7 +171,7 @@ def test_cancel_stops_a_waiting_run_and_nothing_is_written(cluster, data_dir, ca
     spec = _spec(data_dir / "cancel.yaml", "cancelme", "cancelled-{slot}", f"schedule: {{at: [{_iso(start)}]}}\n")
     state = data_dir / "state-cancel.json"
     assert main(["submit", str(spec), "--scheduler", address, "--state", str(state)]) == 0
-    key = load_spec(spec).key(dt.datetime.fromtimestamp(int(start), dt.timezone.utc))
+    key = load_workflow(spec).key(dt.datetime.fromtimestamp(int(start), dt.timezone.utc))
     _wait_for(lambda: client.get_metadata([RUNS, key], default={}).get("state") == "waiting", 30, "waiting")
     assert main(["cancel", key, "--scheduler", address]) == 0
     _wait_for(lambda: client.get_metadata([RUNS, key]).get("state") == "cancelled", 30, "the cancellation")
@@ -205,7 +205,7 @@ def test_cron_schedule_fires_once_per_slot_on_a_compressed_clock_across_a_restar
     def submitted(text):
         return {ln.split()[1] for ln in text.splitlines() if ln.startswith("submitted")}
     assert "skipped" in second and not submitted(first.stdout) & submitted(second)   # later slots may be new
-    wf = load_spec(spec)
+    wf = load_workflow(spec)
     slots = [dt.datetime(2026, 1, 1, 0, m, tzinfo=dt.timezone.utc) for m in (1, 2, 3, 4)]
     keys = [wf.key(s) for s in slots]
 
@@ -270,7 +270,7 @@ def test_submit_over_tls_and_refusal_without_certificates(certs, data_dir, capsy
             assert not state.exists()
             tls = ["--tls-ca-file", certs["ca"], "--tls-cert", certs["cert"], "--tls-key", certs["key"]]
             assert main(["submit", str(spec), "--scheduler", address, "--state", str(state), *tls]) == 0
-            key = load_spec(spec).key(None)
+            key = load_workflow(spec).key(None)
             assert f"submitted {key}" in capsys.readouterr().out
             out = data_dir / "tls-release.parquet"
             _wait_for(lambda: client.get_metadata([RUNS, key], default={}).get("state") in ("committed", "failed"),

@@ -13,7 +13,7 @@ import pytest
 import daskmicro
 from daskmicro.cli import main
 from daskmicro.privacy import verify_k_anonymity
-from daskmicro.workflow import load_spec
+from daskmicro.workflow import load_workflow
 
 WORKFLOWS = Path(__file__).resolve().parents[1] / "workflows"
 EXAMPLES = sorted(p.name for p in WORKFLOWS.glob("*.yaml"))
@@ -30,7 +30,7 @@ def copy(tmp_path):
 def test_every_example_is_a_valid_spec():
     assert EXAMPLES == ["census-demo.yaml", "incremental-survey.yaml", "nightly-lake.yaml", "probabilistic-survey.yaml"]
     for name in EXAMPLES:
-        spec = load_spec(WORKFLOWS / name)
+        spec = load_workflow(WORKFLOWS / name)
         assert spec.name == name.removesuffix(".yaml")
 
 
@@ -40,7 +40,7 @@ def test_census_demo_runs_as_written(copy, capsys):
     out = capsys.readouterr().out
     assert "committed 1,000 rows" in out
     release = pd.read_parquet(copy / "data/census-demo-release.parquet")
-    spec = load_spec(copy / "census-demo.yaml")
+    spec = load_workflow(copy / "census-demo.yaml")
     assert len(release) == 1000 and verify_k_anonymity(release, spec.data["qi"], 5)
     report = json.loads((copy / "data/census-demo-release.report.json").read_text())
     assert report["workflow"]["key"] == spec.key(None) and report["k"] == 5

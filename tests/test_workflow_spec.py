@@ -8,7 +8,7 @@ import datetime as dt
 import pytest
 
 from daskmicro.cli import main
-from daskmicro.workflow import Clock, SpecError, load_spec, parse_spec
+from daskmicro.workflow import Clock, SpecError, load_workflow, parse_spec
 from daskmicro.workflow.submit import LocalState
 
 UTC = dt.timezone.utc
@@ -123,10 +123,10 @@ def test_paths_are_relative_to_the_spec_and_keys_are_stable(tmp_path):
     (tmp_path / "s.yaml").write_text("name: w\ninput: {path: data/in.parquet}\nqi: a,b\nk: 3\n"
                                      "output: {path: 'rel/{date}'}\nschedule: {cron: '0 2 * * *'}\n"
                                      "cluster: {address: 'tcp://x:8786'}\n")
-    s = load_spec(tmp_path / "s.yaml")
+    s = load_workflow(tmp_path / "s.yaml")
     assert s.data["input"]["path"] == str(tmp_path.resolve() / "data/in.parquet") and s.data["qi"] == ["a", "b"]
     slot = dt.datetime(2026, 11, 22, 2, tzinfo=UTC)
-    assert s.key(slot) == f"w-{s.digest[:10]}-20261122T020000Z" and s.key(slot) == load_spec(tmp_path / "s.yaml").key(slot)
+    assert s.key(slot) == f"w-{s.digest[:10]}-20261122T020000Z" and s.key(slot) == load_workflow(tmp_path / "s.yaml").key(slot)
     other_cluster = parse_spec({**BASE, "cluster": {"address": "tcp://y:1"}}, base_dir=tmp_path)
     assert other_cluster.digest == parse_spec(BASE, base_dir=tmp_path).digest          # cluster not in the key
     assert parse_spec({**BASE, "k": 6}, base_dir=tmp_path).digest != parse_spec(BASE, base_dir=tmp_path).digest

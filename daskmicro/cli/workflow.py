@@ -129,9 +129,9 @@ def _cmd_run(args) -> int:
     from ..cluster import cluster_client
     from ..workflow.runner import execute_run, output_paths
     from ..workflow.slots import latest_slot, next_slot
-    from ..workflow.spec import Clock, load_spec
+    from ..workflow.spec import Clock, load_workflow
 
-    spec = load_spec(args.spec)
+    spec = load_workflow(args.spec)
     if args.workers is not None and args.workers < 1:
         raise ParameterError(f"--workers: expected an integer ≥ 1, got {args.workers}")
     clock = Clock.from_env()
@@ -176,10 +176,10 @@ def _connect(args, spec=None, required: bool = True):
 
 
 def _cmd_submit(args) -> int:
-    from ..workflow.spec import Clock, load_spec
+    from ..workflow.spec import Clock, load_workflow
     from ..workflow.submit import submit_spec
 
-    spec = load_spec(args.spec)
+    spec = load_workflow(args.spec)
     if args.slot is not None and not spec.schedule:
         raise ParameterError("--slot: the spec has no schedule")
     with _connect(args, spec) as client:

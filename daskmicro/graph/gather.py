@@ -23,11 +23,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernels import publish as kpub
+from ..kernels import assemble as kasm
 from ..privacy.verify import RowCheck, check_tuple_counts, merge_tuple_counts, tuple_counts
 from ..publish import release_bucket, split_chunk
 
-__all__ = ["Published", "publish"]
+__all__ = ["Published", "gather_release"]
 
 
 @dataclass
@@ -59,7 +59,7 @@ def _verdict(merged, k):
     return rows, check_tuple_counts(counts, k)
 
 
-def publish(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: bool, timings: dict) -> Published:
+def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: bool, timings: dict) -> Published:
     """Number cells globally, build the (lazy) release of ``ddf`` and verify it.
 
     Consumes ``fo.results``: once the cell ids and the centroid table exist the partition
@@ -69,7 +69,7 @@ def publish(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: bool, timi
     import dask.dataframe as dd
 
     t0 = time.perf_counter()
-    summaries = client.gather(client.map(kpub.partition_summary, fo.results))
+    summaries = client.gather(client.map(kasm.partition_summary, fo.results))
     counts = [s[0] for s in summaries]
     sse = float(sum(s[1] for s in summaries))
     offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
@@ -80,7 +80,7 @@ def publish(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: bool, timi
 
     varying = [c for c, v in zip(qi, ing.varying) if v]
     mean_v, std_v = ing.mean[ing.varying], ing.std[ing.varying]
-    table = client.submit(kpub.centroid_table, mean_v, std_v, *fo.results)
+    table = client.submit(kasm.centroid_table, mean_v, std_v, *fo.results)
     bounds = np.array(list(ing.row0s) + [ing.n], dtype=np.int64)
     by_top: dict[int, list] = {}
     for i, (t, *_rest) in enumerate(fo.partitions):
@@ -88,13 +88,13 @@ def publish(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: bool, timi
     splits = []
     for t in sorted(by_top):
         idx = by_top[t]
-        pub = client.submit(kpub.top_publication, offsets[idx], *[fo.results[i] for i in idx])
-        splits.append(client.submit(kpub.split_by_bounds, pub, bounds))
+        pub = client.submit(kasm.top_publication, offsets[idx], *[fo.results[i] for i in idx])
+        splits.append(client.submit(kasm.split_by_bounds, pub, bounds))
     del pub
     cells = []
     for b, (row0, length) in enumerate(zip(ing.row0s, ing.lengths)):
         pieces = [client.submit(operator.getitem, s, b) for s in splits]
-        cells.append(client.submit(kpub.assemble_chunk, int(row0), int(length), *pieces))
+        cells.append(client.submit(kasm.assemble_chunk, int(row0), int(length), *pieces))
     del pieces, splits
     client.gather(client.map(len, cells))  # surfaces assembly errors here
     client.gather(client.submit(len, table))

@@ -39,7 +39,7 @@ import numpy as np
 
 from ..errors import ParameterError
 from .fanout import FanoutConfig, fan_out, top_cells
-from .gather import publish
+from .gather import gather_release
 from .ingest import ingest
 from .participation import attach_participation, check_participation, failure_summary
 
@@ -231,7 +231,7 @@ def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row
         from .refine import refine
 
         refine_info = refine(client, fo, cfg.k, cfg.refine, cfg.refine_iter, timings)
-    pub = publish(client, ddf, qi, ing, fo, cfg.k, seed, keep_row_id, timings)
+    pub = gather_release(client, ddf, qi, ing, fo, cfg.k, seed, keep_row_id, timings)
     timings["total"] = time.perf_counter() - t_all
     sst = float(ing.n * max(ing.m_used, 1))
     details = {

@@ -4,11 +4,11 @@ The incremental mode (``000_614e2e2317b23170.txt`` §III-B) needs to know, at an
 records have arrived, when the fraction 1 − ν of them is in (the base stage may start) and when
 the survey has closed (the increment stage may start).  Two kinds of source answer that:
 
-* :class:`LakeSource` — a Parquet lake directory being filled, by
+* :class:`SurveyLake` — a Parquet lake directory being filled, by
   :class:`~daskmicro.io.arrivals.ArrivalSimulator` or by a real collector.  The total number of
   records comes from the simulator's ``_arrivals.json`` (or ``expected_rows``); the close is the
   ``_closed.json`` marker (any collector may write one) or a given ``close_at`` time.
-* :class:`FrameSource` — a pandas DataFrame with a timestamp column: a record has arrived once
+* :class:`SurveyFrame` — a pandas DataFrame with a timestamp column: a record has arrived once
   the wall clock passes its timestamp; the survey closes at ``close_at`` or at the last timestamp.
 
 A source hands out *chunks*: lists of file paths (lakes; the workers read them) or DataFrames
@@ -32,7 +32,7 @@ from pandas.api import types as ptypes
 from ..errors import InputError, ParameterError, redact
 from .arrivals import ARRIVAL_NAME, CLOSED, is_closed, read_manifest
 
-__all__ = ["SurveyTimeoutError", "LakeSource", "FrameSource", "open_source", "to_epoch"]
+__all__ = ["SurveyTimeoutError", "SurveyLake", "SurveyFrame", "open_survey", "to_epoch"]
 
 
 class SurveyTimeoutError(InputError, TimeoutError):
@@ -62,7 +62,7 @@ def _remaining(deadline: float | None) -> float:
     return math.inf if deadline is None else deadline - time.time()
 
 
-class LakeSource:
+class SurveyLake:
     """A Parquet lake directory whose files land while the survey is open.
 
     Parameters
@@ -241,7 +241,7 @@ def _marker_time(marker: Path) -> float:
         return marker.stat().st_mtime
 
 
-class FrameSource:
+class SurveyFrame:
     """A pandas DataFrame whose records arrive at the times of a timestamp column.
 
     Timestamps are POSIX seconds (numbers) or datetimes (naive ones are taken as UTC).  A record
@@ -326,7 +326,7 @@ class FrameSource:
             time.sleep(max(step, 0.0))
 
 
-def open_source(source, *, time_column=None, close_at=None, expected_rows=None, poll: float = 0.05):
+def open_survey(source, *, time_column=None, close_at=None, expected_rows=None, poll: float = 0.05):
     """Wrap a lake directory (str/Path) or a timestamped DataFrame as a source of an incremental run."""
     close = None if close_at is None else to_epoch(close_at)
     if expected_rows is not None:
@@ -336,9 +336,9 @@ def open_source(source, *, time_column=None, close_at=None, expected_rows=None, 
     if isinstance(source, pd.DataFrame):
         if expected_rows is not None:
             raise ParameterError("expected_rows applies to a lake directory source, not a DataFrame")
-        return FrameSource(source, time_column, close)
+        return SurveyFrame(source, time_column, close)
     if isinstance(source, (str, Path)):
         if time_column is not None:
             raise ParameterError("time_column applies to a DataFrame source; a lake's arrivals are its files")
-        return LakeSource(source, close, expected_rows, poll)
+        return SurveyLake(source, close, expected_rows, poll)
     raise InputError(f"source must be a Parquet lake directory or a pandas DataFrame, got {type(source).__name__}")

@@ -8,11 +8,11 @@
 """
 
 from .slots import Clock, run_key, slots_between
-from .spec import SpecError, WorkflowSpec, load_spec, parse_spec
+from .spec import SpecError, WorkflowSpec, load_workflow, parse_spec
 from .runner import execute_run
 from .submit import cancel_run, list_runs, submit_spec
 
 __all__ = [
-    "Clock", "SpecError", "WorkflowSpec", "load_spec", "parse_spec", "run_key", "slots_between",
+    "Clock", "SpecError", "WorkflowSpec", "load_workflow", "parse_spec", "run_key", "slots_between",
     "execute_run", "submit_spec", "list_runs", "cancel_run",
 ]

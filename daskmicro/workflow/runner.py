@@ -112,7 +112,7 @@ def execute_run(spec: WorkflowSpec, slot: dt.datetime | None = None, client=None
     Parameters
     ----------
     spec : WorkflowSpec
-        A validated spec (:func:`daskmicro.workflow.load_spec`).
+        A validated spec (:func:`daskmicro.workflow.load_workflow`).
     slot : datetime, optional
         The scheduled time of the run (fills ``{slot}``, ``{date}``, ... in paths); None for an
         unscheduled run.

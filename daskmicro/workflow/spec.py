@@ -30,7 +30,7 @@ from pathlib import Path
 from ..errors import InputError, ParameterError
 from .slots import UTC, Clock, check_cron, fill, parse_time, run_key, slot_id, slots_between, zone  # noqa: F401 (re-exported)
 
-__all__ = ["SpecError", "WorkflowSpec", "load_spec", "parse_spec", "run_key", "slots_between", "slot_id",
+__all__ = ["SpecError", "WorkflowSpec", "load_workflow", "parse_spec", "run_key", "slots_between", "slot_id",
            "parse_time", "fill", "Clock", "UTC", "PLACEHOLDERS", "METHODS", "MAX_SPEC_BYTES"]
 
 #: Placeholders allowed in input/output/report paths and filter values, filled per run.
@@ -491,7 +491,7 @@ def _spec_loader():
     return SpecLoader
 
 
-def load_spec(path) -> WorkflowSpec:
+def load_workflow(path) -> WorkflowSpec:
     """Read and validate a YAML spec file; relative paths in it are relative to the file's directory.
 
     Files over :data:`MAX_SPEC_BYTES` and YAML aliases are refused before the YAML is composed.

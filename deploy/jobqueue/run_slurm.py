@@ -12,7 +12,7 @@ import sys
 from dask_jobqueue import SLURMCluster  # reads ~/.config/dask/jobqueue.yaml
 from distributed import Client
 
-from daskmicro.workflow import execute_run, load_spec
+from daskmicro.workflow import execute_run, load_workflow
 
 
 def main() -> int:
@@ -20,7 +20,7 @@ def main() -> int:
     p.add_argument("spec")
     p.add_argument("--jobs", type=int, default=2, help="SLURM jobs of workers")
     args = p.parse_args()
-    spec = load_spec(args.spec)
+    spec = load_workflow(args.spec)
     with SLURMCluster() as cluster, Client(cluster) as client:
         cluster.scale(jobs=args.jobs)
         client.wait_for_workers(1, timeout=600)
