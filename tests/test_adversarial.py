@@ -388,3 +388,76 @@ def test_sweep_never_replaces_its_input(tmp_path, capsys):
     rc, _, err = run_cli(["sweep", data, "--qi", "x,y", "--k", "3", "--out", tmp_path, "--overwrite"], capsys)
     assert_refused(rc, err, tmp_path, before)
     assert "input" in err and digest(data) == h
+
+
+# --------------------------------------------------------------------------- audit: new instances of the classes
+
+
+def _cli_subprocess(args, timeout=300):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "daskmicro", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_cluster_refusal_is_one_line_without_worker_log(tmp_path):
+    """A refusal raised inside a task (here: integers beyond 2^53 met by the Dask ingest) reaches the
+    terminal as the one error line only: the worker processes log no 'Compute Failed' block for it."""
+    big_int_frame(300).to_parquet(tmp_path / "in.parquet")
+    before = listing(tmp_path)
+    done = _cli_subprocess(["anonymize", tmp_path / "in.parquet", tmp_path / "out.parquet", "--qi", "a,q", "--k", "4",
+                            "--method", "partitioned", "--K", "50", "--workers", "1"])
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Compute Failed" not in done.stderr and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert [ln for ln in done.stderr.splitlines() if ln.startswith("daskmicro: error:")] == [done.stderr.splitlines()[-1]]
+    assert listing(tmp_path) == before
+
+
+def _spec_standardization(X, labels, k):
+    from daskmicro.privacy.spec import build_spec
+
+    spec = build_spec(X, labels, ["a", "b"], k)
+    return spec["standardization"], [c["value"] for c in spec["cells"]]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(k=st.integers(2, 4), ncell=st.integers(2, 6), seed=st.integers(0, 2 ** 32 - 1),
+       offset=st.sampled_from([0.0, 1.7e12, -3e9]))
+def test_spec_depends_on_records_only_through_cell_means_and_counts(k, ncell, seed, offset):
+    """Two model sets with the same design cells (sizes, means) but different records inside them
+    give the same standardization and cell values: the spec holds no second moment of the records
+    (the records' standard deviation would give every cell's sum of squares, and with it the two
+    records of a k = 2 cell)."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(k, 2 * k, ncell)
+    labels = np.repeat(np.arange(ncell), sizes)
+    means = offset + rng.integers(-50, 50, (ncell, 2)).astype(float) * 10
+    one = rng.integers(-3, 4, (len(labels), 2)).astype(float)
+    two = rng.integers(-3, 4, (len(labels), 2)).astype(float)
+    for d in (one, two):   # centre the spreads inside each cell: same means, different records
+        for c in range(ncell):
+            d[labels == c] -= d[labels == c].mean(axis=0)
+    st1, v1 = _spec_standardization(means[labels] + one, labels, k)
+    st2, v2 = _spec_standardization(means[labels] + two, labels, k)
+    assert st1["constant"] == st2["constant"]
+    np.testing.assert_allclose(st1["scale"], st2["scale"], rtol=1e-9)
+    np.testing.assert_allclose(st1["mean"], st2["mean"], rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(v1, v2, rtol=1e-12, atol=1e-9)
+
+
+def test_spec_scale_does_not_reconstruct_a_pair(tmp_path, capsys):
+    """k = 2, duplicated records except one pair: from the records' std the pair was solvable
+    exactly (sum and sum of squares); the spec's scale now is the centroids' spread."""
+    import json
+
+    vals = [0, 0, 10, 10, 20, 20, 30, 31, 40, 40, 50, 50]
+    pd.DataFrame({"age": vals}).to_csv(tmp_path / "m.csv", index=False)
+    rc, _, err = run_cli(["spec", tmp_path / "m.csv", tmp_path / "s.json", "--qi", "age", "--k", "2"], capsys)
+    assert rc == 0, err
+    spec = json.loads((tmp_path / "s.json").read_text())
+    n, mean, scale = spec["model"]["n_records"], spec["standardization"]["mean"][0], spec["standardization"]["scale"][0]
+    values = np.array([c["value"][0] for c in spec["cells"]])
+    sizes = np.array(spec["model"]["cell_sizes"])
+    within = n * (scale ** 2 + mean ** 2) - (sizes * values ** 2).sum()   # what an intruder would compute
+    assert abs(within) < 1e-6   # no within-cell sum of squares left to solve from (it was 0.5: records 30 and 31)
