@@ -483,3 +483,19 @@ def test_dask_ingest_spread_extremes():
         for data in (huge, dd.from_pandas(huge, npartitions=3)):
             with pytest.raises(InputError, match="1e\\+150"):
                 daskmicro.anonymize(data, ["a", "b"], 5, method="partitioned", K=50, seed=0, client=client)
+
+
+@pytest.mark.parametrize("header", [b"\xef\xbb\xbfage,x,age", b'"age",x,age', b'age,"x",age'])
+@pytest.mark.parametrize("gz", [False, True])
+def test_duplicated_csv_header_refused_however_written(tmp_path, capsys, header, gz):
+    """The duplicate check sees the names pandas sees: a byte-order mark (pandas drops it, so the
+    two ``age`` are equal) or gzip cannot let the second ``age`` through as a raw ``age.1``."""
+    import gzip
+
+    body = header + b"\n" + b"\n".join(b"%d,%d,%d" % (i, i * 7 % 13, 900 + i) for i in range(30)) + b"\n"
+    path = tmp_path / ("in.csv.gz" if gz else "in.csv")
+    path.write_bytes(gzip.compress(body) if gz else body)
+    before = listing(tmp_path)
+    rc, _, err = run_cli(["anonymize", path, tmp_path / "out.parquet", "--qi", "age,x", "--k", "3"], capsys)
+    assert_refused(rc, err, tmp_path, before)
+    assert "duplicate" in err and "'age'" in err
