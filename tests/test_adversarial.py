@@ -549,3 +549,25 @@ def test_staging_left_open_is_discarded_when_the_process_exits(tmp_path):
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "out")], capture_output=True, text=True)
     assert "KeyboardInterrupt" in done.stderr
     assert _staging_leftovers(tmp_path, "out") == []
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(column=st.sampled_from(["q", "ident"]), where=st.integers(0, 59),
+       big=st.integers(2 ** 63, 2 ** 70) | st.integers(-2 ** 70, -2 ** 63 - 1))
+def test_csv_integers_arrow_would_round_are_refused_on_the_lake_path(tmp_path_factory, capsys, column, big, where):
+    """A CSV read by Arrow (directory output) turns a column with an integer beyond int64 into
+    double — rounding every value silently.  Whether that column is a QI (seen as constant and
+    published raw) or not (published with values it never held), the run is refused in one line,
+    naming the column, never the value.  (Within int64 Arrow keeps integers exact, and a QI beyond
+    ±2^53 is refused by the QI rule.)"""
+    tmp = tmp_path_factory.mktemp("csvbig")
+    n = 60
+    q = [65000 + i % 3 for i in range(n)]
+    ident = [10 ** 15 + i for i in range(n)]
+    (q if column == "q" else ident)[where] = big
+    lines = ["a,q,ident"] + [f"{0.5 * i},{q[i]},{ident[i]}" for i in range(n)]
+    (tmp / "in.csv").write_text("\n".join(lines) + "\n")
+    before = listing(tmp)
+    rc, out, err = run_cli(["anonymize", tmp / "in.csv", tmp / "out", "--qi", "a,q", "--k", "3", "--workers", "1"], capsys)
+    assert_refused(rc, err, tmp, before)
+    assert f"'{column}'" in err and str(big) not in err + out
