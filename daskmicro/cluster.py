@@ -33,16 +33,24 @@ MAX_CONNECT_TIMEOUT = 3600.0
 WORKER_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "system"}
 
 
+#: Exception texts of daskmicro's refusals (bad input or parameters): a task raising one is not a
+#: failure to log on the worker, since the client re-raises it and the CLI prints it in one line.
+_REFUSALS = ("InputError(", "ParameterError(")
+
+
 class TaskLogFilter(logging.Filter):
     """Keeps data out of Dask's logs: a failed task is logged by ``distributed.worker`` with
     ``repr`` of its arguments — pieces of the input or of the release — and the exception's
     text; the arguments are withheld and numbers and quoted literals of the texts redacted
-    (:func:`daskmicro.errors.redact`).  Everything else passes unchanged."""
+    (:func:`daskmicro.errors.redact`); a task refusing its input (:class:`InputError`,
+    :class:`ParameterError`) is not logged at all.  Everything else passes unchanged."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.msg, str) and record.msg.startswith("Compute Failed") and isinstance(record.args, tuple) \
                 and len(record.args) == 5:
             key, state, _task, exc, tb = record.args
+            if str(exc).startswith(_REFUSALS):  # refused input: the caller gets it as one line, not a log
+                return False
             record.args = (key, state, "(arguments withheld by daskmicro: they hold data)", redact(str(exc)),
                            redact(str(tb)))
         return True

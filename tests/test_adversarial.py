@@ -388,3 +388,186 @@ def test_sweep_never_replaces_its_input(tmp_path, capsys):
     rc, _, err = run_cli(["sweep", data, "--qi", "x,y", "--k", "3", "--out", tmp_path, "--overwrite"], capsys)
     assert_refused(rc, err, tmp_path, before)
     assert "input" in err and digest(data) == h
+
+
+# --------------------------------------------------------------------------- audit: new instances of the classes
+
+
+def _cli_subprocess(args, timeout=300):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "daskmicro", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_cluster_refusal_is_one_line_without_worker_log(tmp_path):
+    """A refusal raised inside a task (here: integers beyond 2^53 met by the Dask ingest) reaches the
+    terminal as the one error line only: the worker processes log no 'Compute Failed' block for it."""
+    big_int_frame(300).to_parquet(tmp_path / "in.parquet")
+    before = listing(tmp_path)
+    done = _cli_subprocess(["anonymize", tmp_path / "in.parquet", tmp_path / "out.parquet", "--qi", "a,q", "--k", "4",
+                            "--method", "partitioned", "--K", "50", "--workers", "1"])
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Compute Failed" not in done.stderr and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert [ln for ln in done.stderr.splitlines() if ln.startswith("daskmicro: error:")] == [done.stderr.splitlines()[-1]]
+    assert listing(tmp_path) == before
+
+
+def _spec_standardization(X, labels, k):
+    from daskmicro.privacy.spec import build_spec
+
+    spec = build_spec(X, labels, ["a", "b"], k)
+    return spec["standardization"], [c["value"] for c in spec["cells"]]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(k=st.integers(2, 4), ncell=st.integers(2, 6), seed=st.integers(0, 2 ** 32 - 1),
+       offset=st.sampled_from([0.0, 1.7e12, -3e9]))
+def test_spec_depends_on_records_only_through_cell_means_and_counts(k, ncell, seed, offset):
+    """Two model sets with the same design cells (sizes, means) but different records inside them
+    give the same standardization and cell values: the spec holds no second moment of the records
+    (the records' standard deviation would give every cell's sum of squares, and with it the two
+    records of a k = 2 cell)."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(k, 2 * k, ncell)
+    labels = np.repeat(np.arange(ncell), sizes)
+    means = offset + rng.integers(-50, 50, (ncell, 2)).astype(float) * 10
+    one = rng.integers(-3, 4, (len(labels), 2)).astype(float)
+    two = rng.integers(-3, 4, (len(labels), 2)).astype(float)
+    for d in (one, two):   # centre the spreads inside each cell: same means, different records
+        for c in range(ncell):
+            d[labels == c] -= d[labels == c].mean(axis=0)
+    st1, v1 = _spec_standardization(means[labels] + one, labels, k)
+    st2, v2 = _spec_standardization(means[labels] + two, labels, k)
+    assert st1["constant"] == st2["constant"]
+    np.testing.assert_allclose(st1["scale"], st2["scale"], rtol=1e-9)
+    np.testing.assert_allclose(st1["mean"], st2["mean"], rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(v1, v2, rtol=1e-12, atol=1e-9)
+
+
+def test_spec_scale_does_not_reconstruct_a_pair(tmp_path, capsys):
+    """k = 2, duplicated records except one pair: from the records' std the pair was solvable
+    exactly (sum and sum of squares); the spec's scale now is the centroids' spread."""
+    import json
+
+    vals = [0, 0, 10, 10, 20, 20, 30, 31, 40, 40, 50, 50]
+    pd.DataFrame({"age": vals}).to_csv(tmp_path / "m.csv", index=False)
+    rc, _, err = run_cli(["spec", tmp_path / "m.csv", tmp_path / "s.json", "--qi", "age", "--k", "2"], capsys)
+    assert rc == 0, err
+    spec = json.loads((tmp_path / "s.json").read_text())
+    n, mean, scale = spec["model"]["n_records"], spec["standardization"]["mean"][0], spec["standardization"]["scale"][0]
+    values = np.array([c["value"][0] for c in spec["cells"]])
+    sizes = np.array(spec["model"]["cell_sizes"])
+    within = n * (scale ** 2 + mean ** 2) - (sizes * values ** 2).sum()   # what an intruder would compute
+    assert abs(within) < 1e-6   # no within-cell sum of squares left to solve from (it was 0.5: records 30 and 31)
+
+
+def test_dask_ingest_spread_extremes():
+    """The Dask ingest (partitioned runs of pandas and Dask inputs, the lake's groups) applies the
+    in-process bound (|x| ≤ 1e150: refused in one line, not a failed k-anonymity check) and keeps a
+    column whose spread is subnormal (its variance underflows to 0) varying: published as
+    centroids, never raw."""
+    import dask.dataframe as dd
+
+    n = 300
+    i = np.arange(n)
+    b = np.random.default_rng(5).normal(size=n)
+    tiny = pd.DataFrame({"a": 5e-324 * (i % 5), "b": b, "id": i})
+    huge = pd.DataFrame({"a": 1e300 * np.where(i % 2, 1.0, -1.0) * (1 + i % 7), "b": b, "id": i})
+    with process_client(1) as client:
+        for data in (tiny, dd.from_pandas(tiny, npartitions=3)):
+            release, _ = daskmicro.anonymize(data, ["a", "b"], 5, method="partitioned", K=50, seed=0, client=client)
+            release = client.compute(release).result() if hasattr(release, "dask") else release
+            assert_released(tiny, release, ["a", "b"], 5)
+        for data in (huge, dd.from_pandas(huge, npartitions=3)):
+            with pytest.raises(InputError, match="1e\\+150"):
+                daskmicro.anonymize(data, ["a", "b"], 5, method="partitioned", K=50, seed=0, client=client)
+
+
+@pytest.mark.parametrize("header", [b"\xef\xbb\xbfage,x,age", b'"age",x,age', b'age,"x",age'])
+@pytest.mark.parametrize("gz", [False, True])
+def test_duplicated_csv_header_refused_however_written(tmp_path, capsys, header, gz):
+    """The duplicate check sees the names pandas sees: a byte-order mark (pandas drops it, so the
+    two ``age`` are equal) or gzip cannot let the second ``age`` through as a raw ``age.1``."""
+    import gzip
+
+    body = header + b"\n" + b"\n".join(b"%d,%d,%d" % (i, i * 7 % 13, 900 + i) for i in range(30)) + b"\n"
+    path = tmp_path / ("in.csv.gz" if gz else "in.csv")
+    path.write_bytes(gzip.compress(body) if gz else body)
+    before = listing(tmp_path)
+    rc, _, err = run_cli(["anonymize", path, tmp_path / "out.parquet", "--qi", "age,x", "--k", "3"], capsys)
+    assert_refused(rc, err, tmp_path, before)
+    assert "duplicate" in err and "'age'" in err
+
+
+def _staging_leftovers(parent: Path, name: str) -> list:
+    return sorted(p.name for p in parent.iterdir() if p.name.startswith(f".{name}."))
+
+
+def test_sigint_after_the_write_before_the_commit_leaves_nothing(tmp_path):
+    """SIGINT once every part is written and verified, while the run is still reporting (reference
+    IL, closing the cluster) and has not committed: the staging folder, full of verified parts,
+    is gone when the process exits, not left for the next run to sweep."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(4):
+        pd.DataFrame({"x": rng.normal(size=6000), "y": rng.normal(size=6000)}).to_parquet(lake / f"p{i}.parquet")
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "daskmicro", "anonymize", str(lake), str(out), "--qi", "x,y", "--k", "5",
+           "--workers", "1", "--no-dask-report", "--seed", "1", "--reference", "exact"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+    seen = []
+    for line in proc.stderr:   # the stage timings are flushed as each stage ends
+        seen.append(line)
+        if "write + verify" in line:
+            assert _staging_leftovers(tmp_path, "out"), "no staging folder to lose"
+            proc.send_signal(signal.SIGINT)
+            break
+    rest = proc.communicate(timeout=240)[1]
+    assert any("write + verify" in ln for ln in seen), "".join(seen)[-800:]
+    time.sleep(1.0)
+    assert _staging_leftovers(tmp_path, "out") == [], rest[-800:]
+    assert proc.returncode == 130 and not out.exists() or (out / "_SUCCESS").is_file()
+
+
+def test_staging_left_open_is_discarded_when_the_process_exits(tmp_path):
+    """The io-level guarantee under any caller: a staging folder opened and neither committed nor
+    discarded (an interrupt anywhere between the write and the commit) is gone at exit."""
+    import subprocess
+    import sys
+
+    script = ("import sys\nfrom pathlib import Path\nfrom daskmicro.io import commit\n"
+              "s = commit.open_staging(Path(sys.argv[1]), ['a=1'])\n(s / 'a=1' / 'part-00000.parquet').write_bytes(b'x')\n"
+              "raise KeyboardInterrupt\n")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "out")], capture_output=True, text=True)
+    assert "KeyboardInterrupt" in done.stderr
+    assert _staging_leftovers(tmp_path, "out") == []
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(column=st.sampled_from(["q", "ident"]), where=st.integers(0, 59),
+       big=st.integers(2 ** 63, 2 ** 70) | st.integers(-2 ** 70, -2 ** 63 - 1))
+def test_csv_integers_arrow_would_round_are_refused_on_the_lake_path(tmp_path_factory, capsys, column, big, where):
+    """A CSV read by Arrow (directory output) turns a column with an integer beyond int64 into
+    double — rounding every value silently.  Whether that column is a QI (seen as constant and
+    published raw) or not (published with values it never held), the run is refused in one line,
+    naming the column, never the value.  (Within int64 Arrow keeps integers exact, and a QI beyond
+    ±2^53 is refused by the QI rule.)"""
+    tmp = tmp_path_factory.mktemp("csvbig")
+    n = 60
+    q = [65000 + i % 3 for i in range(n)]
+    ident = [10 ** 15 + i for i in range(n)]
+    (q if column == "q" else ident)[where] = big
+    lines = ["a,q,ident"] + [f"{0.5 * i},{q[i]},{ident[i]}" for i in range(n)]
+    (tmp / "in.csv").write_text("\n".join(lines) + "\n")
+    before = listing(tmp)
+    rc, out, err = run_cli(["anonymize", tmp / "in.csv", tmp / "out", "--qi", "a,q", "--k", "3", "--workers", "1"], capsys)
+    assert_refused(rc, err, tmp, before)
+    assert f"'{column}'" in err and str(big) not in err + out

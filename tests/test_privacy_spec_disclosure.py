@@ -58,7 +58,8 @@ def assert_no_record_disclosed(spec, X, labels, k):
     for cell in spec["cells"]:
         owners = [c for c, rows in design.items() if _matches(rows.mean(0)[None, :], np.asarray(cell["value"])) == 1]
         assert owners and len(design[owners[0]]) >= k, "a published centroid is not the mean of ≥ k records"
-        assert _matches(Z[labels == owners[0]].mean(0)[None, :], np.asarray(cell["centroid"])) == 1
+        published_z = (X[labels == owners[0]] - mean) / scale   # z as the spec's own standardization gives it
+        assert _matches(published_z.mean(0)[None, :], np.asarray(cell["centroid"])) == 1
     assert min(spec["model"]["cell_sizes"]) >= k
 
 

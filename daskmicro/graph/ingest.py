@@ -24,6 +24,7 @@ import pandas as pd
 
 from ..errors import InputError, ParameterError
 from ..io.qi import qi_frame_matrix
+from ..kernels.bounds import MAX_ABS
 from ..kernels.macro import dd_colsum, dd_combine
 from ..kernels.moments import centered_m2, centered_sums, population_std
 
@@ -135,12 +136,17 @@ def ingest(client, ddf, qi: list, participation_column=None) -> Ingested:
     mean = dd_combine([s[3] for s in full]) / n
     lo = np.min([s[4] for s in full], axis=0)
     hi = np.max([s[5] for s in full], axis=0)
+    huge = [repr(c) for c, a, b in zip(qi, lo, hi) if max(-a, b) > MAX_ABS]  # the in-process paths' bound
+    if huge:
+        raise InputError(f"QI column(s) with values beyond ±{MAX_ABS:.0e}: {', '.join(huge)}; squared distances "
+                         "would overflow: rescale them (e.g. to other units) first")
     varying = hi > lo  # exact, on the original values
     m2 = centered_m2(client.gather(client.map(_deviations, parts, qi=qi, mean=mean, pure=False)), n)
     std = population_std(m2, n, ~varying)
-    # with min < max some deviation is non-zero, so M2 > 0 short of underflow: this guard only
-    # keeps a division by zero out, constancy is decided by min == max above
-    varying &= std > 0
+    # with min < max some deviation is non-zero, so M2 > 0 short of underflow (subnormal spreads,
+    # whose squares vanish): such a column still varies and publishes centroids, on scale 1 (its
+    # z-scores ≈ 0, as the in-process paths make them); constancy is decided by min == max above
+    std = np.where(varying & ~(std > 0), 1.0, std)
     blocks = client.map(_zscore, parts, qi=qi, mean=mean, std=std, varying=varying, pure=False)
     weights = None if column is None else client.map(_weights, parts, column=column, pure=False)
     row0s = list(np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(int))

@@ -21,6 +21,7 @@ atomically.  A directory without ``_SUCCESS`` is not a committed release.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
@@ -72,12 +73,31 @@ def open_staging(target: Path, subdirs=()) -> Path:
     """
     staging = staging_dir(Path(target))
     staging.mkdir()
+    _remember(staging)
     (staging / OWNER).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
                                              "started": time.time()}), encoding="utf-8")
     for rel in subdirs:
         if rel:
             (staging / rel).mkdir(parents=True, exist_ok=True)
     return staging
+
+
+#: Staging directories this process opened; whatever of them still exists when it exits (an
+#: interrupt or error between the write and the commit that no caller's clean-up covered) is
+#: discarded then, so an interrupted run leaves nothing even before the next run sweeps.
+_OPENED: list = []
+
+
+def _remember(staging: Path) -> None:
+    if not _OPENED:
+        atexit.register(_discard_opened)
+    _OPENED.append(Path(staging))
+
+
+def _discard_opened() -> None:
+    for staging in _OPENED:
+        if staging.exists():  # never committed (a commit renames it away)
+            discard_staging(staging)
 
 
 def discard_staging(staging: Path, client=None, futures=()) -> None:

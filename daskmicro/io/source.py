@@ -115,7 +115,40 @@ def _file_schema(path: str, fmt: str):
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise InputError(f"duplicate column name(s) {', '.join(map(repr, dup))} in {path}")
+    if fmt == "csv":
+        _refuse_rounded_integers(path, schema)
     return schema.remove_metadata()
+
+
+def _refuse_rounded_integers(path: str, schema) -> None:
+    """Refuse a CSV column that Arrow reads as double although its text holds integers beyond
+    ±2^53: an integer too large for int64 makes Arrow infer double for the whole column, which
+    rounds it silently (a QI would look constant and be published raw; any column would be
+    published with values it never held).  Columns and counts only, never a value."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pcsv
+
+    floats = [f.name for f in schema if pa.types.is_floating(f.type)]
+    if not floats:
+        return
+    bad: dict = {}
+    opts = pcsv.ConvertOptions(include_columns=floats, column_types={c: pa.string() for c in floats})
+    try:
+        reader = pcsv.open_csv(path, convert_options=opts)
+        for batch in reader:
+            for c in floats:
+                text = pc.utf8_trim_whitespace(batch.column(c))
+                long = pc.filter(text, pc.match_substring_regex(text, r"^[+-]?0*[0-9]{16,}$"))
+                count = sum(abs(int(v)) > 2 ** 53 for v in long.to_pylist())
+                if count:
+                    bad[c] = bad.get(c, 0) + count
+    except Exception as exc:  # ArrowInvalid, OSError, ...
+        raise InputError(f"cannot read {path}: {one_line(exc)}") from None
+    if bad:
+        cols = ", ".join(f"{c!r} ({n})" for c, n in bad.items())
+        raise InputError(f"column(s) of {path} holding integers beyond ±2^53, which would be read as rounded "
+                         f"floats: {cols}; subtract an offset or rescale them (or write them as text) first")
 
 
 def _schema_difference(a, b) -> str:

@@ -112,14 +112,13 @@ def read_table(path) -> pd.DataFrame:
 
 def check_csv_header(path: Path) -> None:
     """Refuse a CSV whose header names a column twice: pandas would rename the second ``age`` to
-    ``age.1``, and a QI named ``age`` would then leave that copy unprotected in the release."""
-    import csv
-    import gzip
+    ``age.1``, and a QI named ``age`` would then leave that copy unprotected in the release.
 
-    opener = gzip.open if str(path).lower().endswith(".gz") else open
-    with opener(path, "rt", newline="", encoding="utf-8", errors="replace") as fh:
-        header = next(csv.reader(fh), [])
-    _refuse_duplicates(header, path)
+    The header is read by the same parser (pandas, as a data row: no renaming) that reads the
+    table, so the names compared are the names pandas sees — a byte-order mark, quoting or a
+    compressed file cannot make a second parser disagree with it."""
+    header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False)
+    _refuse_duplicates(header.iloc[0].tolist() if len(header) else [], path)
 
 
 def _refuse_duplicates(names, path) -> None:

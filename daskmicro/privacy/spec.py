@@ -7,7 +7,9 @@ microaggregation function, checks it, applies it on their own computer and sends
 cell (or its centroid).  This module writes that function as a JSON document and applies it.
 
 What a spec publishes (format version 2) is aggregates only: the QI names, the standardization
-(mean and scale of every QI over all model records, z_i = (x_i − mean_i)/scale_i), the anonymity
+(z_i = (x_i − mean_i)/scale_i with the mean of every QI over all model records and, as scale, the
+spread of the cell centroids — never the records' standard deviation, which with the centroids
+and counts would give every cell's sum of squares), the anonymity
 requirement (k, n_min, π, p̄), per cell a centroid (the mean, z-scored and in original units, of
 the ≥ k model records of one design cell) and an additive cost, and per cell the number of model
 records the rule puts there.  The rule is the cost-sensitive nearest-neighbour condition of PCL
@@ -38,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError, ParameterError
-from ..kernels.metrics import standardize
+from ..kernels.metrics import Standardization
 from .effective import cell_failure, check_anonymity, check_max_cell_failure, check_participation
 from .probabilistic import weighted_centroids
 
@@ -178,6 +180,24 @@ def _design_participation(participation, max_cell_failure, n: int):
     return pis, pbar
 
 
+def _cell_standardization(value: np.ndarray, counts: np.ndarray) -> Standardization:
+    """The published standardization, from the design cells' centroids and sizes only.
+
+    ``mean`` is the size-weighted mean of the centroids (the model records' mean) and ``scale``
+    the size-weighted spread of the centroids around it (the between-cell standard deviation).
+    The records' own standard deviation is not published: with the centroids and counts it gives
+    n·Σx² and hence the total within-cell sum of squares, from which the records of a cell can be
+    solved (two records from their sum and sum of squares when the other cells' records are
+    equal).  A column whose centroids are all equal is constant for the rule.
+    """
+    w = counts / counts.sum()
+    mean = value[0] + w @ (value - value[0])
+    std = np.sqrt(w @ (value - mean) ** 2)
+    constant = (value.min(axis=0) == value.max(axis=0)) | ~(std > 0) | ~np.isfinite(std)
+    mean = np.where(constant, value[0], mean)
+    return Standardization(mean=mean, scale=np.where(constant, 1.0, std), constant=constant)
+
+
 def build_spec(X, labels, qi, k, *, rule="nearest-centroid", costs=None, participation=None,
                max_cell_failure=None, n_min=None) -> dict:
     """Write a micropartition of model records as a verifiable specification (§V-C), aggregates only.
@@ -237,12 +257,14 @@ def build_spec(X, labels, qi, k, *, rule="nearest-centroid", costs=None, partici
     M = qi_matrix(X, qi)
     n = M.shape[0]
     labels, ncell = _design_labels(labels, n, k)
+    counts = np.bincount(labels, minlength=ncell)
     pis, pbar = _design_participation(participation, max_cell_failure, n)
     w = np.zeros(ncell) if costs is None else np.asarray(costs, dtype=np.float64)
     if w.shape != (ncell,) or not np.isfinite(w).all():
         raise ParameterError(f"costs must hold one finite number per cell ({ncell})")
-    Z, params = standardize(M)
-    cent, value = weighted_centroids(Z, labels), weighted_centroids(M, labels)
+    value = weighted_centroids(M, labels)
+    params = _cell_standardization(value, counts)
+    cent = weighted_centroids(params.transform(M), labels)
     cells = [{"id": c, "centroid": _floats(cent[c]), "cost": float(w[c]), "value": _floats(value[c])}
              for c in range(ncell)]
     spec = {

@@ -488,6 +488,19 @@ def _spec_loader():
                                                   self.peek_event().start_mark)
             return super().compose_node(parent, index)
 
+        def construct_mapping(self, node, deep=False):
+            # a key written twice would silently take its last value (k: 5 … k: 2 runs with 2)
+            seen = set()
+            for key_node, _ in getattr(node, "value", ()):
+                key = getattr(key_node, "value", None)
+                if isinstance(key, str):
+                    if key in seen:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"key {key!r} is given twice in one mapping; give each setting once",
+                            key_node.start_mark)
+                    seen.add(key)
+            return super().construct_mapping(node, deep)
+
     return SpecLoader
 
 
