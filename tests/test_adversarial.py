@@ -435,9 +435,10 @@ def test_spec_depends_on_records_only_through_cell_means_and_counts(k, ncell, se
     means = offset + rng.integers(-50, 50, (ncell, 2)).astype(float) * 10
     one = rng.integers(-3, 4, (len(labels), 2)).astype(float)
     two = rng.integers(-3, 4, (len(labels), 2)).astype(float)
-    for d in (one, two):   # centre the spreads inside each cell: same means, different records
+    for d in (one, two):   # integer spreads summing to 0 in each cell: exactly the same means, other records
         for c in range(ncell):
-            d[labels == c] -= d[labels == c].mean(axis=0)
+            rows = np.flatnonzero(labels == c)
+            d[rows[-1]] = -d[rows[:-1]].sum(axis=0)
     st1, v1 = _spec_standardization(means[labels] + one, labels, k)
     st2, v2 = _spec_standardization(means[labels] + two, labels, k)
     assert st1["constant"] == st2["constant"]
