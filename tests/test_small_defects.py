@@ -198,12 +198,12 @@ def test_yaml_alias_in_a_valid_spec_is_refused(tmp_path):
 def test_yaml_duplicate_keys_refused(tmp_path, text):
     """A setting given twice would silently take its last value (a reviewer reads k: 5, the run
     uses k: 2): refused, naming the key and line."""
-    from daskmicro.workflow.spec import SpecError, load_spec
+    from daskmicro.workflow.spec import SpecError, load_workflow
 
     path = tmp_path / "dup.yaml"
     path.write_text(text)
     with pytest.raises(SpecError, match=r"dup\.yaml: .*line \d+.*given twice"):
-        load_spec(path)
+        load_workflow(path)
 
 
 def test_spec_file_size_and_nesting_bounded(tmp_path, capsys):
