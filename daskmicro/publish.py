@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from pandas.api import types as ptypes
 
-__all__ = ["ROW_ID", "replace_qi", "shuffle_keys", "key_bucket", "split_chunk", "release_bucket"]
+__all__ = ["ROW_ID", "replace_qi", "canonical_values", "shuffle_keys", "key_bucket", "split_chunk", "release_bucket"]
 
 ROW_ID = "row_id"
 
@@ -41,6 +41,32 @@ def replace_qi(df: pd.DataFrame, columns: list, values: np.ndarray):
             out[c] = values[:, j]
             changes[c] = {"from": str(dtype), "to": "float64"}
     return out, changes
+
+
+def canonical_values(df: pd.DataFrame, columns) -> pd.DataFrame:
+    """``df`` with every float value of ``columns`` in one bit pattern per value: −0.0 as +0.0 and
+    every NaN as the one quiet NaN.
+
+    The published tuple (stratum columns and QIs) is verified by value, where −0.0 equals 0.0 and
+    NaN matches NaN; the file keeps the bits, and a sign bit or a NaN payload that only some
+    records carry (or ``-0.0`` in a CSV export) would single them out inside a group counted as
+    ≥ k.  Applied to every release piece before it is cut, written and verified.
+    """
+    out = None
+    for c in columns:
+        dtype = df[c].dtype
+        if not (ptypes.is_float_dtype(dtype) and isinstance(dtype, np.dtype)):
+            continue
+        v = df[c].to_numpy()
+        fix = (v == 0) & np.signbit(v)
+        nan = np.isnan(v)
+        if fix.any() or nan.any():
+            v = v.copy()
+            v[fix] = 0.0
+            v[nan] = np.nan
+            out = df.copy() if out is None else out
+            out[c] = v
+    return df if out is None else out
 
 
 def shuffle_keys(seed: int, rowids: np.ndarray) -> np.ndarray:

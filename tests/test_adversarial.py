@@ -572,3 +572,45 @@ def test_csv_integers_arrow_would_round_are_refused_on_the_lake_path(tmp_path_fa
     rc, out, err = run_cli(["anonymize", tmp / "in.csv", tmp / "out", "--qi", "a,q", "--k", "3", "--workers", "1"], capsys)
     assert_refused(rc, err, tmp, before)
     assert f"'{column}'" in err and str(big) not in err + out
+
+
+# --------------------------------------------------------------------------- one bit pattern per value
+
+
+def _zero_and_nan_frame(n=120):
+    rng = np.random.default_rng(4)
+    s = np.where(np.arange(n) % 2 == 0, 0.0, -0.0)                  # a float stratum: +0.0 and −0.0
+    s[::10] = np.nan
+    payload = np.frombuffer(np.uint64(0x7FF8000000000BAD).tobytes(), dtype=np.float64)[0]
+    s[5::20] = payload                                               # a NaN with another bit pattern
+    const = np.where(np.arange(n) % 3 == 0, -0.0, 0.0)               # a "constant" QI: min == max
+    return pd.DataFrame({"s": s, "x": rng.normal(size=n), "y": rng.normal(size=n), "c": const})
+
+
+def _bit_patterns(values: np.ndarray) -> set:
+    return set(np.asarray(values, dtype=np.float64).view(np.uint64)[np.asarray(values) == 0].tolist()) | \
+        set(np.asarray(values, dtype=np.float64).view(np.uint64)[np.isnan(values)].tolist())
+
+
+@pytest.mark.parametrize("entry", ["api", "cli-file", "cli-lake"])
+def test_published_tuple_values_have_one_bit_pattern_each(entry, tmp_path, capsys):
+    """−0.0 and 0.0 (and NaNs with different payloads) are one value to the verifier: the published
+    file must hold one bit pattern for each, or a sign bit would single records out."""
+    df = _zero_and_nan_frame()
+    qi = ["x", "y", "c"]
+    if entry == "api":
+        release, _ = daskmicro.anonymize(df, qi=qi, k=4, strata=["s"], seed=1)
+    else:
+        inp = tmp_path / "in.parquet"
+        df.to_parquet(inp)
+        out = tmp_path / ("out" if entry == "cli-lake" else "out.parquet")
+        rc, _, err = run_cli(["anonymize", inp, out, "--qi", ",".join(qi), "--k", "4", "--strata", "s",
+                              "--seed", "1", "--no-dask-report"], capsys)
+        assert rc == 0, err
+        release = read_published(out)
+    for col in ("s", "c"):
+        v = release[col].to_numpy(dtype=np.float64)
+        assert not np.signbit(v[v == 0]).any(), f"{col}: −0.0 published"
+        nans = v[np.isnan(v)].view(np.uint64)
+        assert len(set(nans.tolist())) <= 1, f"{col}: NaNs with several bit patterns"
+    assert smallest_group(release, ["s", *qi]) >= 4

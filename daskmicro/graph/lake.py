@@ -26,6 +26,7 @@ from ..io import commit as cm
 from ..io import layout as lay
 from ..io.source import RID
 from ..kernels.bounds import MAX_ABS
+from ..publish import canonical_values
 from ..strata import group_mask, merged_labels, plan_groups, publish_strata
 from .release import collect, dask_release, file_cuts, promised_schema, write_and_verify
 
@@ -369,6 +370,10 @@ def _cells(client, source, cfg, lay_: _Layout, stage):
     if lay_.labels:
         releases = [dask.delayed(publish_strata, pure=True)(r, strata, lay_.labels) if isinstance(r, Delayed)
                     else client.submit(publish_strata, r, strata, lay_.labels) for r in releases]
+    # one bit pattern per published value (−0.0 → 0.0, one NaN): the file holds what was counted
+    published = list(dict.fromkeys(strata + qi))
+    releases = [dask.delayed(canonical_values, pure=True)(r, published) if isinstance(r, Delayed)
+                else client.submit(canonical_values, r, published) for r in releases]
     return releases, infos, inputs, meta
 
 
