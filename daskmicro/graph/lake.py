@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..config import DEFAULT_TASK_ROWS
 from ..errors import InputError, ParameterError
 from ..io import commit as cm
 from ..io import layout as lay
@@ -62,7 +63,7 @@ class Execution:
 # --------------------------------------------------------------------------- memory
 
 
-def estimate_task_bytes(method: str, n: int, m: int, task_rows: int = 250_000) -> int:
+def estimate_task_bytes(method: str, n: int, m: int, task_rows: int = DEFAULT_TASK_ROWS) -> int:
     """Rough peak memory of the largest single task of a method (bytes): a one-task method holds
     the whole group (about ``32·m + 48`` bytes per record), the pipeline one top-level task of at
     most ``task_rows`` records twice over."""

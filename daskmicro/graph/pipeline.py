@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..config import DEFAULT_MAX_TASK_ROWS, DEFAULT_TASK_ROWS, DEFAULTS
 from ..errors import ParameterError
 from .fanout import FanoutConfig, fan_out, top_cells
 from .gather import gather_release
@@ -54,19 +55,7 @@ MACRO = ("mdav", "pcl")
 DEFAULT_REFINE_ITER = 2
 DEFAULT_MACRO_ITER = 2
 
-#: Defaults per method: K, ν, partition size.  ν = 0.4 and K = 1000 are the paper's choice on
-#: Census (001 §V, Fig. 14); the partitioned default runs MDAV everywhere (best distortion).
-DEFAULTS = {
-    "partitioned": {"K": 1000, "nu": 1.0, "partition_size": 50_000},
-    "proximal-distal": {"K": 1000, "nu": 0.4, "partition_size": None},
-    "mdav": {"K": None, "nu": 1.0, "partition_size": None},
-    "pca-mdav": {"K": None, "nu": 0.0, "partition_size": None},
-    "pcl": {"K": None, "nu": 1.0, "partition_size": None},
-}
-#: Records per top-level task of the partitioned method.
-DEFAULT_TASK_ROWS = 250_000
-#: Largest data set a one-task method accepts by default (exact MDAV takes minutes beyond).
-DEFAULT_MAX_TASK_ROWS = 1_000_000
+# Every default of a run is defined once, in the run description (daskmicro.config).
 
 
 @dataclass

@@ -4,7 +4,7 @@ Python turns SIGINT into a ``KeyboardInterrupt`` at whatever the main thread is 
 a run waits on Dask that may be a callback of the client's event loop, which logs and swallows
 it, and the run would go on to commit as if nothing had happened.  :func:`install` records the
 request as well as raising, and every commit point calls :func:`check` just before it renames
-anything into place (:func:`daskmicro.io.commit.commit`, ``commit_dir``,
+anything into place (:func:`daskmicro.io.commit.commit`,
 :meth:`daskmicro.io.tables.AtomicBatch.commit`): a run that was asked to stop never commits.
 """
 

@@ -3,26 +3,20 @@
 Input: a directory of Parquet files (optionally hive-partitioned) becomes a Dask DataFrame whose
 partitions the workers read themselves; nothing is loaded on the client.
 
-Output: the release partitions are written by the workers into a hidden temporary sibling of
-the target directory, one ``part.NNNNN.parquet`` per partition; only when every part is written
-is the directory renamed into place (atomic on POSIX).  An existing target is replaced only when
-asked, after the new one is complete: the old one is moved aside, the new one moved in, the old
-one deleted.
+Output: :func:`write_parts` has the workers write and read back the release partitions in a
+staging directory (:func:`daskmicro.io.commit.open_staging`), which the one commit
+(:func:`daskmicro.io.commit.commit`) renames into place with its ``_SUCCESS`` manifest.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import uuid
 from pathlib import Path
 
 from ..errors import InputError
-from . import interrupt
-from .commit import OWNER
 from .tables import PARQUET_SUFFIXES, one_line
 
-__all__ = ["read_lake", "write_parts", "commit_dir", "is_lake_target"]
+__all__ = ["read_lake", "write_parts", "is_lake_target"]
 
 
 def is_lake_target(path) -> bool:
@@ -82,16 +76,3 @@ def write_parts(client, parts, staging: Path, columns: list, k: int):
     results = client.gather(client.compute([write(p, path, list(columns)) for p, path in zip(parts, paths)]))
     rows = int(sum(r[0] for r in results))
     return rows, check_tuple_counts(merge_tuple_counts(*[r[1] for r in results]), int(k))
-
-
-def commit_dir(staging: Path, target: Path) -> None:
-    """Move a complete staging directory into place, replacing ``target`` if it exists."""
-    interrupt.check()  # a run asked to stop never commits
-    (Path(staging) / OWNER).unlink(missing_ok=True)
-    old = None
-    if target.exists():
-        old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
-        os.replace(target, old)
-    os.replace(staging, target)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)

@@ -200,8 +200,28 @@ def _planned(spec, slot, source, out, report_path, client, progress, should_stop
             "strata": len((r.strata or {}).get("groups", [])) if d["input"]["strata"] else 0}
 
 
+def _manifest(staging: Path, report, n: int, workflow: dict) -> dict:
+    """The ``_SUCCESS`` manifest of an incremental directory release (:func:`daskmicro.io.commit.commit`)."""
+    import time as _time
+
+    from .._version import __version__
+    from ..io import commit
+
+    files = [{"path": str(p.relative_to(staging)), "bytes": p.stat().st_size}
+             for p in sorted(staging.rglob("*.parquet"))]
+    return {"format": "daskmicro-release/1",
+            "fingerprint": commit.fingerprint({"workflow": workflow["spec_digest"], "key": workflow["key"]}),
+            "daskmicro_version": __version__, "committed": _time.strftime("%Y-%m-%dT%H:%M:%SZ", _time.gmtime()),
+            "configuration": {"workflow": workflow["name"], "key": workflow["key"]}, "seed": int(report.seed),
+            "rows": {"in": int(n), "out": int(n)},
+            "metrics": {"information_loss": float(report.information_loss), "cells": int(report.cells),
+                        "min_cell_size": int(report.min_cell_size), "max_cell_size": int(report.max_cell_size)},
+            "files": files}
+
+
 def _commit(client, parts, out: Path, report_path: Path, is_dir: bool, workflow: dict, should_stop) -> dict:
-    """Write every release part and the report into place atomically."""
+    """Write the incremental release and its report into place atomically (one commit: a directory
+    with ``_SUCCESS``, a file with its report in one batch)."""
     import pandas as pd
 
     from ..io import commit, lake
@@ -240,7 +260,8 @@ def _commit(client, parts, out: Path, report_path: Path, is_dir: bool, workflow:
             if inside:
                 write_json_atomic(doc, staging / report_path.name)
             _check(should_stop)
-            lake.commit_dir(staging, out)
+            # the lake commit every directory release uses: rename, then _SUCCESS with a fingerprint
+            commit.commit(staging, out, _manifest(staging, first, n, workflow))
         except BaseException:
             commit.discard_staging(staging, client, futures)
             raise
