@@ -1,9 +1,11 @@
-"""k-anonymous release of a pandas DataFrame by microaggregation of its quasi-identifiers.
+"""The Python entries of a run: :func:`anonymize` (a pandas or Dask DataFrame in, the release
+out) and :func:`anonymize_file` (a file or Parquet lake in, a committed release out).
 
-:func:`anonymize` is the one-call entry point behind ``daskmicro anonymize``: validate, z-score the
-quasi-identifier (QI) columns, form cells of at least k records with a kernel (exact MDAV,
-PCA-MDAV or PCL), replace each record's QI values by its cell centroid in the original units, shuffle
-the rows with a recorded seed, verify the result, and return it with a :class:`~daskmicro.report.Report`.
+Both only turn their keywords into a :class:`~daskmicro.config.RunConfig` (validated once) and
+hand it to the one planner (:func:`daskmicro.plan.run`), as the CLI and workflow specs do: z-score
+the quasi-identifier (QI) columns, form cells of at least k records, replace each record's QI
+values by its cell centroid in the original units, shuffle the rows with a recorded seed, verify
+the release as published and report.
 """
 
 from __future__ import annotations
@@ -54,11 +56,13 @@ def anonymize(
 ):
     """Publish a k-anonymous version of ``df`` by microaggregating its quasi-identifier columns.
 
-    A pandas DataFrame with ``method="mdav"``, ``"pca-mdav"`` or ``"pcl"`` and no ``client`` (nor
-    ``refine`` / ``macro``) is processed in this process.  Everything else runs on a Dask cluster
-    (:mod:`daskmicro.graph.pipeline`): ``client`` if given, else the current default client, else
-    a LocalCluster started for the run; a Dask DataFrame input gives a Dask DataFrame release
-    (backed by verified, persisted partitions), a pandas input a pandas release.
+    Every option composes with every other through the one planner (:mod:`daskmicro.plan`), except
+    the combinations refused with a one-line reason in the README's table
+    (:func:`daskmicro.config.rules_table`).  A small pandas run of one-task groups with no
+    ``client`` runs the plan in this process; everything else runs on a Dask cluster: ``client``
+    if given, else the current default client, else a LocalCluster started for the run.  A Dask
+    DataFrame input gives a Dask DataFrame release (partitions built and verified on the workers,
+    as many as the input's), a pandas input a pandas release.
 
     Parameters
     ----------
@@ -108,22 +112,25 @@ def anonymize(
     sse_threshold : float, optional
         Instead of ``nu``: macrocells whose SSE (z-space) exceeds it are distal.
     client : distributed.Client, optional
-        Cluster to run on.
+        Cluster to run on.  Without one, a small run of one-task groups runs the same plan in
+        this process; anything else uses the default client or a LocalCluster started for the run.
     progress : callable, optional
-        Cluster runs: called as ``progress(stage, seconds)`` when each pipeline stage ends.
+        Called as ``progress(stage, seconds)`` when each stage of the run ends (the same stages
+        and figures as ``report.timings``).
     participation : float or column label, optional
         p-Probabilistic k-anonymity (seed 003 §V): the probability π in (0, 1] that each record
         takes part, or the name of a column holding one π_j in (0, 1] per record (not a QI; it is
         published unchanged).  Constant π: the method runs with k replaced by the effective
-        anonymity n_min, with any method.  Per-record π_j: methods "mdav" and "pca-mdav" in
-        process only; each cell is grown until its own failure probability q̄ ≤ p̄.  Needs
-        ``max_cell_failure``; see :mod:`daskmicro.anonymize_probabilistic`.
+        anonymity n_min, with any method.  Per-record π_j: methods "mdav", "pca-mdav" and
+        "partitioned" (cells grown inside every partition) on any input; each cell is grown
+        until its own failure probability q̄ ≤ p̄ (refused with PCL cells and "proximal-distal",
+        see the README's combination table).  Needs ``max_cell_failure``.
     max_cell_failure : float in (0, 1), optional
         With ``participation``: the acceptable cell failure p̄, the largest probability that a cell
         ends with between 1 and k − 1 participants.
     plain_k_reference : bool, optional
         With ``participation``: also run the same method with plain k (π = 1) and report the
-        distortion ratio.  Default: only for in-process runs of at most 50,000 records.
+        distortion ratio.  Default: for one-task groups of at most 50,000 records.
     reference : {"auto", "exact", "sample"} or None, default None
         Also compute the information loss of exact MDAV on the same data, for the report's
         relative distortion increment (:func:`daskmicro.reference.attach_reference`): "exact" on
@@ -131,11 +138,11 @@ def anonymize(
         records.  None (the default) computes nothing.
     strata : list of column labels, optional
         Microaggregate independently inside each stratum (records sharing these columns' values),
-        as sdcMicro's ``strata_variables``; see :mod:`daskmicro.strata`.  pandas input only.
+        as sdcMicro's ``strata_variables``; see :mod:`daskmicro.strata`.  Any input, any method.
     missing : {"refuse", "separate"}, default "refuse"
         Missing QI values (NaN, NA, None) are refused with the column and count, or, with
         ``"separate"``, each missingness pattern is microaggregated on its observed columns and the
-        gaps are kept.  pandas input only for ``"separate"``.
+        gaps are kept.
     merge_small_strata : bool, default False
         Merge a stratum with fewer than k records into a neighbour instead of refusing it.
     refine : {None, "pcl"}, optional

@@ -184,3 +184,29 @@ def test_cli_usage_errors_are_one_line(tmp_path, capsys):
 def test_column_names_are_taken_exactly(tmp_path):
     spec = parse_spec({**BASE, "qi": "a, b", "input": {"path": "in.parquet", "strata": [" s"]}}, base_dir=tmp_path)
     assert spec.data["qi"] == ["a", " b"] and spec.data["input"]["strata"] == [" s"]
+
+
+def test_every_run_option_is_a_spec_key_and_names_stay_exact(tmp_path):
+    """A spec builds the same RunConfig as the CLI and the API (one run model): every run option
+    has a key, column names are taken exactly (filters too), refused combinations fail at load."""
+    from daskmicro.config import RunConfig
+    from daskmicro.workflow.runner import filter_texts
+
+    spec = copy.deepcopy(BASE)
+    spec["input"].update(filters=[[" year", ">=", 2020], ["re'gion", "in", ["n", "s"]]], strata=["s"],
+                         merge_small_strata=True, missing="separate", drop=["name"])
+    spec["method"] = "partitioned"
+    spec["parameters"] = {"K": 50, "refine": "pcl", "refine_iter": 3, "reference": "sample"}
+    spec["output"].update(path="out", partition_by=["s"], rows_per_file=1000, force=True)
+    s = parse_spec(spec, tmp_path)
+    assert s.data["input"]["filters"][0][0] == " year"
+    texts = filter_texts(s.data["input"]["filters"], s.name, None)
+    assert texts == ["' year' >= 2020", "\"re'gion\" in ('n', 's')"]
+    cfg = RunConfig.from_spec(s.data, texts)
+    assert (cfg.strata, cfg.merge_small_strata, cfg.missing, cfg.drop) == (("s",), True, "separate", ("name",))
+    assert (cfg.refine, cfg.refine_iter, cfg.reference, cfg.partition_by, cfg.rows_per_file, cfg.force) == \
+        ("pcl", 3, "sample", ("s",), 1000, True)
+    spec["method"] = "mdav"   # refine needs the pipeline: refused when the spec is loaded
+    del spec["parameters"]["K"]
+    with pytest.raises(SpecError, match="refine and macro are stages"):
+        parse_spec(spec, tmp_path)

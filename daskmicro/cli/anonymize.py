@@ -58,7 +58,7 @@ def add_parser(sub, fmt) -> None:
     p.add_argument("--macro", choices=["mdav", "pcl"], help="macroaggregation inside each top-level task: nested MDAV (default) or MDAV refined by PCL")
     p.add_argument("--macro-iter", type=positive_int, metavar="N", help="--macro pcl: PCL iterations per level (default 2)")
     p.add_argument("--seed", type=non_negative_int, metavar="S", help="seed of the row shuffle (default: drawn at random and recorded in the report)")
-    p.add_argument("--participation", metavar="P|COLUMN", help="p-probabilistic k-anonymity: probability in (0, 1] that each record takes part, or a column of per-record probabilities (single-file input, mdav and pca-mdav only); needs --max-cell-failure")
+    p.add_argument("--participation", metavar="P|COLUMN", help="p-probabilistic k-anonymity: probability in (0, 1] that each record takes part, or a column of per-record probabilities (methods mdav, pca-mdav, partitioned); needs --max-cell-failure")
     p.add_argument("--max-cell-failure", type=float, metavar="PBAR", help="with --participation: acceptable probability, in (0, 1), that a cell ends with 1 to K-1 participants")
     p.add_argument("--report", metavar="PATH", help="JSON report to write (default: OUTPUT with suffix .report.json)")
     p.add_argument("--keep-row-id", action="store_true", help="add a row_id column with each record's position in the input")
