@@ -1,4 +1,4 @@
-"""``daskmicro report RUN_DIR``: regenerate RUN_DIR/report.html from RUN_DIR/report.json."""
+"""``daskmicro report PATH``: render the HTML page of any release a run wrote."""
 
 from __future__ import annotations
 
@@ -7,13 +7,30 @@ import argparse
 __all__ = ["add_parser", "run"]
 
 _DESCRIPTION = """\
-Regenerate the HTML report of a run from its JSON report.
+Render the HTML report of a run from its JSON report.
 
-Reads RUN_DIR/report.json (as written by 'daskmicro demo' or a pipeline run) and writes
-RUN_DIR/report.html: one self-contained page (inline CSS and SVG plots, no external links)
-with parameters, timings, information loss, cell sizes, PCA energy spectrum, macrocell SSE,
-verification, and the utility and disclosure-risk measures the run recorded.  The page is
-written to a temporary file and moved into place; on error nothing is written.
+PATH is any of:
+  a release file          OUTPUT.parquet    reads OUTPUT.report.json beside it,
+                                            writes OUTPUT.report.html beside it
+  a directory release     OUTPUT/           reads OUTPUT/_report.json,
+                                            writes OUTPUT.report.html beside the directory
+                                            (the committed release is not changed)
+  a demo directory        demo-output/      reads demo-output/report.json,
+                                            writes demo-output/report.html
+  a JSON report           X.json            writes X.html beside it
+--output PATH.html writes the page elsewhere.  An existing page is refused unless --overwrite.
+
+The page is self-contained (inline CSS and SVG plots, no external links): parameters, timings,
+information loss, cell sizes, PCA energy spectrum, macrocell SSE, verification, and the utility
+and disclosure-risk measures the run recorded.  It is written to a temporary file and moved into
+place; on error nothing is written.
+"""
+
+_EPILOG = """\
+examples:
+  daskmicro report demo-output
+  daskmicro report release.parquet                 # release.report.json -> release.report.html
+  daskmicro report release/ --output page.html     # a directory release, page written elsewhere
 """
 
 
@@ -21,12 +38,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     """Register the ``report`` sub-command on ``subparsers`` (of :func:`daskmicro.cli.build_parser`)."""
     p = subparsers.add_parser(
         "report",
-        help="regenerate RUN_DIR/report.html from RUN_DIR/report.json",
+        help="render the HTML report of a release file, a directory release or a demo directory",
         description=_DESCRIPTION,
-        epilog="example:\n  daskmicro report demo-output\n",
+        epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("run_dir", metavar="RUN_DIR", help="directory holding report.json")
+    p.add_argument("path", metavar="PATH",
+                   help="release file, directory release, demo directory, or a report JSON")
+    p.add_argument("--output", metavar="PATH.html", help="where to write the page (default: see above)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing page")
     p.set_defaults(handler=run)
     return p
 
@@ -35,6 +55,6 @@ def run(args) -> int:
     """Render the page; errors propagate as InputError/ParameterError for the CLI to print."""
     from ..report.html import write_report
 
-    target = write_report(args.run_dir)
+    target = write_report(args.path, args.output, overwrite=args.overwrite)
     print(f"report: {target}")
     return 0

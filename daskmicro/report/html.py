@@ -4,7 +4,9 @@
 :meth:`daskmicro.report.Report.to_dict` (as stored in ``report.json``): no file access, no clock,
 the same dict always gives the same page.  The page has inline CSS, plots as inline SVG
 (:mod:`daskmicro.report.plots`) and no external URL, so it can be mailed or archived as one file.
-:func:`write_report` regenerates ``RUN_DIR/report.html`` from ``RUN_DIR/report.json``.
+:func:`write_report` renders the page of any release a run wrote (a release file with its
+``NAME.report.json``, a directory release with ``_report.json``, a demo directory with
+``report.json``, or the JSON itself).
 
 Sections: parameters, timings per stage, information loss (absolute, and relative to exact MDAV
 when ``reference_information_loss`` is known), cell-size histogram, PCA energy spectrum with the
@@ -24,7 +26,7 @@ from ..errors import InputError, ParameterError, redact
 from . import plots
 from .page import CSS, HEAD_SCRIPT, TAIL_SCRIPT, esc, fmt, table
 
-__all__ = ["render_html", "write_report", "SECTION_IDS"]
+__all__ = ["render_html", "write_report", "find_report", "SECTION_IDS"]
 
 #: ids of the <section> elements, in page order (optional ones may say "not run").
 SECTION_IDS = (
@@ -332,28 +334,90 @@ def render_html(report: Mapping) -> str:
     )
 
 
-def write_report(run_dir) -> Path:
-    """Regenerate ``run_dir/report.html`` from ``run_dir/report.json``; returns the HTML path.
+def find_report(path) -> tuple[Path, Path]:
+    """The JSON report of a release and where its page goes by default: ``(report_json, html)``.
 
-    The page is written to a temporary file and moved into place, so a failed render leaves any
-    earlier page untouched.  Raises :class:`~daskmicro.errors.InputError` naming the file when
-    the directory or the JSON is missing or unreadable.
+    ``path`` may be a report JSON itself (``X.json`` → ``X.html`` beside it), a release file
+    (``NAME.report.json`` beside it → ``NAME.report.html``), a directory release (``_report.json``
+    inside → ``DIR.report.html`` *beside* the directory, so a committed release is left as it
+    was) or a demo / run directory (``report.json`` inside → ``report.html`` inside).  Raises
+    :class:`~daskmicro.errors.InputError` when there is nothing there or no report in it.
     """
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise InputError(f"run directory does not exist: {run_dir}")
-    source = run_dir / "report.json"
-    if not source.is_file():
-        raise InputError(f"no report.json in run directory: {run_dir}")
+    path = Path(path)
+    if path.is_dir():
+        if (path / "_report.json").is_file():
+            resolved = path.resolve()
+            return path / "_report.json", resolved.with_name(resolved.name + ".report.html")
+        if (path / "report.json").is_file():
+            return path / "report.json", path / "report.html"
+        raise InputError(f"no report.json or _report.json in directory: {path}")
+    if path.is_file():
+        if path.suffix.lower() == ".json":
+            return path, path.with_suffix(".html")
+        source = path.with_name(path.stem + ".report.json")
+        if source.is_file():
+            return source, source.with_suffix(".html")
+        raise InputError(f"no report beside release file (looked for {source.name}): {path}")
+    if path.suffix.lower() == ".json":
+        raise InputError(f"report does not exist: {path}")
+    raise InputError(f"release or run directory does not exist: {path}")
+
+
+def _rebase_links(report: dict, source: Path, target: Path) -> dict:
+    """Relative links in ``report`` (to the Dask performance report) made relative to ``target``."""
+    import os
+
+    if source.resolve().parent == target.resolve().parent:
+        return report
+    report = dict(report)
+    for holder in (report, report.get("paths") if isinstance(report.get("paths"), dict) else None):
+        if holder is None or not holder.get("performance_report"):
+            continue
+        link = Path(str(holder["performance_report"]))
+        if link.is_absolute():
+            continue
+        if holder is not report:
+            holder = report["paths"] = dict(holder)
+        absolute = (source.resolve().parent / link).resolve()
+        holder["performance_report"] = Path(os.path.relpath(absolute, target.resolve().parent)).as_posix()
+    return report
+
+
+def write_report(path, output=None, *, overwrite: bool = True) -> Path:
+    """Render the HTML page of a run's JSON report; returns the HTML path.
+
+    ``path`` is anything :func:`find_report` accepts (a release file, a directory release, a
+    demo directory or a report JSON); the page goes to ``output`` when given, else where
+    :func:`find_report` says.  With ``overwrite=False`` an existing page is refused.  The page
+    is written to a temporary file and moved into place, so on error nothing is written and an
+    earlier page is left untouched.  Raises :class:`~daskmicro.errors.InputError` naming the
+    file when the report is missing or unreadable.
+    """
+    source, target = find_report(path)
+    if output is not None:
+        target = Path(output)
+        if target.is_dir() or str(output).endswith(("/", "\\")):
+            raise InputError(f"--output must be a file path, not a directory: {output}")
+        if target.suffix.lower() != ".html":
+            raise InputError(f"--output must end in .html: {output}")
+        if not target.parent.is_dir():
+            raise InputError(f"directory of --output does not exist: {target.parent}")
+    if target.resolve() == Path(path).resolve() or target.resolve() == source.resolve():
+        raise InputError(f"output would replace its own input: {target}")
+    if target.exists() and not overwrite:
+        raise InputError(f"output exists (use --overwrite to replace it): {target}")
     try:
         report = json.loads(source.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"cannot read {source}: {redact(str(exc))}") from None
     if not isinstance(report, dict):
         raise InputError(f"{source} does not hold a report object")
-    page = render_html(report)
-    target = run_dir / "report.html"
-    tmp = run_dir / ".report.html.tmp"
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(target)
+    page = render_html(_rebase_links(report, source, target))
+    tmp = target.with_name(f".{target.name}.tmp")
+    try:
+        tmp.write_text(page, encoding="utf-8")
+        tmp.replace(target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise InputError(f"cannot write {target}: {redact(str(exc))}") from None
     return target

@@ -1,0 +1,78 @@
+"""``daskmicro report`` renders the release a real ``daskmicro anonymize`` run wrote (issue 19)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from daskmicro.cli import main
+from daskmicro.datasets import CENSUS_COLUMNS
+
+QI = ",".join(CENSUS_COLUMNS[:4])
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    path = tmp_path_factory.mktemp("data") / "census.parquet"
+    assert main(["demo-data", str(path), "--n", "1200", "--seed", "4"]) == 0
+    return path
+
+
+def _page_ok(path):
+    page = path.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and '<section id="parameters">' in page
+    return page
+
+
+def test_report_of_file_release(data, tmp_path, capsys):
+    out = tmp_path / "release.parquet"
+    assert main(["anonymize", str(data), str(out), "--qi", QI, "--k", "5", "--seed", "1"]) == 0
+    assert (tmp_path / "release.report.json").is_file()
+    capsys.readouterr()
+    assert main(["report", str(out)]) == 0
+    html = tmp_path / "release.report.html"
+    assert f"report: {html}" in capsys.readouterr().out
+    _page_ok(html)
+    # an existing page is refused in one line, and left as it was
+    before = html.read_bytes()
+    assert main(["report", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("daskmicro: error:") and err.count("\n") == 1 and "--overwrite" in err
+    assert html.read_bytes() == before
+    assert main(["report", str(out), "--overwrite"]) == 0
+    # the JSON itself, and --output elsewhere
+    assert main(["report", str(tmp_path / "release.report.json"), "--overwrite"]) == 0
+    other = tmp_path / "elsewhere.html"
+    assert main(["report", str(out), "--output", str(other)]) == 0
+    _page_ok(other)
+
+
+def test_report_of_directory_release(data, tmp_path, capsys):
+    out = tmp_path / "lake"
+    assert main(["anonymize", str(data), str(out), "--qi", QI, "--k", "5", "--seed", "1", "--method", "partitioned",
+                 "--K", "100", "--partition-size", "400", "--workers", "1"]) == 0
+    assert (out / "_report.json").is_file() and (out / "_SUCCESS").is_file()
+    listing = sorted(p.name for p in out.iterdir())
+    capsys.readouterr()
+    assert main(["report", str(out) + "/"]) == 0
+    html = tmp_path / "lake.report.html"
+    assert f"report: {html}" in capsys.readouterr().out
+    page = _page_ok(html)
+    assert sorted(p.name for p in out.iterdir()) == listing  # the committed release is not changed
+    report = json.loads((out / "_report.json").read_text())
+    if report.get("performance_report"):  # the link is rebased to the page's place, beside the directory
+        assert 'href="lake/_dask-report.html"' in page
+
+
+def test_report_refuses_path_without_report(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    lone = tmp_path / "lone.parquet"
+    lone.write_bytes(b"PAR1")
+    for path in (empty, lone, tmp_path / "missing"):
+        assert main(["report", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("daskmicro: error:") and err.count("\n") == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "lone.parquet"]
+    assert list(empty.iterdir()) == []
