@@ -19,7 +19,9 @@ are replaced.
 """
 
 _DEMO_DATA_DESCRIPTION = """\
-Write a generated data set to OUTPUT (.parquet or .csv, by extension).
+Write a generated data set to OUTPUT (.parquet or .csv, by extension), or, when OUTPUT is a
+directory (ends with / or has no extension), to OUTPUT/part-00000.parquet ... : the same records
+split in --files N consecutive Parquet files, staged and renamed into place whole.
 census-like: the 13 Census columns (resampled and jittered Census rows; skew, outliers and
 correlations kept) plus record_id and region.  gaussian: correlated normal columns x01, x02, ...
 """
@@ -28,6 +30,7 @@ _DEMO_DATA_EPILOG = """\
 examples:
   daskmicro demo-data census_like.parquet --n 75000 --seed 1
   daskmicro demo-data gaussian.csv --n 50000 --kind gaussian --m 13
+  daskmicro demo-data census/ --n 200000 --files 8      # a directory of 8 Parquet files
 """
 
 
@@ -55,7 +58,8 @@ def add_parsers(sub, fmt) -> None:
         epilog=_DEMO_DATA_EPILOG,
         formatter_class=fmt,
     )
-    p.add_argument("output", metavar="OUTPUT", help="file to write: .parquet or .csv")
+    p.add_argument("output", metavar="OUTPUT", help="file to write (.parquet or .csv), or a directory (ends with / or has no extension) of Parquet files")
+    p.add_argument("--files", type=positive_int, metavar="N", help="directory OUTPUT: number of Parquet files (default: 1)")
     p.add_argument("--n", type=positive_int, default=10000, help="number of records (default: %(default)s)")
     p.add_argument("--m", type=positive_int, default=13, help="gaussian: number of columns (default: %(default)s)")
     p.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default: %(default)s)")
@@ -122,15 +126,64 @@ def _cmd_demo_data(args) -> int:
     from ..io.tables import table_format, write_table_atomic
 
     output = Path(args.output)
-    if table_format(output) is None:
-        raise ParameterError(f"OUTPUT must end in .parquet or .csv: {output}")
-    check_target(output, args.overwrite, "output")
+    directory = str(args.output).endswith(("/", "\\")) or (output.suffix == "" and table_format(output) is None)
+    if not directory:
+        if table_format(output) is None:
+            raise ParameterError(f"OUTPUT must end in .parquet or .csv, or be a directory: {output}")
+        if args.files is not None:
+            raise ParameterError(f"--files needs a directory OUTPUT (ends with / or has no extension): {output}")
+    files = args.files or 1
+    if directory and files > args.n:
+        raise ParameterError(f"--files {files} is more than --n {args.n} records")
+    if directory:
+        from ..io.paths import Output, check_outputs
+
+        check_outputs([], [Output(output, "output", directory=True)], args.overwrite)
+    else:
+        check_target(output, args.overwrite, "output")
     if args.kind == "gaussian":
         X = correlated_gaussian(args.n, m=args.m, seed=args.seed)
         width = len(str(args.m))
         data = pd.DataFrame(X, columns=[f"x{j:0{max(2, width)}d}" for j in range(1, args.m + 1)])
     else:
         data = census_like(args.n, seed=args.seed, with_extra_columns=True)
+    if directory:
+        _write_parts(data, output, files)
+        print(f"wrote {len(data):,} {args.kind} records × {data.shape[1]} columns to {output}/ "
+              f"({files} Parquet file(s))")
+        return 0
     write_table_atomic(data, output)
     print(f"wrote {len(data):,} {args.kind} records × {data.shape[1]} columns to {output}")
     return 0
+
+
+def _write_parts(data, output: Path, files: int) -> None:
+    """``data`` in ``files`` consecutive Parquet files ``part-00000.parquet`` … in the directory
+    ``output``: written in a hidden staging sibling, then renamed into place (an existing directory,
+    allowed by --overwrite, is moved aside first and deleted last); on error nothing is left."""
+    import shutil
+    import uuid
+
+    import numpy as np
+
+    tag = uuid.uuid4().hex[:8]
+    staging = output.parent / f".{output.name}.tmp-{tag}"
+    aside = output.parent / f".{output.name}.old-{tag}"
+    staging.mkdir()
+    try:
+        bounds = np.linspace(0, len(data), files + 1).round().astype(int)
+        for i in range(files):
+            part = data.iloc[bounds[i]:bounds[i + 1]]
+            part.to_parquet(staging / f"part-{i:05d}.parquet", index=False)
+        if output.exists():
+            output.rename(aside)
+        try:
+            staging.rename(output)
+        except BaseException:
+            if aside.exists():
+                aside.rename(output)
+            raise
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
