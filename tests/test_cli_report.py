@@ -76,3 +76,24 @@ def test_report_refuses_path_without_report(tmp_path, capsys):
         assert err.startswith("daskmicro: error:") and err.count("\n") == 1, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "lone.parquet"]
     assert list(empty.iterdir()) == []
+
+
+def _subparsers(parser, prefix=()):
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield prefix + (name,), sub
+                yield from _subparsers(sub, prefix + (name,))
+
+
+def test_every_subcommand_help_has_an_example():
+    from daskmicro.cli import build_parser
+
+    commands = list(_subparsers(build_parser()))
+    assert {"anonymize", "report", "demo-data", "status", "cancel"} <= {c[0] for c, _ in commands}
+    missing = [" ".join(c) for c, sub in commands if "example" not in sub.format_help().lower()]
+    assert not missing, f"--help without an example: {missing}"
+    for command, sub in commands:
+        assert f"daskmicro {' '.join(command)}" in sub.format_help(), command

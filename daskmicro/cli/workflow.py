@@ -58,6 +58,22 @@ def _time(text: str) -> dt.datetime:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+_STATUS_EPILOG = """\
+examples:
+  daskmicro status                                    # runs in the local state file
+  daskmicro status --scheduler tcp://scheduler:8786   # and as the cluster records them
+  daskmicro status --scheduler tcp://scheduler:8786 --json
+"""
+
+_CANCEL_EPILOG = """\
+examples:
+  daskmicro cancel nightly-lake-3f9c2a1b7d-20261122T020000Z --scheduler tcp://scheduler:8786
+  daskmicro cancel nightly-lake-3f9c2a1b7d-follow --scheduler tcp://scheduler:8786   # stop the follower
+
+Keys are NAME-DIGEST-SLOT, as 'daskmicro status' lists them.
+"""
+
+
 def _add_connection(p, required_hint: str) -> None:
     g = p.add_argument_group("cluster")
     g.add_argument("--scheduler", metavar="ADDRESS", help=required_hint)
@@ -95,13 +111,15 @@ def add_parsers(sub) -> None:
     p.set_defaults(handler=_cmd_submit)
 
     p = sub.add_parser("status", help="list submitted workflow runs and their state",
-                       description="List workflow runs known to the cluster (with --scheduler) and to the local state file.")
+                       description="List workflow runs known to the cluster (with --scheduler) and to the local state file.",
+                       epilog=_STATUS_EPILOG, formatter_class=fmt)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     _add_connection(p, "ask this cluster (default: local state file only)")
     p.set_defaults(handler=_cmd_status)
 
     p = sub.add_parser("cancel", help="cancel a submitted workflow run",
-                       description="Stop a submitted run (or a schedule's follower, key ...-follow) before it commits.")
+                       description="Stop a submitted run (or a schedule's follower, key ...-follow) before it commits.",
+                       epilog=_CANCEL_EPILOG, formatter_class=fmt)
     p.add_argument("run_key", metavar="RUN_KEY", help="key of the run, as listed by 'daskmicro status'")
     _add_connection(p, "the cluster running it (required)")
     p.set_defaults(handler=_cmd_cancel)
