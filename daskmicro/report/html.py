@@ -346,8 +346,8 @@ def find_report(path) -> tuple[Path, Path]:
     path = Path(path)
     if path.is_dir():
         if (path / "_report.json").is_file():
-            resolved = path.resolve()
-            return path / "_report.json", resolved.with_name(resolved.name + ".report.html")
+            named = path if path.name not in ("", ".", "..") else path.resolve()
+            return path / "_report.json", named.with_name(named.name + ".report.html")
         if (path / "report.json").is_file():
             return path / "report.json", path / "report.html"
         raise InputError(f"no report.json or _report.json in directory: {path}")
