@@ -36,13 +36,6 @@ MAX_FUNCTION_LINES = 100
 # that a violation can never be waved through: fix it instead.
 # ---------------------------------------------------------------------------------------------------------
 
-# The modules the issue-17 refactor is rewriting: the only ones a KNOWN entry may name.
-REFACTOR_MODULES = frozenset(f"{PACKAGE}.{name}" for name in (
-    "anonymize", "anonymize_cluster", "anonymize_probabilistic", "lake_run", "lake_exec", "strata", "reference",
-    "tradeoff", "incremental_run", "cli", "cli_sweep", "cli_workflow", "workflow.runner", "graph.pipeline",
-    "graph.fanout", "graph.ingest", "graph.gather",
-))
-
 # Import cycles, each as the sorted tuple of the modules of one strongly connected component.
 KNOWN_CYCLES: set[tuple[str, ...]] = set()
 # (importer, imported module, private name)
@@ -287,16 +280,6 @@ def _exact(found: set, known: set, what: str, describe) -> None:
         message.append(f"{len(stale)} KNOWN {what} no longer occur: remove them from the KNOWN list:")
         message.extend(f"  {item!r}" for item in stale)
     assert not message, "\n".join(message)
-
-
-def test_known_lists_name_only_modules_the_refactor_rewrites():
-    named = (
-        {m for cycle in KNOWN_CYCLES for m in cycle}
-        | {importer for importer, _, _ in KNOWN_PRIVATE_IMPORTS}
-        | {module for module, _ in KNOWN_LONG_FUNCTIONS}
-    )
-    outside = sorted(named - REFACTOR_MODULES)
-    assert not outside, f"KNOWN entries may only name modules the issue-17 refactor rewrites; fix these: {outside}"
 
 
 def test_scan_sees_the_package(scan):

@@ -14,7 +14,7 @@ import pytest
 from distributed import Client, LocalCluster
 
 from daskmicro import cli as lake_cli
-from daskmicro.graph import lake as lake_exec
+from daskmicro.graph import lake as executor
 from daskmicro.cli import build_parser
 from daskmicro.errors import InputError, ParameterError, VerificationError
 from daskmicro.io.filters import parse_filter
@@ -159,7 +159,7 @@ BAD = {
 def test_bad_input(case, tmp_path, client, monkeypatch):
     make, extra, needles = BAD[case]
     if case == "memory":
-        monkeypatch.setattr(lake_exec, "worker_memory", lambda c: 10_000)
+        monkeypatch.setattr(executor, "worker_memory", lambda c: 10_000)
     src = make(tmp_path / "in", frame())
     before = listing(tmp_path)
     argv = [src, tmp_path / "out", "--qi", "x,y", "--k", "3", *extra]
@@ -301,7 +301,7 @@ def test_single_file_output_with_strata(tmp_path, client):
 
 
 def test_release_bytes_do_not_depend_on_files_or_workers(tmp_path, client, monkeypatch):
-    monkeypatch.setattr(lake_exec, "SMALL_GROUP_ROWS", 500)   # strata of 1000 rows go through the pipeline
+    monkeypatch.setattr(executor, "SMALL_GROUP_ROWS", 500)   # strata of 1000 rows go through the pipeline
     df = frame(3000, seed=5)
     opts = ["--qi", "x,y", "--k", "5", "--strata", "s", "--seed", "9", "--rows-per-file", "700",
             "--partition-size", "400", "--K", "100"]
@@ -328,7 +328,7 @@ def test_filter_syntax():
 
 
 def test_memory_estimate():
-    assert lake_exec.estimate_task_bytes("mdav", 10**6, 10) > lake_exec.estimate_task_bytes("partitioned", 10**6, 10)
-    lake_exec.check_memory("partitioned", 10**7, 5, 4 * 2**30)
+    assert executor.estimate_task_bytes("mdav", 10**6, 10) > executor.estimate_task_bytes("partitioned", 10**6, 10)
+    executor.check_memory("partitioned", 10**7, 5, 4 * 2**30)
     with pytest.raises(ParameterError, match="use --method partitioned"):
-        lake_exec.check_memory("mdav", 10**7, 5, 2 * 2**30)
+        executor.check_memory("mdav", 10**7, 5, 2 * 2**30)

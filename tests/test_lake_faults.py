@@ -15,7 +15,7 @@ import pandas as pd
 from distributed import Client, LocalCluster
 
 from daskmicro import cli as lake_cli
-from daskmicro.graph import lake as lake_exec
+from daskmicro.graph import lake as executor
 from daskmicro.cli import build_parser
 from daskmicro.io.commit import SUCCESS
 
@@ -40,7 +40,7 @@ def _bytes(out: Path) -> dict:
 
 
 def test_worker_killed_during_fan_out_gives_the_same_release(tmp_path, monkeypatch):
-    monkeypatch.setattr(lake_exec, "SMALL_GROUP_ROWS", 100)   # both strata through the pipeline
+    monkeypatch.setattr(executor, "SMALL_GROUP_ROWS", 100)   # both strata through the pipeline
     src = _lake(tmp_path / "in")
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                       silence_logs=50) as lc, Client(lc) as c:

@@ -148,7 +148,7 @@ class Report:
     performance_report: str | None = None
     reference: dict | None = None
     strata: dict | None = None      # strata / missing-pattern groups (daskmicro.strata)
-    lake: dict | None = None        # lake runs: input fingerprint, output files (daskmicro.lake_run)
+    lake: dict | None = None        # directory releases: input fingerprint, configuration, files (daskmicro.plan)
 
     @property
     def distortion(self) -> float:
