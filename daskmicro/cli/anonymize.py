@@ -4,7 +4,7 @@ one planner (:mod:`daskmicro.plan`) runs it."""
 from __future__ import annotations
 
 from ..errors import InputError, ParameterError
-from .common import add_cluster_options, non_negative_int, positive_int, stage_printer
+from .common import StageProgress, add_cluster_options, non_negative_int, positive_int
 
 __all__ = ["add_parser", "run_anonymize"]
 
@@ -62,6 +62,7 @@ def add_parser(sub, fmt) -> None:
     p.add_argument("--max-cell-failure", type=float, metavar="PBAR", help="with --participation: acceptable probability, in (0, 1), that a cell ends with 1 to K-1 participants")
     p.add_argument("--report", metavar="PATH", help="JSON report to write (default: OUTPUT with suffix .report.json)")
     p.add_argument("--keep-row-id", action="store_true", help="add a row_id column with each record's position in the input")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr (stage lines, live line on a terminal, notices); the summary and errors still print")
     p.add_argument("--overwrite", action="store_true", help="replace OUTPUT and the report if they exist")
     p.add_argument("--reference", default="auto", choices=["auto", "exact", "sample", "none"], help="IL of exact MDAV for the report's relative increment: exact on all records, estimated on a 20,000-record sample, auto (exact up to 20,000 records), none; runs split into strata get the record-weighted mean over the groups (default: %(default)s)")
     p.add_argument("--no-dask-report", action="store_true", help="cluster runs: do not write the Dask performance report (REPORT.dask.html, or _dask-report.html in a directory output)")
@@ -90,13 +91,14 @@ def run_anonymize(args, client=None) -> int:
     the rest (on ``client`` when given)."""
     from ..config import RunConfig
     from ..io.qi import column_list
-    from ..plan import echo_stderr, run
+    from ..plan import run
 
     qi = tuple(column_list(args.qi, "--qi"))
     participation = _participation_arg(args)
     cfg = RunConfig.from_args(args, qi, participation)
-    outcome = run(cfg, input=args.input, output=args.output, report_path=args.report, progress=stage_printer,
-                  say=echo_stderr, client=client)
+    with StageProgress(quiet=getattr(args, "quiet", False)) as progress:
+        outcome = run(cfg, input=args.input, output=args.output, report_path=args.report, progress=progress,
+                      say=progress.say, client=client)
     if outcome.nothing_to_do:
         print(f"nothing to do: {args.output} holds a committed run of the same input and configuration "
               f"(committed {outcome.previous.get('committed', '?')}); use --force to run again")

@@ -10,7 +10,7 @@ from pathlib import Path
 from ..errors import ParameterError
 
 __all__ = ["PROG", "EXIT_USAGE", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "Parser", "int_at_least", "positive_int",
-           "non_negative_int", "stage_printer", "error", "check_target", "add_cluster_options", "security_from_args"]
+           "non_negative_int", "stage_printer", "StageProgress", "error", "check_target", "add_cluster_options", "security_from_args"]
 
 PROG = "daskmicro"
 EXIT_USAGE = 2
@@ -47,6 +47,87 @@ non_negative_int = int_at_least(0)
 def stage_printer(stage: str, seconds: float) -> None:
     """``progress(stage, seconds)`` of the planner: one line per stage as it ends, on stderr."""
     print(f"  {stage:<17} {seconds:7.2f} s", file=sys.stderr, flush=True)
+
+
+class StageProgress:
+    """The CLI's progress: ``progress(stage, seconds)`` of the planner, and ``say(line)``.
+
+    On a terminal a live line shows that work is going on and for how long (refreshed every
+    0.2 s once a stage has run for a second), replaced by each stage's final line when it ends,
+    so there is no silent gap; elsewhere (a pipe, a log file) only the final lines; with
+    ``quiet`` nothing at all.  Use as a context manager around the run.
+    """
+
+    FRAMES = "|/-\\"
+
+    def __init__(self, quiet: bool = False, stream=None, live: bool | None = None, after: float = 1.0):
+        import threading
+
+        self.stream = sys.stderr if stream is None else stream
+        self.quiet = bool(quiet)
+        self.live = (not self.quiet) and (self.stream.isatty() if live is None else bool(live))
+        self.after = after
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = None
+        self._since = 0.0
+        self._shown = False
+
+    def __enter__(self):
+        import threading
+        import time
+
+        self._since = time.perf_counter()
+        if self.live:
+            self._thread = threading.Thread(target=self._tick, name="daskmicro-progress", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=1.0)
+        with self._lock:
+            self._clear()
+        return False
+
+    def _clear(self) -> None:
+        if self._shown:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+            self._shown = False
+
+    def _tick(self) -> None:
+        import time
+
+        frame = 0
+        while not self._stop.wait(0.2):
+            elapsed = time.perf_counter() - self._since
+            if elapsed < self.after:
+                continue
+            with self._lock:
+                self.stream.write(f"\r\033[K  {self.FRAMES[frame % 4]} working … {elapsed:6.1f} s")
+                self.stream.flush()
+                self._shown = True
+            frame += 1
+
+    def __call__(self, stage: str, seconds: float) -> None:
+        import time
+
+        if self.quiet:
+            return
+        with self._lock:
+            self._clear()
+            print(f"  {stage:<17} {seconds:7.2f} s", file=self.stream, flush=True)
+            self._since = time.perf_counter()
+
+    def say(self, line: str) -> None:
+        """A notice of the run (dashboard address, swept staging folders), unless quiet."""
+        if self.quiet:
+            return
+        with self._lock:
+            self._clear()
+            print(f"{PROG}: {line}", file=self.stream, flush=True)
 
 
 def error(message: str) -> None:
