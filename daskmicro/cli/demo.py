@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from ..errors import ParameterError
-from .common import check_target, non_negative_int, positive_int, stage_printer
+from .common import StageProgress, check_target, non_negative_int, positive_int
 
 __all__ = ["add_parsers"]
 
@@ -92,10 +92,10 @@ def _cmd_demo(args) -> int:
         print(f"LocalCluster with {len(client.scheduler_info()['workers'])} worker processes; dashboard: {client.dashboard_link}",
               file=sys.stderr, flush=True)
         perf = DaskPerformanceReport()
-        with perf.record():
+        with perf.record(), StageProgress() as progress:
             release, report = anonymize(data, qi=qi, k=args.k, seed=args.seed, method="partitioned",
                                         partition_size=args.partition_size, keep_row_id=True, client=client,
-                                        progress=stage_printer, reference="auto")
+                                        progress=progress, reference="auto")
     # utility and risk need each published row next to its original: align by row id, then drop it
     original = data[qi].to_numpy(np.float64)
     published = release.sort_values(ROW_ID)[qi].to_numpy(np.float64)
