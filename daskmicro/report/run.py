@@ -267,7 +267,9 @@ class Report:
         if self.probabilistic:
             lines.extend(_probabilistic_lines(self.probabilistic))
         verdict = "passed" if self.verified else "FAILED"
-        lines.append(f"  verification {verdict}: every QI tuple occurs ≥ {self.k} times, rows in = rows out")
+        checked = getattr(self.k_anonymity, "k", None) or self.k  # n_min under constant participation
+        what = "stratum + QI tuple" if (self.strata or {}).get("columns") else "QI tuple"
+        lines.append(f"  verification {verdict}: every published {what} occurs ≥ {checked} times, rows in = rows out")
         return "\n".join(lines)
 
 
