@@ -179,3 +179,25 @@ def test_dockerfile_warms_the_cache_after_the_install():
     env = [l for l in lines[:warm] if l.startswith("ENV") and ("DASKMICRO_CACHE_DIR" in l or "NUMBA_CACHE_DIR" in l)]
     assert env, "the cache dir must be set before the warm-up"
     assert not [l for l in lines[warm + 1:] if l.startswith("ENV") and "CACHE_DIR" in l]
+
+
+def test_local_cluster_worker_processes_use_the_same_cache_dir(home):
+    code = """
+import daskmicro, numba
+from distributed import Client
+from daskmicro.cluster import local_cluster
+def worker_dir():
+    import numba
+    return numba.config.CACHE_DIR
+if __name__ == "__main__":
+    with local_cluster(n_workers=1) as cluster, Client(cluster) as client:
+        print(numba.config.CACHE_DIR)
+        print(*client.run(worker_dir).values())
+"""
+    script = home / "worker_dir.py"
+    script.write_text(code)
+    proc = subprocess.run([sys.executable, str(script)], env=_env(home), capture_output=True, text=True,
+                          timeout=300, cwd=str(home))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.split()
+    assert lines == [str(_user_cache(home))] * 2
