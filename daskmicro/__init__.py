@@ -1,5 +1,9 @@
 """daskmicro: k-anonymous microaggregation of large numerical microdata on Dask."""
 
+from . import compile_cache  # first: numba's cache dir is chosen before any kernel module imports numba
+
+compile_cache.configure()
+
 from ._version import __version__
 
 from .kernels import (

@@ -48,13 +48,14 @@ def build_parser() -> argparse.ArgumentParser:
     anonymize.add_parser(sub, fmt)
     demo.add_parsers(sub, fmt)
 
-    from . import plan, privacy, report, sweep, workflow
+    from . import plan, privacy, report, sweep, warmup, workflow
 
     report.add_parser(sub)
     privacy.add_parsers(sub)    # spec, assign, audit
     plan.add_parser(sub)
     sweep.add_parser(sub)
     workflow.add_parsers(sub)   # run, submit, status, cancel
+    warmup.add_parser(sub)      # compile every kernel ahead
     return parser
 
 
