@@ -19,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import schedule as _schedule
+from .schedule import TimeModel, calibrate, check_ratio, check_real, check_zeta, plan as schedule_plan
 from .config import check_seed
 from .io.frames import is_dask_frame
 from .cluster import cluster_client
@@ -140,11 +140,11 @@ def anonymize_incremental(
     qi = _check_qi_names(qi, src.columns())
     k = _check_k(k, src.total_rows)
     if nu is not None:
-        nu = _schedule.check_ratio(nu, "nu")
+        nu = check_ratio(nu, "nu")
         if nu >= 1.0:
             raise ParameterError("nu must be < 1: the base stage needs some records")
     if zeta is not None:
-        zeta = _schedule.check_zeta(zeta)
+        zeta = check_zeta(zeta)
     kernel, base_name = _check_base_method(base_method)
     if increment not in INCREMENT_METHODS:
         raise ParameterError(f"increment must be one of {', '.join(INCREMENT_METHODS)}; got {increment!r}")
@@ -253,7 +253,7 @@ def _choose_nu(nu, zeta, model, src, client, m, k, kernel) -> dict:
         survey = src.survey_seconds()
         if model is None:
             ns, secs = calibrate_on(client, m, k, kernel)
-            model = _schedule.calibrate(ns, secs)
+            model = calibrate(ns, secs)
             out["calibration"] = {"n": ns, "seconds": secs, "a": model.a, "beta": model.beta}
             out["beta"] = beta = model.beta
         t_ref = model(src.total_rows)
@@ -272,7 +272,7 @@ def _check_increment_size(nu: float, total: int, k: int, increment: str) -> None
 
 
 def _plan_fields(zeta: float, beta: float) -> dict:
-    p = _schedule.plan(zeta, beta=beta)
+    p = schedule_plan(zeta, beta=beta)
     return {"zeta": p.zeta, "nu_star": p.nu_star, "nu_critical": p.nu_critical, "gain_star": p.gain_star}
 
 
@@ -372,10 +372,10 @@ def _check_base_method(base_method):
 
 
 def _check_time_model(model):
-    if model is None or isinstance(model, _schedule.TimeModel):
+    if model is None or isinstance(model, TimeModel):
         return model
     try:
         a, beta = model
     except (TypeError, ValueError):
         raise ParameterError(f"time_model must be a schedule.TimeModel or an (a, beta) pair, got {model!r}") from None
-    return _schedule.TimeModel(a=_schedule.check_real(a, "a"), beta=_schedule.check_real(beta, "beta"))
+    return TimeModel(a=check_real(a, "a"), beta=check_real(beta, "beta"))

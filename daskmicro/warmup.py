@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import compile_cache
+from .compile_cache import cache_dir, configure
 
 __all__ = ["warm_up", "STEPS"]
 
@@ -78,11 +78,11 @@ STEPS: list[tuple[str, Callable[[], None]]] = [
 
 def warm_up(progress: Callable[[str, float], None] | None = None) -> tuple[str | None, float]:
     """Run every step; return (numba cache dir, seconds). ``progress(name, seconds)`` after each step."""
-    compile_cache.configure()
+    configure()
     t0 = time.perf_counter()
     for name, step in STEPS:
         t = time.perf_counter()
         step()
         if progress is not None:
             progress(name, time.perf_counter() - t)
-    return compile_cache.cache_dir(), time.perf_counter() - t0
+    return cache_dir(), time.perf_counter() - t0

@@ -127,6 +127,11 @@ def import_refs(modules: dict[str, Module], packages: set[str]) -> list[ImportRe
                     sub = f"{base}.{alias.name}"
                     if alias.name != "*" and _is_module(sub, modules, packages):
                         refs.append(ImportRef(module.name, sub, None, node.lineno))
+                        if base in packages and not module.name.startswith(base + ".__init__") \
+                                and module.path.name != "__init__.py":
+                            # ``from pkg import sub`` reads the name from the package: its __init__
+                            # must have run, so the package is a dependency too
+                            refs.append(ImportRef(module.name, base, None, node.lineno))
                     else:
                         refs.append(ImportRef(module.name, base, alias.name, node.lineno))
     return refs

@@ -36,7 +36,7 @@ import pandas as pd
 
 from ..errors import VerificationError
 from ..publish import ROW_ID, shuffle_keys
-from . import interrupt
+from .interrupt import check as check_interrupt
 from .layout import KEY_COLUMN
 from .source import RID
 from .tables import arrow_to_pandas, dump_json, write_json_atomic
@@ -236,7 +236,7 @@ def commit(staging: Path, target: Path, manifest: dict) -> None:
     An existing ``target`` is moved aside first and deleted only after the new one is committed.
     """
     dump_json(manifest)  # serialisable before anything moves
-    interrupt.check()     # a run asked to stop never commits
+    check_interrupt()     # a run asked to stop never commits
     (Path(staging) / OWNER).unlink(missing_ok=True)
     old = None
     if target.exists():

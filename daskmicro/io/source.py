@@ -62,11 +62,12 @@ class LakeSource:
 
     def dtype_name(self, column) -> str:
         """The column's type as pandas names it (float64, int32, ...), else Arrow's name."""
+        import pyarrow as pa
+
         t = self.schema.field(column).type
-        try:
+        if pa.types.is_integer(t) or pa.types.is_floating(t):
             return str(np.dtype(t.to_pandas_dtype()))
-        except (NotImplementedError, TypeError):
-            return str(t)
+        return str(t)
 
     def scan_task(self, i: int, qi: list, keys: list):
         import dask

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError, redact
-from . import interrupt
+from .interrupt import check as check_interrupt
 
 __all__ = [
     "CSV_SUFFIXES",
@@ -275,7 +275,7 @@ class AtomicBatch:
         """
         staged, self._staged = self._staged, []
         try:
-            interrupt.check()  # a run asked to stop never commits
+            check_interrupt()  # a run asked to stop never commits
             dirs = [str(target) for _, target in staged if target.is_dir() and not target.is_symlink()]
             if dirs:
                 raise InputError(f"cannot replace a directory with a file: {', '.join(dirs)}")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import partition as kp
+from .partition import TopCell, extract, macro_summary, macroaggregate, proximal_moments, run_partition
 from .mdav import as_records, check_k
 from .pca import pca_basis
 
@@ -135,23 +135,23 @@ def algorithm_c(
     timings = {}
 
     t0 = time.perf_counter()
-    top = kp.TopCell(rowids=np.arange(n, dtype=np.int64), Z=Z)
+    top = TopCell(rowids=np.arange(n, dtype=np.int64), Z=Z)
     if partition_size is None:
         if split:
-            top = kp.macroaggregate(top, None, int(K))
+            top = macroaggregate(top, None, int(K))
         else:
             top.group = np.zeros(n, dtype=np.int64)
             top.macro = np.zeros(n, dtype=np.int64)
     else:
-        top = kp.macroaggregate(top, int(partition_size), int(K) if split else None)
-    group_of, msize, msse, _ = kp.macro_summary(top)
+        top = macroaggregate(top, int(partition_size), int(K) if split else None)
+    group_of, msize, msse, _ = macro_summary(top)
     timings["macroaggregation"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     distal = distal_macrocells(msse, nu, sse_threshold)
     params, m_tilde, loss = {}, None, None
     if not distal.all():
-        moments = kp.proximal_moments(top, distal)
+        moments = proximal_moments(top, distal)
         mean = moments.mean
         comps, _, m_tilde, loss = pca_basis(moments.covariance(), energy_loss, n_components)
         params = {"components": comps, "mean": mean}
@@ -165,7 +165,7 @@ def algorithm_c(
         for method, mask, prm in (("pca-mdav", in_g & ~distal, params), ("mdav", in_g & distal, {})):
             if not msize[mask].sum():
                 continue
-            res = kp.run_partition(kp.extract(top, int(g), mask), method, k, prm)
+            res = run_partition(extract(top, int(g), mask), method, k, prm)
             labels[res.rowids] = res.labels + offset
             offset += res.n_cells
     timings["microaggregation"] = time.perf_counter() - t0

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Mapping
 
 from ..errors import InputError, ParameterError, redact
-from . import plots
+from .plots import (cell_size_plot, eigenvalue_plot, energy_spectrum_plot, macrocell_sse_plot, recommend_setting,
+                    sweep_plot, timings_plot)
 from .page import CSS, HEAD_SCRIPT, TAIL_SCRIPT, esc, fmt, table
 
 __all__ = ["render_html", "write_report", "find_report", "SECTION_IDS"]
@@ -105,7 +106,7 @@ def _timings(r: Mapping) -> str:
     timings = r.get("timings")
     if timings:
         rows = list(timings.items()) + [("total", float(sum(float(v) for v in timings.values())))]
-        return table(rows, ("stage", "seconds")) + plots.timings_plot(timings)
+        return table(rows, ("stage", "seconds")) + timings_plot(timings)
     if r.get("seconds") is not None:
         return (table([("microaggregation", float(r["seconds"]))], ("stage", "seconds"))
                 + '<p class="notrun">per-stage timings not recorded</p>')
@@ -147,7 +148,7 @@ def _cell_sizes(r: Mapping) -> str:
     body = table(rows, ("", "value")) if rows else ""
     counts = r.get("cell_size_counts")
     if counts:
-        return body + plots.cell_size_plot(counts)
+        return body + cell_size_plot(counts)
     return body + '<p class="notrun">cell-size histogram not recorded</p>'
 
 
@@ -164,7 +165,7 @@ def _pca_spectrum(r: Mapping) -> str:
         share = kept / total if total > 0 else 0.0
         text += f"; m̃ = {int(n_components)} components kept, retaining {100 * share:.1f} % of the energy"
     text += ".</p>"
-    return text + plots.energy_spectrum_plot(eigenvalues, n_components)
+    return text + energy_spectrum_plot(eigenvalues, n_components)
 
 
 def _macrocells(r: Mapping) -> str:
@@ -180,7 +181,7 @@ def _macrocells(r: Mapping) -> str:
     if n_distal:
         top = sum(sorted((float(v) for v in sse), reverse=True)[: int(n_distal)])
         rows.append(("share of macrocell SSE in the distal part", f"{100 * top / total:.1f} %" if total > 0 else "—"))
-    return table(rows, ("", "value")) + plots.macrocell_sse_plot(sse, n_distal)
+    return table(rows, ("", "value")) + macrocell_sse_plot(sse, n_distal)
 
 
 def _verification(r: Mapping) -> str:
@@ -227,7 +228,7 @@ def _utility(r: Mapping) -> str:
         )
     e1, e2 = u.get("eigenvalues_original"), u.get("eigenvalues_released")
     if e1 and e2:
-        body += plots.eigenvalue_plot(e1, e2)
+        body += eigenvalue_plot(e1, e2)
     return body
 
 
@@ -258,8 +259,8 @@ def _sweep(r: Mapping) -> str | None:
         return None
     points = sweep.get("points") if isinstance(sweep, Mapping) else sweep
     budget = sweep.get("budget") if isinstance(sweep, Mapping) else None
-    body = plots.sweep_plot(points, budget)
-    best = plots.recommend_setting(points, budget)
+    body = sweep_plot(points, budget)
+    best = recommend_setting(points, budget)
     if best is not None:
         body += (f"<p>Recommended setting for δ ≤ {100 * float(budget):.2g} %: <b>{esc(best['setting'])}</b> "
                  f"(τ = {100 * best['relative_time']:.1f} %, δ = {100 * best['relative_distortion']:.2f} %)</p>")

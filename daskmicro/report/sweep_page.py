@@ -18,7 +18,7 @@ from typing import Mapping
 import pandas as pd
 
 from ..errors import ParameterError
-from . import plots
+from .plots import recommend_setting, sweep_plot, sweep_png
 from .page import CSS, HEAD_SCRIPT, TAIL_SCRIPT, esc, fmt, table
 
 __all__ = ["SWEEP_FILES", "sweep_document", "render_sweep_html", "write_sweep"]
@@ -94,7 +94,7 @@ def render_sweep_html(doc: Mapping) -> str:
         xlabel = "distortion increment ΔD = D′ − D over exact MDAV (% of SST)"
     else:
         plot_points, xlabel = points, None
-    best = plots.recommend_setting(plot_points, budget)
+    best = recommend_setting(plot_points, budget)
     params = [
         ("input", doc.get("input")), ("records in the input", doc.get("n_input")),
         ("records in the sample", doc.get("sample_size")), ("sample seed", doc.get("seed")),
@@ -117,7 +117,7 @@ def render_sweep_html(doc: Mapping) -> str:
     sections = [
         ("parameters", "Sample and reference", table(params, ("", "value"))),
         ("tradeoff", "Relative time vs distortion increment",
-         verdict + plots.sweep_plot(plot_points, budget, xlabel)
+         verdict + sweep_plot(plot_points, budget, xlabel)
          + "<p>τ = t′/t against the time t of exact MDAV on the same sample; δ = (D′ − D)/D and "
            "ΔD = D′ − D against its distortion D = SSE/SST (seed 001, §V, Figs. 14 and 21); the budget bounds "
            f"{sym}.  ν = 1 is exact MDAV itself.</p>"),
@@ -154,7 +154,7 @@ def write_sweep(result: pd.DataFrame, out_dir, input_path: str | None = None, ov
     doc = sweep_document(result, input_path)
     page = render_sweep_html(doc)
     absolute = doc.get("increment") == "absolute"
-    png = plots.sweep_png(sweep_points(result), doc.get("budget"),
+    png = sweep_png(sweep_points(result), doc.get("budget"),
                           "distortion increment ΔD = D′ − D over exact MDAV (% of SST)" if absolute else None)
     frame = result.copy()
     created = not out_dir.exists()
