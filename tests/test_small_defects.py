@@ -182,7 +182,7 @@ def test_yaml_aliases_refused_before_expansion(tmp_path, capsys, levels):
 
 
 def test_yaml_alias_in_a_valid_spec_is_refused(tmp_path):
-    from daskmicro.workflow.spec import SpecError, load_workflow
+    from daskmicro.workflow import SpecError, load_workflow
 
     path = tmp_path / "alias.yaml"
     path.write_text("name: a\ninput: {path: &p data.csv}\nqi: [a, b]\nk: 2\noutput: {path: out.parquet}\n"
@@ -198,7 +198,7 @@ def test_yaml_alias_in_a_valid_spec_is_refused(tmp_path):
 def test_yaml_duplicate_keys_refused(tmp_path, text):
     """A setting given twice would silently take its last value (a reviewer reads k: 5, the run
     uses k: 2): refused, naming the key and line."""
-    from daskmicro.workflow.spec import SpecError, load_workflow
+    from daskmicro.workflow import SpecError, load_workflow
 
     path = tmp_path / "dup.yaml"
     path.write_text(text)
@@ -207,7 +207,7 @@ def test_yaml_duplicate_keys_refused(tmp_path, text):
 
 
 def test_spec_file_size_and_nesting_bounded(tmp_path, capsys):
-    from daskmicro.workflow.spec import MAX_SPEC_BYTES
+    from daskmicro.workflow.loader import MAX_SPEC_BYTES
 
     big = tmp_path / "big.yaml"
     big.write_text("name: big\n" + "# padding\n" * (MAX_SPEC_BYTES // 10 + 1) + _SPEC_TAIL)

@@ -147,7 +147,8 @@ def _cmd_run(args) -> int:
     from ..cluster import cluster_client
     from ..workflow.runner import execute_run, output_paths
     from ..workflow.slots import latest_slot, next_slot
-    from ..workflow.spec import Clock, load_workflow
+    from ..workflow.loader import load_workflow
+    from ..workflow.spec import Clock
 
     spec = load_workflow(args.spec)
     if args.workers is not None and args.workers < 1:
@@ -194,7 +195,8 @@ def _connect(args, spec=None, required: bool = True):
 
 
 def _cmd_submit(args) -> int:
-    from ..workflow.spec import Clock, load_workflow
+    from ..workflow.loader import load_workflow
+    from ..workflow.spec import Clock
     from ..workflow.submit import submit_spec
 
     spec = load_workflow(args.spec)

@@ -8,7 +8,8 @@
 """
 
 from .slots import Clock, run_key, slots_between
-from .spec import SpecError, WorkflowSpec, load_workflow, parse_spec
+from .loader import load_workflow
+from .spec import SpecError, WorkflowSpec, parse_spec
 from .runner import execute_run
 from .submit import cancel_run, list_runs, submit_spec
 
