@@ -135,7 +135,7 @@ def one_task(df: pd.DataFrame, observed: list, k: int, method: str, energy_loss=
         "pca_energy_loss": None if pca_info is None else float(pca_info.energy_loss),
     }
     if pis is not None:
-        from .privacy.probabilistic import cell_failure_partial
+        from .privacy.failures import cell_failure_partial
 
         info["failure_partials"] = [cell_failure_partial(k, max_cell_failure, labels, pis)]
         if Xv.shape[1]:

@@ -118,7 +118,7 @@ def _probabilistic(cfg, ex) -> dict | None:
         prob.update(cell_failure_summary(cfg.k, pbar, sizes, counts, participation=cfg.participation, n=ex.n))
         _plain_k_ratio(prob, [i for i in ex.infos if i is not None])
     else:
-        from .privacy.probabilistic import merge_cell_failure
+        from .privacy.failures import merge_cell_failure
 
         parts = [i for i in ex.infos if i is not None]
         partials = [p for i in parts for p in i.get("failure_partials", [])]

@@ -21,7 +21,7 @@ from daskmicro.datasets import census_like  # noqa: E402
 from daskmicro.errors import InputError, ParameterError  # noqa: E402
 from daskmicro.graph.pipeline import PipelineConfig, run_pipeline  # noqa: E402
 from daskmicro.privacy.effective import cell_failure  # noqa: E402
-from daskmicro.privacy.probabilistic import cell_failure_partial, merge_cell_failure  # noqa: E402
+from daskmicro.privacy.failures import cell_failure_partial, merge_cell_failure  # noqa: E402
 from _clusters import process_client  # noqa: E402
 
 N = 3_000

@@ -59,7 +59,7 @@ def _qi_values(part: pd.DataFrame, qi: list) -> np.ndarray:
 
 def _summary(part: pd.DataFrame, qi: list, column=None):
     if column is not None:
-        from ..privacy.probabilistic import participation_chunk_check
+        from ..privacy.failures import participation_chunk_check
 
         return (*_summary(part, qi), participation_chunk_check(part[column]))
     X = _qi_values(part, qi)
@@ -88,7 +88,7 @@ def _check_participation_column(ddf, qi: list, column) -> None:
     """Client-side checks of a participation column that need no data (from the frame's meta)."""
     from pandas.api import types as ptypes
 
-    from ..privacy.probabilistic import participation_refusal
+    from ..privacy.failures import participation_refusal
 
     if column in qi:
         raise ParameterError(f"participation column {column!r} is also a QI column; it must be a separate column")
@@ -119,7 +119,7 @@ def ingest(client, ddf, qi: list, participation_column=None) -> Ingested:
     if n == 0:
         raise InputError("input has no rows")
     if column is not None:
-        from ..privacy.probabilistic import participation_refusal
+        from ..privacy.failures import participation_refusal
 
         error = participation_refusal(column, [s[6] for s in stats])
         if error is not None:

@@ -136,7 +136,7 @@ def _n_min(cfg, n: int) -> int:
 
 
 def _pi_check(df, column):
-    from ..privacy.probabilistic import participation_chunk_check
+    from ..privacy.failures import participation_chunk_check
 
     return participation_chunk_check(df[column])
 
@@ -145,7 +145,7 @@ def _check_participation_column(client, source, column) -> None:
     """The π_j column checked on the workers before any cell is formed (counts only)."""
     import dask
 
-    from ..privacy.probabilistic import participation_refusal
+    from ..privacy.failures import participation_refusal
 
     check = dask.delayed(_pi_check, pure=True)
     checks = client.gather(client.compute([check(source.read_task(i, [column], 0), column)

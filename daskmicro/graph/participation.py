@@ -8,7 +8,7 @@ share records), so the top-level cutting and the macroaggregation are those of a
 participation.  After the fan-out (cells grown by
 :func:`~daskmicro.kernels.participation.grow_partition`), every partition's failure figures come
 back — a few numbers each, no record — and are merged in partition order
-(:func:`~daskmicro.privacy.probabilistic.merge_cell_failure`): the same figures whatever the
+(:func:`~daskmicro.privacy.failures.merge_cell_failure`): the same figures whatever the
 chunking or the number of workers.
 """
 
@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import ParameterError, VerificationError
 from ..kernels import participation as kpart
 from ..privacy.effective import check_max_cell_failure
-from ..privacy.probabilistic import merge_cell_failure
+from ..privacy.failures import merge_cell_failure
 
 __all__ = ["check_participation", "attach_participation", "failure_summary"]
 

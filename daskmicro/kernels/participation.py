@@ -18,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ParameterError
-from ..privacy.probabilistic import cell_failure_partial, grow_cells
+from ..privacy.failures import cell_failure_partial
+from ..privacy.probabilistic import grow_cells
 from .macro import cell_stats
 from .partition import PartitionResult, TopCell
 
@@ -74,7 +75,7 @@ def grow_partition(part, method: str, k: int, max_cell_failure: float, params: d
     ``part`` is (row ids, Z, π).  The cells are those of
     :func:`~daskmicro.privacy.probabilistic.grow_cells` in the space of ``method`` (z-space for
     ``"mdav"``, principal components of the fitted basis for ``"pca-mdav"``).  The result's
-    ``info["failure"]`` is the partition's :func:`~daskmicro.privacy.probabilistic.cell_failure_partial`.
+    ``info["failure"]`` is the partition's :func:`~daskmicro.privacy.failures.cell_failure_partial`.
     """
     rowids, Z, pis = part
     if rowids.size < k:
