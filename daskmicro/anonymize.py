@@ -19,9 +19,9 @@ from .errors import InputError, ParameterError
 from .io.frames import is_dask_frame
 from .io.qi import check_qi
 from .kernels.bounds import MAX_ABS  # noqa: F401  (largest QI magnitude accepted; importable from here too)
-from .plan import needs_cluster, open_input, run
+from .plan import run
 
-__all__ = ["METHODS", "AUTO_EXACT_ROWS", "anonymize", "anonymize_file", "default_client"]
+__all__ = ["METHODS", "AUTO_EXACT_ROWS", "anonymize", "anonymize_file"]
 
 
 def anonymize(
@@ -213,28 +213,8 @@ def anonymize(
     )
     if isinstance(df, pd.DataFrame) and cfg.k > len(df):
         raise ParameterError(f"k = {cfg.k} exceeds the number of records n = {len(df)}")
-    if client is None and (is_dask_frame(df) or needs_cluster(cfg, open_input(cfg, df))):
-        client = default_client()
-        if client is None and is_dask_frame(df):
-            # the release of a Dask input is a Dask DataFrame: the cluster outlives this call (it becomes the
-            # default client, as a bare distributed.Client() would)
-            from distributed import Client
-
-            from .cluster import local_cluster
-
-            client = Client(local_cluster())
     outcome = run(cfg, df, client=client, progress=progress)
     return outcome.release, outcome.report
-
-
-def default_client():
-    """The current default distributed client, or None."""
-    try:
-        from distributed import default_client as current
-
-        return current()
-    except ValueError:
-        return None
 
 
 def anonymize_file(input, output, qi, k: int, *, report=None, client=None, progress=None, **options):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import secrets
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 import numpy as np
@@ -24,7 +24,7 @@ from .errors import ParameterError
 
 __all__ = ["RunConfig", "DEFAULTS", "METHODS", "ONE_TASK_METHODS", "RULES", "Rule", "rules_table",
            "AUTO_EXACT_ROWS", "DEFAULT_TASK_ROWS", "DEFAULT_MAX_TASK_ROWS", "DEFAULT_ROWS_PER_FILE",
-           "method_defaults", "check_seed", "check_k_for"]
+           "check_seed", "check_k_for"]
 
 #: Microaggregation methods.
 METHODS = ("auto", "mdav", "pca-mdav", "pcl", "partitioned", "proximal-distal")
@@ -50,14 +50,6 @@ DEFAULTS = {
     "pca-mdav": {"K": None, "nu": 0.0, "partition_size": None},
     "pcl": {"K": None, "nu": 1.0, "partition_size": None},
 }
-
-
-def method_defaults(method: str) -> dict:
-    """K, ν and partition size of ``method`` when the run does not set them."""
-    return dict(DEFAULTS[method])
-
-
-# --------------------------------------------------------------------------- field checkers
 
 
 def _integer(low=None):
@@ -417,15 +409,6 @@ class RunConfig:
             if rule.when(self):
                 raise rule.error(self)
 
-    def with_(self, **changes) -> "RunConfig":
-        """A copy with some options changed, validated again."""
-        for name, v in changes.items():
-            if v is not None and name in FIELDS:
-                changes[name] = FIELDS[name](name, v)
-        cfg = replace(self, **changes)
-        cfg.check_rules()
-        return cfg
-
     @property
     def per_record_participation(self) -> bool:
         return _per_record(self)
@@ -442,14 +425,14 @@ class RunConfig:
     def max_task_rows_or_default(self) -> int:
         return self.max_task_rows or DEFAULT_MAX_TASK_ROWS
 
-    def group_method(self, n: int) -> str:
-        """The method a group of ``n`` records runs: ``auto`` resolved by size, PCL stages and
-        the partitioned-only options sending it to the pipeline."""
+    def group_method(self, n: int, exact_rows: int = AUTO_EXACT_ROWS) -> str:
+        """The method a group of ``n`` records runs: ``auto`` resolved by size (exact MDAV up to
+        ``exact_rows``), PCL stages and the partitioned-only options sending it to the pipeline."""
         if self.method != "auto":
             return self.method
         if _pcl_stage(self) or any(v is not None for v in (self.K, self.nu, self.partition_size, self.sse_threshold)):
             return "partitioned"
-        return "mdav" if n <= AUTO_EXACT_ROWS else "partitioned"
+        return "mdav" if n <= exact_rows else "partitioned"
 
     def fingerprint_dict(self) -> dict:
         """The options that determine the release (for the commit manifest's fingerprint)."""

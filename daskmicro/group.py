@@ -16,12 +16,12 @@ import time
 import numpy as np
 import pandas as pd
 
-from .errors import InputError, ParameterError
+from .errors import ParameterError
 from .io.qi import qi_matrix
 from .kernels import centroids, information_loss, mdav, standardize
 from .publish import replace_qi
 
-__all__ = ["qi_space", "one_task", "participation_array"]
+__all__ = ["qi_space", "one_task"]
 
 
 def qi_space(df: pd.DataFrame, qi: list, n_components=None):
@@ -40,24 +40,6 @@ def qi_space(df: pd.DataFrame, qi: list, n_components=None):
     Xv = X[:, ~constant]
     Z = standardize(Xv)[0] if Xv.shape[1] else np.zeros((len(df), 1))
     return constant, varying, Xv, Z
-
-
-def participation_array(df: pd.DataFrame, column) -> np.ndarray:
-    """The π_j of ``df[column]`` as float64, refusing non-numeric, missing or out-of-range values
-    (counts only, never values)."""
-    from pandas.api import types as ptypes
-
-    s = df[column]
-    if ptypes.is_bool_dtype(s.dtype) or not ptypes.is_numeric_dtype(s.dtype):
-        raise InputError(f"participation column {column!r} is not numeric (dtype {s.dtype}); it must hold probabilities")
-    values = s.to_numpy(dtype=np.float64, na_value=np.nan)
-    n_nan = int(np.isnan(values).sum())
-    if n_nan:
-        raise InputError(f"participation column {column!r} has {n_nan} missing value(s)")
-    bad = int(((values <= 0.0) | (values > 1.0)).sum())
-    if bad:
-        raise InputError(f"participation column {column!r} has {bad} value(s) outside (0, 1]")
-    return values
 
 
 def _labels(method, space, k, energy_loss, n_components, pis, pbar):
@@ -113,7 +95,8 @@ def one_task(df: pd.DataFrame, observed: list, k: int, method: str, energy_loss=
     if k > n:
         raise ParameterError(f"k = {k} exceeds the number of records n = {n}")
     constant, varying, Xv, Z = qi_space(df, observed, n_components)
-    pis = None if participation_column is None else participation_array(df, participation_column)
+    # the π_j column was checked on every piece at the pre-scan (graph.lake): read it here
+    pis = None if participation_column is None else df[participation_column].to_numpy(np.float64)
     start = time.perf_counter()
     labels, pca_info = _labels(method, Z, k, energy_loss, n_components, pis, max_cell_failure)
     seconds = time.perf_counter() - start

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import RunConfig
+from .config import ONE_TASK_METHODS, RunConfig
 from .errors import InputError, ParameterError
 from .io import commit as cm
 
@@ -129,11 +129,10 @@ def needs_cluster(cfg: RunConfig, source, client=None) -> bool:
         return True
     n = _rows_hint(source)
     if n is None:
-        return cfg.method not in ("mdav", "pca-mdav", "pcl")
+        return cfg.method not in ONE_TASK_METHODS
     from .graph.lake import SMALL_GROUP_ROWS
 
-    method = cfg.group_method(n)
-    return method not in ("mdav", "pca-mdav", "pcl") or (cfg.method == "auto" and n > SMALL_GROUP_ROWS)
+    return cfg.group_method(n, SMALL_GROUP_ROWS) not in ONE_TASK_METHODS
 
 
 # --------------------------------------------------------------------------- outputs
@@ -212,6 +211,8 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
                 _outputs(cfg, sink, output, report_path, input, False, existing_ok)
                 return Outcome(None, None, output, nothing_to_do=True, previous=previous)
     cluster = needs_cluster(cfg, source, client)
+    if cluster and client is None and not cfg.scheduler and sink == "memory":
+        client = _memory_run_client(source)
     perf = dask_report.DaskPerformanceReport(enabled=cluster and cfg.dask_report and sink != "memory")
     report_path, perf_path = _outputs(cfg, sink, output, report_path, input, perf.enabled, existing_ok)
     if sink == "lake":
@@ -227,11 +228,9 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
                 say(f"dask dashboard: {c.dashboard_link}")
             with perf.record():
                 ex = execute(c, source, cfg, sink, output, progress)
-            release = _release_frame(ex, source)
             report = build_report(cfg, ex, source, c)
     else:
         ex = execute(InProcess(), source, cfg, sink, output, progress)
-        release = _release_frame(ex, source)
         report = build_report(cfg, ex, source, None)
     if perf.error:
         say(f"warning: {perf.error}")
@@ -240,8 +239,8 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
                    "files": ex.files} if sink == "lake" else None
     report.paths = {"input": str(input) if input is not None else None,
                     "output": str(output) if output is not None else None}
-    if sink == "memory":
-        return Outcome(release, report)
+    if sink == "memory":  # pandas, or a Dask DataFrame built on the workers for a Dask input
+        return Outcome(ex.frame, report)
     if before_commit is not None:
         try:
             before_commit()
@@ -254,6 +253,24 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
     return _commit_file(cfg, ex, report, output, report_path, perf, perf_path, extra_report)
 
 
+def _memory_run_client(source):
+    """The client of an in-memory (API) run that needs a cluster: the caller's default client if
+    there is one; for a Dask input, whose release lives on the workers, a LocalCluster that
+    outlives the run (it becomes the default client, as a bare ``distributed.Client()`` would);
+    else None (a LocalCluster for the run alone)."""
+    from distributed import Client, default_client
+
+    try:
+        return default_client()
+    except ValueError:
+        pass
+    if getattr(source, "dask", False):
+        from .cluster import local_cluster
+
+        return Client(local_cluster())
+    return None
+
+
 def _security(cfg):
     if cfg.tls_ca_file is None:
         return None
@@ -264,11 +281,6 @@ def _security(cfg):
 
     return Security(tls_ca_file=cfg.tls_ca_file, tls_client_cert=cfg.tls_cert, tls_client_key=cfg.tls_key,
                     require_encryption=True)
-
-
-def _release_frame(ex, source):
-    """The in-memory release: pandas, or a Dask DataFrame (on the workers) for a Dask input."""
-    return ex.frame
 
 
 def _report_dict(report, extra):

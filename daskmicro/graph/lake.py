@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..config import DEFAULT_TASK_ROWS
+from ..config import AUTO_EXACT_ROWS, DEFAULT_TASK_ROWS, ONE_TASK_METHODS as ONE_TASK
 from ..errors import InputError, ParameterError
 from ..io import commit as cm
 from ..io import layout as lay
@@ -34,8 +34,9 @@ from .release import collect, dask_release, file_cuts, promised_schema, write_an
 __all__ = ["Execution", "execute", "check_scan", "SMALL_GROUP_ROWS", "MEMORY_FRACTION", "estimate_task_bytes",
            "check_memory", "worker_memory"]
 
-#: Groups up to this many records run as one task (exact MDAV) under method "auto".
-SMALL_GROUP_ROWS = 100_000
+#: Groups up to this many records run as one task (exact MDAV) under method "auto" (the run
+#: description's threshold; a name here so that tests can lower it).
+SMALL_GROUP_ROWS = AUTO_EXACT_ROWS
 #: A task may use at most this fraction of a worker's memory limit.
 MEMORY_FRACTION = 0.6
 
@@ -192,10 +193,7 @@ def _empty_like(df):
 
 def group_method(cfg, g) -> str:
     """The method a group runs (``auto`` by its size)."""
-    m = cfg.group_method(g.n)
-    if cfg.method == "auto" and m == "mdav" and g.n > SMALL_GROUP_ROWS:
-        return "partitioned"
-    return m
+    return cfg.group_method(g.n, SMALL_GROUP_ROWS)
 
 
 def _check_groups(client, cfg, groups) -> None:
@@ -415,9 +413,6 @@ def _release(client, source, cfg, lay_: _Layout, sink, output, releases, ex: Exe
     else:
         ex.frame, ex.k_check, ex.rows_check, ex.tuple_sizes = collect(client, releases, names, qi, published, k,
                                                                        cfg.seed, cfg.keep_row_id, n, expected)
-
-
-ONE_TASK = ("mdav", "pca-mdav", "pcl")
 
 
 class _StageRecorder:

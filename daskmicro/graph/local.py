@@ -9,7 +9,7 @@ worker processes.  Delayed objects are computed with Dask's synchronous schedule
 
 from __future__ import annotations
 
-__all__ = ["InProcess", "Done", "is_in_process"]
+__all__ = ["InProcess", "Done"]
 
 
 class Done:
@@ -63,5 +63,3 @@ class InProcess:
         return {"workers": {}}
 
 
-def is_in_process(client) -> bool:
-    return isinstance(client, InProcess)
