@@ -75,6 +75,7 @@ def build_report(cfg, ex, source, client) -> Report:
     report.keep_row_id = bool(cfg.keep_row_id)
     report.dtype_changes = _dtype_changes(source, qi, ex.labels, ex.frame)
     report.timings = dict(ex.timings)
+    report.compile = ex.compile
     report.probabilistic = _probabilistic(cfg, ex)
     _reference(cfg, report, ex, reports, client)
     report.k = int(cfg.k)

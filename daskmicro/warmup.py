@@ -1,45 +1,59 @@
-"""Compile every numba kernel a run can need, ahead of the run (issue 18): ``daskmicro warmup``.
+"""Compile the numba kernels a run needs before the run's stages start (issue 18).
 
-Each step calls a kernel entry on a tiny input of the dtypes and layouts runs use (C-contiguous float64
-records, int64 labels), so numba compiles the same specializations a run would and writes them to the cache
-dir chosen by :mod:`daskmicro.compile_cache`. A later process — the CLI, a LocalCluster worker, a pod started
-from an image warmed at build time — loads them instead of compiling.
+Two callers:
+
+* ``daskmicro warmup`` (:func:`warm_up`) compiles every kernel ahead, into the cache dir chosen by
+  :mod:`daskmicro.compile_cache`, e.g. while a Docker image is built;
+* every run (:func:`warm`, called on each worker process by the executor before its stages) compiles,
+  or loads from the cache, the kernels of the methods it runs. Its time is reported apart from the
+  stages, so a first run's compile no longer shows up as microaggregation time.
+
+**One compile per machine.** The kernels are cut into *units* (the compiled pieces of exact MDAV, then
+one unit per other method), listed leaf first with the units each one calls. The worker processes of a
+machine share the cache dir; each takes a unit only when no other process holds its lock file
+(``fcntl.flock`` in ``<cache dir>/.locks``), compiles it and writes it to the cache, and skips to the
+next unit otherwise. Once through the list, a process waits for the units it skipped and loads them
+from the cache. So N workers starting on an empty cache share the compile instead of each doing all of
+it, and a process that finds the cache warm only loads. A unit that calls other units first waits for
+them (locks are only ever awaited downward, so this cannot deadlock).
+
+A unit compiles its kernels for the argument types runs use (C-contiguous float64 records, int64
+labels and scalars, never an integer literal): ``tests/test_compile_units.py`` checks that a run after
+the warm-up compiles nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
-from typing import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
 
 import numpy as np
 
 from .compile_cache import cache_dir, configure
 
-__all__ = ["warm_up", "STEPS"]
+__all__ = ["warm_up", "warm", "run_units", "Unit", "units", "kernel_sets", "KERNEL_SETS", "STEPS"]
 
 
 def _records(n: int = 240, m: int = 4) -> np.ndarray:
     return np.ascontiguousarray(np.random.default_rng(0).normal(size=(n, m)), dtype=np.float64)
 
 
-def _mdav():
-    from .kernels.mdav import mdav
-
-    mdav(_records(), 3)
-
-
-def _pca_mdav():
+def _pca():
+    from .kernels.algorithm_c import algorithm_c
     from .kernels.pca import pca_mdav
 
     pca_mdav(_records(), 3, n_components=2)
+    algorithm_c(_records(), 3, K=60, nu=0.5, n_components=1)
 
 
 def _partitioned():
-    from .kernels.algorithm_c import algorithm_c
     from .kernels.macro import dd_colsum, nested_mdav, sq_dist
 
     Z = _records()
-    algorithm_c(Z, 3, K=60, nu=0.5, n_components=1)
     nested_mdav(Z, [60, 20])
     dd_colsum(Z)
     sq_dist(Z, Z[0].copy())
@@ -66,18 +80,162 @@ def _incremental():
     increment("nn-split-mid", Z[:160], base, Z[160:], 3, inertial=True)
 
 
-#: (name, step) in the order they run.
+@dataclass(frozen=True)
+class Unit:
+    """A piece to compile: ``run()`` compiles it (or loads it from the cache); ``deps``: units it calls."""
+
+    name: str
+    run: Callable[[], None]
+    deps: tuple = ()
+
+
+def _mdav_units() -> list[Unit]:
+    from .kernels.mdav import compile_units
+
+    return [Unit(name, (lambda d=disp, s=sig: d.compile(s)), tuple(deps)) for name, disp, sig, deps in compile_units()]
+
+
+#: kernel set → its units beyond exact MDAV's (every set needs MDAV), leaf first
+KERNEL_SETS: dict[str, list[Unit]] = {
+    "mdav": [],
+    "partitioned": [Unit("partitioned", _partitioned, ("mdav",))],
+    "pca": [Unit("pca", _pca, ("mdav", "partitioned"))],
+    "pcl": [Unit("pcl", _pcl, ("mdav", "partitioned"))],
+    "incremental": [Unit("incremental", _incremental, ("mdav",))],
+}
+
+#: (name, step) of ``daskmicro warmup``, in the order they run
 STEPS: list[tuple[str, Callable[[], None]]] = [
-    ("mdav", _mdav),
-    ("pca-mdav", _pca_mdav),
-    ("partitioned", _partitioned),
-    ("pcl", _pcl),
-    ("incremental", _incremental),
+    ("mdav", lambda: warm(["mdav"])),
+    ("partitioned", lambda: warm(["partitioned"])),
+    ("pca-mdav", lambda: warm(["pca"])),
+    ("pcl", lambda: warm(["pcl"])),
+    ("incremental", lambda: warm(["incremental"])),
 ]
 
 
+def kernel_sets(methods: Iterable[str], nu: float | None = None, refine: str | None = None,
+                macro: str | None = None) -> list[str]:
+    """The kernel sets a run needs: ``methods`` are the methods its groups run (auto resolved)."""
+    methods = set(methods)
+    sets = ["mdav"]
+    if methods & {"partitioned", "pca-mdav", "pcl"} or refine or macro == "pcl":
+        sets.append("partitioned")
+    if "pca-mdav" in methods or ("partitioned" in methods and nu is not None and nu < 1):
+        sets.append("pca")
+    if "pcl" in methods or refine == "pcl" or macro == "pcl":
+        sets.append("pcl")
+    return sets
+
+
+def units(sets: Iterable[str]) -> list[Unit]:
+    """The units of the kernel sets ``sets``, leaf first, each once."""
+    out = _mdav_units()
+
+    def add(s):
+        if s not in KERNEL_SETS:
+            raise ValueError(f"unknown kernel set {s!r}; known: {', '.join(KERNEL_SETS)}")
+        for u in KERNEL_SETS[s]:
+            for d in u.deps:  # the sets a unit calls come first
+                if d in KERNEL_SETS and all(v.name != d for v in out):
+                    add(d)
+            if u not in out:
+                out.append(u)
+
+    for s in sets:
+        add(s)
+    return out
+
+
+@contextlib.contextmanager
+def _unit_lock(lock_dir: Path | None, name: str, block: bool):
+    """Hold the machine-wide lock of unit ``name``; yields False when ``block`` is False and another
+    process holds it. Without a lock dir (or fcntl) it always yields True."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no coordination, every process compiles what it lacks
+        fcntl = None
+    if lock_dir is None or fcntl is None:
+        yield True
+        return
+    try:
+        f = open(lock_dir / f"{name}.lock", "a+")
+    except OSError:
+        yield True
+        return
+    with f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | (0 if block else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        except OSError:  # a file system without locks: compile anyway
+            yield True
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _lock_dir() -> Path | None:
+    where = cache_dir()
+    if not where:
+        return None
+    try:
+        import numba
+
+        path = Path(where) / ".locks" / numba.__version__
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    except (OSError, ImportError):
+        return None
+
+
+def warm(sets: Iterable[str] = ("mdav",), lock: bool = True) -> dict:
+    """Compile (or load from the cache) the units of the kernel sets ``sets`` in this process.
+
+    Returns ``{"seconds", "compiled": [units compiled here], "loaded": [units loaded from the cache],
+    "cache_dir", "pid"}``. Safe to call in many processes at once (see the module's doc)."""
+    configure()
+    t0 = time.perf_counter()
+    done = run_units(units(sets), _lock_dir() if lock else None)
+    return {"seconds": time.perf_counter() - t0, "compiled": [n for n, c in done.items() if c],
+            "loaded": [n for n, c in done.items() if not c], "cache_dir": cache_dir(), "pid": os.getpid()}
+
+
+def run_units(todo: list[Unit], lock_dir: Path | None) -> dict[str, bool]:
+    """Run every unit of ``todo`` (leaf first) once in this process, sharing the work with the other
+    processes that use ``lock_dir``: first the units no other process is running, then, waiting for
+    them, the rest. Returns unit → whether numba compiled anything for it here (False: cache load)."""
+    from numba.core import event
+
+    by = {u.name: u for u in todo}
+    done: dict[str, bool] = {}
+
+    def ensure(u: Unit, block: bool) -> bool:
+        if u.name in done:
+            return True
+        with _unit_lock(lock_dir, u.name, block) as got:
+            if not got:
+                return False
+            for d in u.deps:
+                if d in by:
+                    ensure(by[d], True)
+            with event.install_recorder("numba:compile") as rec:
+                u.run()
+            done[u.name] = bool(rec.buffer)
+        return True
+
+    skipped = [u for u in todo if not ensure(u, False)]
+    for u in skipped:
+        ensure(u, True)
+    return done
+
+
 def warm_up(progress: Callable[[str, float], None] | None = None) -> tuple[str | None, float]:
-    """Run every step; return (numba cache dir, seconds). ``progress(name, seconds)`` after each step."""
+    """Compile every kernel (``daskmicro warmup``); return (numba cache dir, seconds).
+    ``progress(name, seconds)`` after each step."""
     configure()
     t0 = time.perf_counter()
     for name, step in STEPS:

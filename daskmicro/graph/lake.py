@@ -29,6 +29,7 @@ from ..io.source import RID
 from ..kernels.bounds import MAX_ABS
 from ..publish import canonical_values
 from ..strata import group_mask, merged_labels, plan_groups, publish_strata
+from ..warmup import kernel_sets, warm
 from .release import collect, dask_release, file_cuts, promised_schema, write_and_verify
 
 __all__ = ["Execution", "execute", "check_scan", "SMALL_GROUP_ROWS", "MEMORY_FRACTION", "estimate_task_bytes",
@@ -59,6 +60,7 @@ class Execution:
     files: list = field(default_factory=list)
     inputs: list = field(default_factory=list)   # per group: its pieces (for the reference)
     meta: object = None
+    compile: dict | None = None  # the kernel warm-up, apart from the stages (see warm_kernels)
 
 
 # --------------------------------------------------------------------------- memory
@@ -291,6 +293,7 @@ def execute(client, source, cfg, sink: str, output=None, progress=None) -> Execu
     t0 = time.perf_counter()
     lay_ = _prescan(client, source, cfg)
     timings["pre-scan"] = _tick(progress, "pre-scan", t0)
+    compiled = warm_kernels(client, cfg, {group_method(cfg, g) for g in lay_.groups}, progress)
     t0 = time.perf_counter()
     # one timing model: a run that is one pipeline shows the pipeline's stages, any other run one
     # "cells" stage; each stage is timed once and the same figures go to stdout, JSON and HTML
@@ -302,11 +305,29 @@ def execute(client, source, cfg, sink: str, output=None, progress=None) -> Execu
         timings["cells"] = _tick(progress, "cells", t0)
     t0 = time.perf_counter()
     ex = Execution(n=lay_.n, k=lay_.k, groups=lay_.groups, infos=infos, labels=lay_.labels, k_check=None,
-                   rows_check=None, tuple_sizes=None, timings=timings, inputs=inputs, meta=meta)
+                   rows_check=None, tuple_sizes=None, timings=timings, inputs=inputs, meta=meta, compile=compiled)
     _release(client, source, cfg, lay_, sink, output, releases, ex)
     name = "write + verify" if sink == "lake" else "collect + verify"
     timings[name] = _tick(progress, name, t0)
     return ex
+
+
+def warm_kernels(client, cfg, methods, progress=None) -> dict:
+    """Compile, or load from the cache, the kernels of ``methods`` on every worker process before the
+    stages start (:func:`daskmicro.warmup.warm`: the workers of a machine share the compile), so that no
+    stage time holds a compile. Returns the report's ``compile`` entry: the wall seconds, each worker's
+    seconds, the cache dir and whether anything was compiled rather than loaded."""
+    t0 = time.perf_counter()
+    sets = kernel_sets(methods, nu=cfg.nu, refine=cfg.refine, macro=cfg.macro)
+    per_worker = client.run(warm, sets)
+    seconds = time.perf_counter() - t0
+    results = list(per_worker.values())
+    out = {"seconds": seconds, "workers": {str(w): r["seconds"] for w, r in per_worker.items()},
+           "cache_dir": next((r["cache_dir"] for r in results if r.get("cache_dir")), None),
+           "compiled": any(r["compiled"] for r in results), "kernel_sets": sets}
+    if progress is not None:
+        progress("kernel compile" if out["compiled"] else "kernel load", seconds)
+    return out
 
 
 def _prescan(client, source, cfg) -> _Layout:

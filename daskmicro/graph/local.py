@@ -62,4 +62,8 @@ class InProcess:
     def scheduler_info(self) -> dict:
         return {"workers": {}}
 
+    def run(self, fn, *args, **kwargs) -> dict:
+        """``fn`` on every worker, as ``distributed.Client.run``: here, the one process."""
+        return {"in-process": fn(*args, **kwargs)}
+
 

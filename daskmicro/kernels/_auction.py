@@ -158,7 +158,7 @@ def auction(benefit, cand, start, price, holder, eps_phases, spread, max_bids):
             where[i] = lo
             if evicted >= 0:
                 where[evicted] = -1
-            _sift_down(price, holder, where, lo, size, 0)
+            _sift_down(price, holder, where, lo, size, np.int64(0))
             bids += 1
             if evicted >= 0:
                 tail = head + count

@@ -48,11 +48,22 @@ SAFE_HI = 1.0 + 1e-12
 #                                                     [scale, big·scale, big]); query scratch in
 #                                                     float32 and float64; Yr[row] = z of a row
 
+#: dtype and ndim of each array of the tree tuple, in order ("s": float32, "f": float64, "i": int64)
+TREE_LAYOUT = ("s3 i2 i1 i1 i1 i1 i1 i1 i1 i1 i1 f2 f2 f2 f1 s1 i1 f1 f1 i1 i1 f2 f1 f1 s1 f2 f2 f1").split()
+_DTYPES = {"s": np.float32, "f": np.float64, "i": np.int64}
 
-@njit(cache=True, nogil=True)
+
+def tree_like(m: int = 1):
+    """Empty arrays typed like :func:`build`'s tuple: lets a kernel that takes the index be compiled ahead
+    (issue 18, :mod:`daskmicro.warmup`) without building one. ``tests/test_compile_units.py`` checks it
+    against a real index."""
+    return tuple(np.zeros((0,) * (int(code[1]) - 1) + (m,), _DTYPES[code[0]]) for code in TREE_LAYOUT)
+
+
 def build(X, leaf_size, need):
-    """Build the index over all rows of X; ``need`` sizes the nearest-search heap."""
-    return build_rows(X, np.arange(X.shape[0]), leaf_size, need)
+    """Build the index over all rows of X; ``need`` sizes the nearest-search heap.  (A Python
+    function: compiled callers call :func:`build_rows`, one compiled entry less to build.)"""
+    return build_rows(X, np.arange(X.shape[0]), np.int64(leaf_size), np.int64(need))
 
 
 @njit(cache=True, nogil=True)
@@ -292,7 +303,7 @@ def _frame(X, rows):
     return Z, shift, V, np.array([scale, big * scale, big])
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def pow2_scale(big):
     """``(scale, big)``: the power of two that puts a norm bound ``big`` in [0.5, 1) (exact in
     float64; no float32 overflow), or 1 with ``big = ∞`` when the bound is not finite (the
@@ -425,12 +436,12 @@ def remove(T, row):
         node = parent[node]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _leaf_node(T, j):
     return T[20][j]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def dist2(x, q):
     s = 0.0
     for d in range(q.shape[0]):

@@ -25,7 +25,7 @@ from ._float32 import (
 )
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _lower(lo, hi, node, q):
     """Lower bound on ‖x − q‖² over the node's box (tight for the nearby queries of kNN)."""
     s = 0.0
@@ -36,7 +36,7 @@ def _lower(lo, hi, node, q):
     return s * SAFE_LO
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _upper(cen, rad, node, q):
     """Upper bound on ‖x − q‖² over the node's ball (a box's corners overshoot for far queries)."""
     u = 0.0
@@ -47,7 +47,7 @@ def _upper(cen, rad, node, q):
     return b * b * SAFE_HI
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _worse(d1, r1, d2, r2):
     """(d1, r1) ranks after (d2, r2) in nearest-first order: larger distance, then larger row."""
     return d1 > d2 or (d1 == d2 and r1 > r2)
@@ -91,7 +91,7 @@ def _heap_offer(hd, hr, size, need, d, row):
     return size
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _scan_near(Yb, bidx, cnt, X, acc, hd, hr, j, q, q32, A, scale, skip_row, need, size):
     """Offer the live records of block j to the nearest-search heap; return the heap size.
 
@@ -127,14 +127,14 @@ def nearest(T, q, skip_row, need, out):
     acc, stack_n, stack_b, hd, hr = T[15], T[16], T[17], T[18], T[19]
     X, q32, qr = T[21], T[24], T[27]
     scale = T[23][0]
-    size = 0
+    size = np.int64(0)  # (not a literal: one specialization of _heap_offer)
     A, E = query(T, q)
     own = blk[skip_row] if skip_row >= 0 else -1
     if own >= 0:
         size = _scan_near(Yb, bidx, cnt, X, acc, hd, hr, own, q, q32, A, scale, skip_row, need, size)
     tn = near_node_cut(hd[0] if size == need else np.inf, E)
     stack_n[0] = 0
-    stack_b[0] = _lower(lo, hi, 0, qr)
+    stack_b[0] = _lower(lo, hi, np.int64(0), qr)
     sp = 1
     while sp > 0:
         sp -= 1
@@ -216,7 +216,7 @@ def farthest_from(T, q, best, brow):
     A, E = query(T, q)
     tf = far_node_cut(best, E)
     stack_n[0] = 0
-    stack_b[0] = _upper(cen, rad, 0, qr)
+    stack_b[0] = _upper(cen, rad, np.int64(0), qr)
     sp = 1
     while sp > 0:
         sp -= 1

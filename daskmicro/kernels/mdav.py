@@ -53,11 +53,11 @@ import numpy as np
 from numba import float32, njit
 
 from .bounds import check_values
-from ._blocktree import SAFE_HI, build, build_rows, dist2, pow2_scale, remove
+from ._blocktree import SAFE_HI, build_rows, dist2, pow2_scale, remove, tree_like
 from ._float32 import as_bits, error_radius, far_cut, max_bits
 from ._search import farthest_from, nearest
 
-__all__ = ["mdav", "check_k", "as_records"]
+__all__ = ["mdav", "check_k", "as_records", "compile_units"]
 
 _BLOCK = 512  # leaf size (leaves hold 256–512 records): see the sweep in benchmarks/README.md
 
@@ -89,6 +89,36 @@ def as_records(X, name: str = "X") -> np.ndarray:
     if X.shape[1] == 0:
         raise ValueError(f"{name} has no columns")
     return np.ascontiguousarray(check_values(X, name))
+
+
+def compile_units():
+    """The compiled pieces of :func:`mdav`, leaf first: ``(name, dispatcher, argument types, names of the
+    pieces it calls)``. Compiling them ahead in this order, possibly split across the worker processes of a
+    machine (:mod:`daskmicro.warmup`), leaves nothing for a run to compile: every piece a run calls has one
+    specialization, the one listed (``tests/test_compile_units.py``)."""
+    from numba import typeof
+
+    f2, f1, i1 = typeof(np.zeros((1, 1))), typeof(np.zeros(1)), typeof(np.zeros(1, np.int64))
+    i, f = typeof(np.int64(0)), typeof(0.0)
+    T = typeof(tree_like())
+    W = typeof(_work_like(1, 1))
+    return [
+        ("mdav.tree", build_rows, (f2, i1, i, i), ()),
+        ("mdav.nearest", nearest, (T, f1, i, i, i1), ()),
+        ("mdav.remove", remove, (T, i), ()),
+        ("mdav.farthest", farthest_from, (T, f1, f, i), ()),
+        ("mdav.rebuild-list", _walk_rebuild, (T, W, f1), ()),
+        ("mdav.from-centroid", _farthest_from_centroid, (T, W, f1, f2, i), ("mdav.rebuild-list",)),
+        ("mdav.from-record", _farthest_from_record, (T, W, f2, i), ("mdav.farthest",)),
+        ("mdav.take-cell", _take_cell, (T, f2, i, i, i1, i1, i, f1, f1, i), ("mdav.nearest", "mdav.remove")),
+        ("mdav", _mdav, (f2, i, i), ("mdav.tree", "mdav.from-centroid", "mdav.from-record", "mdav.take-cell")),
+    ]
+
+
+def _work_like(n, m):
+    """The walk's work arrays W (see :func:`_walk_rebuild`) for n records of m attributes."""
+    return (np.zeros(n), np.empty(n, np.int64), np.array([0.0, 0.0, -1.0, 1.0]), np.zeros(m),
+            np.zeros((m, n + 64), np.float32), np.ones(2), np.empty(m, np.float32), np.empty(64, np.float32))
 
 
 def mdav(X, k) -> np.ndarray:
@@ -132,7 +162,7 @@ def _walk_rebuild(T, W, C):
     rows = np.empty(r, np.int64)
     vals = np.empty(r)
     best = -1.0
-    brow = -1
+    brow = np.int64(-1)
     t = 0
     for row in range(X.shape[0]):
         if blk[row] < 0:
@@ -206,7 +236,7 @@ def _farthest_from_centroid(T, W, C, X, r):
         cur += 1
     state[1] = cur
     best = -1.0
-    brow = -1
+    brow = np.int64(-1)
     walked = 0
     done = False
     for i in range(cur, ntop):
@@ -253,7 +283,7 @@ def _farthest_from_record(T, W, X, p):
     A = error_radius(frame[1], np.sqrt(nq) * SAFE_HI)
     ntop = int(state[0])
     best = -1.0
-    brow = -1
+    brow = np.int64(-1)  # (not a literal: one specialization of farthest_from)
     for i0 in range(int(state[1]), ntop, 64):
         if best >= 0.0 and (a[top[i0]] + dcp) * SAFE_HI < np.sqrt(best):
             return brow  # every record from here on has a ≤ a[top[i0]]
@@ -287,7 +317,7 @@ def _farthest_from_record(T, W, X, p):
 @njit(cache=True, nogil=True)
 def _mdav(X, k, leaf_size):
     n, m = X.shape
-    T = build(X, leaf_size, k - 1)
+    T = build_rows(X, np.arange(n), leaf_size, k - 1)
     W = (np.zeros(n), np.empty(n, np.int64), np.array([0.0, 0.0, -1.0, 1.0]), np.zeros(m),
          np.zeros((m, n + 64), np.float32), np.ones(2), np.empty(m, np.float32), np.empty(64, np.float32))
 
@@ -306,7 +336,7 @@ def _mdav(X, k, leaf_size):
     C = np.empty(m)
     r = n
     built = n
-    cell = 0
+    cell = np.int64(0)  # (not a literal: one specialization of _take_cell)
     while r >= 2 * k:
         if 2 * r <= built and r > 4 * leaf_size:
             # half the records have gone: re-index the rest (full blocks, a shallower tree, the

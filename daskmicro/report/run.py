@@ -136,6 +136,7 @@ class Report:
     version: str = field(default_factory=_version)
     created: str = field(default_factory=utc_now)
     timings: dict | None = None
+    compile: dict | None = None     # kernel compile / cache load before the stages (daskmicro.warmup)
     reference_information_loss: float | None = None
     cell_size_counts: dict | None = None
     macrocell_sse: list | None = None
@@ -215,6 +216,11 @@ class Report:
         out = {}
         if self.timings is not None:
             out["timings"] = {str(stage): float(sec) for stage, sec in self.timings.items()}
+        if self.compile is not None:
+            out["compile"] = {"seconds": float(self.compile["seconds"]),
+                              "workers": {str(w): float(v) for w, v in self.compile.get("workers", {}).items()},
+                              "cache_dir": self.compile.get("cache_dir"), "compiled": bool(self.compile.get("compiled")),
+                              "kernel_sets": list(self.compile.get("kernel_sets", []))}
         if self.reference_information_loss is not None:
             out["reference_information_loss"] = float(self.reference_information_loss)
         if self.cell_size_counts is not None:
@@ -250,6 +256,11 @@ class Report:
             f"  information loss: {self.information_loss:.2f} (100·SSE/SST, z-scored)",
             f"  microaggregation time: {self.seconds:.2f} s",
         ]
+        if self.compile is not None:
+            c = self.compile
+            lines.append(f"  kernel compile: {c['seconds']:.2f} s before the stages (first run on this machine; "
+                         f"cached in {c.get('cache_dir') or 'numba default'})" if c.get("compiled") else
+                         f"  kernels loaded from the cache: {c['seconds']:.2f} s before the stages")
         if self.pipeline:
             p = self.pipeline
             lines.append(
