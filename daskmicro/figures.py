@@ -2,9 +2,11 @@
 
 Thin adapters between the executor's frames and the kernel (:mod:`daskmicro.kernels.figures`):
 :func:`group_figures` summarises a one-task group (its records before and after the centroids
-went in), :func:`chunk_figures` one input chunk of a pipeline group (its rows and their cells'
-centroids), and :func:`report_figures` merges the groups' summaries into the report's
-``before_after`` section, small counts suppressed.
+went in); a pipeline group is summarised by :func:`chunk_figures` per input chunk (the original
+values, in the pass that checks the release) and :func:`cells_figures` per partition (the
+released values, from the cells: each centroid weighted by its size); :func:`report_figures`
+merges the groups' summaries into the report's ``before_after`` section, small counts
+suppressed.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import pandas as pd
 from .io.qi import qi_frame_matrix
 from .kernels import figures as kf
 
-__all__ = ["group_figures", "chunk_figures", "report_figures"]
+__all__ = ["group_figures", "chunk_figures", "cells_figures", "report_figures"]
 
 
 def group_figures(original: pd.DataFrame, released: pd.DataFrame, qi, scale) -> dict | None:
@@ -26,18 +28,27 @@ def group_figures(original: pd.DataFrame, released: pd.DataFrame, qi, scale) -> 
     return kf.summarize(qi_frame_matrix(original, qi), qi_frame_matrix(released, qi), scale.subset(qi))
 
 
-def chunk_figures(part: pd.DataFrame, cells, table, qi, varying, scale) -> dict | None:
-    """Summary of one input chunk of a pipeline group: ``cells`` are its rows' global cell ids,
-    ``table`` the centroids (one column per varying QI, in order), ``varying`` a mask over
-    ``qi`` (a constant column is published unchanged)."""
+def chunk_figures(part: pd.DataFrame, qi, scale) -> dict | None:
+    """The original side of one input chunk of a pipeline group (its released side comes from
+    the cells: :func:`cells_figures`)."""
     if scale is None:
         return None
     qi = list(qi)
-    X = qi_frame_matrix(part, qi)
-    Y = X.copy()
-    if len(part):
-        Y[:, np.asarray(varying, dtype=bool)] = np.asarray(table)[np.asarray(cells, dtype=np.int64)]
-    return kf.summarize(X, Y, scale.subset(qi))
+    return kf.summarize_original(qi_frame_matrix(part, qi), scale.subset(qi))
+
+
+def cells_figures(result, qi, mean, std, varying, scale) -> dict | None:
+    """The released side of one partition of a pipeline group from its cells: each centroid
+    (z-scored by the group's ``mean`` and ``std``, varying columns only; a constant column
+    publishes its one value, the mean) weighted by its cell's size."""
+    if scale is None:
+        return None
+    qi = list(qi)
+    varying = np.asarray(varying, dtype=bool)
+    values = np.tile(np.asarray(mean, dtype=np.float64), (result.n_cells, 1))
+    if varying.any():
+        values[:, varying] = result.centroid * std[varying] + mean[varying]
+    return kf.summarize_cells(values, result.size, scale.subset(qi))
 
 
 def report_figures(infos, qi, scale, k: int) -> dict | None:

@@ -80,7 +80,8 @@ def test_pieces_add_up_to_the_whole():
     merged = kf.merge(pieces, ["a", "b", "c"])
     for key in ("hist_original", "hist_released"):
         assert (merged[key] == whole[key]).all()
-    assert merged["complete"] == whole["complete"] == 899
+    assert merged["complete_original"] == whole["complete_original"] == 899
+    assert merged["complete_released"] == whole["complete_released"] == 899
     # a piece over the columns in another order merges by name
     shuffled = kf.summarize(X[:, [2, 0, 1]], Y[:, [2, 0, 1]], scale.subset(["c", "a", "b"]))
     again = kf.merge([shuffled], ["a", "b", "c"])
@@ -109,4 +110,24 @@ def test_empty_or_tiny_pieces(n):
     assert kf.merge([], ["a"]) is None and kf.scale_from_moments(["a"], [None]) is None
     scale = _scale(np.array([[1.0, 2.0], [3.0, 5.0]]))
     s = kf.summarize(X, X, scale)
-    assert s["hist_original"].sum() == 2 * n and s["complete"] == n
+    assert s["hist_original"].sum() == 2 * n and s["complete_original"] == s["complete_released"] == n
+
+
+def test_released_side_from_cells_equals_the_released_records():
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(600, 3)) * [1, 5, 0.2] + [0, 100, -3]
+    labels = rng.integers(0, 80, size=600)
+    used, labels = np.unique(labels, return_inverse=True)
+    sizes = np.bincount(labels)
+    centroids = np.array([X[labels == c].mean(axis=0) for c in range(sizes.size)])
+    Y = centroids[labels]
+    scale = _scale(X, ["a", "b", "c"])
+    records = kf.summarize(X, Y, scale)
+    split = kf.merge([kf.summarize_original(X[:250], scale), kf.summarize_original(X[250:], scale),
+                      kf.summarize_cells(centroids[:40], sizes[:40], scale),
+                      kf.summarize_cells(centroids[40:], sizes[40:], scale)], ["a", "b", "c"])
+    for key in ("hist_original", "hist_released"):
+        assert (split[key] == records[key]).all()
+    for key in ("sum_released", "cross_released", "sum_original", "cross_original"):
+        assert np.allclose(split[key], records[key])
+    assert split["complete_original"] == split["complete_released"] == 600

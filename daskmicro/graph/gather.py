@@ -91,6 +91,12 @@ def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: boo
     varying = [c for c, v in zip(qi, ing.varying) if v]
     mean_v, std_v = ing.mean[ing.varying], ing.std[ing.varying]
     table = client.submit(kasm.centroid_table, mean_v, std_v, *fo.results)
+    released = None
+    if figures is not None:  # the released side of the report's figures, from the cells (where they are)
+        from ..figures import cells_figures
+
+        released = client.map(cells_figures, fo.results, qi=list(qi), mean=ing.mean, std=ing.std,
+                              varying=ing.varying, scale=figures, pure=False)
     bounds = np.array(list(ing.row0s) + [ing.n], dtype=np.int64)
     by_top: dict[int, list] = {}
     for i, (t, *_rest) in enumerate(fo.partitions):
@@ -136,8 +142,8 @@ def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: boo
         from ..figures import chunk_figures
 
         chunk = dask.delayed(chunk_figures, pure=True)
-        summary = dask.delayed(_merge_figures, pure=True)(list(qi), *[
-            chunk(o, c, table, list(qi), ing.varying, figures) for o, c in zip(ddf.to_delayed(), cells)])
+        summary = dask.delayed(_merge_figures, pure=True)(
+            list(qi), *released, *[chunk(o, list(qi), figures) for o in ddf.to_delayed()])
     if summary is None:
         rows_out, k_check = client.compute(verdict).result()
     else:  # one graph: each input chunk is read once for the check and the figures

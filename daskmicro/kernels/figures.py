@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["BINS", "SPAN", "Scale", "moments", "merge_moments", "scale_from_moments", "summarize", "merge",
-           "publish", "suppress"]
+__all__ = ["BINS", "SPAN", "Scale", "moments", "merge_moments", "scale_from_moments", "summarize",
+           "summarize_original", "summarize_cells", "merge", "publish", "suppress"]
 
 #: Bins per column and their span in standard deviations each side of the mean.
 BINS = 32
@@ -65,6 +65,10 @@ def moments(X: np.ndarray):
     """(count, mean, M2) of each column over its finite values (M2: sum of squared deviations)."""
     X = np.asarray(X, dtype=np.float64)
     ok = np.isfinite(X)
+    if ok.all():  # the usual case, in a few passes over X
+        mean = X.mean(axis=0) if len(X) else np.zeros(X.shape[1])
+        dev = X - mean
+        return np.full(X.shape[1], len(X), dtype=np.int64), mean, np.einsum("ij,ij->j", dev, dev)
     count = ok.sum(axis=0).astype(np.int64)
     safe = np.where(ok, X, 0.0)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -104,62 +108,103 @@ def scale_from_moments(columns, parts) -> Scale | None:
 # --------------------------------------------------------------------------- summaries
 
 
-def _bins(X: np.ndarray, scale: Scale) -> np.ndarray:
-    """Histogram (columns × BINS) of the finite values, end bins open."""
-    m = X.shape[1]
-    out = np.zeros((m, BINS), dtype=np.int64)
-    for j in range(m):
-        x = X[:, j]
-        x = x[np.isfinite(x)]
-        z = (x - scale.mean[j]) / scale.std[j]
-        idx = np.clip(np.floor((z + SPAN) * (BINS / (2 * SPAN))), 0, BINS - 1).astype(np.int64)
-        out[j] = np.bincount(idx, minlength=BINS)
+def _standardized(X: np.ndarray, scale: Scale) -> np.ndarray:
+    return (np.asarray(X, dtype=np.float64) - scale.mean) / scale.std
+
+
+def _bins(Z: np.ndarray, finite: np.ndarray, weights=None) -> np.ndarray:
+    """Histogram (columns × BINS) of the finite standardized values ``Z`` (each row counted
+    ``weights[i]`` times when given), end bins open: one bincount over every column at once
+    (column j's bins at j·BINS …, non-finite values in a last bin that is dropped)."""
+    n, m = Z.shape
+    idx = Z * (BINS / (2 * SPAN))
+    idx += BINS / 2
+    np.clip(idx, 0, BINS - 1, out=idx)   # ≥ 0 now, so truncation is floor
+    missing = not finite.all()
+    if missing:
+        idx[~finite] = 0                     # NaN cannot be cast; its entry is moved to the dropped bin below
+    flat = idx.astype(np.int64)
+    flat += np.arange(m, dtype=np.int64) * BINS
+    if missing:
+        flat[~finite] = m * BINS
+    w = None if weights is None else np.repeat(np.asarray(weights, dtype=np.float64), m)
+    counts = np.bincount(flat.ravel(), weights=w, minlength=m * BINS + 1)[: m * BINS]
+    return np.rint(counts).astype(np.int64).reshape(m, BINS)
+
+
+def _side(Z: np.ndarray, finite: np.ndarray, rows, weights=None) -> dict:
+    """Histogram, complete-row count, sum and cross products of one side (original or released)."""
+    hist = _bins(Z, finite, weights)
+    Zc = Z if rows is None else Z[rows]
+    if weights is None:
+        return {"hist": hist, "complete": int(Zc.shape[0]), "sum": Zc.sum(axis=0), "cross": Zc.T @ Zc}
+    w = np.asarray(weights, dtype=np.float64)
+    w = w if rows is None else w[rows]
+    return {"hist": hist, "complete": int(round(w.sum())), "sum": w @ Zc, "cross": (Zc * w[:, None]).T @ Zc}
+
+
+def _summary(columns, original: dict | None, released: dict | None) -> dict:
+    out = {"columns": tuple(columns)}
+    for name, side in (("original", original), ("released", released)):
+        if side is not None:
+            out.update({f"hist_{name}": side["hist"], f"complete_{name}": side["complete"],
+                        f"sum_{name}": side["sum"], f"cross_{name}": side["cross"]})
     return out
-
-
-def _cross(Z: np.ndarray):
-    return Z.sum(axis=0), Z.T @ Z
 
 
 def summarize(X: np.ndarray, Y: np.ndarray, scale: Scale) -> dict:
     """Summary of one piece: ``X`` its original QI values, ``Y`` the released ones (same rows and
     columns, ``scale.columns``; NaN where missing)."""
-    X = np.asarray(X, dtype=np.float64)
-    Y = np.asarray(Y, dtype=np.float64)
-    complete = np.isfinite(X).all(axis=1) & np.isfinite(Y).all(axis=1)
-    zx = (X[complete] - scale.mean) / scale.std
-    zy = (Y[complete] - scale.mean) / scale.std
-    sx, cx = _cross(zx)
-    sy, cy = _cross(zy)
-    return {"columns": tuple(scale.columns), "hist_original": _bins(X, scale), "hist_released": _bins(Y, scale),
-            "complete": int(complete.sum()), "sum_original": sx, "cross_original": cx,
-            "sum_released": sy, "cross_released": cy}
+    zx, zy = _standardized(X, scale), _standardized(Y, scale)
+    fx, fy = np.isfinite(zx), np.isfinite(zy)
+    complete = fx.all(axis=1) & fy.all(axis=1)
+    rows = None if complete.all() else complete   # no copy in the usual case
+    return _summary(scale.columns, _side(zx, fx, rows), _side(zy, fy, rows))
+
+
+def summarize_original(X: np.ndarray, scale: Scale) -> dict:
+    """The original side of a piece alone (its released side comes from :func:`summarize_cells`)."""
+    z = _standardized(X, scale)
+    finite = np.isfinite(z)
+    complete = finite.all(axis=1)
+    return _summary(scale.columns, _side(z, finite, None if complete.all() else complete), None)
+
+
+def summarize_cells(centroids: np.ndarray, sizes: np.ndarray, scale: Scale) -> dict:
+    """The released side from cells: each centroid (original units, ``scale.columns``) counted as
+    often as its cell has records — the same figures as the released records, k times cheaper."""
+    z = _standardized(centroids, scale)
+    finite = np.isfinite(z)
+    complete = finite.all(axis=1)
+    return _summary(scale.columns, None, _side(z, finite, None if complete.all() else complete, sizes))
 
 
 def merge(summaries, columns) -> dict | None:
     """The sum of piece summaries over ``columns``: histograms by column name; the sums of
     complete rows from the summaries that cover every column (a piece missing a column has no
-    complete row)."""
+    complete row).  A summary may hold one side only (:func:`summarize_original`,
+    :func:`summarize_cells`)."""
     summaries = [s for s in summaries if s]
     if not summaries:
         return None
     columns = tuple(columns)
     m = len(columns)
-    out = {"columns": columns, "hist_original": np.zeros((m, BINS), np.int64),
-           "hist_released": np.zeros((m, BINS), np.int64), "complete": 0,
-           "sum_original": np.zeros(m), "cross_original": np.zeros((m, m)),
-           "sum_released": np.zeros(m), "cross_released": np.zeros((m, m))}
+    out = {"columns": columns}
+    for name in ("original", "released"):
+        out.update({f"hist_{name}": np.zeros((m, BINS), np.int64), f"complete_{name}": 0,
+                    f"sum_{name}": np.zeros(m), f"cross_{name}": np.zeros((m, m))})
     for s in summaries:
         pos = [columns.index(c) for c in s["columns"]]
-        out["hist_original"][pos] += s["hist_original"]
-        out["hist_released"][pos] += s["hist_released"]
-        if set(s["columns"]) == set(columns) and s["complete"]:
-            order = np.argsort(pos)
-            out["complete"] += s["complete"]
-            for key in ("sum_original", "sum_released"):
-                out[key] += np.asarray(s[key])[order]
-            for key in ("cross_original", "cross_released"):
-                out[key] += np.asarray(s[key])[np.ix_(order, order)]
+        whole = set(s["columns"]) == set(columns)
+        order = np.argsort(pos)
+        for name in ("original", "released"):
+            if f"hist_{name}" not in s:
+                continue
+            out[f"hist_{name}"][pos] += s[f"hist_{name}"]
+            if whole and s[f"complete_{name}"]:
+                out[f"complete_{name}"] += s[f"complete_{name}"]
+                out[f"sum_{name}"] += np.asarray(s[f"sum_{name}"])[order]
+                out[f"cross_{name}"] += np.asarray(s[f"cross_{name}"])[np.ix_(order, order)]
     return out
 
 
@@ -210,10 +255,11 @@ def publish(summary: dict | None, scale: Scale | None, k: int) -> dict | None:
         suppressed += sum(v is None for v in before) + sum(v is None for v in after)
         columns.append({"name": str(name), "edges": [float(v) for v in edges[j]], "original": before,
                         "released": after})
-    n = int(summary["complete"])
+    n, n_released = int(summary["complete_original"]), int(summary["complete_released"])
     return {
         "bins": BINS, "span_sd": SPAN, "k": int(k), "suppressed_bins": int(suppressed), "columns": columns,
         "correlation": {"records": n, "columns": [str(c) for c in summary["columns"]],
                         "original": _correlation(n, k, summary["sum_original"], summary["cross_original"]),
-                        "released": _correlation(n, k, summary["sum_released"], summary["cross_released"])},
+                        "released": _correlation(n_released, k, summary["sum_released"],
+                                                 summary["cross_released"])},
     }
