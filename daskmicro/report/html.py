@@ -4,9 +4,8 @@
 :meth:`daskmicro.report.Report.to_dict` (as stored in ``report.json``): no file access, no clock,
 the same dict always gives the same page.  The page has inline CSS, plots as inline SVG
 (:mod:`daskmicro.report.plots`, :mod:`daskmicro.report.beforeafter`) and no external URL, so it
-can be mailed or archived as one file.  :func:`write_report` renders the page of any release a
-run wrote (a release file with its ``NAME.report.json``, a directory release with
-``_report.json``, a demo directory with ``report.json``, or the JSON itself).
+can be mailed or archived as one file.  :func:`daskmicro.report.files.write_report` writes the
+page of any release a run wrote.
 
 From the top: the verdict in plain words (privacy, utility, risk when measured), the before/after
 pictures (each QI's distribution, original vs released, and both correlation matrices), then the
@@ -19,18 +18,17 @@ Dask performance report — each only when the run produced it, and a glossary o
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Mapping
 
-from ..errors import InputError, ParameterError, redact
+from ..errors import ParameterError
 from .beforeafter import before_after_body
 from .page import CSS, HEAD_SCRIPT, TAIL_SCRIPT, esc, fmt, number, percent, seconds, table
 from .plots import (cell_size_plot, eigenvalue_plot, energy_spectrum_plot, macrocell_sse_plot, recommend_setting,
                     sweep_plot, timings_plot)
 from .summary import glossary_body, relative_to_mdav, summary_body
 
-__all__ = ["render_html", "write_report", "find_report", "SECTION_IDS"]
+__all__ = ["render_html", "SECTION_IDS"]
 
 #: ids of the <section> elements, in page order (a section is left out when the run has no data for it).
 SECTION_IDS = (
@@ -396,92 +394,3 @@ def render_html(report: Mapping) -> str:
         "columns; aggregates only, no data values.</footer>"
         f"<script>{TAIL_SCRIPT}</script></body></html>\n"
     )
-
-
-def find_report(path) -> tuple[Path, Path]:
-    """The JSON report of a release and where its page goes by default: ``(report_json, html)``.
-
-    ``path`` may be a report JSON itself (``X.json`` → ``X.html`` beside it), a release file
-    (``NAME.report.json`` beside it → ``NAME.report.html``), a directory release (``_report.json``
-    inside → ``DIR.report.html`` *beside* the directory, so a committed release is left as it
-    was) or a demo / run directory (``report.json`` inside → ``report.html`` inside).  Raises
-    :class:`~daskmicro.errors.InputError` when there is nothing there or no report in it.
-    """
-    path = Path(path)
-    if path.is_dir():
-        if (path / "_report.json").is_file():
-            named = path if path.name not in ("", ".", "..") else path.resolve()
-            return path / "_report.json", named.with_name(named.name + ".report.html")
-        if (path / "report.json").is_file():
-            return path / "report.json", path / "report.html"
-        raise InputError(f"no report.json or _report.json in directory: {path}")
-    if path.is_file():
-        if path.suffix.lower() == ".json":
-            return path, path.with_suffix(".html")
-        source = path.with_name(path.stem + ".report.json")
-        if source.is_file():
-            return source, source.with_suffix(".html")
-        raise InputError(f"no report beside release file (looked for {source.name}): {path}")
-    if path.suffix.lower() == ".json":
-        raise InputError(f"report does not exist: {path}")
-    raise InputError(f"release or run directory does not exist: {path}")
-
-
-def _rebase_links(report: dict, source: Path, target: Path) -> dict:
-    """Relative links in ``report`` (to the Dask performance report) made relative to ``target``."""
-    import os
-
-    if source.resolve().parent == target.resolve().parent:
-        return report
-    report = dict(report)
-    for holder in (report, report.get("paths") if isinstance(report.get("paths"), dict) else None):
-        if holder is None or not holder.get("performance_report"):
-            continue
-        link = Path(str(holder["performance_report"]))
-        if link.is_absolute():
-            continue
-        if holder is not report:
-            holder = report["paths"] = dict(holder)
-        absolute = (source.resolve().parent / link).resolve()
-        holder["performance_report"] = Path(os.path.relpath(absolute, target.resolve().parent)).as_posix()
-    return report
-
-
-def write_report(path, output=None, *, overwrite: bool = True) -> Path:
-    """Render the HTML page of a run's JSON report; returns the HTML path.
-
-    ``path`` is anything :func:`find_report` accepts (a release file, a directory release, a
-    demo directory or a report JSON); the page goes to ``output`` when given, else where
-    :func:`find_report` says.  With ``overwrite=False`` an existing page is refused.  The page
-    is written to a temporary file and moved into place, so on error nothing is written and an
-    earlier page is left untouched.  Raises :class:`~daskmicro.errors.InputError` naming the
-    file when the report is missing or unreadable.
-    """
-    source, target = find_report(path)
-    if output is not None:
-        target = Path(output)
-        if target.is_dir() or str(output).endswith(("/", "\\")):
-            raise InputError(f"--output must be a file path, not a directory: {output}")
-        if target.suffix.lower() != ".html":
-            raise InputError(f"--output must end in .html: {output}")
-        if not target.parent.is_dir():
-            raise InputError(f"directory of --output does not exist: {target.parent}")
-    if target.resolve() == Path(path).resolve() or target.resolve() == source.resolve():
-        raise InputError(f"output would replace its own input: {target}")
-    if target.exists() and not overwrite:
-        raise InputError(f"output exists (use --overwrite to replace it): {target}")
-    try:
-        report = json.loads(source.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"cannot read {source}: {redact(str(exc))}") from None
-    if not isinstance(report, dict):
-        raise InputError(f"{source} does not hold a report object")
-    page = render_html(_rebase_links(report, source, target))
-    tmp = target.with_name(f".{target.name}.tmp")
-    try:
-        tmp.write_text(page, encoding="utf-8")
-        tmp.replace(target)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise InputError(f"cannot write {target}: {redact(str(exc))}") from None
-    return target
