@@ -252,7 +252,7 @@ def sweep_figure(points: Iterable[Mapping], budget: float | None = None, xlabel:
     d = np.array([p["relative_distortion"] for p in pts]) * 100
     fig = _figure(WIDTH, 4.5)
     ax = fig.add_subplot()
-    ax.plot(d, t, linestyle="none", marker="o", color=_BLUE, alpha=0.8, label="setting")
+    ax.plot(d, t, linestyle="none", marker="o", markersize=8, color=_BLUE, label="setting")
     if len(pts) <= 15:
         for p, x, y in zip(pts, d, t):
             ax.annotate(str(p["setting"]), (x, y), xytext=(4, 4), textcoords="offset points", fontsize=8)
