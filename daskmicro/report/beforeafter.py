@@ -128,9 +128,10 @@ def before_after_body(ba: Mapping) -> str | None:
     body += distribution_plot(columns)
     hidden = int(ba.get("suppressed_bins") or 0)
     if hidden:
-        body += (f'<p class="note">{hidden} bin(s) marked × hold between 1 and {esc(k)} − 1 records (or, '
-                 "where needed, a few more so that their total cannot be worked out from the others) and are "
-                 "not shown: a count that small could single people out.</p>")
+        small = f"between 1 and {int(k) - 1} records (fewer than k = {int(k)})" if k else "fewer than k records"
+        body += (f'<p class="note">{hidden} bin(s) marked × hold {small} — or, where needed, a few more so that '
+                 "their total cannot be worked out from the others — and are not shown: a count that small "
+                 "could single people out.</p>")
     corr = ba.get("correlation") or {}
     if corr.get("original") and corr.get("released"):
         body += (f"<h3>Correlations between the QIs</h3><p>Over the {int(corr.get('records', 0)):,} records with "
