@@ -322,7 +322,7 @@ class RunConfig:
     tls_ca_file: str | None = None
     tls_cert: str | None = None
     tls_key: str | None = None
-    dask_report: bool = True
+    dask_report: bool = False   # the Dask performance report (several MB): only when asked for
     seed_drawn: bool = field(default=False, compare=False)
 
     # ----------------------------------------------------------------- builders
@@ -373,7 +373,7 @@ class RunConfig:
             partition_by=cols(args.partition_by, "--partition-by"), rows_per_file=args.rows_per_file,
             force=args.force, overwrite=args.overwrite, scheduler=args.scheduler, workers=args.workers,
             tls_ca_file=args.tls_ca_file, tls_cert=args.tls_cert, tls_key=args.tls_key,
-            dask_report=not args.no_dask_report,
+            dask_report=bool(getattr(args, "dask_report", False)),
         )
 
     @classmethod
@@ -399,6 +399,7 @@ class RunConfig:
             rows_per_file=out.get("rows_per_file"),
             scheduler=cluster.get("address"), workers=cluster.get("workers"),
             tls_ca_file=tls.get("ca_file"), tls_cert=tls.get("cert"), tls_key=tls.get("key"),
+            dask_report=(data.get("report") or {}).get("dask_report"),
         )
 
     # ----------------------------------------------------------------- checks and derived values

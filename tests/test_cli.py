@@ -195,8 +195,7 @@ def test_help_and_version(capsys):
 def test_demo(tmp_path, capsys):
     out = tmp_path / "demo"
     assert main(["demo", "--output", str(out), "--n", "3000", "--k", "4", "--seed", "2", "--partition-size", "1000"]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["dask-report.html", "input.parquet", "release.parquet", "report.html",
-                                                     "report.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["input.parquet", "release.parquet", "report.html", "report.json"]
     data, release = pd.read_parquet(out / "input.parquet"), pd.read_parquet(out / "release.parquet")
     report = json.loads((out / "report.json").read_text())
     assert len(data) == len(release) == 3000 and list(release.columns) == list(data.columns)

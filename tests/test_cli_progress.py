@@ -70,3 +70,33 @@ def test_a_pipe_gets_plain_stage_lines(table, tmp_path):
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr
     assert "  pre-scan" in proc.stderr and "working" not in proc.stderr and "\r" not in proc.stderr
+
+
+def _spec(tmp_path, table) -> str:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"""name: progress
+input: {{path: {table}}}
+qi: [a, b, c]
+k: 5
+method: partitioned
+parameters: {{partition_size: 400, K: 40, seed: 1}}
+output: {{path: {tmp_path / 'release'}}}
+cluster: {{workers: 1}}
+""")
+    return str(spec)
+
+
+def test_a_workflow_run_shows_progress_like_anonymize(table, tmp_path):
+    rc, out = _run_in_pty(["run", _spec(tmp_path, table)])
+    assert rc == 0, out[-2000:]
+    assert "working …" in out and "\r" in out
+    for stage in ("pre-scan", "fan_out", "write + verify", "commit"):
+        assert f"  {stage}" in out
+    assert "committed 3,000 rows" in out
+
+
+def test_a_quiet_workflow_run_shows_none(table, tmp_path):
+    rc, out = _run_in_pty(["run", _spec(tmp_path, table), "--quiet"])
+    assert rc == 0, out[-2000:]
+    assert "working" not in out and "pre-scan" not in out and "dashboard" not in out
+    assert "committed 3,000 rows" in out

@@ -33,7 +33,8 @@ def test_report_of_file_release(data, tmp_path, capsys):
     assert main(["report", str(out)]) == 0
     html = tmp_path / "release.report.html"
     assert f"report: {html}" in capsys.readouterr().out
-    _page_ok(html)
+    page = _page_ok(html)
+    assert '<section id="summary">' in page and 'data-plot="distributions"' in page
     # an existing page is refused in one line, and left as it was
     before = html.read_bytes()
     assert main(["report", str(out)]) == 2
@@ -63,6 +64,14 @@ def test_report_of_directory_release(data, tmp_path, capsys):
     report = json.loads((out / "_report.json").read_text())
     if report.get("performance_report"):  # the link is rebased to the page's place, beside the directory
         assert 'href="lake/_dask-report.html"' in page
+    # the pipeline recorded the before/after figures in its release-check pass: every record counted
+    figures = report["before_after"]
+    assert [c["name"] for c in figures["columns"]] == QI.split(",")
+    for column in figures["columns"]:
+        assert sum(column["released"]) == 1200
+        assert sum(v for v in column["original"] if v is not None) <= 1200
+    assert figures["correlation"]["records"] == 1200
+    assert 'data-plot="distributions"' in page and 'data-plot="correlations"' in page
 
 
 def test_report_refuses_path_without_report(tmp_path, capsys):

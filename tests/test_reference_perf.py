@@ -96,7 +96,7 @@ def input_file(tmp_path_factory, data):
 def test_performance_report_next_to_file_output(tmp_path, input_file, capsys):
     out = tmp_path / "rel.parquet"
     assert main(["anonymize", str(input_file), str(out), "--qi", ",".join(QI), "--k", "5", "--seed", "0",
-                 *CLUSTER]) == 0
+                 "--dask-report", *CLUSTER]) == 0
     perf = tmp_path / "rel.report.dask.html"
     assert perf.is_file() and "Dask Performance Report" in perf.read_text()
     assert "cdn.bokeh.org" not in perf.read_text()[:200_000]  # BokehJS inline: opens offline
@@ -109,24 +109,26 @@ def test_performance_report_next_to_file_output(tmp_path, input_file, capsys):
     (tmp_path / "rel.parquet").unlink()
     (tmp_path / "rel.report.json").unlink()
     capsys.readouterr()
-    assert main(["anonymize", str(input_file), str(out), "--qi", ",".join(QI), "--k", "5", *CLUSTER]) == 2
+    assert main(["anonymize", str(input_file), str(out), "--qi", ",".join(QI), "--k", "5", "--dask-report",
+                 *CLUSTER]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Dask performance report already exists" in err
     assert not out.exists()
 
 
-def test_performance_report_in_lake_output_and_opt_out(tmp_path, data, input_file):
+def test_performance_report_in_lake_output_only_when_asked(tmp_path, data, input_file):
     lake_in = tmp_path / "lake"
     lake_in.mkdir()
     data.iloc[:450].to_parquet(lake_in / "part.0.parquet", index=False)
     data.iloc[450:].to_parquet(lake_in / "part.1.parquet", index=False)
     lake = tmp_path / "release"
     assert main(["anonymize", str(lake_in), str(lake), "--qi", ",".join(QI), "--k", "5", "--seed", "0",
-                 "--reference", "none", *CLUSTER]) == 0
+                 "--reference", "none", "--dask-report", *CLUSTER]) == 0
     assert (lake / "_dask-report.html").is_file()
     report = json.loads((lake / "_report.json").read_text())
     assert report["performance_report"] == "_dask-report.html" and "reference" not in report
 
+    # the default: no performance report (--no-dask-report, the old opt-out, is still accepted)
     out = tmp_path / "plain.parquet"
     assert main(["anonymize", str(input_file), str(out), "--qi", ",".join(QI), "--k", "5", "--seed", "0",
                  "--no-dask-report", "--reference", "none", *CLUSTER]) == 0

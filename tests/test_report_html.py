@@ -78,8 +78,10 @@ def test_all_sections_and_plots(full_page):
         body = _section(full_page, sid)
         assert "not run" not in body, sid
     names = re.findall(r'<svg class="plot" data-plot="([^"]+)"', full_page)
-    assert names == ["timings", "cell-sizes", "energy-spectrum", "macrocell-sse", "eigenvalues", "sweep"]
+    assert names == ["distributions", "correlations", "timings", "cell-sizes", "energy-spectrum", "macrocell-sse",
+                     "eigenvalues", "sweep"]
     assert "+2.00 %" in _section(full_page, "information-loss")  # δ against exact MDAV
+    assert "2 % more distortion than exact MDAV" in _section(full_page, "summary")
     assert "retaining" in _section(full_page, "pca-spectrum")
     assert "τ₀" in _section(full_page, "incremental")
     assert "IL1s" in _section(full_page, "utility") and "AGI" in _section(full_page, "utility")
@@ -88,14 +90,20 @@ def test_all_sections_and_plots(full_page):
     assert 'href="dask-performance.html"' in _section(full_page, "performance")
 
 
-def test_absent_data_says_not_run(minimal_report):
+def test_sections_only_for_what_ran(minimal_report):
     page = render_html(minimal_report)
-    for sid in ("pca-spectrum", "macrocells", "incremental", "probabilistic", "utility", "risk"):
-        assert "not run" in _section(page, sid), sid
-    for sid in ("sweep", "performance"):
-        assert f'id="{sid}"' not in page
+    for sid in ("pca-spectrum", "macrocells", "incremental", "probabilistic", "utility", "risk", "sweep",
+                "performance"):
+        assert f'id="{sid}"' not in page and f'href="#{sid}"' not in page, sid
+    assert "not run" not in page
     assert "passed" in _section(page, "verification")
-    assert re.findall(r'<svg class="plot"', page) == []
+    # a plain MDAV run still has its summary, its before/after pictures and its glossary
+    for sid in ("summary", "before-after", "glossary"):
+        assert f'<section id="{sid}">' in page
+    assert re.findall(r'<svg class="plot" data-plot="([^"]+)"', page) == ["distributions", "correlations"]
+    # no exact-MDAV reference in this report: the summary makes no comparison and no risk card
+    summary = _section(page, "summary")
+    assert "exact MDAV" not in summary and "<h3>Risk</h3>" not in summary
 
 
 def test_self_contained_and_deterministic(full_report, full_page):
@@ -202,9 +210,17 @@ def test_renders_in_headless_chromium(tmp_path, full_report):
     body = re.search(r"<body([^>]*)>", dom.stdout)
     assert body, "page did not load"
     assert 'data-js-errors="0"' in body.group(1)
-    assert 'data-plots-rendered="6"' in body.group(1), body.group(1)  # every plot has a non-empty box
+    assert 'data-plots-rendered="8"' in body.group(1), body.group(1)  # every plot has a non-empty box
     for sid in SECTION_IDS:
         assert f'<section id="{sid}">' in dom.stdout
+    # the verdict comes first, then the before/after pictures; one timings table, one total
+    assert dom.stdout.index('<section id="summary">') < dom.stdout.index('<section id="before-after">') \
+        < dom.stdout.index('<section id="parameters">')
+    assert "Every combination of published quasi-identifier" in dom.stdout
+    before_after = _section(dom.stdout, "before-after")
+    assert 'data-plot="distributions"' in before_after and 'data-plot="correlations"' in before_after
+    assert dom.stdout.count('<table class="timings">') == 1
+    assert _section(dom.stdout, "timings").count("<td>total") == 1
 
     shot = tmp_path / "report.png"
     res = _chromium(browser, tmp_path / "profile-shot", f"--screenshot={shot}", "--window-size=1280,2400", url)
@@ -215,7 +231,105 @@ def test_renders_in_headless_chromium(tmp_path, full_report):
     packed = (rgb[..., 0].astype(np.int64) << 16) | (rgb[..., 1].astype(np.int64) << 8) | rgb[..., 2]
     colours = np.unique(packed)
     assert len(colours) > 100, "screenshot is (nearly) blank"
-    # the header band is dark, the page background light, and the plots add blue bars
-    assert rgb[20:60, 20:400].mean() < 120 and rgb[-50:, :].mean() > 200
+    # the header band is dark, the page background (right margin) light, and the plots add blue bars
+    # (original data) and orange ones (released data) on the first screen
+    assert rgb[20:60, 20:400].mean() < 120 and rgb[200:, -12:].mean() > 200
     blue = (rgb[..., 2] > 140) & (rgb[..., 0] < 90) & (rgb[..., 1] < 130)
-    assert blue.sum() > 2000, "no plot colour on the first screen"
+    orange = (rgb[..., 0] > 200) & (rgb[..., 1] > 90) & (rgb[..., 1] < 150) & (rgb[..., 2] < 60)
+    assert blue.sum() > 2000 and orange.sum() > 2000, "no plot colour on the first screen"
+
+
+# --------------------------------------------------------------------------- the page a data owner reads
+
+
+def test_summary_in_plain_words(full_report):
+    summary = _section(render_html(full_report), "summary")
+    k, smallest = full_report["k"], full_report["verification"]["k_anonymity"]["min_count"]
+    assert f"shared by at least <b>{k}</b> records" in summary
+    assert f"smallest published group holds <b>{smallest}</b> records" in summary
+    assert "verified" in summary and "FAILED" not in summary
+    assert "more distortion than exact MDAV" in summary
+    # risk: the linkage rate in words, and what it means per person (rate / smallest group)
+    rate = full_report["risk"]["record_linkage"]["rate"]
+    assert "<h3>Risk</h3>" in summary and "chance of picking the right person" in summary
+    assert f"{100 * rate / smallest:.3g}"[:3] in summary
+    failed = copy.deepcopy(full_report)
+    failed["verification"]["passed"] = False
+    assert "verification FAILED" in _section(render_html(failed), "summary")
+    better = dict(full_report, reference_information_loss=full_report["information_loss"] * 1.05)
+    assert "less distortion than exact MDAV" in _section(render_html(better), "summary")
+
+
+def test_one_timings_table_one_total_and_compile_apart(full_report):
+    # the planner records a "total" (wall clock, cluster start-up included): it is shown once, not summed again
+    report = dict(full_report, timings={"pre-scan": 0.5, "cells": 2.0, "write + verify": 0.0006323, "total": 4.0})
+    timings = _section(render_html(report), "timings")
+    assert timings.count("<table") == 1 and timings.count("<td>total") == 1
+    assert "<td>total (wall clock)</td><td>4 s</td>" in timings
+    assert "&lt; 0.001 s" in timings and "e-04" not in timings
+    assert "other (cluster start-up" in timings  # 4.0 − 2.5006 s that no stage timed
+    assert "compile" not in timings.lower()
+    # without a recorded total, the sum of the stages is the total
+    timings = _section(render_html(dict(report, timings={"a": 1.0, "b": 2.0})), "timings")
+    assert timings.count("<td>total") == 1 and "<td>total (wall clock)</td><td>3 s</td>" in timings
+    assert "other" not in timings
+    # compile time: its own line, outside the table
+    report["compile"] = {"seconds": 61.2, "workers": {"tcp://a": 61.2, "tcp://b": 40.0},
+                         "cache_dir": "/cache/numba", "compiled": True}
+    timings = _section(render_html(report), "timings")
+    table_html = re.search(r"<table.*?</table>", timings, re.S).group(0)
+    assert "compile" not in table_html.lower()
+    assert "Kernel compile / cache load: <b>1 min 01 s</b>, not counted in the stages" in timings
+    assert "2 worker(s)" in timings and "/cache/numba" in timings
+
+
+def test_one_bar_cell_histogram_said_in_words(full_report):
+    page = render_html(dict(full_report, cell_size_counts={"5": 80}, cells=80, min_cell_size=5, max_cell_size=5))
+    cells = _section(page, "cell-sizes")
+    assert "Every one of the 80 groups holds exactly 5 records." in cells
+    assert 'data-plot="cell-sizes"' not in page
+
+
+def test_numbers_for_people(full_report):
+    from daskmicro.report.page import fmt, number, percent, seconds
+
+    assert number(3.514e-16) == "≈ 0" and number(0.0) == "0"
+    assert number(6.323e-04) == "0.0006323" and number(3e-8) == "3.0 × 10⁻⁸"
+    assert number(1234.5678) == "1,235" and number(9.0912345) == "9.091" and number(2e6) == "2,000,000"
+    assert number(float("nan")) == "not a number"
+    assert seconds(6.323e-04) == "< 0.001 s" and seconds(12.34) == "12.3 s" and seconds(125.2) == "2 min 05 s"
+    assert seconds(4000) == "1 h 07 min" and percent(0.038) == "3.8 %"
+    assert fmt(6.323e-04) == "0.0006323" and fmt(1_000_000) == "1,000,000"
+    report = copy.deepcopy(full_report)
+    report["timings"] = {"pre-scan": 6.323e-04, "cells": 3.514e-16}
+    report["information_loss"] = 3.514e-16
+    page = render_html(report)
+    assert not re.search(r"\d(\.\d+)?e[-+]\d\d", re.sub(r"<svg.*?</svg>", "", page, flags=re.S))
+
+
+def test_glossary_explains_the_papers_terms(full_page):
+    glossary = _section(full_page, "glossary")
+    for term in ("ν (nu), n_distal, C_D", "IL1s", "SSE, SST", "macrocell", "proximal / distal", "eigenvalues",
+                 "k-anonymity"):
+        assert f"<dt>{term}" in glossary or term in glossary, term
+
+
+def test_before_after_figures_of_a_real_run(full_report):
+    ba = full_report["before_after"]
+    assert [c["name"] for c in ba["columns"]] == QI
+    data = census_like(400, seed=3)
+    k = full_report["k"]
+    for column in ba["columns"]:
+        edges = np.asarray(column["edges"])
+        x = data[column["name"]].to_numpy(float)
+        # edges are mean + j·σ/4, never the data's extremes
+        assert np.allclose(np.diff(edges), x.std() / 4) and np.isclose(edges[16], x.mean())
+        assert x.min() not in edges and x.max() not in edges
+        # every shown count of the original is 0 or ≥ k; shown + hidden counts add up to n
+        shown = [v for v in column["original"] if v is not None]
+        assert all(v == 0 or v >= k for v in shown)
+        assert sum(shown) <= len(x) and (sum(shown) == len(x)) == (None not in column["original"])
+        # the released histogram counts every record (group averages: each bin 0 or ≥ k)
+        assert sum(v for v in column["released"] if v is not None) == len(x)
+    corr = np.array(ba["correlation"]["original"], dtype=float)
+    assert np.allclose(corr, np.corrcoef(data[QI].to_numpy(float), rowvar=False), atol=1e-4)

@@ -73,6 +73,7 @@ MISTAKES = [
     ("participation", {"pi": 0.5, "max_cell_failure": 1}, "participation.max_cell_failure: expected a number in (0, 1), got 1"),
     ("incremental", {"close_at": "2h", "zeta": 5}, "incremental: only used with method: incremental"),
     ("report", {"path": 7}, "report.path: expected a non-empty string, got 7"),
+    ("report", {"dask_report": "yes"}, "report.dask_report: expected true or false, got 'yes'"),
     ("version", 2, "workflow spec: version: expected 1, got 2"),
 ]
 
@@ -206,6 +207,10 @@ def test_every_run_option_is_a_spec_key_and_names_stay_exact(tmp_path):
     assert (cfg.strata, cfg.merge_small_strata, cfg.missing, cfg.drop) == (("s",), True, "separate", ("name",))
     assert (cfg.refine, cfg.refine_iter, cfg.reference, cfg.partition_by, cfg.rows_per_file, cfg.force) == \
         ("pcl", 3, "sample", ("s",), 1000, True)
+    # the Dask performance report: only when the spec asks for it (report.dask_report)
+    assert cfg.dask_report is False
+    spec["report"] = {"dask_report": True}
+    assert RunConfig.from_spec(parse_spec(spec, tmp_path).data, texts).dask_report is True
     spec["method"] = "mdav"   # refine needs the pipeline: refused when the spec is loaded
     del spec["parameters"]["K"]
     with pytest.raises(SpecError, match="refine and macro are stages"):

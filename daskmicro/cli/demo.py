@@ -14,8 +14,8 @@ __all__ = ["add_parsers"]
 _DEMO_DESCRIPTION = """\
 Generate a census-like data set (resampled and jittered rows of the CASC Census reference data,
 plus pass-through columns record_id and region), anonymize its 13 numerical columns, and write
-DIR/input.parquet, DIR/release.parquet and DIR/report.json.  Files from an earlier demo in DIR
-are replaced.
+DIR/input.parquet, DIR/release.parquet, DIR/report.json and DIR/report.html (and, with
+--dask-report, DIR/dask-report.html).  Files from an earlier demo in DIR are replaced.
 """
 
 _DEMO_DATA_DESCRIPTION = """\
@@ -49,6 +49,7 @@ def add_parsers(sub, fmt) -> None:
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the data and of the shuffle (default: %(default)s)")
     p.add_argument("--partition-size", type=positive_int, default=5000, help="records per partition of the partitioned pipeline (default: %(default)s)")
     p.add_argument("--workers", type=positive_int, default=2, help="LocalCluster worker processes (default: %(default)s)")
+    p.add_argument("--dask-report", action="store_true", help="also write DIR/dask-report.html, the Dask performance report (several MB)")
     p.set_defaults(handler=_cmd_demo)
 
     p = sub.add_parser(
@@ -91,7 +92,7 @@ def _cmd_demo(args) -> int:
     with cluster_client(n_workers=args.workers) as client:
         print(f"LocalCluster with {len(client.scheduler_info()['workers'])} worker processes; dashboard: {client.dashboard_link}",
               file=sys.stderr, flush=True)
-        perf = DaskPerformanceReport()
+        perf = DaskPerformanceReport(enabled=args.dask_report)
         with perf.record(), StageProgress() as progress:
             release, report = anonymize(data, qi=qi, k=args.k, seed=args.seed, method="partitioned",
                                         partition_size=args.partition_size, keep_row_id=True, client=client,

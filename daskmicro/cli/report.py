@@ -53,7 +53,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args) -> int:
     """Render the page; errors propagate as InputError/ParameterError for the CLI to print."""
-    from ..report.html import write_report
+    from ..report.files import write_report
 
     target = write_report(args.path, args.output, overwrite=args.overwrite)
     print(f"report: {target}")

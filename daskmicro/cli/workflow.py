@@ -22,6 +22,7 @@ __all__ = ["add_parsers"]
 _RUN_EPILOG = """\
 examples:
   daskmicro run workflows/census-demo.yaml
+  daskmicro run workflows/census-demo.yaml --quiet      # no progress lines, only the summary
   daskmicro run workflows/nightly-lake.yaml --slot 2026-11-22T02:00:00Z
   daskmicro run spec.yaml --scheduler tls://sched:8786 --tls-ca-file ca.pem --tls-cert me.pem --tls-key me-key.pem
 
@@ -93,6 +94,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--slot", type=_time, metavar="TIME", help="scheduled specs: the slot to run (ISO 8601)")
     p.add_argument("--workers", type=int, metavar="N", help="LocalCluster worker processes (default: cluster.workers or cores)")
     p.add_argument("--local", action="store_true", help="run on a LocalCluster even if the spec names cluster.address")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr (stage lines, live line on a terminal, notices); the summary and errors still print")
     _add_connection(p, "run on this cluster instead of cluster.address / a LocalCluster")
     p.set_defaults(handler=_cmd_run)
 
@@ -143,7 +145,7 @@ def _say(text: str) -> None:
 
 
 def _cmd_run(args) -> int:
-    from .common import stage_printer as _stage_printer
+    from .common import StageProgress
     from ..cluster import cluster_client
     from ..workflow.runner import execute_run, output_paths
     from ..workflow.slots import latest_slot, next_slot
@@ -170,11 +172,13 @@ def _cmd_run(args) -> int:
         if wait > 0:
             _say(f"waiting {wait:.0f} s for slot {slot.isoformat()}")
             time.sleep(wait)
-    _say(f"run {spec.key(slot)} → {out}")
-    with cluster_client(scheduler=address, security=security,
-                        n_workers=args.workers or spec.cluster.get("workers")) as client:
-        _say(f"dask dashboard: {client.dashboard_link}")
-        summary = execute_run(spec, slot, client, progress=_stage_printer)
+    # the same progress as anonymize: a live line on a terminal, stage lines in a pipe, none with --quiet
+    with StageProgress(quiet=getattr(args, "quiet", False)) as progress:
+        progress.say(f"run {spec.key(slot)} → {out}")
+        with cluster_client(scheduler=address, security=security,
+                            n_workers=args.workers or spec.cluster.get("workers")) as client:
+            progress.say(f"dask dashboard: {client.dashboard_link}")
+            summary = execute_run(spec, slot, client, progress=progress)
     il = summary["information_loss"]
     print(f"committed {summary['rows']:,} rows in {summary['cells']:,} cells"
           + (f", information loss {il:.3f} %" if il is not None else f", {summary['strata']} strata")

@@ -43,6 +43,7 @@ class Published:
     cell_size_counts: dict
     k_anonymity: object
     rows: RowCheck
+    figures: dict | None = None   # summary of the before/after figures (daskmicro.kernels.figures)
 
 
 def _pieces_check(pieces, qi):
@@ -59,8 +60,17 @@ def _verdict(merged, k):
     return rows, check_tuple_counts(counts, k)
 
 
-def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: bool, timings: dict) -> Published:
-    """Number cells globally, build the (lazy) release of ``ddf`` and verify it.
+def _merge_figures(qi, *summaries):
+    from ..kernels.figures import merge
+
+    return merge(summaries, qi)
+
+
+def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: bool, timings: dict,
+                   figures=None) -> Published:
+    """Number cells globally, build the (lazy) release of ``ddf`` and verify it; with ``figures``
+    (a :class:`~daskmicro.kernels.figures.Scale`) the check's pass also summarises each input
+    chunk before and after for the report (the chunk is read once for both).
 
     Consumes ``fo.results``: once the cell ids and the centroid table exist the partition
     results are released (``fo.results`` is set to None).
@@ -81,6 +91,12 @@ def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: boo
     varying = [c for c, v in zip(qi, ing.varying) if v]
     mean_v, std_v = ing.mean[ing.varying], ing.std[ing.varying]
     table = client.submit(kasm.centroid_table, mean_v, std_v, *fo.results)
+    released = None
+    if figures is not None:  # the released side of the report's figures, from the cells (where they are)
+        from ..figures import cells_figures
+
+        released = client.map(cells_figures, fo.results, qi=list(qi), mean=ing.mean, std=ing.std,
+                              varying=ing.varying, scale=figures, pure=False)
     bounds = np.array(list(ing.row0s) + [ing.n], dtype=np.int64)
     by_top: dict[int, list] = {}
     for i, (t, *_rest) in enumerate(fo.partitions):
@@ -120,7 +136,18 @@ def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: boo
     del pieces
     while len(level) > 1:
         level = [fold(*level[i:i + 8]) for i in range(0, len(level), 8)]
-    rows_out, k_check = client.compute(dask.delayed(_verdict, pure=True)(level[0], k)).result()
+    verdict = dask.delayed(_verdict, pure=True)(level[0], k)
+    summary = None
+    if figures is not None:
+        from ..figures import chunk_figures
+
+        chunk = dask.delayed(chunk_figures, pure=True)
+        summary = dask.delayed(_merge_figures, pure=True)(
+            list(qi), *released, *[chunk(o, list(qi), figures) for o in ddf.to_delayed()])
+    if summary is None:
+        rows_out, k_check = client.compute(verdict).result()
+    else:  # one graph: each input chunk is read once for the check and the figures
+        (rows_out, k_check), summary = client.gather(client.compute([verdict, summary]))
     del level
     timings["verify"] = time.perf_counter() - t0
 
@@ -139,4 +166,5 @@ def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: boo
         cell_size_counts=dict(sorted(hist.items())),
         k_anonymity=k_check,
         rows=RowCheck(ok=int(rows_out) == ing.n, rows_in=int(ing.n), rows_out=int(rows_out)),
+        figures=summary,
     )

@@ -27,6 +27,7 @@ from ..io import commit as cm
 from ..io import layout as lay
 from ..io.source import RID
 from ..kernels.bounds import MAX_ABS
+from ..kernels.figures import scale_from_moments
 from ..publish import canonical_values
 from ..strata import group_mask, merged_labels, plan_groups, publish_strata
 from ..warmup import kernel_sets, warm
@@ -61,6 +62,7 @@ class Execution:
     inputs: list = field(default_factory=list)   # per group: its pieces (for the reference)
     meta: object = None
     compile: dict | None = None  # the kernel warm-up, apart from the stages (see warm_kernels)
+    scale: object = None        # bins of the report's before/after figures (kernels.figures.Scale)
 
 
 # --------------------------------------------------------------------------- memory
@@ -165,14 +167,18 @@ def _select(df, strata, qi, group):
     return df[group_mask(df, strata, qi, group)]
 
 
-def _run_one_task(observed, k, method, energy_loss, n_components, pcol, pbar, plain_k, *parts):
+def _run_one_task(observed, k, method, energy_loss, n_components, pcol, pbar, plain_k, figures, *parts):
     """One group as one task, records in global row id order (independent of the chunking);
-    ``plain_k``: also the information loss of MDAV at this cell size (participation runs)."""
-    """One group as one task, records in global row id order (independent of the chunking)."""
+    ``plain_k``: also the information loss of MDAV at this cell size (participation runs);
+    ``figures``: (QI columns, scale) of the report's before/after figures, or None."""
+    from ..figures import group_figures
     from ..group import one_task
 
     df = pd.concat(parts, ignore_index=True).sort_values(RID, kind="stable").reset_index(drop=True)
-    return one_task(df, list(observed), k, method, energy_loss, n_components, pcol, pbar, plain_k)
+    out, info = one_task(df, list(observed), k, method, energy_loss, n_components, pcol, pbar, plain_k)
+    if figures is not None:
+        info["figures"] = group_figures(df, out, *figures)
+    return out, info
 
 
 #: With ``plain_k_reference=None`` the plain-k reference of a participation run is computed for
@@ -210,7 +216,7 @@ def _check_groups(client, cfg, groups) -> None:
         check_memory(m, g.n, len(g.observed), wmem, g.label)
 
 
-def _pipeline_group(client, cfg, sel, meta, g, k, seed, progress):
+def _pipeline_group(client, cfg, sel, meta, g, k, seed, progress, scale=None):
     """A large group through the partitioned pipeline; (release pieces, figures of its cells)."""
     import dask.dataframe as dd
 
@@ -230,9 +236,10 @@ def _pipeline_group(client, cfg, sel, meta, g, k, seed, progress):
     sub = dd.from_delayed(sel, meta=meta, verify_meta=False)
     if cfg.per_record_participation:
         pub, details = run_pipeline(client, sub, list(g.observed), pcfg, seed, False, progress,
-                                    participation=_Participation(cfg.participation, cfg.max_cell_failure))
+                                    participation=_Participation(cfg.participation, cfg.max_cell_failure),
+                                    figures=scale)
     else:
-        pub, details = run_pipeline(client, sub, list(g.observed), pcfg, seed, False, progress)
+        pub, details = run_pipeline(client, sub, list(g.observed), pcfg, seed, False, progress, figures=scale)
     pub.k_anonymity.raise_if_failed()
     pub.rows.raise_if_failed()
     reference_il = None
@@ -251,7 +258,7 @@ def _pipeline_group(client, cfg, sel, meta, g, k, seed, progress):
         "n_components": pca.get("n_components"), "eigenvalues": pca.get("eigenvalues"),
         "pca_energy_loss": pca.get("energy_loss"), "pipeline": details,
         "macrocell_sse": details["macrocell_sse"] if details["macrocells"] > 1 else None,
-        "nu": details["nu"], "n_distal": details["distal_macrocells"],
+        "nu": details["nu"], "n_distal": details["distal_macrocells"], "figures": details.pop("figures", None),
     }
     if reference_il is not None:
         info["information_loss_at_k"] = reference_il
@@ -284,6 +291,7 @@ class _Layout:
     part_counts: dict
     row0s: np.ndarray
     rows: list
+    scale: object = None    # mean and spread of each QI: the bins of the report's figures
 
 
 def execute(client, source, cfg, sink: str, output=None, progress=None) -> Execution:
@@ -305,7 +313,8 @@ def execute(client, source, cfg, sink: str, output=None, progress=None) -> Execu
         timings["cells"] = _tick(progress, "cells", t0)
     t0 = time.perf_counter()
     ex = Execution(n=lay_.n, k=lay_.k, groups=lay_.groups, infos=infos, labels=lay_.labels, k_check=None,
-                   rows_check=None, tuple_sizes=None, timings=timings, inputs=inputs, meta=meta, compile=compiled)
+                   rows_check=None, tuple_sizes=None, timings=timings, inputs=inputs, meta=meta, compile=compiled,
+                   scale=lay_.scale)
     _release(client, source, cfg, lay_, sink, output, releases, ex)
     name = "write + verify" if sink == "lake" else "collect + verify"
     timings[name] = _tick(progress, name, t0)
@@ -353,7 +362,8 @@ def _prescan(client, source, cfg) -> _Layout:
     _check_groups(client, cfg, groups)
     row0s = np.concatenate([[0], np.cumsum([s["rows"] for s in scans])[:-1]]).astype(np.int64)
     return _Layout(n=n, k=k, groups=groups, labels=labels, partition_by=partition_by, part_counts=part_counts,
-                   row0s=row0s, rows=[s["rows"] for s in scans])
+                   row0s=row0s, rows=[s["rows"] for s in scans],
+                   scale=scale_from_moments(qi, [s.get("moments") for s in scans]))
 
 
 def _cells(client, source, cfg, lay_: _Layout, stage):
@@ -379,11 +389,11 @@ def _cells(client, source, cfg, lay_: _Layout, stage):
         m = group_method(cfg, g)
         if m in ONE_TASK:
             pair = client.submit(_run_one_task, tuple(g.observed), k, m, cfg.energy_loss, cfg.n_components, pcol,
-                                 cfg.max_cell_failure, _plain_k(cfg, g), *client.compute(sel))
+                                 cfg.max_cell_failure, _plain_k(cfg, g), (qi, lay_.scale), *client.compute(sel))
             releases.append(client.submit(operator.itemgetter(0), pair))
             infos.append(client.submit(operator.itemgetter(1), pair))
         else:
-            rel, info = _pipeline_group(client, cfg, sel, meta, g, k, cfg.seed, stage)
+            rel, info = _pipeline_group(client, cfg, sel, meta, g, k, cfg.seed, stage, lay_.scale)
             releases.extend(rel)   # lazy: each part is built where it is split
             infos.append(info)
     infos = [i.result() if hasattr(i, "result") else i for i in infos]

@@ -178,13 +178,16 @@ class _Timings(dict):
 
 
 def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row_id: bool, progress=None,
-                 participation=None):
+                 participation=None, figures=None):
     """Run the pipeline on ``ddf``; returns (Published, details dict for the report).
 
     ``progress(stage, seconds)``, when given, is called as each stage ends.  ``participation``,
     when given, has attributes ``column`` (a column of ``ddf`` with π_j in (0, 1], not a QI) and
     ``max_cell_failure`` (p̄ in (0, 1)): every cell is grown until it fails with probability
     q̄ ≤ p̄, and ``details["probabilistic"]`` holds the failure figures (see module docstring).
+    ``figures``, when given, is the :class:`~daskmicro.kernels.figures.Scale` of the report's
+    before/after figures: ``details["figures"]`` then holds their summary, made in the release
+    check's pass over the input chunks (:func:`~daskmicro.graph.gather.gather_release`).
     """
     column = pbar = None
     if participation is not None:
@@ -220,7 +223,7 @@ def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row
         from .refine import refine
 
         refine_info = refine(client, fo, cfg.k, cfg.refine, cfg.refine_iter, timings)
-    pub = gather_release(client, ddf, qi, ing, fo, cfg.k, seed, keep_row_id, timings)
+    pub = gather_release(client, ddf, qi, ing, fo, cfg.k, seed, keep_row_id, timings, figures)
     timings["total"] = time.perf_counter() - t_all
     sst = float(ing.n * max(ing.m_used, 1))
     details = {
@@ -248,4 +251,6 @@ def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row
     }
     if probabilistic is not None:
         details["probabilistic"] = probabilistic
+    if figures is not None:
+        details["figures"] = pub.figures
     return pub, details

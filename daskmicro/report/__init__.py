@@ -1,6 +1,7 @@
 """Run reports: JSON metrics of an anonymization run and the self-contained HTML page."""
 
-from .html import render_html, write_report
+from .files import find_report, write_report
+from .html import render_html
 from .plots import recommend_setting, sweep_plot
 from .run import Report
 

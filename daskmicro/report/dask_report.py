@@ -42,7 +42,7 @@ class DaskPerformanceReport:
     >>> perf.write("run/report.dask.html")
     """
 
-    def __init__(self, enabled: bool = True):
+    def __init__(self, enabled: bool = False):
         self.enabled = bool(enabled)
         self.html: str | None = None
         self.error: str | None = None

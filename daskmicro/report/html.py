@@ -3,43 +3,47 @@
 :func:`render_html` is a pure function of the dict produced by
 :meth:`daskmicro.report.Report.to_dict` (as stored in ``report.json``): no file access, no clock,
 the same dict always gives the same page.  The page has inline CSS, plots as inline SVG
-(:mod:`daskmicro.report.plots`) and no external URL, so it can be mailed or archived as one file.
-:func:`write_report` renders the page of any release a run wrote (a release file with its
-``NAME.report.json``, a directory release with ``_report.json``, a demo directory with
-``report.json``, or the JSON itself).
+(:mod:`daskmicro.report.plots`, :mod:`daskmicro.report.beforeafter`) and no external URL, so it
+can be mailed or archived as one file.  :func:`daskmicro.report.files.write_report` writes the
+page of any release a run wrote.
 
-Sections: parameters, timings per stage, information loss (absolute, and relative to exact MDAV
-when ``reference_information_loss`` is known), cell-size histogram, PCA energy spectrum with the
-chosen m̃ (seed 001 Fig. 9), sorted macrocell SSE with the proximal/distal cut (Fig. 13),
-verification, incremental timings, p-probabilistic failure metrics, utility and disclosure-risk
-measures, a parameter sweep (Fig. 14/21), and a link to the Dask performance report.  Optional
-sections whose data is absent say "not run".
+From the top: the verdict in plain words (privacy, utility, risk when measured), the before/after
+pictures (each QI's distribution, original vs released, and both correlation matrices), then the
+details — parameters, one timings table (kernel compile time apart), information loss (relative
+to exact MDAV when known), cell sizes, PCA spectrum (seed 001 Fig. 9), macrocell SSE with the
+proximal/distal cut (Fig. 13), verification, incremental timings, p-probabilistic failure
+figures, utility and disclosure-risk measures, a parameter sweep (Fig. 14/21), the link to the
+Dask performance report — each only when the run produced it, and a glossary of the terms.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Mapping
 
-from ..errors import InputError, ParameterError, redact
+from ..errors import ParameterError
+from .beforeafter import before_after_body
+from .page import CSS, HEAD_SCRIPT, TAIL_SCRIPT, esc, fmt, number, percent, seconds, table
 from .plots import (cell_size_plot, eigenvalue_plot, energy_spectrum_plot, macrocell_sse_plot, recommend_setting,
                     sweep_plot, timings_plot)
-from .page import CSS, HEAD_SCRIPT, TAIL_SCRIPT, esc, fmt, table
+from .summary import glossary_body, relative_to_mdav, summary_body
 
-__all__ = ["render_html", "write_report", "find_report", "SECTION_IDS"]
+__all__ = ["render_html", "SECTION_IDS"]
 
-#: ids of the <section> elements, in page order (optional ones may say "not run").
+#: ids of the <section> elements, in page order (a section is left out when the run has no data for it).
 SECTION_IDS = (
-    "parameters", "timings", "information-loss", "cell-sizes", "pca-spectrum", "macrocells",
-    "verification", "incremental", "probabilistic", "utility", "risk", "sweep", "performance",
+    "summary", "before-after", "parameters", "timings", "information-loss", "cell-sizes", "pca-spectrum",
+    "macrocells", "verification", "incremental", "probabilistic", "utility", "risk", "sweep", "performance",
+    "glossary",
 )
 
 _TITLES = {
+    "summary": "In plain words",
+    "before-after": "Original and released data",
     "parameters": "Parameters",
-    "timings": "Timings per stage",
+    "timings": "Time per stage",
     "information-loss": "Information loss",
-    "cell-sizes": "Cell sizes",
+    "cell-sizes": "Group (cell) sizes",
     "pca-spectrum": "PCA energy spectrum",
     "macrocells": "Macrocell SSE and proximal/distal cut",
     "verification": "Verification",
@@ -49,6 +53,7 @@ _TITLES = {
     "risk": "Disclosure risk",
     "sweep": "Parameter sweep",
     "performance": "Dask performance report",
+    "glossary": "Glossary",
 }
 
 _INCREMENTAL_LABELS = {
@@ -64,12 +69,18 @@ _PROBABILISTIC_LABELS = {
     "table_failure": "t̄ — table failure probability", "mode": "mode of operation",
 }
 
+_PARAMETER_LABELS = {
+    "method": "method", "k": "k — smallest group size promised", "n": "records", "m": "QI columns",
+    "m_used": "QI columns that vary (microaggregated)", "qi": "QI columns", "cells": "groups (cells)",
+    "seed": "shuffle seed (keep private: it undoes the row shuffle)", "keep_row_id": "row_id column kept",
+    "constant_columns": "constant QI columns (published unchanged)", "dtype_changes": "column type changes",
+    "nu": "ν — distal fraction of macrocells", "n_distal": "C_D — distal macrocells",
+    "daskmicro_version": "daskmicro version", "created": "created (UTC)",
+}
+
+
 def _section(sid: str, body: str) -> str:
     return f'<section id="{sid}"><h2>{esc(_TITLES[sid])}</h2>{body}</section>'
-
-
-def _not_run(what: str) -> str:
-    return f'<p class="notrun">not run — {esc(what)}</p>'
 
 
 def _labelled(data: Mapping, labels: Mapping) -> list:
@@ -92,31 +103,64 @@ def _parameters(r: Mapping) -> str:
     keys = ("method", "k", "n", "m", "m_used", "qi", "cells", "seed", "keep_row_id", "constant_columns",
             "dtype_changes", "nu", "n_distal", "daskmicro_version", "created")
     rows = [(key, r[key]) for key in keys if key in r and r[key] not in (None, [], {})]
-    rows = [(key, _dtype_text(value)) if key == "dtype_changes" else (key, value) for key, value in rows]
+    rows = [(_PARAMETER_LABELS.get(key, key), _dtype_text(value) if key == "dtype_changes" else value)
+            for key, value in rows]
     pca = r.get("pca") or {}
-    for key in ("energy_loss_bound", "energy_loss", "n_components"):
+    for key, label in (("energy_loss_bound", "PCA energy-loss bound ε²"), ("energy_loss", "PCA energy lost"),
+                       ("n_components", "PCA components kept m̃")):
         if pca.get(key) is not None:
-            rows.append((f"pca.{key}", pca[key]))
+            rows.append((label, pca[key]))
     for key, value in (r.get("paths") or {}).items():
-        rows.append((f"path: {key}", value))
+        if value not in (None, "None", ""):
+            rows.append((f"path: {key}", value))
     return table(rows, ("parameter", "value"))
 
 
-def _timings(r: Mapping) -> str:
+def _stage_rows(timings: Mapping) -> tuple[list, float]:
+    """(stage, seconds) rows without any total, and the run's total: the recorded ``total`` when
+    there is one (it includes what no stage timed), else the sum of the stages."""
+    stages = [(str(name), float(v)) for name, v in timings.items() if str(name).lower() != "total"]
+    total = timings.get("total")
+    return stages, float(total) if total is not None else sum(v for _, v in stages)
+
+
+def _compile_text(info) -> str:
+    if not isinstance(info, Mapping) or info.get("seconds") is None:
+        return ""
+    how = "compiled" if info.get("compiled") else "loaded from the cache"
+    where = f" ({esc(info['cache_dir'])})" if info.get("cache_dir") else ""
+    workers = info.get("workers") or {}
+    per = ""
+    if isinstance(workers, Mapping) and workers:
+        slowest = max(float(v) for v in workers.values())
+        per = f"; {len(workers)} worker(s), the slowest {seconds(slowest)}"
+    return (f'<p class="compile">Kernel compile / cache load: <b>{seconds(info["seconds"])}</b>, not counted in '
+            f"the stages above (kernels {how}{where}{per}).</p>")
+
+
+def _timings(r: Mapping) -> str | None:
     timings = r.get("timings")
-    if timings:
-        rows = list(timings.items()) + [("total", float(sum(float(v) for v in timings.values())))]
-        return table(rows, ("stage", "seconds")) + timings_plot(timings)
-    if r.get("seconds") is not None:
-        return (table([("microaggregation", float(r["seconds"]))], ("stage", "seconds"))
-                + '<p class="notrun">per-stage timings not recorded</p>')
-    return _not_run("no timings recorded")
+    compile_line = _compile_text(r.get("compile"))
+    if not timings and r.get("seconds") is None:
+        return compile_line or None
+    if not timings:
+        timings = {"microaggregation": float(r["seconds"])}
+    stages, total = _stage_rows(timings)
+    rows = [(name, seconds(v)) for name, v in stages]
+    other = total - sum(v for _, v in stages)
+    if other > max(0.05, 0.02 * total):
+        rows.append(("other (cluster start-up, reading the report, …)", seconds(other)))
+    rows.append(("total (wall clock)", seconds(total)))
+    body = table(rows, ("stage", "time"), cls="timings") + compile_line
+    if len(stages) > 1:
+        body += timings_plot(dict(stages))
+    return body
 
 
-def _information_loss(r: Mapping) -> str:
+def _information_loss(r: Mapping) -> str | None:
     il = r.get("information_loss")
     if il is None:
-        return _not_run("no information loss recorded")
+        return None
     rows = [("information loss IL = 100·SSE/SST (z-scored)", float(il)), ("distortion D = SSE/SST", float(il) / 100)]
     ref = r.get("reference_information_loss")
     how = r.get("reference") if isinstance(r.get("reference"), Mapping) else {}
@@ -130,48 +174,51 @@ def _information_loss(r: Mapping) -> str:
         if how.get("kind") == "sample" and how.get("ratio") is not None:
             rows.append((f"ratio IL(method)/IL(exact MDAV) on the sample of {fmt(how.get('sample_size'))} records",
                          float(how["ratio"])))
-        if float(ref) > 0:
-            delta = (float(il) - float(ref)) / float(ref)
+        delta = relative_to_mdav(r)
+        if delta is not None:
             rows.append(("relative distortion increment δ = (D − D_MDAV)/D_MDAV", f"{100 * delta:+.2f} %"))
-        body = table(rows, ("measure", "value"))
-    else:
-        why = f": {esc(how['label'])}" if how.get("label") else ""
-        body = table(rows, ("measure", "value")) + f'<p class="notrun">relative to exact MDAV: not run{why}</p>'
+    body = table(rows, ("measure", "value"))
     pca = r.get("pca") or {}
     if pca.get("energy_loss") is not None:
         body += f"<p>PCA energy loss ε² of the kept components: {fmt(float(pca['energy_loss']))}</p>"
     return body
 
 
-def _cell_sizes(r: Mapping) -> str:
-    rows = [(key, r[key]) for key in ("cells", "min_cell_size", "max_cell_size") if r.get(key) is not None]
-    body = table(rows, ("", "value")) if rows else ""
-    counts = r.get("cell_size_counts")
+def _cell_sizes(r: Mapping) -> str | None:
+    rows = [(label, r[key]) for key, label in (("cells", "groups"), ("min_cell_size", "smallest group"),
+                                               ("max_cell_size", "largest group")) if r.get(key) is not None]
+    counts = r.get("cell_size_counts") or {}
+    if not rows and not counts:
+        return None
+    body = table(rows, ("", "records")) if rows else ""
+    if len(counts) == 1:
+        (size, number_of), = counts.items()
+        return body + f"<p>Every one of the {int(number_of):,} groups holds exactly {int(size):,} records.</p>"
     if counts:
-        return body + cell_size_plot(counts)
-    return body + '<p class="notrun">cell-size histogram not recorded</p>'
+        body += cell_size_plot(counts)
+    return body
 
 
-def _pca_spectrum(r: Mapping) -> str:
+def _pca_spectrum(r: Mapping) -> str | None:
     pca = r.get("pca") or {}
     eigenvalues = r.get("eigenvalues") or pca.get("eigenvalues")
     n_components = r.get("n_components", pca.get("n_components"))
     if not eigenvalues:
-        return _not_run("no PCA in this run")
+        return None
     total = sum(float(v) for v in eigenvalues)
     text = f"<p>{len(eigenvalues)} eigenvalues of the z-scored QI covariance (Σλ = {fmt(total)})"
     if n_components is not None:
         kept = sum(sorted((float(v) for v in eigenvalues), reverse=True)[: int(n_components)])
         share = kept / total if total > 0 else 0.0
-        text += f"; m̃ = {int(n_components)} components kept, retaining {100 * share:.1f} % of the energy"
+        text += f"; m̃ = {int(n_components)} components kept, retaining {percent(share)} of the energy"
     text += ".</p>"
     return text + energy_spectrum_plot(eigenvalues, n_components)
 
 
-def _macrocells(r: Mapping) -> str:
+def _macrocells(r: Mapping) -> str | None:
     sse = r.get("macrocell_sse")
     if not sse:
-        return _not_run("no proximal/distal prepartition in this run")
+        return None
     n_distal = r.get("n_distal")
     nu = r.get("nu")
     if n_distal is None and nu is not None:
@@ -180,35 +227,46 @@ def _macrocells(r: Mapping) -> str:
     total = sum(float(v) for v in sse)
     if n_distal:
         top = sum(sorted((float(v) for v in sse), reverse=True)[: int(n_distal)])
-        rows.append(("share of macrocell SSE in the distal part", f"{100 * top / total:.1f} %" if total > 0 else "—"))
-    return table(rows, ("", "value")) + macrocell_sse_plot(sse, n_distal)
+        rows.append(("share of macrocell SSE in the distal part", percent(top / total) if total > 0 else "—"))
+    body = table(rows, ("", "value"))
+    if n_distal is not None and int(n_distal) >= len(sse):
+        body += "<p>Every macrocell is distal: exact MDAV ran everywhere (ν = 1, the default).</p>"
+    return body + macrocell_sse_plot(sse, n_distal)
 
 
-def _verification(r: Mapping) -> str:
+_CHECK_LABELS = {
+    "ok": "passed", "k": "k checked", "min_count": "smallest published group", "n_tuples": "distinct published tuples",
+    "n_violating_tuples": "tuples below k", "n_violating_records": "records in tuples below k",
+    "rows_in": "rows in", "rows_out": "rows out",
+}
+
+
+def _verification(r: Mapping) -> str | None:
     v = r.get("verification")
     if not v:
-        return _not_run("no verification recorded")
+        return None
     passed = bool(v.get("passed"))
     badge = '<span class="badge pass">passed</span>' if passed else '<span class="badge fail">FAILED</span>'
     body = f"<p>{badge}</p>"
     for name in ("k_anonymity", "rows", "effective_anonymity"):
         check = v.get(name)
         if isinstance(check, Mapping):
-            body += f"<h3>{esc(name.replace('_', ' '))}</h3>" + table(list(check.items()), ("field", "value"))
+            body += f"<h3>{esc(name.replace('_', ' '))}</h3>" + table(_labelled(check, _CHECK_LABELS),
+                                                                     ("check", "value"))
     return body
 
 
-def _generic(r: Mapping, key: str, labels: Mapping, what: str) -> str:
+def _generic(r: Mapping, key: str, labels: Mapping) -> str | None:
     data = r.get(key)
     if not data:
-        return _not_run(what)
+        return None
     return table(_labelled(data, labels), ("measure", "value"))
 
 
-def _utility(r: Mapping) -> str:
+def _utility(r: Mapping) -> str | None:
     u = r.get("utility")
     if not u:
-        return _not_run("utility measures were not computed for this run")
+        return None
     names = {
         "il1s": "IL1s — mean |x − x′| / (√2·S)",
         "eigen": "eigen — Σ |e − e′| / e over correlation eigenvalues",
@@ -232,10 +290,10 @@ def _utility(r: Mapping) -> str:
     return body
 
 
-def _risk(r: Mapping) -> str:
+def _risk(r: Mapping) -> str | None:
     risk = r.get("risk")
     if not risk:
-        return _not_run("disclosure-risk measures were not computed for this run")
+        return None
     body = ""
     link = risk.get("record_linkage")
     if link:
@@ -262,8 +320,8 @@ def _sweep(r: Mapping) -> str | None:
     body = sweep_plot(points, budget)
     best = recommend_setting(points, budget)
     if best is not None:
-        body += (f"<p>Recommended setting for δ ≤ {100 * float(budget):.2g} %: <b>{esc(best['setting'])}</b> "
-                 f"(τ = {100 * best['relative_time']:.1f} %, δ = {100 * best['relative_distortion']:.2f} %)</p>")
+        body += (f"<p>Recommended setting for δ ≤ {percent(budget, 2)}: <b>{esc(best['setting'])}</b> "
+                 f"(τ = {percent(best['relative_time'])}, δ = {percent(best['relative_distortion'])})</p>")
     return body
 
 
@@ -274,6 +332,17 @@ def _performance(r: Mapping) -> str | None:
     p = Path(str(path))
     href = p.as_uri() if p.is_absolute() else str(path)
     return f'<p><a href="{esc(href)}">{esc(path)}</a> (Dask performance report of this run)</p>'
+
+
+_BUILDERS = {
+    "summary": summary_body, "before-after": lambda r: before_after_body(r.get("before_after") or {}),
+    "parameters": _parameters, "timings": _timings, "information-loss": _information_loss,
+    "cell-sizes": _cell_sizes, "pca-spectrum": _pca_spectrum, "macrocells": _macrocells,
+    "verification": _verification,
+    "incremental": lambda r: _generic(r, "incremental", _INCREMENTAL_LABELS),
+    "probabilistic": lambda r: _generic(r, "probabilistic", _PROBABILISTIC_LABELS),
+    "utility": _utility, "risk": _risk, "sweep": _sweep, "performance": _performance, "glossary": glossary_body,
+}
 
 
 # --------------------------------------------------------------------------- page
@@ -287,9 +356,10 @@ def render_html(report: Mapping) -> str:
     report : mapping
         The dict of :meth:`daskmicro.report.Report.to_dict` (or ``report.json`` loaded).  Every
         field is optional except that the page says little without ``method``, ``k`` and ``n``;
-        optional sections whose data is absent say "not run".  A ``sweep`` field —
+        a section appears only when the run produced its data.  A ``sweep`` field —
         ``{"points": [{setting, relative_time, relative_distortion}, …], "budget": δ_max}`` —
-        adds the sweep plot (:func:`~daskmicro.report.plots.sweep_plot`).
+        adds the sweep plot (:func:`~daskmicro.report.plots.sweep_plot`); a ``compile`` field —
+        ``{"seconds", "workers", "cache_dir", "compiled"}`` — a line apart from the stage timings.
 
     Returns
     -------
@@ -299,25 +369,16 @@ def render_html(report: Mapping) -> str:
     if not isinstance(report, Mapping):
         raise ParameterError(f"report must be a dict (Report.to_dict()), got {type(report).__name__}")
     r = report
-    builders = {
-        "parameters": _parameters, "timings": _timings, "information-loss": _information_loss,
-        "cell-sizes": _cell_sizes, "pca-spectrum": _pca_spectrum, "macrocells": _macrocells,
-        "verification": _verification,
-        "incremental": lambda r: _generic(r, "incremental", _INCREMENTAL_LABELS, "the incremental mode did not run"),
-        "probabilistic": lambda r: _generic(r, "probabilistic", _PROBABILISTIC_LABELS,
-                                            "the p-probabilistic mode did not run"),
-        "utility": _utility, "risk": _risk, "sweep": _sweep, "performance": _performance,
-    }
     sections, present = [], []
     for sid in SECTION_IDS:
-        body = builders[sid](r)
+        body = _BUILDERS[sid](r)
         if body is None:
             continue
         sections.append(_section(sid, body))
         present.append(sid)
     nav = "".join(f'<a href="#{sid}">{esc(_TITLES[sid])}</a>' for sid in present)
     verification = r.get("verification") or {}
-    verdict = ("verified" if verification.get("passed") else "NOT verified") if verification else "verification not run"
+    verdict = ("verified" if verification.get("passed") else "NOT verified") if verification else "not verified"
     method = r.get("method", "?")
     subtitle = (f"{fmt(r.get('n'))} records · {fmt(r.get('m'))} QI columns · method {esc(method)} · "
                 f"k = {fmt(r.get('k'))} · {verdict}")
@@ -329,96 +390,7 @@ def render_html(report: Mapping) -> str:
         f"<header><h1>{esc(title)}</h1><p>{subtitle}</p>"
         f"<p>created {esc(r.get('created', '—'))} · daskmicro {esc(r.get('daskmicro_version', '?'))}</p></header>"
         f"<nav>{nav}</nav><main>\n" + "\n".join(sections) + "\n</main>"
-        "<footer>Generated by daskmicro from report.json. Information loss is 100·SSE/SST on z-scored QI "
+        "<footer>Generated by daskmicro from the run's JSON report. Information loss is 100·SSE/SST on z-scored QI "
         "columns; aggregates only, no data values.</footer>"
         f"<script>{TAIL_SCRIPT}</script></body></html>\n"
     )
-
-
-def find_report(path) -> tuple[Path, Path]:
-    """The JSON report of a release and where its page goes by default: ``(report_json, html)``.
-
-    ``path`` may be a report JSON itself (``X.json`` → ``X.html`` beside it), a release file
-    (``NAME.report.json`` beside it → ``NAME.report.html``), a directory release (``_report.json``
-    inside → ``DIR.report.html`` *beside* the directory, so a committed release is left as it
-    was) or a demo / run directory (``report.json`` inside → ``report.html`` inside).  Raises
-    :class:`~daskmicro.errors.InputError` when there is nothing there or no report in it.
-    """
-    path = Path(path)
-    if path.is_dir():
-        if (path / "_report.json").is_file():
-            named = path if path.name not in ("", ".", "..") else path.resolve()
-            return path / "_report.json", named.with_name(named.name + ".report.html")
-        if (path / "report.json").is_file():
-            return path / "report.json", path / "report.html"
-        raise InputError(f"no report.json or _report.json in directory: {path}")
-    if path.is_file():
-        if path.suffix.lower() == ".json":
-            return path, path.with_suffix(".html")
-        source = path.with_name(path.stem + ".report.json")
-        if source.is_file():
-            return source, source.with_suffix(".html")
-        raise InputError(f"no report beside release file (looked for {source.name}): {path}")
-    if path.suffix.lower() == ".json":
-        raise InputError(f"report does not exist: {path}")
-    raise InputError(f"release or run directory does not exist: {path}")
-
-
-def _rebase_links(report: dict, source: Path, target: Path) -> dict:
-    """Relative links in ``report`` (to the Dask performance report) made relative to ``target``."""
-    import os
-
-    if source.resolve().parent == target.resolve().parent:
-        return report
-    report = dict(report)
-    for holder in (report, report.get("paths") if isinstance(report.get("paths"), dict) else None):
-        if holder is None or not holder.get("performance_report"):
-            continue
-        link = Path(str(holder["performance_report"]))
-        if link.is_absolute():
-            continue
-        if holder is not report:
-            holder = report["paths"] = dict(holder)
-        absolute = (source.resolve().parent / link).resolve()
-        holder["performance_report"] = Path(os.path.relpath(absolute, target.resolve().parent)).as_posix()
-    return report
-
-
-def write_report(path, output=None, *, overwrite: bool = True) -> Path:
-    """Render the HTML page of a run's JSON report; returns the HTML path.
-
-    ``path`` is anything :func:`find_report` accepts (a release file, a directory release, a
-    demo directory or a report JSON); the page goes to ``output`` when given, else where
-    :func:`find_report` says.  With ``overwrite=False`` an existing page is refused.  The page
-    is written to a temporary file and moved into place, so on error nothing is written and an
-    earlier page is left untouched.  Raises :class:`~daskmicro.errors.InputError` naming the
-    file when the report is missing or unreadable.
-    """
-    source, target = find_report(path)
-    if output is not None:
-        target = Path(output)
-        if target.is_dir() or str(output).endswith(("/", "\\")):
-            raise InputError(f"--output must be a file path, not a directory: {output}")
-        if target.suffix.lower() != ".html":
-            raise InputError(f"--output must end in .html: {output}")
-        if not target.parent.is_dir():
-            raise InputError(f"directory of --output does not exist: {target.parent}")
-    if target.resolve() == Path(path).resolve() or target.resolve() == source.resolve():
-        raise InputError(f"output would replace its own input: {target}")
-    if target.exists() and not overwrite:
-        raise InputError(f"output exists (use --overwrite to replace it): {target}")
-    try:
-        report = json.loads(source.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"cannot read {source}: {redact(str(exc))}") from None
-    if not isinstance(report, dict):
-        raise InputError(f"{source} does not hold a report object")
-    page = render_html(_rebase_links(report, source, target))
-    tmp = target.with_name(f".{target.name}.tmp")
-    try:
-        tmp.write_text(page, encoding="utf-8")
-        tmp.replace(target)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise InputError(f"cannot write {target}: {redact(str(exc))}") from None
-    return target

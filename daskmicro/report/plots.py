@@ -34,7 +34,12 @@ __all__ = [
 _BLUE, _ORANGE, _GREY, _GREEN = "#3465a4", "#e07b16", "#888a85", "#2e8b57"
 
 
-def _figure(width: float = 6.4, height: float = 3.4):
+#: Width of every report plot (inches): about the page's width at 72 points per inch, so that text
+#: keeps its size when the SVG is stretched to the width of the page.
+WIDTH = 12.0
+
+
+def _figure(width: float = WIDTH, height: float = 3.4):
     from matplotlib.figure import Figure
 
     return Figure(figsize=(width, height), layout="constrained")
@@ -61,7 +66,7 @@ def timings_plot(timings: Mapping[str, float]) -> str:
     """Horizontal bars: wall time per pipeline stage, in the order given."""
     stages = [str(s) for s in timings]
     seconds = [float(v) for v in timings.values()]
-    fig = _figure(6.4, 0.6 + 0.35 * max(len(stages), 1))
+    fig = _figure(WIDTH, 0.8 + 0.3 * max(len(stages), 1))
     ax = fig.add_subplot()
     y = np.arange(len(stages))[::-1]
     ax.barh(y, seconds, color=_BLUE)
@@ -130,7 +135,7 @@ def macrocell_sse_plot(macrocell_sse: Sequence[float], n_distal: int | None = No
     """
     values = np.sort(np.asarray(macrocell_sse, dtype=np.float64))[::-1]
     rank = np.arange(1, values.size + 1)
-    fig = _figure(7.2, 3.2)
+    fig = _figure(WIDTH, 3.4)
     axes = fig.subplots(1, 2)
     for ax, log in zip(axes, (False, True)):
         ax.plot(rank, values, marker=".", color=_BLUE)
@@ -152,7 +157,7 @@ def eigenvalue_plot(original: Sequence[float], released: Sequence[float]) -> str
     e1 = np.asarray(original, dtype=np.float64)
     e2 = np.asarray(released, dtype=np.float64)
     idx = np.arange(1, max(e1.size, e2.size) + 1)
-    fig = _figure(6.4, 3.0)
+    fig = _figure(WIDTH, 3.2)
     ax = fig.add_subplot()
     ax.bar(idx[: e1.size] - 0.2, e1, width=0.4, color=_BLUE, label="original")
     ax.bar(idx[: e2.size] + 0.2, e2, width=0.4, color=_ORANGE, label="release")
@@ -245,9 +250,9 @@ def sweep_figure(points: Iterable[Mapping], budget: float | None = None, xlabel:
     pts = _check_points(points)
     t = np.array([p["relative_time"] for p in pts]) * 100
     d = np.array([p["relative_distortion"] for p in pts]) * 100
-    fig = _figure()
+    fig = _figure(WIDTH, 4.5)
     ax = fig.add_subplot()
-    ax.plot(d, t, linestyle="none", marker="o", color=_BLUE, alpha=0.8, label="setting")
+    ax.plot(d, t, linestyle="none", marker="o", markersize=8, color=_BLUE, label="setting")
     if len(pts) <= 15:
         for p, x, y in zip(pts, d, t):
             ax.annotate(str(p["setting"]), (x, y), xytext=(4, 4), textcoords="offset points", fontsize=8)

@@ -53,7 +53,7 @@ _SECTIONS = {
     "incremental": ("close_at", "zeta", "nu", "arrivals", "deadline", "base_method", "increment", "reference"),
     "participation": ("pi", "column", "max_cell_failure"),
     "output": ("path", "overwrite", "partition_by", "rows_per_file", "force"),
-    "report": ("path",),
+    "report": ("path", "dask_report"),
     "cluster": ("address", "workers", "tls"),
     "tls": ("ca_file", "cert", "key"),
     "schedule": ("cron", "at", "timezone"),
@@ -439,8 +439,13 @@ def parse_spec(obj, base_dir=".", source: str | None = None) -> WorkflowSpec:
     data["output"] = _check_output(top["output"], base)
     if "report" in top:
         rep = _mapping(top["report"], "report", _SECTIONS["report"])
+        report = {}
         if "path" in rep:
-            data["report"] = {"path": _path(rep["path"], "report.path", base)}
+            report["path"] = _path(rep["path"], "report.path", base)
+        if "dask_report" in rep:
+            report["dask_report"] = _bool(rep["dask_report"], "report.dask_report")
+        if report:
+            data["report"] = report
     if "cluster" in top:
         data["cluster"] = _check_cluster(top["cluster"], base)
     if "schedule" in top:

@@ -1,0 +1,105 @@
+"""The HTML page of a release on disk: where its JSON report is, where the page goes, writing it.
+
+:func:`write_report` renders the page of any release a run wrote (a release file with its
+``NAME.report.json``, a directory release with ``_report.json``, a demo directory with
+``report.json``, or the JSON itself) through :func:`daskmicro.report.html.render_html`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import InputError, redact
+from .html import render_html
+
+__all__ = ["find_report", "write_report"]
+
+
+def find_report(path) -> tuple[Path, Path]:
+    """The JSON report of a release and where its page goes by default: ``(report_json, html)``.
+
+    ``path`` may be a report JSON itself (``X.json`` → ``X.html`` beside it), a release file
+    (``NAME.report.json`` beside it → ``NAME.report.html``), a directory release (``_report.json``
+    inside → ``DIR.report.html`` *beside* the directory, so a committed release is left as it
+    was) or a demo / run directory (``report.json`` inside → ``report.html`` inside).  Raises
+    :class:`~daskmicro.errors.InputError` when there is nothing there or no report in it.
+    """
+    path = Path(path)
+    if path.is_dir():
+        if (path / "_report.json").is_file():
+            named = path if path.name not in ("", ".", "..") else path.resolve()
+            return path / "_report.json", named.with_name(named.name + ".report.html")
+        if (path / "report.json").is_file():
+            return path / "report.json", path / "report.html"
+        raise InputError(f"no report.json or _report.json in directory: {path}")
+    if path.is_file():
+        if path.suffix.lower() == ".json":
+            return path, path.with_suffix(".html")
+        source = path.with_name(path.stem + ".report.json")
+        if source.is_file():
+            return source, source.with_suffix(".html")
+        raise InputError(f"no report beside release file (looked for {source.name}): {path}")
+    if path.suffix.lower() == ".json":
+        raise InputError(f"report does not exist: {path}")
+    raise InputError(f"release or run directory does not exist: {path}")
+
+
+def _rebase_links(report: dict, source: Path, target: Path) -> dict:
+    """Relative links in ``report`` (to the Dask performance report) made relative to ``target``."""
+    import os
+
+    if source.resolve().parent == target.resolve().parent:
+        return report
+    report = dict(report)
+    for holder in (report, report.get("paths") if isinstance(report.get("paths"), dict) else None):
+        if holder is None or not holder.get("performance_report"):
+            continue
+        link = Path(str(holder["performance_report"]))
+        if link.is_absolute():
+            continue
+        if holder is not report:
+            holder = report["paths"] = dict(holder)
+        absolute = (source.resolve().parent / link).resolve()
+        holder["performance_report"] = Path(os.path.relpath(absolute, target.resolve().parent)).as_posix()
+    return report
+
+
+def write_report(path, output=None, *, overwrite: bool = True) -> Path:
+    """Render the HTML page of a run's JSON report; returns the HTML path.
+
+    ``path`` is anything :func:`find_report` accepts (a release file, a directory release, a
+    demo directory or a report JSON); the page goes to ``output`` when given, else where
+    :func:`find_report` says.  With ``overwrite=False`` an existing page is refused.  The page
+    is written to a temporary file and moved into place, so on error nothing is written and an
+    earlier page is left untouched.  Raises :class:`~daskmicro.errors.InputError` naming the
+    file when the report is missing or unreadable.
+    """
+    source, target = find_report(path)
+    if output is not None:
+        target = Path(output)
+        if target.is_dir() or str(output).endswith(("/", "\\")):
+            raise InputError(f"--output must be a file path, not a directory: {output}")
+        if target.suffix.lower() != ".html":
+            raise InputError(f"--output must end in .html: {output}")
+        if not target.parent.is_dir():
+            raise InputError(f"directory of --output does not exist: {target.parent}")
+    if target.resolve() == Path(path).resolve() or target.resolve() == source.resolve():
+        raise InputError(f"output would replace its own input: {target}")
+    if target.exists() and not overwrite:
+        raise InputError(f"output exists (use --overwrite to replace it): {target}")
+    try:
+        report = json.loads(source.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"cannot read {source}: {redact(str(exc))}") from None
+    if not isinstance(report, dict):
+        raise InputError(f"{source} does not hold a report object")
+    page = render_html(_rebase_links(report, source, target))
+    tmp = target.with_name(f".{target.name}.tmp")
+    try:
+        tmp.write_text(page, encoding="utf-8")
+        tmp.replace(target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise InputError(f"cannot write {target}: {redact(str(exc))}") from None
+    return target

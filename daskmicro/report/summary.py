@@ -1,0 +1,159 @@
+"""What a data owner reads first: the run's verdict in plain words, and a glossary of the
+papers' terms.  Pure functions of the report dict (:meth:`daskmicro.report.Report.to_dict`)."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from .page import esc, number, percent
+
+__all__ = ["summary_body", "glossary_body", "relative_to_mdav"]
+
+
+def relative_to_mdav(r: Mapping) -> float | None:
+    """δ = (IL − IL_MDAV)/IL_MDAV when the report has an exact-MDAV reference, else None."""
+    il, ref = r.get("information_loss"), r.get("reference_information_loss")
+    if il is None or ref is None or float(ref) <= 0:
+        return None
+    return (float(il) - float(ref)) / float(ref)
+
+
+def _smallest_group(r: Mapping):
+    check = (r.get("verification") or {}).get("k_anonymity") or {}
+    return check.get("min_count", r.get("min_cell_size"))
+
+
+def _privacy(r: Mapping) -> tuple[str, bool]:
+    k = r.get("k")
+    verification = r.get("verification") or {}
+    passed = bool(verification.get("passed"))
+    strata = (r.get("strata") or {}).get("columns") or []
+    what = "combination of published quasi-identifier (QI) values" + (
+        f" and stratum columns ({esc(', '.join(map(str, strata)))})" if strata else "")
+    smallest = _smallest_group(r)
+    text = (f"<p>Every {what} is shared by at least <b>{esc(k)}</b> records (k = {esc(k)}); the smallest "
+            f"published group holds <b>{esc(smallest)}</b> records.</p>")
+    if not verification:
+        text += "<p>The release was not verified.</p>"
+    elif passed:
+        text += ("<p><span class=\"badge pass\">verified</span> on the release as published: every group counted, "
+                 "rows in = rows out.</p>")
+    else:
+        text += "<p><span class=\"badge fail\">verification FAILED</span> — do not publish this release.</p>"
+    text += (f"<p>In words: someone who knows a person's QI values can at best narrow them down to a group of "
+             f"{esc(k)} or more look-alike records in this release, never to fewer.</p>")
+    prob = r.get("probabilistic") or {}
+    if prob.get("max_cell_failure") is not None:
+        text += (f"<p>Not everyone takes part (participation {esc(prob.get('participation'))}): groups were made "
+                 f"larger so that a group ends up with fewer than k participants with probability at most "
+                 f"{number(float(prob['max_cell_failure']), 2)}.</p>")
+    return text, passed
+
+
+def _utility(r: Mapping) -> str:
+    il = r.get("information_loss")
+    if il is None:
+        return "<p>No information loss was recorded.</p>"
+    il = float(il)
+    text = (f"<p>Information loss <b>{number(il, 3)}</b> (out of 100): after putting every QI on the same "
+            f"scale, {percent(il / 100)} of the variation between records is replaced by group averages; "
+            "the remaining columns are published unchanged.</p>")
+    delta = relative_to_mdav(r)
+    how = r.get("reference") if isinstance(r.get("reference"), Mapping) else {}
+    if delta is not None:
+        ref = float(r["reference_information_loss"])
+        if abs(delta) < 0.0005:
+            cmp = "the same distortion as exact MDAV"
+        elif delta > 0:
+            cmp = f"{percent(delta, 2)} more distortion than exact MDAV"
+        else:
+            cmp = f"{percent(-delta, 2)} less distortion than exact MDAV"
+        where = " (estimated on a sample)" if how.get("kind") == "sample" else ""
+        text += (f"<p>That is <b>{cmp}</b>, the slow reference method (information loss "
+                 f"{number(ref, 3)}{where}).</p>")
+    corr = (r.get("before_after") or {}).get("correlation") or {}
+    utility = r.get("utility") or {}
+    change = utility.get("correlation_max_abs_diff")
+    if change is None and corr.get("original") and corr.get("released"):
+        diffs = [abs(a - b) for ra, rb in zip(corr["original"], corr["released"]) for a, b in zip(ra, rb)
+                 if a is not None and b is not None]
+        change = max(diffs) if diffs else None
+    if change is not None:
+        text += f"<p>Correlations between QIs move by at most {number(float(change), 2)}.</p>"
+    return text
+
+
+def _risk(r: Mapping) -> str | None:
+    risk = r.get("risk") or {}
+    parts = []
+    link = risk.get("record_linkage") or {}
+    if link.get("rate") is not None:
+        rate = float(link["rate"])
+        k = _smallest_group(r) or r.get("k") or 1
+        parts.append(
+            f"<p>An intruder matching each original record to the closest released one lands in the record's "
+            f"own group for {percent(rate)} of the {esc(link.get('n_sampled', '?'))} records tried; the group "
+            f"holds at least {esc(k)} records, so the chance of picking the right person is at most about "
+            f"{percent(rate / float(k))}.</p>")
+    interval = risk.get("interval_disclosure") or {}
+    if interval.get("rate") is not None:
+        parts.append(
+            f"<p>For {percent(float(interval['rate']))} of the records tried, every released QI value lies close "
+            f"to the true one (within {number(float(interval.get('p', 0)), 2)} of a released standard "
+            "deviation): the release is informative, which is its purpose, but says which group, not who.</p>")
+    prob = r.get("probabilistic") or {}
+    if prob.get("table_failure") is not None:
+        parts.append(f"<p>Probability that some group ends with fewer than k participants: "
+                     f"{number(float(prob['table_failure']), 2)}.</p>")
+    return "".join(parts) or None
+
+
+def summary_body(r: Mapping) -> str:
+    """Privacy, utility and (when measured) risk, each in a few sentences."""
+    privacy, passed = _privacy(r)
+    cards = [("Privacy", privacy, "good" if passed else "bad"), ("Utility", _utility(r), "")]
+    risk = _risk(r)
+    if risk is not None:
+        cards.append(("Risk", risk, ""))
+    return '<div class="verdicts">' + "".join(
+        f'<div class="verdict {cls}"><h3>{title}</h3>{text}</div>' for title, text, cls in cards) + "</div>"
+
+
+GLOSSARY = (
+    ("quasi-identifier (QI)", "A column an intruder may know about a person from elsewhere (age, income, …). "
+     "Only QI columns are changed."),
+    ("k, k-anonymity", "Every published combination of QI values is shared by at least k records."),
+    ("cell, group", "A set of k or more similar records; each publishes the same values, their centroid "
+     "(average)."),
+    ("microaggregation", "Replacing the QI values of each cell's records by the cell's centroid."),
+    ("MDAV", "Maximum Distance to Average Vector: the exact reference method, which forms cells of k … 2k−1 "
+     "records around the records furthest from the centre."),
+    ("SSE, SST", "Sum of squared distances of the records to their cell's centroid (SSE) and to the overall "
+     "mean (SST), after putting every QI on the same scale (z-scores)."),
+    ("information loss IL, distortion D", "D = SSE/SST, IL = 100·D: the share of the variation between "
+     "records lost to averaging."),
+    ("δ (relative distortion increment)", "(D − D_MDAV)/D_MDAV: how much more distortion than exact MDAV."),
+    ("macrocell, K", "A large cell of about K records formed first, inside which the small cells are formed."),
+    ("proximal / distal", "Macrocells with a low SSE (compact, proximal) or a high one (spread out, distal); "
+     "distal ones are handled with exact MDAV."),
+    ("ν (nu), n_distal, C_D", "The fraction ν of macrocells treated as distal, and their number C_D."),
+    ("partition", "The records one task microaggregates on its own in the partitioned pipeline."),
+    ("PCA, eigenvalues, m̃, ε²", "Principal component analysis: the eigenvalues measure the variation along "
+     "each component; m̃ components are kept, losing at most the share ε² of the energy (variation)."),
+    ("IL1s", "Mean absolute difference between original and released values, scaled by the standard deviation."),
+    ("eigen measure", "Relative change of the eigenvalues of the correlation matrix between original and release."),
+    ("record linkage", "An intruder's attempt to match an original record to its released counterpart by "
+     "nearest distance."),
+    ("interval disclosure", "The released value falls within a small interval around the original one."),
+    ("p-probabilistic k-anonymity, π, p̄", "When each person takes part with probability π, cells are grown so "
+     "that one ends with fewer than k participants with probability at most p̄."),
+    ("n_min, q̄, t̄", "Effective cell size needed under participation; a cell's and the table's probability of "
+     "ending below k participants."),
+    ("τ₀, τ₊, Δτ, ζ", "Incremental surveys: time of the base and increment stages, the time saved, and the "
+     "arrivals coefficient."),
+)
+
+
+def glossary_body(r: Mapping) -> str:
+    """The glossary as a definition list."""
+    return '<dl class="glossary">' + "".join(f"<dt>{esc(t)}</dt><dd>{esc(d)}</dd>" for t, d in GLOSSARY) + "</dl>"
