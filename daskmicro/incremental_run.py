@@ -188,7 +188,7 @@ def anonymize_incremental(
                  else PipelineIncrementalGraph(c, qi, k, increment, options, seed))
         release, outcome = _stages(src, graph, sched["nu"], increment, k, deadline, reference, step)
         if own_cluster and is_dask_frame(release):
-            release = release.compute()  # the run's own cluster closes with it
+            release = c.compute(release).result()  # the run's own cluster closes with it
 
     report = _report(src, graph, sched, outcome["results"], outcome["counts"], (base_name, increment, outcome["method"]),
                      outcome["ref"], model, qi, k, seed, outcome["checks"], outcome["t_release"])
