@@ -303,7 +303,11 @@ def _choose_nu(nu, zeta, model, src, client, base) -> dict:
         out["nu_from"] = f"ν* (§IV-B) of the given ζ = {zeta:g}" + (
             f" and the calibrated exponent β = {beta:.3f} of the {name} base stage" if model is not None else
             " for quadratic stages")
-    if tau_inc is not None:
+    if tau_inc == "critical":  # τ₊ ≪ τ₀: Δτ grows up to ν₋ and is flat beyond, ν* = ν₋ (§IV-B)
+        out["nu_star"] = out["nu_critical"] = critical_ratio_numeric(zeta, beta)
+        out["zeta"], out["gain_star"] = zeta, 1.0
+        out["nu_from"] += f"; τ₊ ≪ τ₀ for the {increment} increment, so ν* = ν₋, the base stage ending at the close"
+    elif tau_inc is not None:
         out["nu_star"], out["gain_star"] = optimize_ratio(zeta, beta, tau_inc)
         out["nu_critical"] = critical_ratio_numeric(zeta, beta)
         out["zeta"] = zeta
@@ -314,21 +318,24 @@ def _choose_nu(nu, zeta, model, src, client, base) -> dict:
 
 
 def _calibrate(client, kernel, name, options, increment, m, k, total):
-    """(TimeModel, τ₊ model or None, calibration record) of the base method actually used."""
+    """(TimeModel, τ₊ model or None, calibration record) of the base method actually used.
+
+    A one-task base is timed on a worker (its kernel); a partitioned base by running the pipeline
+    itself (:func:`~daskmicro.graph.incremental_pipeline.calibrate_pipeline`).  The increment: 2MDAV
+    runs the base's own algorithm (τ₊ = νᵝ); a nearest-neighbour increment adjoins records to
+    cells that exist (τ₊ ≪ τ₀), so ν* is the critical ratio ν₋ where the base stage ends at the
+    close (§IV-B), and τ₊ is taken as 0 in the optimum.
+    """
     if options is None:
         ns, secs = calibrate_on(client, m, k, kernel)
-        model = calibrate(ns, secs)
-        return model, None, {"method": name, "n": ns, "seconds": secs, "a": model.a, "beta": model.beta}
-    cal = calibrate_pipeline(client, m, k, options, increment)
-    model = calibrate(cal["n"], cal["seconds"])
-    record = {"method": name, "n": cal["n"], "seconds": cal["seconds"], "a": model.a, "beta": model.beta}
-    inc = cal["increment"]
-    if inc is None:  # 2MDAV: the increment runs the base's own pipeline, τ₊ = νᵝ
+    else:
+        cal = calibrate_pipeline(client, m, k, options, total)
+        ns, secs = cal["n"], cal["seconds"]
+    model = calibrate(ns, secs)
+    record = {"method": name, "n": ns, "seconds": secs, "a": model.a, "beta": model.beta}
+    if increment == "2mdav" or options is None:
         return model, None, record
-    per_record = inc["seconds"] / inc["n"]
-    c = per_record * total / model(total)
-    record["increment"] = {"method": increment, "n": inc["n"], "seconds": inc["seconds"], "tau_plus_per_nu": c}
-    return model, (lambda v: c * v), record
+    return model, "critical", record
 
 
 def _check_increment_size(nu: float, total: int, k: int, increment: str) -> None:

@@ -327,38 +327,32 @@ def information_loss_of(stats: np.ndarray, n: int) -> float:
 
 
 def _gaussian_chunks(client, n: int, m: int, seed: int):
-    rng = np.random.default_rng(seed)
+    """Correlated Gaussian records (as microdata attributes are): on white noise in m dimensions
+    both MDAV's pruning and the k-d tree of the increment are at their worst, far from real data."""
+    from ..datasets import correlated_gaussian
+
     cols = [f"x{j}" for j in range(m)]
-    df = pd.DataFrame(rng.normal(size=(n, m)), columns=cols)
+    df = pd.DataFrame(correlated_gaussian(n, m, seed), columns=cols)
     pieces = [df.iloc[i:i + CHUNK_ROWS] for i in range(0, n, CHUNK_ROWS)]
     futures = client.scatter(pieces)
     return [client.submit(read_chunk, f, cols, pure=False) for f in futures], cols
 
 
-def calibrate_pipeline(client, m: int, k: int, options: dict, increment: str, sizes=None, seed: int = 0) -> dict:
-    """Time the partitioned base stage (ingest to fan-out, as a run times it) on Gaussian m-column
-    data at a few sizes, and — for the nearest-neighbour increments, whose cost is not the base's —
-    the increment stage on late records of a tenth of the largest size (§IV-B needs τ₀(ν) and τ₊(ν)).
+def calibrate_pipeline(client, m: int, k: int, options: dict, total: int | None = None, sizes=None,
+                       seed: int = 0) -> dict:
+    """Time the partitioned base stage (ingest to fan-out, as a run times it) on correlated
+    Gaussian m-column data at three sizes, ``task_rows / 2 … 2·task_rows`` (at most a quarter of
+    the survey's ``total`` records), for the time model t(n) = a·nᵝ of §IV-B.
 
-    Returns ``{"n": sizes, "seconds": base times, "increment": {"n", "seconds"} or None}``.
+    Returns ``{"n": sizes, "seconds": base stage times}``.
     """
     cfg = PipelineConfig(method="partitioned", k=k, **(options or {}))
-    task_rows = cfg.task_rows
-    sizes = [int(s) for s in (sizes or (task_rows // 2, task_rows, 2 * task_rows)) if s >= 3 * k]
-    secs, base = [], None
+    top = 2 * cfg.task_rows if total is None else max(min(2 * cfg.task_rows, total // 4), 12 * k)
+    sizes = [int(s) for s in (sizes or (top // 4, top // 2, top)) if s >= 3 * k]
+    secs = []
     for j, n in enumerate(sizes):
         chunks, cols = _gaussian_chunks(client, n, m, seed + j)
         client.gather(client.map(len, chunks))  # read before the clock starts, as the run's files are
         base = base_cells(client, chunks, cols, cfg)
         secs.append(base.end - base.start)
-    inc = None
-    if increment != "2mdav" and base is not None:
-        n_late = max(k, sizes[-1] // 10)
-        chunks, cols = _gaussian_chunks(client, n_late, m, seed + len(sizes))
-        client.gather(client.map(len, chunks))
-        t0 = time.perf_counter()
-        late = [client.submit(kip.zscore_late, c, cols, base.ing.n, base.ing.mean, base.ing.std, base.ing.varying)
-                for c in chunks]
-        adjoin(client, base, late, increment, k)
-        inc = {"n": n_late, "seconds": time.perf_counter() - t0}
-    return {"n": sizes, "seconds": secs, "increment": inc}
+    return {"n": sizes, "seconds": secs}
