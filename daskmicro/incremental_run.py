@@ -19,12 +19,14 @@ from typing import Callable
 
 import numpy as np
 
-from .schedule import TimeModel, calibrate, check_ratio, check_real, check_zeta, plan as schedule_plan
+from .schedule import (TimeModel, calibrate, check_ratio, check_real, check_zeta, critical_ratio_numeric,
+                       optimize_ratio, plan as schedule_plan)
 from .config import check_seed
 from .io.frames import is_dask_frame
 from .cluster import cluster_client
 from .errors import InputError, ParameterError
-from .graph.incremental import IncrementalGraph, calibrate_on, default_kernel, warm_up
+from .graph.incremental import IncrementalGraph, calibrate_on, default_kernel, pca_mdav_kernel, warm_up
+from .graph.incremental_pipeline import PIPELINE_OPTIONS, PipelineIncrementalGraph, calibrate_pipeline
 from .io.survey import SurveyTimeoutError, open_survey
 from .kernels.incremental import METHODS as INCREMENT_METHODS
 from .privacy.verify import verify_rows
@@ -32,8 +34,9 @@ from .report.run import Report
 
 __all__ = ["anonymize_incremental", "BASE_METHODS", "INCREMENT_METHODS", "SurveyTimeoutError"]
 
-#: Base-stage methods by name (a callable ``f(Z, k) -> labels`` is accepted too).
-BASE_METHODS = ("mdav",)
+#: Base-stage methods by name (a callable ``f(Z, k) -> labels`` is accepted too): exact MDAV and
+#: PCA-MDAV run in one task; "partitioned" runs the partitioned pipeline across the cluster.
+BASE_METHODS = ("mdav", "pca-mdav", "partitioned")
 
 
 def anonymize_incremental(
@@ -54,6 +57,7 @@ def anonymize_incremental(
     time_column=None,
     time_model=None,
     expected_rows: int | None = None,
+    base_options: dict | None = None,
 ):
     """Anonymize a survey in two time-delayed stages: a base stage while it runs, an increment at the close.
 
@@ -84,9 +88,13 @@ def anonymize_incremental(
     close_at : float or datetime, optional
         When the survey closes (POSIX seconds or a datetime), whatever the lake's marker says.
         For a DataFrame source the default is its last arrival time.
-    base_method : "mdav" or callable, default "mdav"
-        Base microaggregation: exact MDAV, or ``f(Z, k) -> labels`` on z-scored records (also
-        used for 2MDAV's increment run).  A callable must be importable by the workers.
+    base_method : {"mdav", "pca-mdav", "partitioned"} or callable, default "mdav"
+        Base microaggregation: exact MDAV or PCA-MDAV in one task, or ``f(Z, k) -> labels`` on
+        z-scored records (also used for 2MDAV's increment run; a callable must be importable by
+        the workers); or "partitioned": the partitioned pipeline across the cluster, the
+        increment then adjoined per base partition (:mod:`daskmicro.graph.incremental_pipeline`),
+        and the release a Dask DataFrame on the given ``client`` (pandas when the run starts its
+        own cluster), verified before it is returned.
     increment : {"2mdav", "nn", "nn-split-mid", "nn-split-end"}, default "2mdav"
         Increment algorithm (:func:`daskmicro.kernels.incremental.increment`).  2MDAV needs at
         least k increment records; with fewer, "nn" is used and the report says so.
@@ -110,6 +118,10 @@ def anonymize_incremental(
         nor ``zeta`` is given, and as the predicted t_ref of the report.
     expected_rows : int, optional
         Lake without a simulator manifest: the total number of records of the survey.
+    base_options : dict, optional
+        ``base_method="partitioned"`` only: options of the pipeline (K, partition_size, task_rows,
+        nu — the distal fraction of the macrocells, not the data ratio —, energy_loss, n_components).
+        Without ``nu`` (data ratio) its time model is calibrated by timing the pipeline itself.
 
     Returns
     -------
@@ -146,6 +158,7 @@ def anonymize_incremental(
     if zeta is not None:
         zeta = check_zeta(zeta)
     kernel, base_name = _check_base_method(base_method)
+    options = _check_base_options(base_options, base_name)
     if increment not in INCREMENT_METHODS:
         raise ParameterError(f"increment must be one of {', '.join(INCREMENT_METHODS)}; got {increment!r}")
     seed = check_seed(seed)
@@ -157,43 +170,60 @@ def anonymize_incremental(
         raise ParameterError(f"the lake {source} has no _arrivals.json manifest: give expected_rows (total records of the survey)")
     if nu is None and zeta is None and src.survey_seconds() is None:
         raise ParameterError("give nu or zeta: the survey's duration is unknown for a lake without a simulator manifest")
-    sched = None if nu is None and zeta is None and model is None else _choose_nu(nu, zeta, model, src, None, len(qi), k, kernel)
+    base = (kernel, base_name, options, increment, len(qi), k)
+    needs_cluster = nu is None and model is None and (zeta is None or options is not None)
+    sched = None if needs_cluster else _choose_nu(nu, zeta, model, src, None, base)
     if sched is not None:
         _check_increment_size(sched["nu"], src.total_rows, k, increment)
 
+    own_cluster = client is None and _default_client() is None
     with cluster_client(client or _default_client()) as c:
-        warm_up(c, increment, kernel)
+        warm_up(c, increment, kernel or default_kernel)
         step("workers ready")
-        if sched is None:  # calibrate the time model on a worker
-            sched = _choose_nu(nu, zeta, model, src, c, len(qi), k, kernel)
+        if sched is None:  # calibrate the time model on the cluster
+            sched = _choose_nu(nu, zeta, model, src, c, base)
             _check_increment_size(sched["nu"], src.total_rows, k, increment)
-        nu_used = sched["nu"]
         step("schedule")
-        graph = IncrementalGraph(c, qi, k, increment, kernel, seed)
-        try:
-            base_chunk = src.wait_base(1.0 - nu_used, deadline, on_new=graph.ingest)
-            graph.submit_base(base_chunk)
-            step("base stage submitted")
-            inc_chunk = src.wait_close(base_chunk, deadline, on_new=graph.ingest, on_poll=graph.collect)
-            n_base, n_inc = src.rows(base_chunk), src.rows(inc_chunk)
-            method = increment
-            if increment == "2mdav" and 0 < n_inc < k:
-                method = "nn"  # too few late records for their own cells
-            graph.submit_increment(inc_chunk, method)
-            step("increment stage submitted")
-            release, changes, k_check = graph.results()
-            n = n_base + n_inc
-            k_check.raise_if_failed()
-            row_check = verify_rows(n, release).raise_if_failed()
-            t_release = time.time()
-            step("release verified")
-            base_res, inc_res, metrics = graph.stage_results()
-            ref = graph.reference() if reference else None
-            if ref is not None:
-                step("reference done")
-        except BaseException:
-            graph.cancel()
-            raise
+        graph = (IncrementalGraph(c, qi, k, increment, kernel, seed) if options is None
+                 else PipelineIncrementalGraph(c, qi, k, increment, options, seed))
+        release, outcome = _stages(src, graph, sched["nu"], increment, k, deadline, reference, step)
+        if own_cluster and is_dask_frame(release):
+            release = c.compute(release).result()  # the run's own cluster closes with it
+
+    report = _report(src, graph, sched, outcome["results"], outcome["counts"], (base_name, increment, outcome["method"]),
+                     outcome["ref"], model, qi, k, seed, outcome["checks"], outcome["t_release"])
+    return release, report
+
+
+def _stages(src, graph, nu_used, increment, k, deadline, reference, step):
+    """Base stage at the base trigger, increment at the close, verified release (§III-B)."""
+    try:
+        base_chunk = src.wait_base(1.0 - nu_used, deadline, on_new=graph.ingest)
+        graph.submit_base(base_chunk)
+        step("base stage submitted")
+        inc_chunk = src.wait_close(base_chunk, deadline, on_new=graph.ingest, on_poll=graph.collect)
+        n_base, n_inc = src.rows(base_chunk), src.rows(inc_chunk)
+        method = increment
+        if increment == "2mdav" and 0 < n_inc < k:
+            method = "nn"  # too few late records for their own cells
+        graph.submit_increment(inc_chunk, method)
+        step("increment stage submitted")
+        release, changes, k_check = graph.results()
+        n = n_base + n_inc
+        k_check.raise_if_failed()
+        row_check = graph.check_rows(n, release).raise_if_failed()
+        t_release = time.time()
+        step("release verified")
+        results = graph.stage_results()
+        ref = graph.reference() if reference else None
+        if ref is not None:
+            step("reference done")
+    except BaseException:
+        graph.cancel()
+        raise
+    return release, {"results": results, "counts": (n_base, n_inc), "method": method, "ref": ref,
+                     "checks": (changes, k_check, row_check), "t_release": t_release}
+
 
     report = _report(src, graph, sched, (base_res, inc_res, metrics), (n_base, n_inc), (base_name, increment, method),
                      ref, model, qi, k, seed, (changes, k_check, row_check), t_release)
@@ -240,30 +270,72 @@ def _report(src, graph, sched, results, counts, methods, ref, model, qi, k, seed
 # --------------------------------------------------------------------------- scheduling
 
 
-def _choose_nu(nu, zeta, model, src, client, m, k, kernel) -> dict:
-    """ν given, or ν* from ζ, or ν* from a time model and the survey's duration (§IV-B)."""
+def _choose_nu(nu, zeta, model, src, client, base) -> dict:
+    """ν given, or ν* from ζ, or ν* from a time model and the survey's duration (§IV-B).
+
+    ``base`` is (kernel, name, pipeline options, increment, m, k).  The time model is the one
+    given, else calibrated on the cluster on the base method actually used: the one-task kernel
+    timed on a worker, or the partitioned pipeline timed as a run times its base stage (with the
+    nearest-neighbour increment timed too, τ₊ = c·ν, since it is not the base's algorithm).
+    """
+    kernel, name, options, increment, m, k = base
     beta = 2.0 if model is None else model.beta
-    out = {"nu_source": None, "zeta": zeta, "beta": beta, "nu_star": None, "nu_critical": None, "calibration": None}
+    out = {"nu_source": None, "zeta": zeta, "beta": beta, "nu_star": None, "nu_critical": None, "calibration": None,
+           "nu_from": None}
     if nu is not None:
-        out.update(nu=nu, nu_source="given")
+        out.update(nu=nu, nu_source="given", nu_from="given by the caller")
         if zeta is not None:
             out.update(_plan_fields(zeta, beta))
         return out
+    tau_inc, source = None, "given"
+    if model is None and client is not None:
+        model, tau_inc, out["calibration"] = _calibrate(client, kernel, name, options, increment, m, k, src.total_rows)
+        out["beta"] = beta = model.beta
+        source = "calibrated"
     if zeta is None:
-        survey = src.survey_seconds()
-        if model is None:
-            ns, secs = calibrate_on(client, m, k, kernel)
-            model = calibrate(ns, secs)
-            out["calibration"] = {"n": ns, "seconds": secs, "a": model.a, "beta": model.beta}
-            out["beta"] = beta = model.beta
         t_ref = model(src.total_rows)
-        zeta = survey / t_ref
+        zeta = src.survey_seconds() / t_ref
         out.update(zeta=zeta, t_ref_predicted=t_ref, nu_source="time model")
+        out["nu_from"] = (f"ν* (§IV-B) of the {source} time model t(n) = {model.a:.3g}·n^{model.beta:.3f} of the "
+                          f"{name} base stage and the survey's duration (ζ = {zeta:.3g})")
     else:
         out["nu_source"] = "zeta"
-    out.update(_plan_fields(zeta, beta))
+        out["nu_from"] = f"ν* (§IV-B) of the given ζ = {zeta:g}" + (
+            f" and the calibrated exponent β = {beta:.3f} of the {name} base stage" if model is not None else
+            " for quadratic stages")
+    if tau_inc == "critical":  # τ₊ ≪ τ₀: Δτ grows up to ν₋ and is flat beyond, ν* = ν₋ (§IV-B)
+        out["nu_star"] = out["nu_critical"] = critical_ratio_numeric(zeta, beta)
+        out["zeta"], out["gain_star"] = zeta, 1.0
+        out["nu_from"] += f"; τ₊ ≪ τ₀ for the {increment} increment, so ν* = ν₋, the base stage ending at the close"
+    elif tau_inc is not None:
+        out["nu_star"], out["gain_star"] = optimize_ratio(zeta, beta, tau_inc)
+        out["nu_critical"] = critical_ratio_numeric(zeta, beta)
+        out["zeta"] = zeta
+    else:
+        out.update(_plan_fields(zeta, beta))
     out["nu"] = out["nu_star"]
     return out
+
+
+def _calibrate(client, kernel, name, options, increment, m, k, total):
+    """(TimeModel, τ₊ model or None, calibration record) of the base method actually used.
+
+    A one-task base is timed on a worker (its kernel); a partitioned base by running the pipeline
+    itself (:func:`~daskmicro.graph.incremental_pipeline.calibrate_pipeline`).  The increment: 2MDAV
+    runs the base's own algorithm (τ₊ = νᵝ); a nearest-neighbour increment adjoins records to
+    cells that exist (τ₊ ≪ τ₀), so ν* is the critical ratio ν₋ where the base stage ends at the
+    close (§IV-B), and τ₊ is taken as 0 in the optimum.
+    """
+    if options is None:
+        ns, secs = calibrate_on(client, m, k, kernel)
+    else:
+        cal = calibrate_pipeline(client, m, k, options, total)
+        ns, secs = cal["n"], cal["seconds"]
+    model = calibrate(ns, secs)
+    record = {"method": name, "n": ns, "seconds": secs, "a": model.a, "beta": model.beta}
+    if increment == "2mdav" or options is None:
+        return model, None, record
+    return model, "critical", record
 
 
 def _check_increment_size(nu: float, total: int, k: int, increment: str) -> None:
@@ -291,9 +363,13 @@ def _incremental_dict(sched, t, base_s, inc_s, n_base, n_inc, base_name, increme
     }
     if sched.get("calibration"):
         out["calibration"] = sched["calibration"]
+    out["nu_from"] = sched.get("nu_from")
     t_ref, source = None, None
     if ref is not None:
         t_ref, source = ref["seconds"], "measured"
+        if ref.get("run_seconds") is not None:  # the one-pass run with its release verified
+            out["reference_run_seconds"] = ref["run_seconds"]
+            out["close_to_release_share_of_run"] = out["close_to_release_seconds"] / ref["run_seconds"]
         out["delta"] = il / ref["information_loss"] - 1.0 if ref["information_loss"] > 0 else None
         out["reference_information_loss"] = ref["information_loss"]
     elif sched.get("t_ref_predicted") is not None:
@@ -368,7 +444,29 @@ def _check_base_method(base_method):
         return base_method, getattr(base_method, "__name__", "custom")
     if base_method not in BASE_METHODS:
         raise ParameterError(f"base_method must be one of {', '.join(BASE_METHODS)} or a callable f(Z, k); got {base_method!r}")
-    return default_kernel, base_method
+    return {"mdav": default_kernel, "pca-mdav": pca_mdav_kernel, "partitioned": None}[base_method], base_method
+
+
+def _check_base_options(options, name):
+    """The pipeline options of a partitioned base (a dict), None for a one-task base."""
+    if name != "partitioned":
+        if options:
+            raise ParameterError(f"base_options apply to base_method='partitioned', not {name!r}")
+        return None
+    options = {} if options is None else options
+    if not isinstance(options, dict):
+        raise ParameterError(f"base_options must be a dict of pipeline options, got {type(options).__name__}")
+    unknown = [key for key in options if key not in PIPELINE_OPTIONS]
+    if unknown:
+        raise ParameterError(f"base_options: unknown option(s) {', '.join(map(repr, unknown))}; expected some of "
+                             f"{', '.join(PIPELINE_OPTIONS)}")
+    from .graph.pipeline import check_options
+
+    K, nu, size, rows, _, _ = check_options(options.get("K"), options.get("nu"), options.get("partition_size"),
+                                             options.get("task_rows"), None, None)
+    checked = {"K": K, "nu": nu, "partition_size": size, "task_rows": rows,
+               "energy_loss": options.get("energy_loss"), "n_components": options.get("n_components")}
+    return {key: v for key, v in checked.items() if v is not None}
 
 
 def _check_time_model(model):

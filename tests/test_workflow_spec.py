@@ -93,7 +93,7 @@ def test_each_mistake_is_one_line_naming_the_key(path, value, message, tmp_path)
     ({"close_at": "2h", "zeta": -1}, "incremental.zeta: expected a number > 0, got -1"),
     ({"close_at": "2h", "zeta": 5, "arrivals": "poisson"}, "incremental.arrivals: expected one of uniform, front, back"),
     ({"close_at": "2h", "zeta": 5, "deadline": "tomorrow"}, "incremental.deadline: expected a duration"),
-    ({"close_at": "2h", "zeta": 5, "base_method": "pcl"}, "incremental.base_method: expected mdav or pca-mdav"),
+    ({"close_at": "2h", "zeta": 5, "base_method": "pcl"}, "incremental.base_method: expected one of mdav, pca-mdav, partitioned"),
 ])
 def test_incremental_section_mistakes(section, message, tmp_path):
     spec = dict(BASE, method="incremental", incremental=section)

@@ -40,10 +40,11 @@ from ..errors import InputError, redact
 from ..io.qi import check_qi, qi_matrix  # the same checks and messages as anonymize()
 from ..kernels import centroids, information_loss, mdav, standardize
 from ..kernels.incremental import increment as increment_kernel
-from ..privacy.verify import check_tuple_counts, merge_tuple_counts, tuple_counts, verify_k_anonymity
+from ..privacy.verify import check_tuple_counts, merge_tuple_counts, tuple_counts, verify_k_anonymity, verify_rows
 from ..publish import replace_qi
 
-__all__ = ["Chunk", "StageResult", "IncrementalGraph", "read_chunk"]
+__all__ = ["Chunk", "StageResult", "IncrementalGraph", "read_chunk", "concat_chunks", "default_kernel", "pca_mdav_kernel",
+           "calibrate_on", "warm_up"]
 
 
 @dataclass
@@ -135,7 +136,7 @@ def _publish_counted(chunk: Chunk, labels, qi: list):
     return frame, changes, tuple_counts(frame, qi)
 
 
-def _concat(*chunks: Chunk) -> Chunk:
+def concat_chunks(*chunks: Chunk) -> Chunk:
     if len(chunks) == 1:
         return chunks[0]
     return Chunk(pd.concat([c.frame for c in chunks], ignore_index=True), np.concatenate([c.X for c in chunks]))
@@ -210,6 +211,13 @@ def default_kernel(Z, k):
     return mdav(Z, k)
 
 
+def pca_mdav_kernel(Z, k):
+    """The base kernel of ``base_method="pca-mdav"``: MDAV with PCA (001 Algorithm B, default energy bound)."""
+    from ..kernels.pca import pca_mdav
+
+    return pca_mdav(Z, k)
+
+
 class IncrementalGraph:
     """Submits the two stages of one incremental run to a Dask client, each when it is called.
 
@@ -259,7 +267,7 @@ class IncrementalGraph:
         if missing:
             self.ingest(missing)
         parts = list(dict.fromkeys(self._reads[Path(p).name] for p in chunk))  # batches, in arrival order
-        return self._submit(f"concat-{name}", _concat, *parts)
+        return self._submit(f"concat-{name}", concat_chunks, *parts)
 
     def submit_base(self, chunk: list) -> None:
         """Submit the base stage on the records arrived so far (paths or one DataFrame)."""
@@ -310,6 +318,10 @@ class IncrementalGraph:
         release, changes = _combine([self._base_part[:2], inc[:2]], self.seed)
         check = check_tuple_counts(merge_tuple_counts(self._base_part[2], inc[2]), self.k)
         return release, changes, check
+
+    def check_rows(self, n: int, release):
+        """Rows in = rows out, each input row once (§III-B: the release holds every record)."""
+        return verify_rows(n, release)
 
     def stage_results(self):
         """Base result, increment result and metrics (stage times, cell sizes, information loss)."""

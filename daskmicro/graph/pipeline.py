@@ -44,7 +44,7 @@ from .gather import gather_release
 from .ingest import ingest
 from .participation import attach_participation, check_participation, failure_summary
 
-__all__ = ["PipelineConfig", "DEFAULTS", "SCALABLE", "ONE_TASK", "REFINE", "MACRO", "run_pipeline"]
+__all__ = ["PipelineConfig", "DEFAULTS", "SCALABLE", "ONE_TASK", "REFINE", "MACRO", "plan_layout", "run_pipeline"]
 
 SCALABLE = ("partitioned",)
 ONE_TASK = ("proximal-distal", "mdav", "pca-mdav", "pcl")
@@ -177,6 +177,29 @@ class _Timings(dict):
             self._progress(key, value)
 
 
+def plan_layout(cfg: PipelineConfig, ing, keep_parts: bool | None = None):
+    """(resolved config, fan-out settings, top-level task size) for the ingested records ``ing``.
+
+    ``keep_parts=True`` keeps each partition's (row ids, Z) for a later stage (refinement, or the
+    increment stage of an incremental run, :mod:`daskmicro.graph.incremental_pipeline`).
+    """
+    from ..kernels import check_k
+
+    try:
+        check_k(ing.n, cfg.k)
+    except ValueError as exc:
+        raise ParameterError(str(exc)) from None
+    cfg = cfg.resolved(ing.n)
+    fcfg, task_rows = cfg.fanout(ing.n)
+    if ing.m_used == 0:
+        # every QI column is constant: one cell, nothing to microaggregate
+        fcfg = FanoutConfig(k=cfg.k, K=None, nu=1.0, partition_size=ing.n, task_rows=ing.n, distal_method="mdav")
+        task_rows = ing.n
+    if keep_parts is not None:
+        fcfg.keep_parts = keep_parts
+    return cfg, fcfg, task_rows
+
+
 def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row_id: bool, progress=None,
                  participation=None, figures=None):
     """Run the pipeline on ``ddf``; returns (Published, details dict for the report).
@@ -197,18 +220,7 @@ def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row
     t0 = time.perf_counter()
     ing = ingest(client, ddf, qi, participation_column=column)
     timings["ingest"] = time.perf_counter() - t0
-    from ..kernels import check_k
-
-    try:
-        check_k(ing.n, cfg.k)
-    except ValueError as exc:
-        raise ParameterError(str(exc)) from None
-    cfg = cfg.resolved(ing.n)
-    fcfg, task_rows = cfg.fanout(ing.n)
-    if ing.m_used == 0:
-        # every QI column is constant: one cell, nothing to microaggregate
-        fcfg = FanoutConfig(k=cfg.k, K=None, nu=1.0, partition_size=ing.n, task_rows=ing.n, distal_method="mdav")
-        task_rows = ing.n
+    cfg, fcfg, task_rows = plan_layout(cfg, ing)
     tops = top_cells(client, ing, task_rows, timings)  # takes ing.blocks: the workers free them when done
     if column is not None:
         tops = attach_participation(client, tops, ing, timings)  # takes ing.weights

@@ -95,6 +95,9 @@ def _incremental(spec: WorkflowSpec, source: Path, client, slot, started: float)
     for key in ("base_method", "increment", "reference", "arrivals"):
         if key in inc and key in params:
             kw[key] = inc[key]
+    pipeline = {key: v for key, v in spec.data["parameters"].items() if key != "seed"}
+    if inc.get("base_method") == "partitioned":  # the spec validated these against the base method
+        kw["base_options"] = pipeline
     if "deadline" in inc:
         kw["timeout"] = inc["deadline"]
     return fn(str(source), spec.data["qi"], spec.data["k"], **kw)

@@ -268,14 +268,35 @@ def _check_incremental(value) -> dict:
     if "deadline" in sec:
         out["deadline"] = _duration(sec["deadline"], "incremental.deadline")
     if "base_method" in sec:
-        if sec["base_method"] not in ("mdav", "pca-mdav"):
-            _fail("incremental.base_method", f"expected mdav or pca-mdav, got {_show(sec['base_method'])}")
+        if sec["base_method"] not in INCREMENTAL_BASE_METHODS:
+            _fail("incremental.base_method", f"expected one of {', '.join(INCREMENTAL_BASE_METHODS)}, "
+                  f"got {_show(sec['base_method'])}")
         out["base_method"] = sec["base_method"]
     if "increment" in sec:
+        from ..kernels.incremental import METHODS as INCREMENTS
+
         out["increment"] = _str(sec["increment"], "incremental.increment")
+        if out["increment"] not in INCREMENTS:
+            _fail("incremental.increment", f"expected one of {', '.join(INCREMENTS)}, got {_show(sec['increment'])}")
     if "reference" in sec:
         out["reference"] = _bool(sec["reference"], "incremental.reference")
     return out
+
+
+#: Base-stage methods of ``method: incremental`` (those of :data:`daskmicro.incremental_run.BASE_METHODS`).
+INCREMENTAL_BASE_METHODS = ("mdav", "pca-mdav", "partitioned")
+#: ``parameters`` an incremental run uses: the seed, and the pipeline layout of a partitioned base.
+INCREMENTAL_PIPELINE_PARAMETERS = ("K", "nu", "partition_size", "task_rows", "energy_loss", "n_components")
+
+
+def _check_incremental_parameters(data: dict) -> None:
+    """Every parameter of an incremental spec is used by its base method, or refused in one line."""
+    base = data["incremental"].get("base_method", "mdav")
+    allowed = ("seed",) + (INCREMENTAL_PIPELINE_PARAMETERS if base == "partitioned" else ())
+    extra = [key for key in data["parameters"] if key not in allowed]
+    if extra:
+        _fail(f"parameters.{extra[0]}", f"not used by method: incremental with base_method {base} "
+              f"(it takes {', '.join(allowed)})")
 
 
 def _check_participation(value) -> dict:
@@ -452,6 +473,8 @@ def parse_spec(obj, base_dir=".", source: str | None = None) -> WorkflowSpec:
         data["schedule"] = _check_schedule(top["schedule"])
     if data["input"]["strata"] and method == "incremental":
         _fail("input.strata", "strata are not supported with method: incremental")
+    if method == "incremental":
+        _check_incremental_parameters(data)
     unscheduled_template = any(f in _fields(data["output"]["path"]) for f in ("slot", "date", "yesterday", "time"))
     if unscheduled_template and "schedule" not in data:
         _fail("output.path", "slot placeholders ({slot}, {date}, ...) need a schedule")
