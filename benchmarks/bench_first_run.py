@@ -77,7 +77,8 @@ def _summary(log: Path) -> dict:
 
 def _run(cmd, home: Path, site: Path, log: Path) -> float:
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "DASKMICRO_CACHE_DIR")}
-    env.update(HOME=str(home), XDG_CACHE_HOME=str(home / "xdg"), PYTHONPATH=str(site), BENCH_COMPILE_LOG=str(log))
+    env.update(HOME=str(home), XDG_CACHE_HOME=str(home / "xdg"), BENCH_COMPILE_LOG=str(log),
+               PYTHONPATH=os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p))
     t0 = time.perf_counter()
     subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
     return round(time.perf_counter() - t0, 2)
