@@ -163,19 +163,25 @@ def _select(df, strata, qi, group):
     return df[group_mask(df, strata, qi, group)]
 
 
-def _run_one_task(observed, k, method, energy_loss, n_components, pcol, pbar, plain_k, *parts):
+def _run_one_task(observed, k, method, energy_loss, n_components, pcol, pbar, plain_k, *parts, improve=None):
     """One group as one task, records in global row id order (independent of the chunking);
-    ``plain_k``: also the information loss of MDAV at this cell size (participation runs)."""
-    """One group as one task, records in global row id order (independent of the chunking)."""
+    ``plain_k``: also the information loss of MDAV at this cell size (participation runs);
+    ``improve``: (sweeps, neighbours) of the improvement pass after the method, or None."""
     from ..group import one_task
 
     df = pd.concat(parts, ignore_index=True).sort_values(RID, kind="stable").reset_index(drop=True)
-    return one_task(df, list(observed), k, method, energy_loss, n_components, pcol, pbar, plain_k)
+    return one_task(df, list(observed), k, method, energy_loss, n_components, pcol, pbar, plain_k, improve=improve)
 
 
 #: With ``plain_k_reference=None`` the plain-k reference of a participation run is computed for
 #: one-task groups of at most this many records.
 REFERENCE_AUTO_ROWS = 50_000
+
+
+def _one_task_improve(cfg):
+    """(sweeps, neighbours) of the improvement pass after a one-task method, or None."""
+    q = cfg.improve_settings
+    return (q["improve_sweeps"], q["improve_neighbours"]) if q["one_task"] and q["improve_sweeps"] else None
 
 
 def _plain_k(cfg, g):
@@ -219,6 +225,8 @@ def _pipeline_group(client, cfg, sel, meta, g, k, seed, progress):
                           task_rows=cfg.task_rows_or_default, max_task_rows=cfg.max_task_rows_or_default,
                           energy_loss=cfg.energy_loss, n_components=cfg.n_components, sse_threshold=cfg.sse_threshold)
     pcfg.refine, pcfg.macro = cfg.refine, cfg.macro
+    quality = cfg.improve_settings
+    pcfg.improve_sweeps, pcfg.improve_neighbours = quality["improve_sweeps"], quality["improve_neighbours"]
     if cfg.refine_iter is not None:
         pcfg.refine_iter = cfg.refine_iter
     if cfg.macro_iter is not None:
@@ -244,7 +252,8 @@ def _pipeline_group(client, cfg, sel, meta, g, k, seed, progress):
         "n": details["n"], "m_used": details["m_used"], "method": m, "cells": pub.cells,
         "min_cell_size": pub.min_cell_size, "max_cell_size": pub.max_cell_size,
         "cell_size_counts": pub.cell_size_counts, "information_loss": details["information_loss"],
-        "seconds": sum(t.get(s, 0.0) for s in ("top_level", "macroaggregation", "split", "fan_out", "refine")),
+        "seconds": sum(t.get(s, 0.0) for s in ("top_level", "macroaggregation", "split", "fan_out", "refine",
+                                                "improve")),
         "constant_columns": details["constant_columns"], "dtype_changes": {},
         "n_components": pca.get("n_components"), "eigenvalues": pca.get("eigenvalues"),
         "pca_energy_loss": pca.get("energy_loss"), "pipeline": details,
@@ -358,7 +367,8 @@ def _cells(client, source, cfg, lay_: _Layout, stage):
         m = group_method(cfg, g)
         if m in ONE_TASK:
             pair = client.submit(_run_one_task, tuple(g.observed), k, m, cfg.energy_loss, cfg.n_components, pcol,
-                                 cfg.max_cell_failure, _plain_k(cfg, g), *client.compute(sel))
+                                 cfg.max_cell_failure, _plain_k(cfg, g), *client.compute(sel),
+                                 improve=_one_task_improve(cfg))
             releases.append(client.submit(operator.itemgetter(0), pair))
             infos.append(client.submit(operator.itemgetter(1), pair))
         else:
