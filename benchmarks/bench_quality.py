@@ -43,7 +43,8 @@ K = 10
 
 
 def make_lake(n: int, data: str, seed: int = 0) -> Path:
-    """A directory of Parquet files of 125,000 rows, cached; columns x01 … x13."""
+    """A directory of Parquet files of 125,000 rows, cached; columns x01 … x13 (the census-like lake
+    of ``bench_pipeline.py``, with its column names, is the same data and is used when present)."""
     path = CACHE / f"lake_{data}_n{n}_seed{seed}"
     if path.exists():
         return path
@@ -83,36 +84,54 @@ def quality_override(name: str | None, **values):
 SETTINGS = [
     ("default (quality='balanced')", {}, None, {}),
     ("quality='high'", {"quality": "high"}, None, {}),
-    ("no improvement (pre-issue-20 default)", {}, "balanced", {"improve_sweeps": 0}),
-    ("balanced, 1 sweep", {}, "balanced", {"improve_sweeps": 1}),
-    ("balanced, partition_size 25000", {"partition_size": 25_000}, None, {}),
+    ("no improvement, P 50000 (pre-issue-20)", {"partition_size": 50_000}, "balanced", {"improve_sweeps": 0}),
+    ("no improvement, P 25000", {}, "balanced", {"improve_sweeps": 0}),
+    ("balanced, 2 sweeps", {}, "balanced", {"improve_sweeps": 2}),
+    ("balanced, P 50000", {"partition_size": 50_000}, None, {}),
     ("high, partition_size 100000", {"quality": "high", "partition_size": 100_000}, None, {}),
-    ("refine='pcl' without improvement", {"refine": "pcl"}, "balanced", {"improve_sweeps": 0}),
-    ("refine='pcl' + balanced", {"refine": "pcl"}, None, {}),
+    ("refine='pcl' (P 50000) without improvement", {"refine": "pcl", "partition_size": 50_000}, "balanced",
+     {"improve_sweeps": 0}),
+    ("refine='pcl' + high", {"refine": "pcl", "quality": "high"}, None, {}),
 ]
 
 
-def pipeline_table(client, n: int, data: str, tmp: Path, only):
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process and its children (the workers) so far: much less
+    sensitive to the other jobs on a shared machine than wall time."""
+    import psutil
+
+    total = 0.0
+    for p in [psutil.Process()] + psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            t = p.cpu_times()
+            total += t.user + t.system
+    return total
+
+
+def pipeline_table(client, n: int, data: str, tmp: Path, only, with_refine=False):
     lake = make_lake(n, data)
+    import pyarrow.parquet as pq
+
+    qi = list(pq.read_schema(sorted(lake.glob("*.parquet"))[0]).names)  # the columns of the (cached) lake
     ref = cached_reference_il(n, K, 0, data)
     print(f"\n{data}, n = {n:,} × 13, k = {K}, Parquet lake in → committed Parquet lake out; exact MDAV IL: "
           + (f"{ref:.4f}" if ref else "not cached (run exact_reference.py)"))
-    print(f"{'setting':<40} {'load':>5} {'wall s':>7} {'IL':>7} {'× exact':>8} {'improve s':>9}  stages (s)")
+    print(f"{'setting':<40} {'load':>5} {'wall s':>7} {'CPU s':>6} {'IL':>7} {'× exact':>8} {'improve s':>9}  stages (s)")
     for i, (label, kw, name, over) in enumerate(SETTINGS):
-        if only and not any(o in label for o in only):
+        if (only and not any(o in label for o in only)) or ("refine" in label and not with_refine):
             continue
         load = os.getloadavg()[0]
         out = tmp / f"out-{data}-{i}"
         with quality_override(name, **over):
-            t0 = time.perf_counter()
-            rep = anonymize_file(lake, out, qi_names(), K, seed=0, client=client, dask_report=False, **kw)
-            wall = time.perf_counter() - t0
+            t0, c0 = time.perf_counter(), cpu_seconds()
+            rep = anonymize_file(lake, out, qi, K, seed=0, client=client, dask_report=False, **kw)
+            wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
         assert rep.verified and (out / "_SUCCESS").exists() and rep.min_cell_size >= K
         shutil.rmtree(out, ignore_errors=True)
         ratio = rep.information_loss / ref if ref else float("nan")
         t = rep.timings
         stages = " ".join(f"{s}={v:.1f}" for s, v in t.items() if s != "total" and v >= 0.05)
-        print(f"{label:<40} {load:5.1f} {wall:7.2f} {rep.information_loss:7.4f} {ratio:8.4f} "
+        print(f"{label:<40} {load:5.1f} {wall:7.2f} {cpu:6.1f} {rep.information_loss:7.4f} {ratio:8.4f} "
               f"{t.get('improve', 0.0):9.2f}  {stages}", flush=True)
 
 
@@ -147,6 +166,7 @@ def main():
     ap.add_argument("--data", nargs="+", default=["census_like", "gaussian"], choices=sorted(DATA))
     ap.add_argument("--only", help="comma-separated parts of setting labels to run (default: all)")
     ap.add_argument("--no-census", action="store_true")
+    ap.add_argument("--with-refine", action="store_true", help="also the refine='pcl' settings (each 1–2 min)")
     a = ap.parse_args()
     only = a.only.split(",") if a.only else None
     from distributed import Client
@@ -168,7 +188,7 @@ def main():
     CACHE.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
         for data in a.data:
-            pipeline_table(client, int(a.n), data, Path(tmp), only)
+            pipeline_table(client, int(a.n), data, Path(tmp), only, a.with_refine)
     print(f"\nload average at the end: {' '.join(f'{v:.1f}' for v in os.getloadavg())}")
     client.close()
     cluster.close()

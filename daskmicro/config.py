@@ -54,13 +54,15 @@ DEFAULTS = {
 #: ``quality``: what each setting adds to the cells a method forms (issue 20).  ``improve_sweeps``
 #: passes of moves and swaps between neighbouring cells (:mod:`daskmicro.kernels.improve`) with
 #: ``improve_neighbours`` cells tried per record — a pipeline stage over each top cell's
-#: partitions jointly, so that it also works across their borders; ``one_task``: whether groups
-#: small enough for one task (exact MDAV, PCA-MDAV, PCL) get the same pass.  "balanced" keeps the
-#: named one-task methods exact and brings the partitioned pipeline to exact MDAV's distortion;
-#: "high" spends about twice the time for ~10 % less.  Measured in benchmarks/README.md (issue 20).
+#: partitions jointly, so that it also works across their borders; ``partition_size``: the
+#: partitioned method's partition size when none is given (the improvement repairs most of what
+#: smaller partitions cost, and their MDAV is cheaper: that pays for the stage); ``one_task``:
+#: whether groups small enough for one task (exact MDAV, PCA-MDAV, PCL) get the same pass.
+#: "balanced" keeps the named one-task methods exact and brings the partitioned pipeline to exact
+#: MDAV's distortion; "high" spends more time for less.  Measured in benchmarks/README.md.
 QUALITY = {
-    "balanced": {"improve_sweeps": 2, "improve_neighbours": 8, "one_task": False},
-    "high": {"improve_sweeps": 8, "improve_neighbours": 16, "one_task": True},
+    "balanced": {"improve_sweeps": 3, "improve_neighbours": 8, "partition_size": 25_000, "one_task": False},
+    "high": {"improve_sweeps": 8, "improve_neighbours": 16, "partition_size": 50_000, "one_task": True},
 }
 QUALITIES = tuple(QUALITY)
 

@@ -55,6 +55,14 @@ def _pcl():
     nested_pcl(Z, [60], 2)
 
 
+def _improve():
+    from .kernels.improve import improve
+    from .kernels.mdav import mdav
+
+    Z = _records()
+    improve(Z, mdav(Z, 3), 3, sweeps=2, neighbours=4)  # first search, a sweep, a descent round
+
+
 def _incremental():
     from .kernels.incremental import increment
     from .kernels.mdav import mdav
@@ -72,6 +80,7 @@ STEPS: list[tuple[str, Callable[[], None]]] = [
     ("pca-mdav", _pca_mdav),
     ("partitioned", _partitioned),
     ("pcl", _pcl),
+    ("improve", _improve),
     ("incremental", _incremental),
 ]
 

@@ -221,11 +221,14 @@ def _pipeline_group(client, cfg, sel, meta, g, k, seed, progress):
     from .pipeline import PipelineConfig, run_pipeline
 
     m = group_method(cfg, g)
-    pcfg = PipelineConfig(method=m, k=int(k), K=cfg.K, nu=cfg.nu, partition_size=cfg.partition_size,
+    quality = cfg.improve_settings
+    size = cfg.partition_size
+    if size is None and m == "partitioned" and (cfg.K is None or cfg.K <= quality["partition_size"]):
+        size = quality["partition_size"]
+    pcfg = PipelineConfig(method=m, k=int(k), K=cfg.K, nu=cfg.nu, partition_size=size,
                           task_rows=cfg.task_rows_or_default, max_task_rows=cfg.max_task_rows_or_default,
                           energy_loss=cfg.energy_loss, n_components=cfg.n_components, sse_threshold=cfg.sse_threshold)
     pcfg.refine, pcfg.macro = cfg.refine, cfg.macro
-    quality = cfg.improve_settings
     pcfg.improve_sweeps, pcfg.improve_neighbours = quality["improve_sweeps"], quality["improve_neighbours"]
     if cfg.refine_iter is not None:
         pcfg.refine_iter = cfg.refine_iter

@@ -95,7 +95,8 @@ def improve(X, labels, k: int, sweeps: int = 2, neighbours: int = DEFAULT_NEIGHB
             cen[:, j] = np.bincount(labels, weights=X[:, j], minlength=C)
         cen /= size[:, None]
         near = _neighbour_cells(cen, L) if near is None else _descend(cen, near, 1)
-        sse0, sse1, steps = _sweep(Y, ids, size, cen, near, act, k, 2 * k - 1)
+        changed = np.zeros(C, dtype=np.bool_)
+        sse0, sse1, steps = _sweep(Y, ids, size, cen, near, act, changed, k, 2 * k - 1)
         labels[ids[ids >= 0]] = np.nonzero(ids >= 0)[0]
         if s == 0:
             info["sse_before"] = sse0
@@ -104,6 +105,9 @@ def improve(X, labels, k: int, sweeps: int = 2, neighbours: int = DEFAULT_NEIGHB
         info["sweeps"] = s + 1
         if steps == 0:
             break
+        # live cells (Hartigan & Wong's live set): only a cell that changed, or has a neighbour that
+        # changed, can find a new step in the next sweep
+        act = act & (changed | changed[near].any(axis=1))
     return (labels, info) if return_info else labels
 
 
@@ -169,10 +173,10 @@ def _descend(cen, near, rounds):
 
 
 @nb.njit(cache=True, nogil=True)
-def _sweep(Y, ids, size, cen, near, active, k, max_size):
+def _sweep(Y, ids, size, cen, near, active, changed, k, max_size):
     """One pass over the active cells of the cell-major records ``Y`` (C × cap × m, ``ids`` their
     row numbers); returns (SSE before, SSE after, steps applied).  Updates ``Y``, ``ids``, the
-    sizes and the centroids in place."""
+    sizes and the centroids in place, and flags in ``changed`` every cell a step touched."""
     C, cap, m = Y.shape
     L = near.shape[1]
     sums = np.zeros((C, m))
@@ -222,6 +226,7 @@ def _sweep(Y, ids, size, cen, near, active, k, max_size):
                 t += 1
                 continue
             steps += 1
+            changed[a] = changed[bb] = True
             _apply(Y, ids, a, t, bb, bu, size, sums, cen, R)
             _scratch(Y, a, near, size, cen, R, gap, rad)
             if bu >= 0:
