@@ -61,7 +61,7 @@ DEFAULTS = {
 #: "balanced" keeps the named one-task methods exact and brings the partitioned pipeline to exact
 #: MDAV's distortion; "high" spends more time for less.  Measured in benchmarks/README.md.
 QUALITY = {
-    "balanced": {"improve_sweeps": 3, "improve_neighbours": 8, "partition_size": 25_000, "one_task": False},
+    "balanced": {"improve_sweeps": 3, "improve_neighbours": 8, "partition_size": 25_000, "one_task": False},  # partitioned only
     "high": {"improve_sweeps": 8, "improve_neighbours": 16, "partition_size": 50_000, "one_task": True},
 }
 QUALITIES = tuple(QUALITY)

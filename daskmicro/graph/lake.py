@@ -229,7 +229,9 @@ def _pipeline_group(client, cfg, sel, meta, g, k, seed, progress):
                           task_rows=cfg.task_rows_or_default, max_task_rows=cfg.max_task_rows_or_default,
                           energy_loss=cfg.energy_loss, n_components=cfg.n_components, sse_threshold=cfg.sse_threshold)
     pcfg.refine, pcfg.macro = cfg.refine, cfg.macro
-    pcfg.improve_sweeps, pcfg.improve_neighbours = quality["improve_sweeps"], quality["improve_neighbours"]
+    # "balanced" improves the scalable method only: proximal-distal stays Algorithm C as published
+    if m == "partitioned" or quality["one_task"]:
+        pcfg.improve_sweeps, pcfg.improve_neighbours = quality["improve_sweeps"], quality["improve_neighbours"]
     if cfg.refine_iter is not None:
         pcfg.refine_iter = cfg.refine_iter
     if cfg.macro_iter is not None:
