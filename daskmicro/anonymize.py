@@ -49,6 +49,7 @@ def anonymize(
     strata=None,
     missing: str = "refuse",
     merge_small_strata: bool = False,
+    quality: str = "balanced",
     refine: str | None = None,
     refine_iter: int | None = None,
     macro: str | None = None,
@@ -145,6 +146,14 @@ def anonymize(
         gaps are kept.
     merge_small_strata : bool, default False
         Merge a stratum with fewer than k records into a neighbour instead of refusing it.
+    quality : {"balanced", "high"}, default "balanced"
+        What the run spends on distortion after the cells are formed
+        (:data:`daskmicro.config.QUALITY`).  ``"balanced"``: the partitioned pipeline improves
+        each top cell's cells jointly by moves and swaps between neighbouring cells (a few passes;
+        every cell stays ≥ k, the SSE only falls), which brings it to exact MDAV's distortion;
+        one-task methods run as named.  ``"high"``: more passes with more neighbours, also after
+        the one-task methods (exact MDAV included) — about 10 % less distortion than exact MDAV
+        for about twice the balanced time.  Recorded in ``report.pipeline["improve"]``.
     refine : {None, "pcl"}, optional
         Refinement stage (runs on the cluster): every partition's cells are improved by noiseless
         PCL started from them — never worse than before.  Recorded in ``report.pipeline["refine"]``
@@ -208,8 +217,8 @@ def anonymize(
         keep_row_id=keep_row_id, K=K, nu=nu, partition_size=partition_size, task_rows=task_rows,
         max_task_rows=max_task_rows, sse_threshold=sse_threshold, participation=participation,
         max_cell_failure=max_cell_failure, plain_k_reference=plain_k_reference, reference=reference,
-        strata=strata, missing=missing, merge_small_strata=merge_small_strata, refine=refine, refine_iter=refine_iter,
-        macro=macro, macro_iter=macro_iter,
+        strata=strata, missing=missing, merge_small_strata=merge_small_strata, quality=quality, refine=refine,
+        refine_iter=refine_iter, macro=macro, macro_iter=macro_iter,
     )
     if isinstance(df, pd.DataFrame) and cfg.k > len(df):
         raise ParameterError(f"k = {cfg.k} exceeds the number of records n = {len(df)}")

@@ -22,7 +22,7 @@ import numpy as np
 
 from .errors import ParameterError
 
-__all__ = ["RunConfig", "DEFAULTS", "METHODS", "ONE_TASK_METHODS", "RULES", "Rule", "rules_table",
+__all__ = ["RunConfig", "DEFAULTS", "METHODS", "QUALITIES", "QUALITY", "ONE_TASK_METHODS", "RULES", "Rule", "rules_table",
            "AUTO_EXACT_ROWS", "DEFAULT_TASK_ROWS", "DEFAULT_MAX_TASK_ROWS", "DEFAULT_ROWS_PER_FILE",
            "check_seed", "check_k_for"]
 
@@ -50,6 +50,21 @@ DEFAULTS = {
     "pca-mdav": {"K": None, "nu": 0.0, "partition_size": None},
     "pcl": {"K": None, "nu": 1.0, "partition_size": None},
 }
+
+#: ``quality``: what each setting adds to the cells a method forms (issue 20).  ``improve_sweeps``
+#: passes of moves and swaps between neighbouring cells (:mod:`daskmicro.kernels.improve`) with
+#: ``improve_neighbours`` cells tried per record — a pipeline stage over each top cell's
+#: partitions jointly, so that it also works across their borders; ``partition_size``: the
+#: partitioned method's partition size when none is given (the improvement repairs most of what
+#: smaller partitions cost, and their MDAV is cheaper: that pays for the stage); ``one_task``:
+#: whether groups small enough for one task (exact MDAV, PCA-MDAV, PCL) get the same pass.
+#: "balanced" keeps the named one-task methods exact and brings the partitioned pipeline to exact
+#: MDAV's distortion; "high" spends more time for less.  Measured in benchmarks/README.md.
+QUALITY = {
+    "balanced": {"improve_sweeps": 3, "improve_neighbours": 8, "partition_size": 25_000, "one_task": False},  # partitioned only
+    "high": {"improve_sweeps": 8, "improve_neighbours": 16, "partition_size": 50_000, "one_task": True},
+}
+QUALITIES = tuple(QUALITY)
 
 
 def _integer(low=None):
@@ -169,6 +184,7 @@ FIELDS: dict[str, Callable[[str, Any], Any]] = {
     "strata": _label_list,
     "missing": _choice(("refuse", "separate")),
     "merge_small_strata": _flag,
+    "quality": _choice(QUALITIES),
     "refine": _choice(("pcl",), optional=True),
     "refine_iter": _integer(1),
     "macro": _choice(("mdav", "pcl")),
@@ -240,6 +256,9 @@ RULES: tuple[Rule, ...] = (
          "a participation column (per-record π_j) cannot be combined with PCL cells (method 'pcl' or refine "
          "'pcl'): PCL moves records between cells and does not keep each cell's failure q̄ ≤ p̄ (macro='pcl' "
          "only shapes the partitions and is accepted)"),
+    Rule("per-record participation and quality high", lambda c: _per_record(c) and c.quality == "high",
+         "a participation column (per-record π_j) cannot be combined with quality 'high': its moves and swaps "
+         "between cells do not keep each cell's failure q̄ ≤ p̄ (the default quality leaves such cells as grown)"),
     Rule("per-record participation and proximal-distal", lambda c: _per_record(c) and c.method == "proximal-distal",
          "a participation column (per-record π_j) is not supported by method 'proximal-distal' (Algorithm C "
          "as published forms fixed-size cells); use 'partitioned', 'mdav' or 'pca-mdav'"),
@@ -304,6 +323,7 @@ class RunConfig:
     strata: tuple = ()
     missing: str = "refuse"
     merge_small_strata: bool = False
+    quality: str = "balanced"
     refine: str | None = None
     refine_iter: int | None = None
     macro: str = "mdav"
@@ -363,7 +383,7 @@ class RunConfig:
         return cls.build(
             qi=qi, k=args.k, method=args.method, energy_loss=args.energy_loss, n_components=args.n_components,
             seed=args.seed, keep_row_id=args.keep_row_id, K=args.K, nu=args.nu, partition_size=args.partition_size,
-            task_rows=args.task_rows, max_task_rows=args.max_task_rows, refine=args.refine,
+            task_rows=args.task_rows, max_task_rows=args.max_task_rows, quality=args.quality, refine=args.refine,
             refine_iter=args.refine_iter, macro=args.macro, macro_iter=args.macro_iter,
             participation=participation, max_cell_failure=args.max_cell_failure,
             reference=None if args.reference == "none" else args.reference,
@@ -417,6 +437,15 @@ class RunConfig:
     @property
     def constant_participation(self) -> float | None:
         return self.participation if isinstance(self.participation, float) else None
+
+    @property
+    def improve_settings(self) -> dict:
+        """The improvement pass of this run's ``quality`` (:data:`QUALITY`); none where the cells
+        are grown for a participation column (moves would not keep each cell's q̄ ≤ p̄)."""
+        q = dict(QUALITY[self.quality])
+        if _per_record(self):
+            q["improve_sweeps"] = 0
+        return q
 
     @property
     def task_rows_or_default(self) -> int:

@@ -66,7 +66,7 @@ def _labels(method, space, k, energy_loss, n_components, pis, pbar):
 
 
 def one_task(df: pd.DataFrame, observed: list, k: int, method: str, energy_loss=None, n_components=None,
-             participation_column=None, max_cell_failure=None, plain_k: int | None = None):
+             participation_column=None, max_cell_failure=None, plain_k: int | None = None, improve=None):
     """Microaggregate one group in one task.
 
     Parameters
@@ -83,6 +83,9 @@ def one_task(df: pd.DataFrame, observed: list, k: int, method: str, energy_loss=
     plain_k : int, optional
         Participation runs: also the information loss of MDAV at this plain k (π = 1), for the
         report's distortion ratio.
+    improve : (sweeps, neighbours), optional
+        After the method, lower the SSE by moves and swaps between neighbouring cells
+        (:func:`daskmicro.kernels.improve.improve`; the run's ``quality``).  Not with ``participation_column``.
 
     Returns
     -------
@@ -99,6 +102,10 @@ def one_task(df: pd.DataFrame, observed: list, k: int, method: str, energy_loss=
     pis = None if participation_column is None else df[participation_column].to_numpy(np.float64)
     start = time.perf_counter()
     labels, pca_info = _labels(method, Z, k, energy_loss, n_components, pis, max_cell_failure)
+    if improve is not None and pis is None and varying:
+        from .kernels.improve import improve as improve_cells
+
+        labels = improve_cells(Z, labels, k, sweeps=improve[0], neighbours=improve[1])
     seconds = time.perf_counter() - start
     labels = np.asarray(labels, dtype=np.int64)
     if varying:

@@ -69,6 +69,14 @@ def _pcl():
     nested_pcl(Z, [60], 2)
 
 
+def _improve():
+    from .kernels.improve import improve
+
+    Z = _records()
+    labels = np.arange(Z.shape[0], dtype=np.int64) // 3  # cells of 3 without MDAV: compiles alongside it
+    improve(Z, labels, 3, sweeps=2, neighbours=4)  # first search, a sweep, a descent round
+
+
 def _incremental():
     from .kernels.incremental import increment
     from .kernels.mdav import mdav
@@ -101,6 +109,7 @@ KERNEL_SETS: dict[str, list[Unit]] = {
     "partitioned": [Unit("partitioned", _partitioned, ("mdav",))],
     "pca": [Unit("pca", _pca, ("mdav", "partitioned"))],
     "pcl": [Unit("pcl", _pcl, ("mdav", "partitioned"))],
+    "improve": [Unit("improve", _improve)],
     "incremental": [Unit("incremental", _incremental, ("mdav",))],
 }
 
@@ -110,12 +119,13 @@ STEPS: list[tuple[str, Callable[[], None]]] = [
     ("partitioned", lambda: warm(["partitioned"])),
     ("pca-mdav", lambda: warm(["pca"])),
     ("pcl", lambda: warm(["pcl"])),
+    ("improve", lambda: warm(["improve"])),
     ("incremental", lambda: warm(["incremental"])),
 ]
 
 
 def kernel_sets(methods: Iterable[str], nu: float | None = None, refine: str | None = None,
-                macro: str | None = None) -> list[str]:
+                macro: str | None = None, improve: bool = False) -> list[str]:
     """The kernel sets a run needs: ``methods`` are the methods its groups run (auto resolved)."""
     methods = set(methods)
     sets = ["mdav"]
@@ -125,6 +135,8 @@ def kernel_sets(methods: Iterable[str], nu: float | None = None, refine: str | N
         sets.append("pca")
     if "pcl" in methods or refine == "pcl" or macro == "pcl":
         sets.append("pcl")
+    if improve:
+        sets.append("improve")
     return sets
 
 

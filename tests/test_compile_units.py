@@ -28,7 +28,7 @@ def test_tree_like_is_typed_like_a_real_index():
 def test_after_the_warm_up_a_run_compiles_nothing_and_every_kernel_has_one_specialization():
     from numba.core import event
 
-    warm(["mdav", "partitioned"])
+    warm(["mdav", "partitioned", "improve"])
     rng = np.random.default_rng(1)
     with event.install_recorder("numba:compile") as rec:
         for n, m, k in ((400, 3, 3), (5000, 7, 5)):  # a rebuild of the index happens at n = 5000
@@ -46,6 +46,7 @@ def test_kernel_sets_follow_the_methods_a_run_uses():
     assert kernel_sets(["partitioned"], nu=0.5) == ["mdav", "partitioned", "pca"]
     assert kernel_sets(["partitioned"], refine="pcl") == ["mdav", "partitioned", "pcl"]
     assert kernel_sets(["pca-mdav", "mdav"]) == ["mdav", "partitioned", "pca"]
+    assert kernel_sets(["partitioned"], improve=True) == ["mdav", "partitioned", "improve"]
     names = [u.name for u in units(["pcl"])]
     assert names.index("mdav") < names.index("partitioned") < names.index("pcl")  # leaf first
     with pytest.raises(ValueError, match="unknown kernel set 'gpu'"):

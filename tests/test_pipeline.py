@@ -52,6 +52,9 @@ def _run(data, qi, client, npartitions, **kw):
 def test_same_release_for_1_2_4_workers_and_any_chunking(data, qi, client2, nu):
     reference, rep = _run(data, qi, client2, 3, nu=nu)
     assert rep.pipeline["top_cells"] == 3 and rep.pipeline["partitions"] > 3
+    # the default quality's improvement stage ran on every top cell and moved records (issue 20)
+    imp = rep.pipeline["improve"]
+    assert imp["top_cells"] == 3 and imp["steps"] > 0 and imp["sse_after"] < imp["sse_before"]
     for npartitions in (1, 7):
         other, _ = _run(data, qi, client2, npartitions, nu=nu)
         pd.testing.assert_frame_equal(other, reference)

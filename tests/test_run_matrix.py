@@ -1,8 +1,8 @@
 """One run model: every combination of input kind × method × strata × missing × participation ×
-refinement × entry (issue 17 item 3) runs through the one planner, or is refused in one line for
+refinement × quality × entry (issue 17 item 3, issue 20) runs through the one planner, or is refused in one line for
 a reason inherent to the methods (the README's combination table, ``daskmicro.config.RULES``).
 
-The full product has 2,160 combinations.  Every one is *validated* (cheap: the run description
+The full product has 4,320 combinations.  Every one is *validated* (cheap: the run description
 alone decides whether it is refused); the runs themselves cover every pair of levels of every two
 factors (an all-pairs design, ~30 runs on one shared LocalCluster of worker processes).  Each
 release is judged here, independently of daskmicro's own verifier: read back as published, every
@@ -39,6 +39,7 @@ FACTORS = {
     "missing": ["refuse", "separate"],
     "participation": ["none", "constant", "column"],
     "refine": ["off", "pcl"],
+    "quality": ["balanced", "high"],
     "entry": ["api", "cli", "spec"],
 }
 
@@ -58,6 +59,8 @@ def expected_refusal(case: dict) -> bool:
         return True       # PCL moves records between cells: q̄ ≤ p̄ is not kept
     if per_record and case["method"] == "proximal-distal":
         return True       # Algorithm C forms fixed-size cells
+    if per_record and case["quality"] == "high":
+        return True       # its moves and swaps between cells do not keep q̄ ≤ p̄ either
     return False
 
 
@@ -113,11 +116,13 @@ def options(case: dict) -> dict:
         opts.update(participation="p", max_cell_failure=PBAR)
     if case["refine"] == "pcl":
         opts["refine"] = "pcl"
+    if case["quality"] == "high":
+        opts["quality"] = "high"
     return opts
 
 
 def test_every_combination_is_validated_by_the_run_description():
-    """All 2,160 combinations: accepted or refused by the config alone, exactly as expected."""
+    """All 4,320 combinations: accepted or refused by the config alone, exactly as expected."""
     for values in itertools.product(*FACTORS.values()):
         case = dict(zip(FACTORS, values))
         opts = options(case)
@@ -152,7 +157,7 @@ def _spec(case, opts, inp, out, path: Path) -> Path:
 
     spec = {"version": 1, "name": "matrix", "input": {"path": str(inp)}, "qi": QI, "k": K_ANON,
             "method": case["method"], "parameters": {"seed": 7}, "output": {"path": str(out)}}
-    for key in ("K", "partition_size", "refine"):
+    for key in ("K", "partition_size", "refine", "quality"):
         if key in opts:
             spec["parameters"][key] = opts[key]
     if "strata" in opts:
@@ -170,7 +175,8 @@ def _spec(case, opts, inp, out, path: Path) -> Path:
 def _cli_argv(opts, inp, out) -> list:
     argv = ["anonymize", str(inp), str(out), "--qi", ",".join(QI), "--k", str(K_ANON), "--method", opts["method"],
             "--seed", "7", "--no-dask-report"]
-    for key, flag in (("K", "--K"), ("partition_size", "--partition-size"), ("refine", "--refine")):
+    for key, flag in (("K", "--K"), ("partition_size", "--partition-size"), ("refine", "--refine"),
+                      ("quality", "--quality")):
         if key in opts:
             argv += [flag, str(opts[key])]
     if "strata" in opts:

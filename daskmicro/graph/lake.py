@@ -167,15 +167,16 @@ def _select(df, strata, qi, group):
     return df[group_mask(df, strata, qi, group)]
 
 
-def _run_one_task(observed, k, method, energy_loss, n_components, pcol, pbar, plain_k, figures, *parts):
+def _run_one_task(observed, k, method, energy_loss, n_components, pcol, pbar, plain_k, figures, *parts, improve=None):
     """One group as one task, records in global row id order (independent of the chunking);
     ``plain_k``: also the information loss of MDAV at this cell size (participation runs);
-    ``figures``: (QI columns, scale) of the report's before/after figures, or None."""
+    ``figures``: (QI columns, scale) of the report's before/after figures, or None;
+    ``improve``: (sweeps, neighbours) of the improvement pass after the method, or None."""
     from ..figures import group_figures
     from ..group import one_task
 
     df = pd.concat(parts, ignore_index=True).sort_values(RID, kind="stable").reset_index(drop=True)
-    out, info = one_task(df, list(observed), k, method, energy_loss, n_components, pcol, pbar, plain_k)
+    out, info = one_task(df, list(observed), k, method, energy_loss, n_components, pcol, pbar, plain_k, improve=improve)
     if figures is not None:
         info["figures"] = group_figures(df, out, *figures)
     return out, info
@@ -184,6 +185,12 @@ def _run_one_task(observed, k, method, energy_loss, n_components, pcol, pbar, pl
 #: With ``plain_k_reference=None`` the plain-k reference of a participation run is computed for
 #: one-task groups of at most this many records.
 REFERENCE_AUTO_ROWS = 50_000
+
+
+def _one_task_improve(cfg):
+    """(sweeps, neighbours) of the improvement pass after a one-task method, or None."""
+    q = cfg.improve_settings
+    return (q["improve_sweeps"], q["improve_neighbours"]) if q["one_task"] and q["improve_sweeps"] else None
 
 
 def _plain_k(cfg, g):
@@ -223,10 +230,17 @@ def _pipeline_group(client, cfg, sel, meta, g, k, seed, progress, scale=None):
     from .pipeline import PipelineConfig, run_pipeline
 
     m = group_method(cfg, g)
-    pcfg = PipelineConfig(method=m, k=int(k), K=cfg.K, nu=cfg.nu, partition_size=cfg.partition_size,
+    quality = cfg.improve_settings
+    size = cfg.partition_size
+    if size is None and m == "partitioned" and (cfg.K is None or cfg.K <= quality["partition_size"]):
+        size = quality["partition_size"]
+    pcfg = PipelineConfig(method=m, k=int(k), K=cfg.K, nu=cfg.nu, partition_size=size,
                           task_rows=cfg.task_rows_or_default, max_task_rows=cfg.max_task_rows_or_default,
                           energy_loss=cfg.energy_loss, n_components=cfg.n_components, sse_threshold=cfg.sse_threshold)
     pcfg.refine, pcfg.macro = cfg.refine, cfg.macro
+    # "balanced" improves the scalable method only: proximal-distal stays Algorithm C as published
+    if m == "partitioned" or quality["one_task"]:
+        pcfg.improve_sweeps, pcfg.improve_neighbours = quality["improve_sweeps"], quality["improve_neighbours"]
     if cfg.refine_iter is not None:
         pcfg.refine_iter = cfg.refine_iter
     if cfg.macro_iter is not None:
@@ -253,7 +267,8 @@ def _pipeline_group(client, cfg, sel, meta, g, k, seed, progress, scale=None):
         "n": details["n"], "m_used": details["m_used"], "method": m, "cells": pub.cells,
         "min_cell_size": pub.min_cell_size, "max_cell_size": pub.max_cell_size,
         "cell_size_counts": pub.cell_size_counts, "information_loss": details["information_loss"],
-        "seconds": sum(t.get(s, 0.0) for s in ("top_level", "macroaggregation", "split", "fan_out", "refine")),
+        "seconds": sum(t.get(s, 0.0) for s in ("top_level", "macroaggregation", "split", "fan_out", "refine",
+                                                "improve")),
         "constant_columns": details["constant_columns"], "dtype_changes": {},
         "n_components": pca.get("n_components"), "eigenvalues": pca.get("eigenvalues"),
         "pca_energy_loss": pca.get("energy_loss"), "pipeline": details,
@@ -327,7 +342,8 @@ def warm_kernels(client, cfg, methods, progress=None) -> dict:
     stage time holds a compile. Returns the report's ``compile`` entry: the wall seconds, each worker's
     seconds, the cache dir and whether anything was compiled rather than loaded."""
     t0 = time.perf_counter()
-    sets = kernel_sets(methods, nu=cfg.nu, refine=cfg.refine, macro=cfg.macro)
+    sets = kernel_sets(methods, nu=cfg.nu, refine=cfg.refine, macro=cfg.macro,
+                       improve=cfg.improve_settings["improve_sweeps"] > 0)
     per_worker = client.run(warm, sets)
     seconds = time.perf_counter() - t0
     results = list(per_worker.values())
@@ -389,7 +405,8 @@ def _cells(client, source, cfg, lay_: _Layout, stage):
         m = group_method(cfg, g)
         if m in ONE_TASK:
             pair = client.submit(_run_one_task, tuple(g.observed), k, m, cfg.energy_loss, cfg.n_components, pcol,
-                                 cfg.max_cell_failure, _plain_k(cfg, g), (qi, lay_.scale), *client.compute(sel))
+                                 cfg.max_cell_failure, _plain_k(cfg, g), (qi, lay_.scale), *client.compute(sel),
+                                 improve=_one_task_improve(cfg))
             releases.append(client.submit(operator.itemgetter(0), pair))
             infos.append(client.submit(operator.itemgetter(1), pair))
         else:

@@ -18,7 +18,9 @@ Two PCL options apply to every method (``004_19737567f2b39a29.txt``): ``refine="
 refinement stage after the fan-out (each partition's cells improved by at most ``refine_iter``
 noiseless PCL iterations, never worse than before), and ``macro="pcl"`` refines the nested
 macroaggregation inside each top cell (groups and macrocells) by at most ``macro_iter`` PCL
-iterations per level instead of plain MDAV at size K.
+iterations per level instead of plain MDAV at size K.  Last, ``improve_sweeps`` > 0 (set by the
+run's ``quality``) adds the improvement stage (:mod:`daskmicro.graph.improve`): each top cell's
+cells improved jointly by moves and swaps between neighbouring cells, across partition borders.
 
 Per-record participation (``participation=`` an object with ``column`` and ``max_cell_failure``;
 §V-B of ``003_0edb38f823409d2d.txt``): the π_j column is checked at ingest and fetched by the top
@@ -76,6 +78,8 @@ class PipelineConfig:
     refine_iter: int = DEFAULT_REFINE_ITER
     macro: str = "mdav"
     macro_iter: int = DEFAULT_MACRO_ITER
+    improve_sweeps: int = 0       # improvement stage (graph.improve): passes over each top cell's cells
+    improve_neighbours: int = 8   # ... cells tried per record
 
     def resolved(self, n: int) -> "PipelineConfig":
         """Defaults filled in and every parameter checked against ``n``; raises ParameterError."""
@@ -121,7 +125,8 @@ class PipelineConfig:
             k=self.k, K=self.K, nu=self.nu, partition_size=partition_size, task_rows=self.task_rows,
             proximal_method=self.proximal_method, distal_method=self.distal_method,
             energy_loss=self.energy_loss, n_components=self.n_components, sse_threshold=self.sse_threshold,
-            macro=self.macro, macro_iter=self.macro_iter, keep_parts=self.refine is not None,
+            macro=self.macro, macro_iter=self.macro_iter,
+            keep_parts=self.refine is not None or self.improve_sweeps > 0,
         )
 
 
@@ -230,11 +235,18 @@ def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row
     probabilistic = None
     if column is not None:
         probabilistic = failure_summary(client, fo, cfg.k, column, pbar, ing.m_used)
-    refine_info = None
+    refine_info = improve_info = None
+    parts = fo.parts
     if cfg.refine is not None and fcfg.keep_parts:
         from .refine import refine
 
         refine_info = refine(client, fo, cfg.k, cfg.refine, cfg.refine_iter, timings)
+    if cfg.improve_sweeps > 0 and parts is not None and column is None:
+        from .improve import improve_cells
+
+        fo.parts = parts
+        improve_info = improve_cells(client, fo, cfg.k, cfg.improve_sweeps, cfg.improve_neighbours, timings)
+    fo.parts = parts = None
     pub = gather_release(client, ddf, qi, ing, fo, cfg.k, seed, keep_row_id, timings, figures)
     timings["total"] = time.perf_counter() - t_all
     sst = float(ing.n * max(ing.m_used, 1))
@@ -254,6 +266,7 @@ def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row
         "pca": fo.pca,
         "macro": {"method": fcfg.macro, "max_iter": fcfg.macro_iter if fcfg.macro == "pcl" else None},
         "refine": refine_info,
+        "improve": improve_info,
         "timings": dict(timings),
         "workers": len(client.scheduler_info().get("workers", {})),
         "information_loss": 100.0 * pub.sse / sst if ing.m_used else 0.0,

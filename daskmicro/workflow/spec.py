@@ -48,7 +48,7 @@ _REQUIRED_TOP = ("name", "input", "qi", "k", "output")
 _SECTIONS = {
     "input": ("path", "filters", "strata", "missing", "merge_small_strata", "columns", "drop"),
     "parameters": ("K", "nu", "partition_size", "task_rows", "max_task_rows", "energy_loss", "n_components",
-                   "sse_threshold", "seed", "keep_row_id", "refine", "refine_iter", "macro", "macro_iter",
+                   "sse_threshold", "seed", "keep_row_id", "quality", "refine", "refine_iter", "macro", "macro_iter",
                    "reference"),
     "incremental": ("close_at", "zeta", "nu", "arrivals", "deadline", "base_method", "increment", "reference"),
     "participation": ("pi", "column", "max_cell_failure"),
@@ -225,6 +225,7 @@ def _check_parameters(value) -> dict:
         "sse_threshold": lambda v, p: _float(v, p, 0, math.inf),
         "seed": lambda v, p: _int(v, p, 0),
         "keep_row_id": _bool,
+        "quality": lambda v, p: _str(v, p),
         "refine": lambda v, p: _str(v, p),
         "refine_iter": lambda v, p: _int(v, p, 1),
         "macro": lambda v, p: _str(v, p),
