@@ -11,11 +11,11 @@ Two callers:
 **One compile per machine.** The kernels are cut into *units* (the compiled pieces of exact MDAV, then
 one unit per other method), listed leaf first with the units each one calls. The worker processes of a
 machine share the cache dir; each takes a unit only when no other process holds its lock file
-(``fcntl.flock`` in ``<cache dir>/.locks``), compiles it and writes it to the cache, and skips to the
-next unit otherwise. Once through the list, a process waits for the units it skipped and loads them
-from the cache. So N workers starting on an empty cache share the compile instead of each doing all of
-it, and a process that finds the cache warm only loads. A unit that calls other units first waits for
-them (locks are only ever awaited downward, so this cannot deadlock).
+(``fcntl.flock`` in ``<cache dir>/.locks``) nor the lock of a unit it calls, compiles it and writes it
+to the cache, and moves on to the next unit otherwise; it waits only when every unit left is busy
+elsewhere, and then loads what the others compiled from the cache. So N workers starting on an empty
+cache share the compile instead of each doing all of it, and a process that finds the cache warm only
+loads.
 
 A unit compiles its kernels for the argument types runs use (C-contiguous float64 records, int64
 labels and scalars, never an integer literal): ``tests/test_compile_units.py`` checks that a run after
@@ -142,7 +142,8 @@ def kernel_sets(methods: Iterable[str], nu: float | None = None, refine: str | N
 
 def units(sets: Iterable[str]) -> list[Unit]:
     """The units of the kernel sets ``sets``, leaf first, each once."""
-    out = _mdav_units()
+    mdav = _mdav_units()
+    out = list(mdav)
 
     def add(s):
         if s not in KERNEL_SETS:
@@ -156,7 +157,9 @@ def units(sets: Iterable[str]) -> list[Unit]:
 
     for s in sets:
         add(s)
-    return out
+    # units that call nothing else first: the processes sharing the compile start on them together
+    # instead of one waiting for the MDAV loop at the end
+    return [u for u in out if not u.deps and u not in mdav] + [u for u in out if u.deps or u in mdav]
 
 
 @contextlib.contextmanager
@@ -218,30 +221,35 @@ def warm(sets: Iterable[str] = ("mdav",), lock: bool = True) -> dict:
 
 def run_units(todo: list[Unit], lock_dir: Path | None) -> dict[str, bool]:
     """Run every unit of ``todo`` (leaf first) once in this process, sharing the work with the other
-    processes that use ``lock_dir``: first the units no other process is running, then, waiting for
-    them, the rest. Returns unit → whether numba compiled anything for it here (False: cache load)."""
+    processes that use ``lock_dir``: a process takes the units that neither another process nor a unit
+    they call is busy with, goes round again while that makes progress, and only then waits (for the
+    first unit left). A lock is never held while waiting for another, so this cannot deadlock.
+    Returns unit → whether numba compiled anything for it here (False: a cache load)."""
     from numba.core import event
 
     by = {u.name: u for u in todo}
     done: dict[str, bool] = {}
 
-    def ensure(u: Unit, block: bool) -> bool:
+    def attempt(u: Unit, block: bool) -> bool:
         if u.name in done:
             return True
+        if not all(attempt(by[d], block) for d in u.deps if d in by):
+            return False
         with _unit_lock(lock_dir, u.name, block) as got:
             if not got:
                 return False
-            for d in u.deps:
-                if d in by:
-                    ensure(by[d], True)
             with event.install_recorder("numba:compile") as rec:
                 u.run()
             done[u.name] = bool(rec.buffer)
         return True
 
-    skipped = [u for u in todo if not ensure(u, False)]
-    for u in skipped:
-        ensure(u, True)
+    pending = list(todo)
+    while pending:
+        left = [u for u in pending if not attempt(u, False)]
+        if len(left) == len(pending):  # everything left is busy elsewhere: wait for the first
+            attempt(left[0], True)
+            left = [u for u in left if u.name not in done]
+        pending = left
     return done
 
 
