@@ -88,6 +88,8 @@ SETTINGS = [
     ("no improvement, P 25000", {}, "balanced", {"improve_sweeps": 0}),
     ("balanced, 2 sweeps", {}, "balanced", {"improve_sweeps": 2}),
     ("balanced, P 50000", {"partition_size": 50_000}, None, {}),
+    ("balanced, P 12500", {"partition_size": 12_500}, None, {}),
+    ("balanced, P 16000", {"partition_size": 16_000}, None, {}),
     ("high, partition_size 100000", {"quality": "high", "partition_size": 100_000}, None, {}),
     ("refine='pcl' (P 50000) without improvement", {"refine": "pcl", "partition_size": 50_000}, "balanced",
      {"improve_sweeps": 0}),

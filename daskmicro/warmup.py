@@ -35,7 +35,7 @@ import numpy as np
 
 from .compile_cache import cache_dir, configure
 
-__all__ = ["warm_up", "warm", "run_units", "Unit", "units", "kernel_sets", "KERNEL_SETS", "STEPS"]
+__all__ = ["warm_up", "warm", "warm_workers", "run_units", "Unit", "units", "kernel_sets", "KERNEL_SETS", "STEPS"]
 
 
 def _records(n: int = 240, m: int = 4) -> np.ndarray:
@@ -219,6 +219,23 @@ def warm(sets: Iterable[str] = ("mdav",), lock: bool = True) -> dict:
             "loaded": [n for n, c in done.items() if not c], "cache_dir": cache_dir(), "pid": os.getpid()}
 
 
+def warm_workers(client, sets: list[str], progress: Callable[[str, float], None] | None = None) -> dict:
+    """:func:`warm` on every worker process of ``client`` (a Dask client, or the in-process executor)
+    before a run's stages, so that no stage time holds a compile. Returns the report's ``compile`` entry:
+    the wall seconds, each worker's seconds, the cache dir, whether anything was compiled rather than
+    loaded, and the kernel sets; ``progress("kernel compile" | "kernel load", seconds)``."""
+    t0 = time.perf_counter()
+    per_worker = client.run(warm, sets)
+    seconds = time.perf_counter() - t0
+    results = list(per_worker.values())
+    out = {"seconds": seconds, "workers": {str(w): r["seconds"] for w, r in per_worker.items()},
+           "cache_dir": next((r["cache_dir"] for r in results if r.get("cache_dir")), None),
+           "compiled": any(r["compiled"] for r in results), "kernel_sets": list(sets)}
+    if progress is not None:
+        progress("kernel compile" if out["compiled"] else "kernel load", seconds)
+    return out
+
+
 def run_units(todo: list[Unit], lock_dir: Path | None) -> dict[str, bool]:
     """Run every unit of ``todo`` (leaf first) once in this process, sharing the work with the other
     processes that use ``lock_dir``: a process takes the units that neither another process nor a unit
@@ -253,11 +270,22 @@ def run_units(todo: list[Unit], lock_dir: Path | None) -> dict[str, bool]:
     return done
 
 
-def warm_up(progress: Callable[[str, float], None] | None = None) -> tuple[str | None, float]:
+def warm_up(progress: Callable[[str, float], None] | None = None, jobs: int = 1) -> tuple[str | None, float]:
     """Compile every kernel (``daskmicro warmup``); return (numba cache dir, seconds).
-    ``progress(name, seconds)`` after each step."""
+
+    With ``jobs`` > 1, that many processes share the compile first (as a machine's workers do, see the
+    module's doc); the steps then load what they compiled. ``progress(name, seconds)`` after each step,
+    and ``progress("N processes", seconds)`` after the shared compile."""
     configure()
     t0 = time.perf_counter()
+    if jobs > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            list(pool.map(warm, [list(KERNEL_SETS)] * jobs))
+        if progress is not None:
+            progress(f"{jobs} processes", time.perf_counter() - t0)
     for name, step in STEPS:
         t = time.perf_counter()
         step()

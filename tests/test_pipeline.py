@@ -58,7 +58,7 @@ def test_same_release_for_1_2_4_workers_and_any_chunking(data, qi, client2, nu):
     for npartitions in (1, 7):
         other, _ = _run(data, qi, client2, npartitions, nu=nu)
         pd.testing.assert_frame_equal(other, reference)
-    for workers in (1, 4):
+    for workers in (1, 4) if nu == 1.0 else ():  # (the worker count plays no part in ν's role)
         with process_client(workers) as client:
             other, _ = _run(data, qi, client, 5, nu=nu)
         pd.testing.assert_frame_equal(other, reference)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
+
+from .common import positive_int
 
 _DESCRIPTION = """\
 Compile every numba kernel a run can need (mdav, pca-mdav, partitioned, pcl, incremental) on tiny inputs,
@@ -16,6 +19,7 @@ examples:
   daskmicro warmup                                     # into the user cache dir
   DASKMICRO_CACHE_DIR=/shared/daskmicro-cache daskmicro warmup   # a cache shared by a cluster's workers
   RUN daskmicro warmup                                 # in a Dockerfile, after the pip install
+  daskmicro warmup --jobs 8                            # 8 processes share the compile
 """
 
 
@@ -29,6 +33,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--quiet", action="store_true", help="print only the final line")
+    p.add_argument("--jobs", type=positive_int, default=None, metavar="N",
+                   help="processes sharing the compile (default: the CPUs this process may use, at most 4)")
     p.set_defaults(handler=run)
     return p
 
@@ -40,7 +46,8 @@ def run(args) -> int:
         if not args.quiet:
             print(f"  {name:<14} {seconds:7.2f} s", flush=True)
 
-    cache, seconds = warm_up(progress)
+    jobs = args.jobs or min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    cache, seconds = warm_up(progress, jobs=jobs)
     print(f"numba cache dir: {cache or '(numba default, next to the package)'}")
     print(f"warm-up: {seconds:.2f} s")
     return 0

@@ -30,7 +30,7 @@ from ..kernels.bounds import MAX_ABS
 from ..kernels.figures import scale_from_moments
 from ..publish import canonical_values
 from ..strata import group_mask, merged_labels, plan_groups, publish_strata
-from ..warmup import kernel_sets, warm
+from ..warmup import kernel_sets, warm_workers
 from .release import collect, dask_release, file_cuts, promised_schema, write_and_verify
 
 __all__ = ["Execution", "execute", "check_scan", "SMALL_GROUP_ROWS", "MEMORY_FRACTION", "estimate_task_bytes",
@@ -61,7 +61,7 @@ class Execution:
     files: list = field(default_factory=list)
     inputs: list = field(default_factory=list)   # per group: its pieces (for the reference)
     meta: object = None
-    compile: dict | None = None  # the kernel warm-up, apart from the stages (see warm_kernels)
+    compile: dict | None = None  # the kernel warm-up, apart from the stages (warmup.warm_workers)
     scale: object = None        # bins of the report's before/after figures (kernels.figures.Scale)
 
 
@@ -316,7 +316,10 @@ def execute(client, source, cfg, sink: str, output=None, progress=None) -> Execu
     t0 = time.perf_counter()
     lay_ = _prescan(client, source, cfg)
     timings["pre-scan"] = _tick(progress, "pre-scan", t0)
-    compiled = warm_kernels(client, cfg, {group_method(cfg, g) for g in lay_.groups}, progress)
+    # the kernels of the methods that run, compiled or loaded on every worker before the stages
+    sets = kernel_sets({group_method(cfg, g) for g in lay_.groups}, nu=cfg.nu, refine=cfg.refine, macro=cfg.macro,
+                       improve=cfg.improve_settings["improve_sweeps"] > 0)
+    compiled = warm_workers(client, sets, progress)
     t0 = time.perf_counter()
     # one timing model: a run that is one pipeline shows the pipeline's stages, any other run one
     # "cells" stage; each stage is timed once and the same figures go to stdout, JSON and HTML
@@ -334,25 +337,6 @@ def execute(client, source, cfg, sink: str, output=None, progress=None) -> Execu
     name = "write + verify" if sink == "lake" else "collect + verify"
     timings[name] = _tick(progress, name, t0)
     return ex
-
-
-def warm_kernels(client, cfg, methods, progress=None) -> dict:
-    """Compile, or load from the cache, the kernels of ``methods`` on every worker process before the
-    stages start (:func:`daskmicro.warmup.warm`: the workers of a machine share the compile), so that no
-    stage time holds a compile. Returns the report's ``compile`` entry: the wall seconds, each worker's
-    seconds, the cache dir and whether anything was compiled rather than loaded."""
-    t0 = time.perf_counter()
-    sets = kernel_sets(methods, nu=cfg.nu, refine=cfg.refine, macro=cfg.macro,
-                       improve=cfg.improve_settings["improve_sweeps"] > 0)
-    per_worker = client.run(warm, sets)
-    seconds = time.perf_counter() - t0
-    results = list(per_worker.values())
-    out = {"seconds": seconds, "workers": {str(w): r["seconds"] for w, r in per_worker.items()},
-           "cache_dir": next((r["cache_dir"] for r in results if r.get("cache_dir")), None),
-           "compiled": any(r["compiled"] for r in results), "kernel_sets": sets}
-    if progress is not None:
-        progress("kernel compile" if out["compiled"] else "kernel load", seconds)
-    return out
 
 
 def _prescan(client, source, cfg) -> _Layout:
