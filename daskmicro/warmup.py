@@ -225,7 +225,8 @@ def warm_workers(client, sets: list[str], progress: Callable[[str, float], None]
     the wall seconds, each worker's seconds, the cache dir, whether anything was compiled rather than
     loaded, and the kernel sets; ``progress("kernel compile" | "kernel load", seconds)``."""
     t0 = time.perf_counter()
-    per_worker = client.run(warm, sets)
+    # a worker lost meanwhile is no reason to fail the run: its replacement compiles in its first task
+    per_worker = {w: r for w, r in client.run(warm, sets, on_error="return").items() if isinstance(r, dict)}
     seconds = time.perf_counter() - t0
     results = list(per_worker.values())
     out = {"seconds": seconds, "workers": {str(w): r["seconds"] for w, r in per_worker.items()},

@@ -62,8 +62,13 @@ class InProcess:
     def scheduler_info(self) -> dict:
         return {"workers": {}}
 
-    def run(self, fn, *args, **kwargs) -> dict:
+    def run(self, fn, *args, on_error: str = "raise", **kwargs) -> dict:
         """``fn`` on every worker, as ``distributed.Client.run``: here, the one process."""
-        return {"in-process": fn(*args, **kwargs)}
+        try:
+            return {"in-process": fn(*args, **kwargs)}
+        except Exception as e:
+            if on_error == "raise":
+                raise
+            return {"in-process": e}
 
 
