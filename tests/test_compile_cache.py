@@ -21,11 +21,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "daskmicro"
 
-TINY_MDAV = """
+# one small kernel (compiled in a second or two): the cache mechanics are the same for every kernel, and
+# the warm-up test below compiles all of them into the same HOME
+TINY_KERNEL = """
 import importlib, numpy as np, daskmicro, numba
-m = importlib.import_module("daskmicro.kernels.mdav")
-daskmicro.mdav(np.random.default_rng(0).normal(size=(60, 3)), 3)
-st = m._mdav.stats
+m = importlib.import_module("daskmicro.kernels.macro")
+m.dd_colsum(np.random.default_rng(0).normal(size=(60, 3)))
+st = m._dd_colsum.stats
 print("CACHE_DIR", numba.config.CACHE_DIR)
 print("MISSES", sum(st.cache_misses.values()), "HITS", sum(st.cache_hits.values()))
 """
@@ -59,14 +61,14 @@ def _user_cache(home: Path) -> Path:
 
 
 def test_first_run_writes_the_user_cache_dir_and_a_second_run_reuses_it(home):
-    out = _run(TINY_MDAV, _env(home))
+    out = _run(TINY_KERNEL, _env(home))
     cache = _user_cache(home)
     assert f"CACHE_DIR {cache}\n" in out
     files = _cache_files(cache)
     assert any(f.endswith(".nbi") for f in files) and any(f.endswith(".nbc") for f in files)
-    assert any("mdav._mdav" in f for f in files)
+    assert any("macro._dd_colsum" in f for f in files)
 
-    again = _run(TINY_MDAV, _env(home))
+    again = _run(TINY_KERNEL, _env(home))
     assert re.search(r"MISSES 0 HITS [1-9]", again), again  # loaded from the cache, not compiled
     assert _cache_files(cache) == files  # nothing new, nothing rewritten
 
