@@ -303,7 +303,7 @@ def _frame(X, rows):
     return Z, shift, V, np.array([scale, big * scale, big])
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def pow2_scale(big):
     """``(scale, big)``: the power of two that puts a norm bound ``big`` in [0.5, 1) (exact in
     float64; no float32 overflow), or 1 with ``big = ∞`` when the bound is not finite (the
@@ -436,12 +436,12 @@ def remove(T, row):
         node = parent[node]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _leaf_node(T, j):
     return T[20][j]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def dist2(x, q):
     s = 0.0
     for d in range(q.shape[0]):

@@ -20,7 +20,7 @@ _RHO = 2.0**-23  # twice float32's unit roundoff: bounds every float32 rounding 
 _TINY = 1e-37  # absolute slack for float32 subnormals
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def block_dist(Yb, j, c, q32, acc):
     """float32 squared distances from q32 to the c live records of block j, into acc[:c] (one
     SIMD loop; in the blocks' frame, see :func:`query`).
@@ -75,13 +75,13 @@ def query(T, q):
     return error_radius(scal[1], nq * scal[0]), E
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def error_radius(xbound, qnorm):
     """A of :func:`query` from bounds on ‖x‖ and ‖q‖ in the scaled frame."""
     return _RHO * (xbound + qnorm) + _TINY
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def near_node_cut(tau, E):
     """A node whose computed lower bound exceeds this holds no record within √tau."""
     if tau == np.inf:
@@ -90,7 +90,7 @@ def near_node_cut(tau, E):
     return b * b * (1.0 + 1e-12)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def far_node_cut(best, E):
     """A node whose computed upper bound is below this holds no record as far as √best."""
     if best < 0.0:
@@ -110,7 +110,7 @@ def as_bits(typingctx, v):
     return sig, codegen
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def min_bits(acc, c):
     """min(acc[:c]) as bits; an integer reduction vectorises where a float one may not.
 
@@ -123,7 +123,7 @@ def min_bits(acc, c):
     return v
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def max_bits(acc, c):
     """max(acc[:c]) as bits (see :func:`min_bits`)."""
     b = acc.view(np.int32)
@@ -133,7 +133,7 @@ def max_bits(acc, c):
     return v
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def near_cut(m, scale, tau, A):
     """float32 threshold: a record whose float32 distance exceeds it is further than √tau."""
     if tau == np.inf:
@@ -143,7 +143,7 @@ def near_cut(m, scale, tau, A):
     return float32(b * b * (1.0 + 2.0**-20))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def far_cut(m, scale, best, A):
     """float32 threshold: a record whose float32 distance is below it is nearer than √best."""
     if best <= 0.0:

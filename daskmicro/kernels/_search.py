@@ -25,7 +25,7 @@ from ._float32 import (
 )
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _lower(lo, hi, node, q):
     """Lower bound on ‖x − q‖² over the node's box (tight for the nearby queries of kNN)."""
     s = 0.0
@@ -36,7 +36,7 @@ def _lower(lo, hi, node, q):
     return s * SAFE_LO
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _upper(cen, rad, node, q):
     """Upper bound on ‖x − q‖² over the node's ball (a box's corners overshoot for far queries)."""
     u = 0.0
@@ -47,7 +47,7 @@ def _upper(cen, rad, node, q):
     return b * b * SAFE_HI
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _worse(d1, r1, d2, r2):
     """(d1, r1) ranks after (d2, r2) in nearest-first order: larger distance, then larger row."""
     return d1 > d2 or (d1 == d2 and r1 > r2)
@@ -91,7 +91,7 @@ def _heap_offer(hd, hr, size, need, d, row):
     return size
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _scan_near(Yb, bidx, cnt, X, acc, hd, hr, j, q, q32, A, scale, skip_row, need, size):
     """Offer the live records of block j to the nearest-search heap; return the heap size.
 
