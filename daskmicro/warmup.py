@@ -237,15 +237,15 @@ def warm_workers(client, sets: list[str], progress: Callable[[str, float], None]
     return out
 
 
-def run_units(todo: list[Unit], lock_dir: Path | None) -> dict[str, bool]:
-    """Run every unit of ``todo`` (leaf first) once in this process, sharing the work with the other
+def run_units(pieces: list[Unit], lock_dir: Path | None) -> dict[str, bool]:
+    """Run every unit of ``pieces`` (leaf first) once in this process, sharing the work with the other
     processes that use ``lock_dir``: a process takes the units that neither another process nor a unit
     they call is busy with, goes round again while that makes progress, and only then waits (for the
     first unit left). A lock is never held while waiting for another, so this cannot deadlock.
     Returns unit → whether numba compiled anything for it here (False: a cache load)."""
     from numba.core import event
 
-    by = {u.name: u for u in todo}
+    by = {u.name: u for u in pieces}
     done: dict[str, bool] = {}
 
     def attempt(u: Unit, block: bool) -> bool:
@@ -261,7 +261,7 @@ def run_units(todo: list[Unit], lock_dir: Path | None) -> dict[str, bool]:
             done[u.name] = bool(rec.buffer)
         return True
 
-    pending = list(todo)
+    pending = list(pieces)
     while pending:
         left = [u for u in pending if not attempt(u, False)]
         if len(left) == len(pending):  # everything left is busy elsewhere: wait for the first

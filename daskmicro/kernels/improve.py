@@ -30,6 +30,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from ._blocktree import dist2
+
 __all__ = ["improve", "DEFAULT_NEIGHBOURS"]
 
 #: Neighbouring cells a record is tried against (nearest centroids of its own cell).
@@ -140,7 +142,7 @@ def _descend(cen, near, rounds):
     dist = np.empty((C, L))
     for c in range(C):
         for jj in range(L):
-            dist[c, jj] = _d2(cen[c], cen[near[c, jj]])
+            dist[c, jj] = dist2(cen[c], cen[near[c, jj]])
         for i in range(1, L):  # insertion sort by (distance, cell)
             d, b = dist[c, i], near[c, i]
             p = i - 1
@@ -156,7 +158,7 @@ def _descend(cen, near, rounds):
                     b = old[old[c, jj], kk]
                     if b == c:
                         continue
-                    d = _d2(cen[c], cen[b])
+                    d = dist2(cen[c], cen[b])
                     if d > dist[c, L - 1] or (d == dist[c, L - 1] and b >= near[c, L - 1]):
                         continue
                     dup = False
@@ -189,7 +191,7 @@ def _sweep(Y, ids, size, cen, near, active, changed, k, max_size):
         for j in range(m):
             cen[c, j] = sums[c, j] / size[c]
         for u in range(size[c]):
-            R[c, u] = _d2(Y[c, u], cen[c])
+            R[c, u] = dist2(Y[c, u], cen[c])
             sse0 += R[c, u]
     gap = np.empty((L, cap))  # ‖y − a‖² − ‖y − b‖² for y in neighbour cell b
     rad = np.empty((L, cap))  # ‖y − b‖
@@ -207,7 +209,7 @@ def _sweep(Y, ids, size, cen, near, active, changed, k, max_size):
             for jj in range(L):
                 b = near[a, jj]
                 nbb = size[b]
-                dxb = _d2(x, cen[b])
+                dxb = dist2(x, cen[b])
                 if na > k and nbb < max_size:
                     dm = nbb / (nbb + 1.0) * dxb - na / (na - 1.0) * rx
                     if dm < best:
@@ -219,7 +221,7 @@ def _sweep(Y, ids, size, cen, near, active, changed, k, max_size):
                     g = gx + gap[jj, u]
                     if g - w * (sx + rad[jj, u]) ** 2 >= best:
                         continue
-                    ds = g - w * _d2(x, Y[b, u])
+                    ds = g - w * dist2(x, Y[b, u])
                     if ds < best:
                         best, bb, bu = ds, b, u
             if bb < 0:
@@ -234,17 +236,10 @@ def _sweep(Y, ids, size, cen, near, active, changed, k, max_size):
     sse1 = 0.0
     for c in range(C):
         for u in range(size[c]):
-            sse1 += _d2(Y[c, u], cen[c])
+            sse1 += dist2(Y[c, u], cen[c])
     return sse0, sse1, steps
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
-def _d2(p, q):
-    s = 0.0
-    for j in range(p.shape[0]):
-        d = p[j] - q[j]
-        s += d * d
-    return s
 
 
 
@@ -253,7 +248,7 @@ def _scratch(Y, a, near, size, cen, R, gap, rad):
     for jj in range(near.shape[1]):
         b = near[a, jj]
         for u in range(size[b]):
-            gap[jj, u] = _d2(Y[b, u], cen[a]) - R[b, u]
+            gap[jj, u] = dist2(Y[b, u], cen[a]) - R[b, u]
             rad[jj, u] = np.sqrt(R[b, u])
 
 
@@ -282,7 +277,7 @@ def _apply(Y, ids, a, t, b, u, size, sums, cen, R):
         for j in range(m):
             cen[c, j] = sums[c, j] / size[c]
         for v in range(size[c]):
-            R[c, v] = _d2(Y[c, v], cen[c])
+            R[c, v] = dist2(Y[c, v], cen[c])
 
 
 def improve_partitions(parts, results, k: int, sweeps: int, neighbours: int = DEFAULT_NEIGHBOURS):
