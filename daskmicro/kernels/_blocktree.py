@@ -204,7 +204,7 @@ def build_rows(X, rows, leaf_size, need):
         h = a + (b - a) // 2
         for i in range(a, b):
             key[i] = Z[i, dim]
-        med = _quickselect(key, a, b, h)
+        med = quickselect(key, a, b, h)
         _split(Z, perm, tmp, tmp_id, a, b, h, dim, med)
         lc = nnodes
         rc = nnodes + 1
@@ -316,7 +316,7 @@ def pow2_scale(big):
 
 
 @njit(cache=True, nogil=True)
-def _quickselect(key, a, b, h):
+def quickselect(key, a, b, h):
     """The (h − a)-th smallest of key[a:b] (key is reordered; Hoare partitioning)."""
     lft = a
     rgt = b - 1
@@ -340,6 +340,40 @@ def _quickselect(key, a, b, h):
         else:
             break
     return key[h]
+
+
+@njit(cache=True, nogil=True)
+def sort_desc(vals, rows):
+    """Sort the pairs (vals[i], rows[i]) in place, largest value first, equal values by row.
+
+    A heapsort: one small compiled function instead of numba's ``np.argsort``, whose generic sort
+    machinery cost more compile time than the functions calling it (issue 18); the order is total,
+    so the result does not depend on the sort."""
+    n = vals.shape[0]
+    for start in range(n // 2 - 1, -1, -1):
+        _sift_desc(vals, rows, start, n)
+    for end in range(n - 1, 0, -1):
+        vals[0], vals[end] = vals[end], vals[0]
+        rows[0], rows[end] = rows[end], rows[0]
+        _sift_desc(vals, rows, 0, end)
+
+
+@njit(cache=True, inline="always")
+def _sift_desc(vals, rows, j, n):
+    """Sift pair j down the min-heap (by value, then larger row first) of the first n pairs."""
+    while True:
+        a = 2 * j + 1
+        if a >= n:
+            return
+        w = a
+        if a + 1 < n and (vals[a + 1] < vals[a] or (vals[a + 1] == vals[a] and rows[a + 1] > rows[a])):
+            w = a + 1
+        if vals[w] < vals[j] or (vals[w] == vals[j] and rows[w] > rows[j]):
+            vals[w], vals[j] = vals[j], vals[w]
+            rows[w], rows[j] = rows[j], rows[w]
+            j = w
+        else:
+            return
 
 
 @njit(cache=True, nogil=True)

@@ -74,21 +74,26 @@ def _heap_offer(hd, hr, size, need, d, row):
         return size
     hd[0] = d
     hr[0] = row
-    j = 0
+    _sift_worst(hd, hr, 0, need)
+    return size
+
+
+@njit(cache=True, inline="always")
+def _sift_worst(hd, hr, j, n):
+    """Sift pair j down the max-heap (worst on top) of the first n pairs."""
     while True:
         a = 2 * j + 1
-        if a >= need:
-            break
+        if a >= n:
+            return
         w = a
-        if a + 1 < need and _worse(hd[a + 1], hr[a + 1], hd[a], hr[a]):
+        if a + 1 < n and _worse(hd[a + 1], hr[a + 1], hd[a], hr[a]):
             w = a + 1
         if _worse(hd[w], hr[w], hd[j], hr[j]):
             hd[w], hd[j] = hd[j], hd[w]
             hr[w], hr[j] = hr[j], hr[w]
             j = w
         else:
-            break
-    return size
+            return
 
 
 @njit(cache=True, inline="always")
@@ -171,14 +176,13 @@ def nearest(T, q, skip_row, need, out):
             stack_b[sp] = br
             sp += 1
     if size > 32:
-        rows = hr[:size].copy()
-        dist = hd[:size].copy()
-        o = np.argsort(rows)
-        rows = rows[o]
-        dist = dist[o]
-        o = np.argsort(dist, kind="mergesort")
+        # heapsort of the heap itself (it is one already): no np.argsort to compile (issue 18)
+        for end in range(size - 1, 0, -1):
+            hd[0], hd[end] = hd[end], hd[0]
+            hr[0], hr[end] = hr[end], hr[0]
+            _sift_worst(hd, hr, 0, end)
         for i in range(size):
-            out[i] = rows[o[i]]
+            out[i] = hr[i]
         return size
     # few neighbours (k ≤ 33): insertion sort by (distance, row) in the heap's own arrays
     for i in range(1, size):
@@ -199,7 +203,7 @@ def nearest(T, q, skip_row, need, out):
 @njit(cache=True, nogil=True)
 def farthest(T, q):
     """Row of the live record furthest from q (lowest row on ties)."""
-    return farthest_from(T, q, -1.0, -1)
+    return farthest_from(T, q, -1.0, np.int64(-1))  # no literal: the one specialization
 
 
 @njit(cache=True, nogil=True)

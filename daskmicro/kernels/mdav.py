@@ -53,7 +53,7 @@ import numpy as np
 from numba import float32, njit
 
 from .bounds import check_values
-from ._blocktree import SAFE_HI, build_rows, dist2, pow2_scale, remove, tree_like
+from ._blocktree import SAFE_HI, build_rows, dist2, pow2_scale, quickselect, remove, sort_desc, tree_like
 from ._float32 import as_bits, error_radius, far_cut, max_bits
 from ._search import farthest_from, nearest
 
@@ -180,8 +180,9 @@ def _walk_rebuild(T, W, C):
     floor = -1.0
     if ntop < r:
         # the largest value left out of the list comes from a partial sort; only the list itself
-        # is then sorted (a full argsort of r values was most of this function's time)
-        floor = np.partition(vals, r - ntop - 1)[r - ntop - 1]
+        # is then sorted (a full argsort of r values was most of this function's time); the index's
+        # own quickselect, not np.partition, whose compile alone took 5 s (issue 18)
+        floor = quickselect(vals.copy(), 0, r, r - ntop - 1)
         head = np.empty(ntop, np.int64)
         hv = np.empty(ntop)
         t = 0
@@ -199,10 +200,10 @@ def _walk_rebuild(T, W, C):
                 t += 1
         rows = head
         vals = hv
-    o = np.argsort(-vals)
+    sort_desc(vals, rows)
     for i in range(ntop):
-        top[i] = rows[o[i]]
-    scale, amax = pow2_scale(vals[o[0]])
+        top[i] = rows[i]
+    scale, amax = pow2_scale(vals[0])
     frame[0] = scale
     frame[1] = amax * scale
     for i in range(ntop):
