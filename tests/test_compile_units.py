@@ -56,6 +56,19 @@ def test_kernel_sets_follow_the_methods_a_run_uses():
             assert all(d == "mdav" or d in KERNEL_SETS for d in u.deps), (s, u)
 
 
+def test_units_start_with_the_longest_chain_and_keep_every_callee_first():
+    order = units(["mdav", "partitioned", "pca", "pcl", "improve", "incremental"])
+    names = [u.name for u in order]
+    assert len(names) == len(set(names))
+    for i, u in enumerate(order):
+        assert all(names.index(d) < i for d in u.deps if d in names), (u.name, names)
+    # the index build heads the longest chain (index -> MDAV loop -> the methods built on it) ...
+    assert names[0] == "mdav.tree"
+    # ... and the improvement kernel, which calls nothing, waits until the MDAV loop can be taken:
+    # it fills the time one process spends on that loop instead of leaving the other idle
+    assert names.index("improve") > names.index("mdav")
+
+
 _WORKER = textwrap.dedent("""
     import json, os, sys, time
     from pathlib import Path
