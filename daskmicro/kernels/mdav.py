@@ -182,7 +182,7 @@ def _walk_rebuild(T, W, C):
         # the largest value left out of the list comes from a partial sort; only the list itself
         # is then sorted (a full argsort of r values was most of this function's time); the index's
         # own quickselect, not np.partition, whose compile alone took 5 s (issue 18)
-        floor = quickselect(vals.copy(), np.int64(0), r, r - ntop - 1)
+        floor = quickselect(vals.copy(), np.int64(0), np.int64(r), np.int64(r - ntop - 1))
         head = np.empty(ntop, np.int64)
         hv = np.empty(ntop)
         t = 0
