@@ -54,6 +54,8 @@ def anonymize(
     refine_iter: int | None = None,
     macro: str | None = None,
     macro_iter: int | None = None,
+    memory_limit=None,
+    spill_directory=None,
 ):
     """Publish a k-anonymous version of ``df`` by microaggregating its quasi-identifier columns.
 
@@ -165,6 +167,13 @@ def anonymize(
         by PCL with K in the thousands (cells ≥ K, not bounded by 2K−1).
     macro_iter : int, optional
         Bound on PCL iterations per macroaggregation level with ``macro="pcl"`` (default 2).
+    memory_limit : int or str, optional
+        Memory limit of each worker of the LocalCluster the run starts (bytes, or a size such as
+        ``"3GiB"``); Dask spills held results to disk past 60 % of it.  Default: from the task
+        size (:func:`daskmicro.cluster.worker_memory_limit`).  Setting it runs the plan on a
+        LocalCluster; refused with ``client=`` (its workers keep their own limits).
+    spill_directory : path, optional
+        Where those workers spill (their local directory); default: Dask's temporary directory.
 
     Returns
     -------
@@ -218,7 +227,8 @@ def anonymize(
         max_task_rows=max_task_rows, sse_threshold=sse_threshold, participation=participation,
         max_cell_failure=max_cell_failure, plain_k_reference=plain_k_reference, reference=reference,
         strata=strata, missing=missing, merge_small_strata=merge_small_strata, quality=quality, refine=refine,
-        refine_iter=refine_iter, macro=macro, macro_iter=macro_iter,
+        refine_iter=refine_iter, macro=macro, macro_iter=macro_iter, memory_limit=memory_limit,
+        spill_directory=spill_directory,
     )
     if isinstance(df, pd.DataFrame) and cfg.k > len(df):
         raise ParameterError(f"k = {cfg.k} exceeds the number of records n = {len(df)}")

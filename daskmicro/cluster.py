@@ -17,7 +17,7 @@ import time
 from .errors import ParameterError, redact
 
 __all__ = ["cluster_client", "connect_timeout", "default_workers", "local_cluster", "WORKER_ENV", "CONNECT_TIMEOUT",
-           "TaskLogFilter", "quiet_task_logs"]
+           "TaskLogFilter", "quiet_task_logs", "worker_memory_limit", "WORKER_BASE_BYTES", "TASK_FACTOR"]
 
 #: Seconds allowed to reach a Dask scheduler and complete Dask's handshake with it, unless the
 #: caller gives ``timeout=`` or the environment sets ``DASKMICRO_CONNECT_TIMEOUT``.
@@ -31,6 +31,26 @@ MAX_CONNECT_TIMEOUT = 3600.0
 #: profile): peak memory over the run 2.1× instead of 3.8× the raw QI bytes.  On a cluster of
 #: your own, set the same variable in the workers' environment.
 WORKER_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "system"}
+
+
+#: Memory of a worker before its largest task: the interpreter, numpy, pandas, pyarrow, the
+#: compiled kernels and what the allocator keeps after the first tasks (benchmarks/mem_profile.py).
+WORKER_BASE_BYTES = 1536 << 20
+#: Memory a worker's tasks need per byte of the largest task's data (its inputs, copies and
+#: results at once, with room for Dask to keep some results in memory before it spills).
+TASK_FACTOR = 8
+
+
+def worker_memory_limit(task_bytes: int, n_workers: int) -> int:
+    """The memory limit daskmicro gives each worker of its LocalCluster when none is asked for:
+    :data:`WORKER_BASE_BYTES` + :data:`TASK_FACTOR` × the largest task's bytes, at most the
+    machine's share (Dask's own default, the memory of this machine over the workers).  Held
+    results beyond 60 % of it are spilled to disk, so the run's memory follows the task size, not
+    the data size."""
+    from distributed.system import MEMORY_LIMIT
+
+    share = MEMORY_LIMIT // max(1, n_workers)
+    return int(min(share, WORKER_BASE_BYTES + TASK_FACTOR * max(0, int(task_bytes))))
 
 
 #: Exception texts of daskmicro's refusals (bad input or parameters): a task raising one is not a
@@ -84,13 +104,17 @@ def default_workers() -> int:
     return max(1, min(os.cpu_count() or 1, 8))
 
 
-def local_cluster(n_workers: int | None = None, processes: bool = True, dashboard_address=":0", **kwargs):
+def local_cluster(n_workers: int | None = None, processes: bool = True, dashboard_address=":0",
+                  spill_directory=None, **kwargs):
     """A ``distributed.LocalCluster`` of single-threaded workers set up as daskmicro runs them.
 
-    Worker processes get :data:`WORKER_ENV`; ``kwargs`` go to ``LocalCluster`` unchanged.
+    Worker processes get :data:`WORKER_ENV`; ``spill_directory`` is the workers' local directory
+    (where they spill); ``kwargs`` (``memory_limit`` …) go to ``LocalCluster`` unchanged.
     """
     from distributed import LocalCluster
 
+    if spill_directory is not None:
+        kwargs["local_directory"] = str(spill_directory)
     if processes:
         kwargs["env"] = {**WORKER_ENV, **kwargs.get("env", {})}
     kwargs.setdefault("silence_logs", 40)
@@ -156,9 +180,10 @@ def _connect(scheduler: str, security, timeout: float):
 
 @contextlib.contextmanager
 def cluster_client(client=None, scheduler: str | None = None, security=None, n_workers: int | None = None,
-                   processes: bool = True, timeout: float | None = None):
+                   processes: bool = True, timeout: float | None = None, memory_limit=None, spill_directory=None):
     """Yield a ``distributed.Client``: ``client`` itself, one connected to ``scheduler``, or a new
-    LocalCluster's.  Clients and clusters made here are closed on exit.
+    LocalCluster's (``memory_limit`` bytes per worker, spilling to ``spill_directory``; None:
+    Dask's defaults).  Clients and clusters made here are closed on exit.
 
     Reaching ``scheduler`` (connect and handshake) takes at most ``timeout`` seconds (default
     ``$DASKMICRO_CONNECT_TIMEOUT`` or :data:`CONNECT_TIMEOUT`), else one-line ParameterError.
@@ -180,7 +205,9 @@ def cluster_client(client=None, scheduler: str | None = None, security=None, n_w
             c.close()
         return
     with contextlib.ExitStack() as stack:
-        cluster = stack.enter_context(local_cluster(n_workers, processes=processes))
+        extra = {"memory_limit": memory_limit} if memory_limit is not None else {}
+        cluster = stack.enter_context(local_cluster(n_workers, processes=processes, spill_directory=spill_directory,
+                                                    **extra))
         c = stack.enter_context(Client(cluster))
         _quiet_workers(c)
         yield c

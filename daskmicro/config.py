@@ -39,6 +39,9 @@ DEFAULT_TASK_ROWS = 250_000
 DEFAULT_MAX_TASK_ROWS = 1_000_000
 #: Rows per file of a directory release.
 DEFAULT_ROWS_PER_FILE = 1_000_000
+#: Smallest worker memory limit accepted (``memory_limit``): below it Dask could not even hold a
+#: worker's own state.
+MIN_MEMORY_LIMIT = 16 << 20
 
 #: Per-method defaults of the pipeline layout: macrocell size K, distal fraction ν, partition
 #: size.  ν = 0.4 and K = 1000 are the PCA paper's choice on Census (001 §V, Fig. 14); the
@@ -150,6 +153,20 @@ def _seed(name, v):
     return int(v)
 
 
+def _memory(name, v):
+    """Bytes per worker: an integer, or a size such as "2GiB" / "1.5 GB" (dask's notation)."""
+    if isinstance(v, str):
+        from dask.utils import parse_bytes
+
+        try:
+            v = parse_bytes(v.strip())
+        except (ValueError, TypeError):
+            raise ParameterError(f"{name} must be a size such as 2GiB or 1500MB, got {v!r}") from None
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer, float)) or not v >= MIN_MEMORY_LIMIT:
+        raise ParameterError(f"{name} must be a size of at least {MIN_MEMORY_LIMIT >> 20} MiB (e.g. 2GiB), got {v!r}")
+    return int(v)
+
+
 def _address(name, v):
     if not isinstance(v, str) or "://" not in v:
         raise ParameterError(f"{name} must be a scheduler address such as tcp://host:8786, got {v!r}")
@@ -202,6 +219,8 @@ FIELDS: dict[str, Callable[[str, Any], Any]] = {
     "tls_cert": _path_text,
     "tls_key": _path_text,
     "dask_report": _flag,
+    "memory_limit": _memory,
+    "spill_directory": _path_text,
 }
 
 
@@ -228,6 +247,10 @@ def _pcl_stage(c) -> bool:
 
 def _per_record(c) -> bool:
     return c.participation is not None and not isinstance(c.participation, float)
+
+
+def _worker_settings(c) -> bool:
+    return c.memory_limit is not None or c.spill_directory is not None
 
 
 RULES: tuple[Rule, ...] = (
@@ -273,6 +296,10 @@ RULES: tuple[Rule, ...] = (
     Rule("participation column is a QI", lambda c: _per_record(c) and c.participation in c.qi,
          "the participation column is also a QI column; it must be a separate column",
          lambda c: repr(c.participation)),
+    Rule("worker memory settings need a LocalCluster", lambda c: _worker_settings(c) and c.scheduler is not None,
+         "memory_limit and spill_directory (--memory-limit, --spill-dir) set up the workers of the LocalCluster "
+         "daskmicro starts; the workers of a running cluster keep their own (dask worker --memory-limit, "
+         "--local-directory)"),
     Rule("TLS needs three files", lambda c: 0 < sum(v is not None for v in (c.tls_ca_file, c.tls_cert, c.tls_key)) < 3,
          "TLS needs a CA file, a client certificate and a client key (--tls-ca-file, --tls-cert, --tls-key)",
          lambda c: "missing " + ", ".join(f for f, v in (("--tls-ca-file", c.tls_ca_file), ("--tls-cert", c.tls_cert),
@@ -343,6 +370,8 @@ class RunConfig:
     tls_cert: str | None = None
     tls_key: str | None = None
     dask_report: bool = False   # the Dask performance report (several MB): only when asked for
+    memory_limit: int | None = None     # bytes per worker of the LocalCluster (None: from the task size)
+    spill_directory: str | None = None  # where those workers spill (None: Dask's temporary directory)
     seed_drawn: bool = field(default=False, compare=False)
 
     # ----------------------------------------------------------------- builders
@@ -394,6 +423,7 @@ class RunConfig:
             force=args.force, overwrite=args.overwrite, scheduler=args.scheduler, workers=args.workers,
             tls_ca_file=args.tls_ca_file, tls_cert=args.tls_cert, tls_key=args.tls_key,
             dask_report=bool(getattr(args, "dask_report", False)),
+            memory_limit=getattr(args, "memory_limit", None), spill_directory=getattr(args, "spill_dir", None),
         )
 
     @classmethod
@@ -420,6 +450,7 @@ class RunConfig:
             scheduler=cluster.get("address"), workers=cluster.get("workers"),
             tls_ca_file=tls.get("ca_file"), tls_cert=tls.get("cert"), tls_key=tls.get("key"),
             dask_report=(data.get("report") or {}).get("dask_report"),
+            memory_limit=cluster.get("memory_limit"), spill_directory=cluster.get("spill_directory"),
         )
 
     # ----------------------------------------------------------------- checks and derived values
@@ -467,7 +498,7 @@ class RunConfig:
     def fingerprint_dict(self) -> dict:
         """The options that determine the release (for the commit manifest's fingerprint)."""
         skip = {"force", "overwrite", "scheduler", "workers", "tls_ca_file", "tls_cert", "tls_key", "dask_report",
-                "seed_drawn"}
+                "seed_drawn", "memory_limit", "spill_directory"}
         out = {}
         for f in fields(self):
             if f.name in skip:

@@ -122,8 +122,8 @@ def needs_cluster(cfg: RunConfig, source, client=None) -> bool:
     """Whether the run needs a Dask cluster: a client or scheduler is given, the input is a Dask
     DataFrame or a directory, or a group of the run's size would go through the pipeline.  Else
     the plan runs in this process."""
-    if client is not None or cfg.scheduler:
-        return True
+    if client is not None or cfg.scheduler or cfg.memory_limit is not None or cfg.spill_directory is not None:
+        return True  # worker memory settings are settings of a cluster's workers
     path = getattr(source, "path", None)
     if getattr(source, "dask", False) or len(source.files) > 1 or (path is not None and Path(path).is_dir()):
         return True
@@ -210,9 +210,14 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
             if not cfg.force:
                 _outputs(cfg, sink, output, report_path, input, False, existing_ok)
                 return Outcome(None, None, output, nothing_to_do=True, previous=previous)
+    if client is not None and (cfg.memory_limit is not None or cfg.spill_directory is not None):
+        raise ParameterError("memory_limit and spill_directory set up the workers of the LocalCluster daskmicro "
+                             "starts; the workers of a given client keep their own (LocalCluster(memory_limit=…, "
+                             "local_directory=…), dask worker --memory-limit)")
     cluster = needs_cluster(cfg, source, client)
+    workers = worker_settings(cfg, source)
     if cluster and client is None and not cfg.scheduler and sink == "memory":
-        client = _memory_run_client(source)
+        client = _memory_run_client(source, workers)
     perf = dask_report.DaskPerformanceReport(enabled=cluster and cfg.dask_report and sink != "memory")
     report_path, perf_path = _outputs(cfg, sink, output, report_path, input, perf.enabled, existing_ok)
     if sink == "lake":
@@ -223,7 +228,7 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
     started = time.perf_counter()
     if cluster:
         security = _security(cfg)
-        with cluster_client(client, scheduler=cfg.scheduler, security=security, n_workers=cfg.workers) as c:
+        with cluster_client(client, scheduler=cfg.scheduler, security=security, **workers) as c:
             if client is None and c.dashboard_link:
                 say(f"dask dashboard: {c.dashboard_link}")
             with perf.record():
@@ -253,7 +258,24 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
     return _commit_file(cfg, ex, report, output, report_path, perf, perf_path, extra_report)
 
 
-def _memory_run_client(source):
+def worker_settings(cfg: RunConfig, source) -> dict:
+    """The LocalCluster a run starts when it is given no cluster: its workers, their memory limit
+    (``cfg.memory_limit``, else from the task size: :func:`daskmicro.cluster.worker_memory_limit`
+    of the largest of a top-level task's z-scored records and a written file's rows) and where
+    they spill."""
+    from .cluster import default_workers, worker_memory_limit
+    from .config import DEFAULT_TASK_ROWS
+
+    n_workers = cfg.workers or default_workers()
+    limit = cfg.memory_limit
+    if limit is None:
+        task = (cfg.task_rows or DEFAULT_TASK_ROWS) * 8 * (len(cfg.qi) + 3)
+        write = cfg.rows_per_file * 8 * (len(source.columns) + 2)
+        limit = worker_memory_limit(max(task, write), n_workers)
+    return {"n_workers": n_workers, "memory_limit": limit, "spill_directory": cfg.spill_directory}
+
+
+def _memory_run_client(source, workers):
     """The client of an in-memory (API) run that needs a cluster: the caller's default client if
     there is one; for a Dask input, whose release lives on the workers, a LocalCluster that
     outlives the run (it becomes the default client, as a bare ``distributed.Client()`` would);
@@ -267,7 +289,7 @@ def _memory_run_client(source):
     if getattr(source, "dask", False):
         from .cluster import local_cluster
 
-        return Client(local_cluster())
+        return Client(local_cluster(**workers))
     return None
 
 

@@ -145,6 +145,10 @@ def add_cluster_options(p) -> None:
     g = p.add_argument_group("cluster")
     g.add_argument("--scheduler", metavar="ADDRESS", help="run on the Dask cluster at ADDRESS (tcp://host:8786 or tls://…); default: a LocalCluster for this run")
     g.add_argument("--workers", type=positive_int, metavar="N", help="LocalCluster: number of worker processes (default: cores, at most 8)")
+    g.add_argument("--memory-limit", metavar="SIZE", help="LocalCluster: memory limit of each worker (e.g. 3GiB); "
+                   "past 60%% of it Dask spills held results to disk (default: from the task size, see README)")
+    g.add_argument("--spill-dir", metavar="DIR", help="LocalCluster: directory where the workers spill (default: "
+                   "Dask's temporary directory)")
     g.add_argument("--tls-ca-file", metavar="PEM", help="TLS: CA certificate to trust")
     g.add_argument("--tls-cert", metavar="PEM", help="TLS: client certificate")
     g.add_argument("--tls-key", metavar="PEM", help="TLS: client private key")

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..kernels import assemble as kasm
-from ..privacy.verify import RowCheck, check_tuple_counts, merge_tuple_counts, tuple_counts
+from ..privacy.verify import (RowCheck, bucket_verdict, combine_verdicts, count_buckets, merge_tuple_counts,
+                              split_tuple_counts, tuple_counts)
 from ..publish import release_bucket, split_chunk
 
 __all__ = ["Published", "gather_release"]
@@ -55,9 +56,33 @@ def _merge_checks(*checks):
     return sum(c[0] for c in checks), merge_tuple_counts(*[c[1] for c in checks])
 
 
-def _verdict(merged, k):
-    rows, counts = merged
-    return rows, check_tuple_counts(counts, k)
+def _split_check(check, n_buckets):
+    """(rows, counts of hash bucket 0, 1, …) of a merged (rows, counts)."""
+    return (check[0], *split_tuple_counts(check[1], n_buckets))
+
+
+def _verdict(k, rows, *verdicts):
+    return sum(rows), combine_verdicts(k, *verdicts)[0]
+
+
+def bucketed_check(level, k: int, n_rows: int):
+    """Delayed (rows, KAnonymityCheck) of the per-chunk (rows, counts) in ``level``: folded by 8
+    once, cut into hash buckets (:func:`~daskmicro.privacy.verify.count_buckets`), each bucket
+    merged and checked on its own, so no task holds the counts of the whole release."""
+    import dask
+
+    fold = dask.delayed(_merge_checks, pure=True)
+    merge = dask.delayed(merge_tuple_counts, pure=True)
+    n_buckets = count_buckets(n_rows)
+    first = [fold(*level[i:i + 8]) for i in range(0, len(level), 8)]
+    parts = [dask.delayed(_split_check, pure=True, nout=n_buckets + 1)(c, n_buckets) for c in first]
+    verdicts = []
+    for b in range(n_buckets):
+        bucket = [p[b + 1] for p in parts]
+        while len(bucket) > 1:
+            bucket = [merge(*bucket[i:i + 8]) for i in range(0, len(bucket), 8)]
+        verdicts.append(dask.delayed(bucket_verdict, pure=True)(bucket[0], k))
+    return dask.delayed(_verdict, pure=True)(k, [p[0] for p in parts], *verdicts)
 
 
 def _merge_figures(qi, *summaries):
@@ -90,7 +115,8 @@ def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: boo
 
     varying = [c for c, v in zip(qi, ing.varying) if v]
     mean_v, std_v = ing.mean[ing.varying], ing.std[ing.varying]
-    table = client.submit(kasm.centroid_table, mean_v, std_v, *fo.results)
+    # the centroids computed where each partition's results are: only they travel to the table
+    table = client.submit(kasm.join_table, *client.map(kasm.centroid_piece, fo.results, mean=mean_v, std=std_v))
     released = None
     if figures is not None:  # the released side of the report's figures, from the cells (where they are)
         from ..figures import cells_figures
@@ -131,12 +157,9 @@ def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: boo
     # every input chunk's pieces at once, as assembling the key ranges would.  One graph, so that
     # dask folds each count in as it comes.
     check = dask.delayed(_pieces_check, pure=True)
-    fold = dask.delayed(_merge_checks, pure=True)
     level = [check(p, list(qi)) for p in pieces]
     del pieces
-    while len(level) > 1:
-        level = [fold(*level[i:i + 8]) for i in range(0, len(level), 8)]
-    verdict = dask.delayed(_verdict, pure=True)(level[0], k)
+    verdict = bucketed_check(level, k, ing.n)
     summary = None
     if figures is not None:
         from ..figures import chunk_figures

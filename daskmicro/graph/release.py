@@ -21,7 +21,8 @@ from ..io import commit as cm
 from ..io import layout as lay
 from ..io.source import RID
 
-__all__ = ["promised_schema", "file_cuts", "write_and_verify", "collect", "dask_release", "tuple_sizes"]
+__all__ = ["promised_schema", "file_cuts", "write_and_verify", "collect", "dask_release", "tuple_sizes",
+           "bucketed_verdict"]
 
 def promised_schema(source, qi, partition_by, keep_row_id, labels=None):
     """The Arrow schema of the written files: integer QIs become float64, merged strata text."""
@@ -68,7 +69,7 @@ def write_and_verify(client, releases, files, schema, columns, k, seed, partitio
     import dask
     from dask.delayed import Delayed
 
-    from ..privacy.verify import RowCheck, check_tuple_counts, merge_tuple_counts
+    from ..privacy.verify import RowCheck
 
     split = dask.delayed(lay.split_piece, pure=True)
     splits = [client.compute(split(r, seed, partition_by, files)) if isinstance(r, Delayed)
@@ -91,10 +92,8 @@ def write_and_verify(client, releases, files, schema, columns, k, seed, partitio
     inflight.extend(checks)
     rows_read = sum(client.gather([client.submit(operator.itemgetter(0), c) for c in checks]))
     same = client.gather([client.submit(operator.itemgetter(1), c) for c in checks])
-    counts = tree(client, [client.submit(operator.itemgetter(2), c) for c in checks], merge_tuple_counts)
-    k_check = client.submit(check_tuple_counts, counts, k).result()
+    k_check, sizes = bucketed_verdict(client, [client.submit(operator.itemgetter(2), c) for c in checks], k, n)
     cm.check_written(results, n, expected, same, k_check, rows_read)
-    sizes = client.submit(tuple_sizes, counts).result()
     listing = [{"path": str(p.relative_to(staging)), "rows": r["rows"], "bytes": p.stat().st_size}
                for p, r, _ in keep]
     return {"files": listing, "k_check": k_check, "rows_check": RowCheck(ok=True, rows_in=n, rows_out=rows_read),
@@ -128,7 +127,7 @@ def dask_release(client, releases, files, names, qi, columns, k, seed, keep_row_
     import dask.dataframe as dd
     from dask.delayed import Delayed
 
-    from ..privacy.verify import RowCheck, check_tuple_counts, merge_tuple_counts
+    from ..privacy.verify import RowCheck
 
     split = dask.delayed(lay.split_piece, pure=True)
     splits = [client.compute(split(r, seed, [], files)) if isinstance(r, Delayed)
@@ -144,12 +143,27 @@ def dask_release(client, releases, files, names, qi, columns, k, seed, keep_row_
         checksum = (checksum + r[1]) % (1 << 64)
     if rows != n or checksum != expected:
         raise VerificationError("the release does not hold each input row exactly once")
-    counts = tree(client, [client.submit(get(3), b) for b in buckets], merge_tuple_counts)
-    k_check = client.submit(check_tuple_counts, counts, k).result().raise_if_failed()
-    sizes = client.submit(tuple_sizes, counts).result()
+    k_check, sizes = bucketed_verdict(client, [client.submit(get(3), b) for b in buckets], k, n)
+    k_check.raise_if_failed()
     parts = [client.submit(get(0), b) for b in buckets]
     out_meta = client.submit(lambda f: f.iloc[:0], parts[0]).result()
     return dd.from_delayed(parts, meta=out_meta, verify_meta=False), k_check, RowCheck(ok=True, rows_in=n, rows_out=rows), sizes
+
+
+def bucketed_verdict(client, counts, k, n_rows):
+    """(KAnonymityCheck, tuple sizes) of per-piece tuple count futures: each piece cut into hash
+    buckets (:func:`~daskmicro.privacy.verify.count_buckets`), each bucket merged and checked on
+    its own, so that no task holds the counts of the whole release; only verdicts are combined."""
+    from ..privacy.verify import bucket_verdict, combine_verdicts, count_buckets, merge_tuple_counts, split_tuple_counts
+
+    n_buckets = count_buckets(n_rows)
+    if n_buckets > 1:
+        split = [client.submit(split_tuple_counts, c, n_buckets) for c in counts]
+        buckets = [[client.submit(operator.getitem, s, b) for s in split] for b in range(n_buckets)]
+    else:
+        buckets = [counts]
+    verdicts = [client.submit(bucket_verdict, tree(client, bucket, merge_tuple_counts), k) for bucket in buckets]
+    return client.submit(combine_verdicts, k, *verdicts).result()
 
 
 def tuple_sizes(counts):

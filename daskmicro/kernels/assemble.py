@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["top_publication", "split_by_bounds", "assemble_chunk", "centroid_table", "partition_summary"]
+__all__ = ["top_publication", "split_by_bounds", "assemble_chunk", "centroid_table", "centroid_piece", "join_table",
+           "partition_summary"]
 
 
 def partition_summary(res):
@@ -41,6 +42,16 @@ def centroid_table(mean, std, *results) -> np.ndarray:
     per cell, so all records of a cell publish exactly the same tuple.
     """
     return np.concatenate([r.centroid * std + mean for r in results])
+
+
+def centroid_piece(res, mean, std) -> np.ndarray:
+    """The rows of :func:`centroid_table` for one partition result (its centroids only)."""
+    return res.centroid * std + mean
+
+
+def join_table(*pieces) -> np.ndarray:
+    """The centroid table from the :func:`centroid_piece` of every partition, in partition order."""
+    return np.concatenate(pieces)
 
 
 def split_by_bounds(pub, bounds):

@@ -270,3 +270,52 @@ def check_tuple_counts(counts: TupleCounts, k: int) -> KAnonymityCheck:
         n_violating_tuples=int(small.sum()),
         n_violating_records=int(values[small].sum()),
     )
+
+
+# --------------------------------------------------------------------------- bounded merges
+# Merged counts of a whole release hold one entry per published tuple (about n/k): proportional
+# to the data, too large for one task at scale.  A tuple's hash fixes its bucket (a range of the
+# hash space), so the counts of different buckets never meet: each bucket is merged and checked
+# on its own, and only the verdicts (a few numbers each) are combined.
+
+#: Rows of the release per hash bucket of the distributed check: a bucket holds at most this many
+#: distinct tuples (about this / k for a k-anonymous release).
+COUNT_BUCKET_ROWS = 2_000_000
+
+
+def count_buckets(n_rows: int) -> int:
+    """Hash buckets of the distributed check of a release of ``n_rows`` rows."""
+    return max(1, -(-int(n_rows) // COUNT_BUCKET_ROWS))
+
+
+def split_tuple_counts(counts: TupleCounts, n_buckets: int) -> list:
+    """``counts`` cut into ``n_buckets`` by equal ranges of the hash (the counts are sorted by hash)."""
+    if n_buckets == 1:
+        return [counts]
+    bucket = (((counts.hashes >> np.uint64(32)) * np.uint64(n_buckets)) >> np.uint64(32)).astype(np.int64)
+    cuts = np.searchsorted(bucket, np.arange(n_buckets + 1))
+    return [TupleCounts(counts.hashes[a:b], counts.counts[a:b], counts.tuples[a:b], counts.collision)
+            for a, b in zip(cuts[:-1], cuts[1:])]
+
+
+def bucket_verdict(counts: TupleCounts, k: int):
+    """One bucket's verdict: (KAnonymityCheck, distinct tuple sizes, how many tuples of each size)."""
+    sizes, number = np.unique(counts.counts, return_counts=True)
+    return check_tuple_counts(counts, k), sizes, number
+
+
+def combine_verdicts(k: int, *verdicts):
+    """The release's verdict from its buckets' (:func:`bucket_verdict`): the KAnonymityCheck and the
+    tuple sizes (distinct sizes, tuples of each), exactly as one merge of all counts gives them."""
+    checks = [v[0] for v in verdicts]
+    n_tuples = sum(c.n_tuples for c in checks)
+    mins = [c.min_count for c in checks if c.n_tuples]
+    check = KAnonymityCheck(
+        ok=n_tuples > 0 and all(c.n_violating_tuples == 0 for c in checks), k=int(k),
+        min_count=min(mins) if mins else 0, n_tuples=n_tuples,
+        n_violating_tuples=sum(c.n_violating_tuples for c in checks),
+        n_violating_records=sum(c.n_violating_records for c in checks))
+    sizes = np.concatenate([v[1] for v in verdicts]) if verdicts else np.empty(0, np.int64)
+    number = np.concatenate([v[2] for v in verdicts]) if verdicts else np.empty(0, np.int64)
+    uniq, inv = np.unique(sizes, return_inverse=True)
+    return check, (uniq, np.bincount(inv, weights=number, minlength=uniq.size).astype(np.int64))

@@ -164,7 +164,8 @@ def execute_run(spec: WorkflowSpec, slot: dt.datetime | None = None, client=None
         return summary
     if not source.exists():
         raise InputError(f"input not found: {source}")
-    with cluster_client(client, n_workers=cl.get("workers")) as c:
+    with cluster_client(client, n_workers=cl.get("workers"), memory_limit=cl.get("memory_limit"),
+                        spill_directory=cl.get("spill_directory")) as c:
         release, report = _incremental(spec, source, c, slot, started)
         parts = [(None, release, report)]
         stage("anonymize")

@@ -54,7 +54,7 @@ _SECTIONS = {
     "participation": ("pi", "column", "max_cell_failure"),
     "output": ("path", "overwrite", "partition_by", "rows_per_file", "force"),
     "report": ("path", "dask_report"),
-    "cluster": ("address", "workers", "tls"),
+    "cluster": ("address", "workers", "memory_limit", "spill_directory", "tls"),
     "tls": ("ca_file", "cert", "key"),
     "schedule": ("cron", "at", "timezone"),
 }
@@ -337,6 +337,22 @@ def _check_output(value, base: Path) -> dict:
     return out
 
 
+def _size(value, path: str) -> int:
+    """Bytes: an integer, or a size such as 3GiB (dask's notation); at least the run's minimum."""
+    from ..config import MIN_MEMORY_LIMIT
+
+    if isinstance(value, str):
+        from dask.utils import parse_bytes
+
+        try:
+            value = parse_bytes(value.strip())
+        except (ValueError, TypeError):
+            _fail(path, f"expected a size such as 3GiB or 1500MB, got {_show(value)}")
+    if isinstance(value, bool) or not isinstance(value, int) or value < MIN_MEMORY_LIMIT:
+        _fail(path, f"expected a size of at least {MIN_MEMORY_LIMIT >> 20} MiB (e.g. 3GiB), got {_show(value)}")
+    return int(value)
+
+
 def _check_cluster(value, base: Path) -> dict:
     sec = _mapping(value, "cluster", _SECTIONS["cluster"])
     out: dict = {}
@@ -347,6 +363,13 @@ def _check_cluster(value, base: Path) -> dict:
         out["address"] = addr
     if "workers" in sec:
         out["workers"] = _int(sec["workers"], "cluster.workers", 1)
+    if sec.get("memory_limit") is not None:
+        out["memory_limit"] = _size(sec["memory_limit"], "cluster.memory_limit")
+    if sec.get("spill_directory") is not None:
+        out["spill_directory"] = _path(sec["spill_directory"], "cluster.spill_directory", base)
+    if "address" in out and ("memory_limit" in out or "spill_directory" in out):
+        _fail("cluster", "memory_limit and spill_directory set up the LocalCluster of a run without an address; the "
+                         "workers at an address keep their own (dask worker --memory-limit, --local-directory)")
     if "tls" in sec:
         tls = _mapping(sec["tls"], "cluster.tls", _SECTIONS["tls"])
         missing = [k for k in _SECTIONS["tls"] if k not in tls]

@@ -1,0 +1,153 @@
+"""Where the memory of a partitioned run goes: per stage, per process, managed vs unmanaged (issue 21).
+
+    python benchmarks/mem_profile.py --n 4e6                 # LocalCluster of 2 workers, Parquet lake in → out
+    python benchmarks/mem_profile.py --n 4e6 --memory-limit 1.5GiB
+
+One run through ``anonymize_file`` (lake in → committed lake out), after a small warm-up run in the
+same cluster.  Every 0.1 s a thread samples the RSS of this process (the client and, in a
+LocalCluster, the scheduler and the nannies) and of each worker process, and — from the scheduler,
+which runs in this process — each worker's Dask-managed bytes in memory and spilled to disk (as
+of its last heartbeat).  Samples are attributed to the stage running when they were taken (the
+run's progress callback marks each stage's end).  Printed: per stage its seconds and peak
+figures; for the whole run the peak of the summed tree RSS over its value before the run, and its
+ratio to the raw QI bytes (n × 13 × 8).
+"""
+
+from __future__ import annotations
+
+import _common  # noqa: F401  (one thread per process)
+
+import argparse
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+from daskmicro import anonymize_file
+from daskmicro.datasets import CENSUS_COLUMNS
+
+from bench_pipeline import CACHE, make_lake
+
+MiB = 2 ** 20
+
+
+class Sampler:
+    """Samples per-role RSS and per-worker managed / spilled bytes every ``interval`` seconds."""
+
+    def __init__(self, cluster, interval=0.1):
+        self.cluster, self.interval = cluster, interval
+        self.me = psutil.Process(os.getpid())
+        self.samples = []          # (time, client, nannies, workers, managed, spilled, worker max)
+        self.marks = []            # (time, stage) at each stage's end
+        self._stop = threading.Event()
+
+    def _roles(self):
+        # a LocalCluster's nannies run in this process; the worker processes are its children
+        # (with the multiprocessing resource tracker, a few MiB)
+        return [], self.me.children(recursive=True)
+
+    @staticmethod
+    def _rss(procs):
+        out = []
+        for p in procs:
+            try:
+                out.append(p.memory_info().rss)
+            except psutil.NoSuchProcess:
+                pass
+        return out
+
+    def sample(self):
+        nannies, workers = self._roles()
+        w = self._rss(workers)
+        managed = spilled = 0
+        for ws in list(self.cluster.scheduler.workers.values()):
+            mem = ws.memory
+            managed += mem.managed
+            spilled += mem.spilled
+        return (time.perf_counter(), self.me.memory_info().rss, sum(self._rss(nannies)), sum(w), managed, spilled,
+                max(w) if w else 0)
+
+    def __enter__(self):
+        self.base = self.sample()
+        self.t0 = self.base[0]
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+        return self
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.samples.append(self.sample())
+            time.sleep(self.interval)
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join()
+        self.samples.append(self.sample())
+
+    def progress(self, stage, seconds):
+        self.marks.append((time.perf_counter(), stage))
+
+    def table(self, raw):
+        b = self.base
+        print(f"before the run: client {b[1] / MiB:.0f} MiB, nannies {b[2] / MiB:.0f}, workers {b[3] / MiB:.0f} MiB "
+              f"(managed {b[4] / MiB:.0f}); raw QI bytes {raw / MiB:.0f} MiB")
+        print(f"{'stage':<22} {'s':>6} {'client':>8} {'workers':>8} {'1 worker':>9} {'managed':>8} {'spilled':>8} "
+              f"{'tree+':>8} {'tree+/raw':>9}   (peak MiB in the stage; tree+ over the base)")
+        start = self.t0
+        rows = []
+        for end, stage in self.marks + [(float("inf"), "(after: commit)")]:
+            s = [x for x in self.samples if start <= x[0] < end]
+            if s:
+                tree = max(x[1] + x[2] + x[3] for x in s) - (b[1] + b[2] + b[3])
+                rows.append((stage, min(end, s[-1][0]) - start, max(x[1] for x in s), max(x[3] for x in s),
+                             max(x[6] for x in s), max(x[4] for x in s), max(x[5] for x in s), tree))
+            start = end
+        for stage, sec, cl, wk, w1, mg, sp, tree in rows:
+            print(f"{stage:<22} {sec:6.1f} {cl / MiB:8.0f} {wk / MiB:8.0f} {w1 / MiB:9.0f} {mg / MiB:8.0f} "
+                  f"{sp / MiB:8.0f} {tree / MiB:8.0f} {tree / raw:9.2f}")
+        peak = max(x[1] + x[2] + x[3] for x in self.samples) - (b[1] + b[2] + b[3])
+        print(f"peak tree RSS over the base: {peak / MiB:.0f} MiB = {peak / raw:.2f}× the raw QI bytes; "
+              f"peak client {max(x[1] for x in self.samples) / MiB:.0f} MiB, peak workers "
+              f"{max(x[3] for x in self.samples) / MiB:.0f} MiB, peak spilled {max(x[5] for x in self.samples) / MiB:.0f} MiB")
+        return peak
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=float, default=4e6)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--memory-limit", default=None, help="per worker, e.g. 1.5GiB (default: the machine's share)")
+    ap.add_argument("--option", action="append", default=[], help="extra anonymize option NAME=VALUE (int)")
+    a = ap.parse_args()
+    from distributed import Client
+
+    from daskmicro.cluster import local_cluster
+
+    n = int(a.n)
+    lake = make_lake(n)
+    kw = {"memory_limit": a.memory_limit} if a.memory_limit else {}
+    cluster = local_cluster(a.workers, dashboard_address=None, **kw)
+    client = Client(cluster)
+    options = {o.split("=")[0]: int(o.split("=")[1]) for o in a.option}
+    with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
+        anonymize_file(make_lake(60_000), Path(tmp) / "warm", list(CENSUS_COLUMNS), 10, seed=0, client=client,
+                       method="partitioned", partition_size=5_000, task_rows=20_000)
+        time.sleep(2)   # let the heartbeats settle
+        with Sampler(cluster) as s:
+            t0 = time.perf_counter()
+            rep = anonymize_file(lake, Path(tmp) / "out", list(CENSUS_COLUMNS), 10, seed=0, client=client,
+                                 method="partitioned", progress=s.progress, **options)
+            wall = time.perf_counter() - t0
+        assert rep.verified
+    print(f"n = {n:,}, {a.workers} workers, memory limit {a.memory_limit or 'default'}: wall {wall:.1f} s, "
+          f"IL {rep.information_loss:.4f}")
+    s.table(n * 13 * 8)
+    client.close()
+    cluster.close()
+
+
+if __name__ == "__main__":
+    main()
