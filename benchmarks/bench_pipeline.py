@@ -78,6 +78,22 @@ class PeakRSS:
         self._t.join()
 
 
+def memory_kwargs(choice: str, workers: int) -> dict:
+    """LocalCluster memory limit: 'daskmicro' (what ``daskmicro anonymize`` gives the LocalCluster it
+    starts, from the default task size and rows per file of 13 QI columns), 'dask' (Dask's default,
+    the machine's share) or a size."""
+    from daskmicro.cluster import worker_memory_limit
+    from daskmicro.config import DEFAULT_ROWS_PER_FILE, DEFAULT_TASK_ROWS
+
+    if choice == "dask":
+        return {}
+    if choice == "daskmicro":
+        m = len(CENSUS_COLUMNS)
+        return {"memory_limit": worker_memory_limit(max(DEFAULT_TASK_ROWS * 8 * (m + 3),
+                                                        DEFAULT_ROWS_PER_FILE * 8 * (m + 2)), workers)}
+    return {"memory_limit": choice}
+
+
 def run_once(client, lake_in: Path, out: Path, **kw):
     """One run through the planner, lake in → committed lake out (written files read back and
     verified), as ``daskmicro anonymize LAKE OUT`` does."""
@@ -134,13 +150,16 @@ def main():
     ap.add_argument("--scale", help="comma-separated sizes for the scaling run, e.g. 1e6,4e6,16e6")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="only the default setting")
+    ap.add_argument("--memory-limit", default="daskmicro", help="per worker: 'daskmicro' (default: what daskmicro "
+                    "gives its LocalCluster), 'dask' (Dask's default, the machine's share) or a size such as 3GiB")
     a = ap.parse_args()
     from distributed import Client
 
     from daskmicro.cluster import local_cluster
 
     t0 = time.perf_counter()
-    cluster = local_cluster(a.workers, dashboard_address=None)  # daskmicro's own worker settings
+    # daskmicro's own worker settings (memory limit: see --memory-limit)
+    cluster = local_cluster(a.workers, dashboard_address=None, **memory_kwargs(a.memory_limit, a.workers))
     client = Client(cluster)
     # warm-up, one small lake round trip: workers load the compiled kernels from numba's cache and
     # import pyarrow's Parquet readers and writers once (a one-time ~200 MiB of code, not data)

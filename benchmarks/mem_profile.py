@@ -29,7 +29,7 @@ import psutil
 from daskmicro import anonymize_file
 from daskmicro.datasets import CENSUS_COLUMNS
 
-from bench_pipeline import CACHE, make_lake
+from bench_pipeline import CACHE, make_lake, memory_kwargs
 
 MiB = 2 ** 20
 
@@ -63,12 +63,17 @@ class Sampler:
         nannies, workers = self._roles()
         w = self._rss(workers)
         managed = spilled = 0
+        unmanaged = 0   # largest RSS − managed bytes of one worker: its tasks' working memory
         for ws in list(self.cluster.scheduler.workers.values()):
             mem = ws.memory
             managed += mem.managed
             spilled += mem.spilled
+            try:
+                unmanaged = max(unmanaged, psutil.Process(ws.pid).memory_info().rss - mem.managed)
+            except (psutil.NoSuchProcess, TypeError, ValueError):
+                pass
         return (time.perf_counter(), self.me.memory_info().rss, sum(self._rss(nannies)), sum(w), managed, spilled,
-                max(w) if w else 0)
+                max(w) if w else 0, unmanaged)
 
     def __enter__(self):
         self.base = self.sample()
@@ -89,13 +94,15 @@ class Sampler:
 
     def progress(self, stage, seconds):
         self.marks.append((time.perf_counter(), stage))
+        print(f"  {stage}: {seconds:.1f} s", flush=True)
 
     def table(self, raw):
         b = self.base
         print(f"before the run: client {b[1] / MiB:.0f} MiB, nannies {b[2] / MiB:.0f}, workers {b[3] / MiB:.0f} MiB "
               f"(managed {b[4] / MiB:.0f}); raw QI bytes {raw / MiB:.0f} MiB")
         print(f"{'stage':<22} {'s':>6} {'client':>8} {'workers':>8} {'1 worker':>9} {'managed':>8} {'spilled':>8} "
-              f"{'tree+':>8} {'tree+/raw':>9}   (peak MiB in the stage; tree+ over the base)")
+              f"{'unmanaged':>9} {'tree+':>8} {'tree+/raw':>9}   (peak MiB in the stage; tree+ over the base; "
+              "unmanaged: one worker's RSS − its managed bytes)")
         start = self.t0
         rows = []
         for end, stage in self.marks + [(float("inf"), "(after: commit)")]:
@@ -103,15 +110,18 @@ class Sampler:
             if s:
                 tree = max(x[1] + x[2] + x[3] for x in s) - (b[1] + b[2] + b[3])
                 rows.append((stage, min(end, s[-1][0]) - start, max(x[1] for x in s), max(x[3] for x in s),
-                             max(x[6] for x in s), max(x[4] for x in s), max(x[5] for x in s), tree))
+                             max(x[6] for x in s), max(x[4] for x in s), max(x[5] for x in s),
+                             max(x[7] for x in s), tree))
             start = end
-        for stage, sec, cl, wk, w1, mg, sp, tree in rows:
+        for stage, sec, cl, wk, w1, mg, sp, um, tree in rows:
             print(f"{stage:<22} {sec:6.1f} {cl / MiB:8.0f} {wk / MiB:8.0f} {w1 / MiB:9.0f} {mg / MiB:8.0f} "
-                  f"{sp / MiB:8.0f} {tree / MiB:8.0f} {tree / raw:9.2f}")
+                  f"{sp / MiB:8.0f} {um / MiB:9.0f} {tree / MiB:8.0f} {tree / raw:9.2f}")
         peak = max(x[1] + x[2] + x[3] for x in self.samples) - (b[1] + b[2] + b[3])
         print(f"peak tree RSS over the base: {peak / MiB:.0f} MiB = {peak / raw:.2f}× the raw QI bytes; "
               f"peak client {max(x[1] for x in self.samples) / MiB:.0f} MiB, peak workers "
-              f"{max(x[3] for x in self.samples) / MiB:.0f} MiB, peak spilled {max(x[5] for x in self.samples) / MiB:.0f} MiB")
+              f"{max(x[3] for x in self.samples) / MiB:.0f} MiB (one worker {max(x[6] for x in self.samples) / MiB:.0f}, "
+              f"its unmanaged {max(x[7] for x in self.samples) / MiB:.0f}), peak spilled "
+              f"{max(x[5] for x in self.samples) / MiB:.0f} MiB")
         return peak
 
 
@@ -119,7 +129,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=float, default=4e6)
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--memory-limit", default=None, help="per worker, e.g. 1.5GiB (default: the machine's share)")
+    ap.add_argument("--memory-limit", default="daskmicro",
+                    help="per worker, e.g. 1.5GiB; 'daskmicro' (default): what daskmicro gives the LocalCluster it "
+                         "starts (from the task size); 'dask': Dask's default (the machine's share)")
     ap.add_argument("--option", action="append", default=[], help="extra anonymize option NAME=VALUE (int)")
     a = ap.parse_args()
     from distributed import Client
@@ -128,7 +140,7 @@ def main():
 
     n = int(a.n)
     lake = make_lake(n)
-    kw = {"memory_limit": a.memory_limit} if a.memory_limit else {}
+    kw = memory_kwargs(a.memory_limit, a.workers)
     cluster = local_cluster(a.workers, dashboard_address=None, **kw)
     client = Client(cluster)
     options = {o.split("=")[0]: int(o.split("=")[1]) for o in a.option}
@@ -142,7 +154,9 @@ def main():
                                  method="partitioned", progress=s.progress, **options)
             wall = time.perf_counter() - t0
         assert rep.verified
-    print(f"n = {n:,}, {a.workers} workers, memory limit {a.memory_limit or 'default'}: wall {wall:.1f} s, "
+    limit = kw.get("memory_limit", "Dask's default")
+    print(f"n = {n:,}, {a.workers} workers, memory limit {limit} ({a.memory_limit}), options {options}: "
+          f"wall {wall:.1f} s, "
           f"IL {rep.information_loss:.4f}")
     s.table(n * 13 * 8)
     client.close()

@@ -78,16 +78,19 @@ def estimate_task_bytes(method: str, n: int, m: int, task_rows: int = DEFAULT_TA
     return int(2 * min(n, task_rows) * per_row)
 
 
-def check_memory(method: str, n: int, m: int, worker_bytes, what: str = "the input") -> None:
-    """Refuse (ParameterError naming the method to use) when a task would not fit a worker."""
+def check_memory(method: str, n: int, m: int, worker_bytes, what: str = "the input",
+                 task_rows: int = DEFAULT_TASK_ROWS) -> None:
+    """Refuse (ParameterError naming what to change) when a task would not fit a worker."""
     if not worker_bytes:
         return
-    need = estimate_task_bytes(method, n, m)
+    need = estimate_task_bytes(method, n, m, task_rows)
     if need > MEMORY_FRACTION * worker_bytes:
         gib = 1024 ** 3
+        fix = ("use --method partitioned" if method in ("mdav", "pca-mdav", "pcl")
+               else "lower task_rows or raise the workers' memory limit (--memory-limit)")
         raise ParameterError(
             f"method {method!r} needs about {need / gib:.2f} GiB in one task for {what} (n = {n:,}), more than "
-            f"{MEMORY_FRACTION:.0%} of a worker's {worker_bytes / gib:.2f} GiB; use --method partitioned"
+            f"{MEMORY_FRACTION:.0%} of a worker's {worker_bytes / gib:.2f} GiB; {fix}"
         )
 
 
@@ -220,7 +223,7 @@ def _check_groups(client, cfg, groups) -> None:
                 f"method {m!r} runs in one task and is limited to max_task_rows = {cfg.max_task_rows_or_default:,} "
                 f"records ({g.label}: n = {g.n:,}); use the scalable method 'partitioned' (with refine='pcl' for "
                 "PCL), or raise max_task_rows")
-        check_memory(m, g.n, len(g.observed), wmem, g.label)
+        check_memory(m, g.n, len(g.observed), wmem, g.label, cfg.task_rows_or_default)
 
 
 def _pipeline_group(client, cfg, sel, meta, g, k, seed, progress, scale=None):
