@@ -34,23 +34,28 @@ WORKER_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "system"}
 
 
 #: Memory of a worker before its largest task: the interpreter, numpy, pandas, pyarrow, the
-#: compiled kernels and what the allocator keeps after the first tasks (benchmarks/mem_profile.py).
-WORKER_BASE_BYTES = 1536 << 20
-#: Memory a worker's tasks need per byte of the largest task's data (its inputs, copies and
-#: results at once, with room for Dask to keep some results in memory before it spills).
-TASK_FACTOR = 8
+#: compiled kernels, what the allocator keeps after the first tasks, and the data a task's
+#: inputs bring in from disk or other workers (benchmarks/mem_profile.py, benchmarks/README.md).
+WORKER_BASE_BYTES = 2 << 30
+#: Memory a worker needs per byte of the largest task's data (its inputs, copies and results at
+#: once; a 16,000,000-row run peaked at 2.9 GiB per worker with tasks of 120 MB).
+TASK_FACTOR = 16
 
 
 def worker_memory_limit(task_bytes: int, n_workers: int) -> int:
-    """The memory limit daskmicro gives each worker of its LocalCluster when none is asked for:
-    :data:`WORKER_BASE_BYTES` + :data:`TASK_FACTOR` × the largest task's bytes, at most the
-    machine's share (Dask's own default, the memory of this machine over the workers).  Held
-    results beyond 60 % of it are spilled to disk, so the run's memory follows the task size, not
-    the data size."""
+    """The memory limit daskmicro gives each worker of its LocalCluster when none is asked for.
+
+    At least what the largest task needs (:data:`WORKER_BASE_BYTES` + :data:`TASK_FACTOR` × its
+    bytes) and at least half the machine's share (so that small tasks on a large machine do not
+    spill for nothing), at most the share itself (Dask's own default: this machine's memory over
+    the workers).  The workers together so take at most half the machine unless their tasks need
+    more, whatever the data size: held results beyond 60 % of the limit are spilled to disk.
+    """
     from distributed.system import MEMORY_LIMIT
 
     share = MEMORY_LIMIT // max(1, n_workers)
-    return int(min(share, WORKER_BASE_BYTES + TASK_FACTOR * max(0, int(task_bytes))))
+    need = WORKER_BASE_BYTES + TASK_FACTOR * max(0, int(task_bytes))
+    return int(min(share, max(need, share // 2)))
 
 
 #: Exception texts of daskmicro's refusals (bad input or parameters): a task raising one is not a

@@ -126,7 +126,9 @@ def test_the_default_limit_follows_the_task_size():
 
     from daskmicro.cluster import TASK_FACTOR, WORKER_BASE_BYTES, worker_memory_limit
 
-    small, large = worker_memory_limit(10 << 20, 2), worker_memory_limit(100 << 20, 2)
-    assert small < large <= MEMORY_LIMIT // 2
-    assert small == min(MEMORY_LIMIT // 2, WORKER_BASE_BYTES + TASK_FACTOR * (10 << 20))
-    assert worker_memory_limit(1 << 50, 2) == MEMORY_LIMIT // 2   # never more than the machine's share
+    share = MEMORY_LIMIT // 2
+    need = WORKER_BASE_BYTES + TASK_FACTOR * (400 << 20)
+    assert worker_memory_limit(400 << 20, 2) == min(share, max(need, share // 2))
+    assert worker_memory_limit(0, 2) == max(min(share, WORKER_BASE_BYTES), share // 2)
+    assert worker_memory_limit(1 << 50, 2) == share     # never more than the machine's share
+    assert worker_memory_limit(1, 1) >= worker_memory_limit(1, 4)

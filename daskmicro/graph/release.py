@@ -62,18 +62,33 @@ def file_cuts(client, keyed, seed, partition_by, rows_per_file) -> dict:
     return lay.cut_keys(wanted, merged)
 
 
+def _split_all(client, releases, seed, partition_by, files) -> list:
+    """Futures of every release piece cut by output file (:func:`daskmicro.io.layout.split_piece`).
+
+    The lazy pieces go to the scheduler in one graph: one ``compute`` per piece would build and
+    send the shared upstream graph (every input chunk's split) once per piece, a client cost
+    that grows with the square of the number of chunks."""
+    import dask
+    from dask.delayed import Delayed
+
+    split = dask.delayed(lay.split_piece, pure=True)
+    lazy = [i for i, r in enumerate(releases) if isinstance(r, Delayed)]
+    out = [None] * len(releases)
+    for i, fut in zip(lazy, client.compute([split(releases[i], seed, partition_by, files) for i in lazy])):
+        out[i] = fut
+    for i, r in enumerate(releases):
+        if out[i] is None:
+            out[i] = client.submit(lay.split_piece, r, seed, partition_by, files)
+    return out
+
+
 def write_and_verify(client, releases, files, schema, columns, k, seed, partition_by, keep_row_id, staging, n,
                       expected, inflight):
     """Write the buckets, then re-read every file and count its published tuples (``columns``:
     stratum columns + QIs) in the written dtypes."""
-    import dask
-    from dask.delayed import Delayed
-
     from ..privacy.verify import RowCheck
 
-    split = dask.delayed(lay.split_piece, pure=True)
-    splits = [client.compute(split(r, seed, partition_by, files)) if isinstance(r, Delayed)
-              else client.submit(lay.split_piece, r, seed, partition_by, files) for r in releases]
+    splits = _split_all(client, releases, seed, partition_by, files)
     inflight.extend(splits)
     written, paths, keys = [], [], []
     for key in sorted(files, key=lambda t: tuple((v is None, "" if v is None else v) for v in t)):
@@ -123,15 +138,11 @@ def _bucket(names, qi, columns, keep_row_id, *pieces):
 def dask_release(client, releases, files, names, qi, columns, k, seed, keep_row_id, n, expected, meta):
     """The release of a Dask input as a Dask DataFrame whose partitions (consecutive key ranges,
     so in the one seeded order) are built and verified on the workers and stay there."""
-    import dask
     import dask.dataframe as dd
-    from dask.delayed import Delayed
 
     from ..privacy.verify import RowCheck
 
-    split = dask.delayed(lay.split_piece, pure=True)
-    splits = [client.compute(split(r, seed, [], files)) if isinstance(r, Delayed)
-              else client.submit(lay.split_piece, r, seed, [], files) for r in releases]
+    splits = _split_all(client, releases, seed, [], files)
     _, nb, _ = files[()]
     buckets = [client.submit(_bucket, names, qi, columns, keep_row_id,
                              *[client.submit(lay.pick, s, ((), b)) for s in splits]) for b in range(nb)]
