@@ -122,3 +122,31 @@ def test_distributed_tuple_counts_never_merge_different_tuples_with_equal_hashes
         check_tuple_counts(merge_tuple_counts(a, b), 10)
     same = TupleCounts(np.array([7], np.uint64), np.array([5]), np.array([[1.0, 2.0]]))
     assert check_tuple_counts(merge_tuple_counts(a, same), 10).ok
+
+
+@pytest.mark.parametrize("k", [2, 3, 5])
+def test_checking_in_hash_buckets_gives_the_verdict_of_one_merge(k):
+    """The distributed check merges tuple counts per range of the tuple hash (issue 21): its
+    verdict and size histogram must be those of one merge of all counts, failures included."""
+    from daskmicro.privacy.verify import (bucket_verdict, check_tuple_counts, combine_verdicts,
+                                          merge_tuple_counts, split_tuple_counts, tuple_counts)
+
+    rng = np.random.default_rng(k)
+    sizes = rng.integers(1, 2 * k + 2, size=400)            # some tuples under k
+    df = pd.DataFrame({"a": np.repeat(np.arange(400.0), sizes), "b": np.repeat(rng.normal(size=400), sizes)})
+    df = df.sample(frac=1.0, random_state=k).reset_index(drop=True)
+    chunks = [tuple_counts(df.iloc[i:i + 300], ["a", "b"]) for i in range(0, len(df), 300)]
+    whole = merge_tuple_counts(*chunks)
+    expected = check_tuple_counts(whole, k)
+    buckets = [split_tuple_counts(c, 5) for c in chunks]
+    assert sum(b[i].hashes.size for b in buckets for i in range(5)) == sum(c.hashes.size for c in chunks)
+    verdicts = [bucket_verdict(merge_tuple_counts(*[b[i] for b in buckets]), k) for i in range(5)]
+    check, (uniq, number) = combine_verdicts(k, *verdicts)
+    assert check == expected and not check.ok and check.n_violating_records == int(sizes[sizes < k].sum())
+    want_sizes, want_number = np.unique(sizes, return_counts=True)
+    assert uniq.tolist() == want_sizes.tolist() and number.tolist() == want_number.tolist()
+    # and a passing release passes
+    ok_df = pd.DataFrame({"a": np.repeat(np.arange(50.0), k), "b": 1.0})
+    parts = [split_tuple_counts(tuple_counts(ok_df, ["a", "b"]), 4)]
+    ok, _ = combine_verdicts(k, *[bucket_verdict(p, k) for p in parts[0]])
+    assert ok.ok and ok.min_count == k and ok.n_tuples == 50
