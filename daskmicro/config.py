@@ -39,8 +39,7 @@ DEFAULT_TASK_ROWS = 250_000
 DEFAULT_MAX_TASK_ROWS = 1_000_000
 #: Rows per file of a directory release.
 DEFAULT_ROWS_PER_FILE = 1_000_000
-#: Smallest worker memory limit accepted (``memory_limit``): below it Dask could not even hold a
-#: worker's own state.
+#: Smallest worker memory limit accepted (``memory_limit``; a worker needs far more, see README).
 MIN_MEMORY_LIMIT = 16 << 20
 
 #: Per-method defaults of the pipeline layout: macrocell size K, distal fraction ν, partition
@@ -155,15 +154,14 @@ def _seed(name, v):
 
 def _memory(name, v):
     """Bytes per worker: an integer, or a size such as "2GiB" / "1.5 GB" (dask's notation)."""
-    if isinstance(v, str):
-        from dask.utils import parse_bytes
+    from dask.utils import parse_bytes
 
-        try:
-            v = parse_bytes(v.strip())
-        except (ValueError, TypeError):
-            raise ParameterError(f"{name} must be a size such as 2GiB or 1500MB, got {v!r}") from None
+    try:
+        v = parse_bytes(v.strip()) if isinstance(v, str) else v
+    except (ValueError, TypeError):
+        v = None
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer, float)) or not v >= MIN_MEMORY_LIMIT:
-        raise ParameterError(f"{name} must be a size of at least {MIN_MEMORY_LIMIT >> 20} MiB (e.g. 2GiB), got {v!r}")
+        raise ParameterError(f"{name} must be a size of at least {MIN_MEMORY_LIMIT >> 20} MiB, such as 2GiB")
     return int(v)
 
 
@@ -249,10 +247,6 @@ def _per_record(c) -> bool:
     return c.participation is not None and not isinstance(c.participation, float)
 
 
-def _worker_settings(c) -> bool:
-    return c.memory_limit is not None or c.spill_directory is not None
-
-
 RULES: tuple[Rule, ...] = (
     Rule("participation needs max_cell_failure", lambda c: (c.participation is None) != (c.max_cell_failure is None),
          "participation and max_cell_failure go together: the probability π (or a column of π_j) and the "
@@ -296,7 +290,8 @@ RULES: tuple[Rule, ...] = (
     Rule("participation column is a QI", lambda c: _per_record(c) and c.participation in c.qi,
          "the participation column is also a QI column; it must be a separate column",
          lambda c: repr(c.participation)),
-    Rule("worker memory settings need a LocalCluster", lambda c: _worker_settings(c) and c.scheduler is not None,
+    Rule("worker memory settings need a LocalCluster", lambda c: c.scheduler is not None
+         and (c.memory_limit is not None or c.spill_directory is not None),
          "memory_limit and spill_directory (--memory-limit, --spill-dir) set up the workers of the LocalCluster "
          "daskmicro starts; the workers of a running cluster keep their own (dask worker --memory-limit, "
          "--local-directory)"),

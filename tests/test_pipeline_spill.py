@@ -112,7 +112,7 @@ def test_worker_memory_settings_on_every_entry(tmp_path):
         parse_spec({**doc, "cluster": {**doc["cluster"], "address": "tcp://h:8786"}}, tmp_path)
     with pytest.raises(SpecError, match="memory_limit"):
         parse_spec({**doc, "cluster": {"memory_limit": "lots"}}, tmp_path)
-    with pytest.raises(ParameterError, match="memory_limit must be a size"):
+    with pytest.raises(ParameterError, match="memory_limit must be a size of at least 16 MiB"):
         RunConfig.build(qi=["a"], k=3, memory_limit="lots")
     pd.DataFrame({"a": np.arange(20.0), "b": np.arange(20.0) % 7}).to_parquet(tmp_path / "in.parquet")
     with pytest.raises(ParameterError, match="given client"):

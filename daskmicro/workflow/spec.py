@@ -338,19 +338,13 @@ def _check_output(value, base: Path) -> dict:
 
 
 def _size(value, path: str) -> int:
-    """Bytes: an integer, or a size such as 3GiB (dask's notation); at least the run's minimum."""
-    from ..config import MIN_MEMORY_LIMIT
+    """Bytes: an integer, or a size such as 3GiB (dask's notation), checked as the API checks it."""
+    from ..config import FIELDS
 
-    if isinstance(value, str):
-        from dask.utils import parse_bytes
-
-        try:
-            value = parse_bytes(value.strip())
-        except (ValueError, TypeError):
-            _fail(path, f"expected a size such as 3GiB or 1500MB, got {_show(value)}")
-    if isinstance(value, bool) or not isinstance(value, int) or value < MIN_MEMORY_LIMIT:
-        _fail(path, f"expected a size of at least {MIN_MEMORY_LIMIT >> 20} MiB (e.g. 3GiB), got {_show(value)}")
-    return int(value)
+    try:
+        return FIELDS["memory_limit"](path, value)
+    except ParameterError as exc:
+        _fail(path, str(exc).replace(f"{path} must be", "expected"))
 
 
 def _check_cluster(value, base: Path) -> dict:
