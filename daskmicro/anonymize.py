@@ -244,7 +244,8 @@ def anonymize_file(input, output, qi, k: int, *, report=None, client=None, progr
     ``.parquet`` file (written with its JSON report, ``report`` or ``OUTPUT.report.json``) or a
     directory (committed with ``_SUCCESS``).  ``options`` are those of :func:`anonymize` plus the
     lake options (``filters``, ``columns``, ``drop``, ``partition_by``, ``rows_per_file``,
-    ``force``, ``overwrite``, ``workers``, ``scheduler``, ``dask_report``).  Returns the
+    ``force``, ``overwrite``, ``workers``, ``scheduler``, ``dask_report``, ``memory_limit``,
+    ``spill_directory``).  Returns the
     :class:`~daskmicro.report.Report` (None when a committed release of the same input and
     options already holds: nothing to do).
     """
