@@ -41,8 +41,8 @@ class Published:
     max_cell_size: int
     sse: float                    # z-space, comparable to SST = n·m_used
     cell_size_counts: dict
-    k_anonymity: object
-    rows: RowCheck
+    k_anonymity: object           # None: not checked here (gather_release's check=False)
+    rows: RowCheck | None
     figures: dict | None = None   # summary of the before/after figures (daskmicro.kernels.figures)
 
 
@@ -67,10 +67,15 @@ def _merge_figures(qi, *summaries):
 
 
 def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: bool, timings: dict,
-                   figures=None) -> Published:
+                   figures=None, check: bool = True) -> Published:
     """Number cells globally, build the (lazy) release of ``ddf`` and verify it; with ``figures``
     (a :class:`~daskmicro.kernels.figures.Scale`) the check's pass also summarises each input
     chunk before and after for the report (the chunk is read once for both).
+
+    ``check=False``: no release check here, for a caller that verifies the release as it publishes
+    it (the run executor checks the written files, or the collected frame, before any commit): the
+    release is then made once, not twice.  ``k_anonymity`` and ``rows`` are None, and the original
+    side of the figures comes from the ingest's summaries (``ing.figures``).
 
     Consumes ``fo.results``: once the cell ids and the centroid table exist the partition
     results are released (``fo.results`` is set to None).
@@ -126,30 +131,15 @@ def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: boo
     ]
     bucket = dask.delayed(release_bucket, pure=True)
     parts = [bucket(*[p[b] for p in pieces], seed=seed, keep_row_id=keep_row_id) for b in range(n_out)]
-    # The check counts the published rows where they are made, piece by piece: the same rows and
-    # values as the output partitions (which only concatenate and reorder them), without holding
-    # every input chunk's pieces at once, as assembling the key ranges would.  One graph, so that
-    # dask folds each count in as it comes.
-    check = dask.delayed(_pieces_check, pure=True)
-    fold = dask.delayed(_merge_checks, pure=True)
-    level = [check(p, list(qi)) for p in pieces]
-    del pieces
-    while len(level) > 1:
-        level = [fold(*level[i:i + 8]) for i in range(0, len(level), 8)]
-    verdict = dask.delayed(_verdict, pure=True)(level[0], k)
-    summary = None
-    if figures is not None:
-        from ..figures import chunk_figures
-
-        chunk = dask.delayed(chunk_figures, pure=True)
-        summary = dask.delayed(_merge_figures, pure=True)(
-            list(qi), *released, *[chunk(o, list(qi), figures) for o in ddf.to_delayed()])
-    if summary is None:
-        rows_out, k_check = client.compute(verdict).result()
-    else:  # one graph: each input chunk is read once for the check and the figures
-        (rows_out, k_check), summary = client.gather(client.compute([verdict, summary]))
-    del level
-    timings["verify"] = time.perf_counter() - t0
+    summary = rows = k_check = None
+    if not check:
+        del pieces
+        if figures is not None:
+            summary = client.submit(_merge_figures, list(qi), *released, *ing.figures, pure=False).result()
+    else:
+        rows, k_check, summary = _check_release(client, pieces, ddf, qi, k, figures, released)
+        del pieces
+        timings["verify"] = time.perf_counter() - t0
 
     empty = split_chunk(ddf._meta, np.empty(0, np.int64), np.empty((0, len(varying))), 0, varying, seed, 1)
     meta = release_bucket(*empty, seed=seed, keep_row_id=keep_row_id)
@@ -165,6 +155,34 @@ def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: boo
         sse=sse,
         cell_size_counts=dict(sorted(hist.items())),
         k_anonymity=k_check,
-        rows=RowCheck(ok=int(rows_out) == ing.n, rows_in=int(ing.n), rows_out=int(rows_out)),
+        rows=None if rows is None else RowCheck(ok=int(rows) == ing.n, rows_in=int(ing.n), rows_out=int(rows)),
         figures=summary,
     )
+
+
+def _check_release(client, pieces, ddf, qi, k: int, figures, released):
+    """(rows, k-anonymity check, figures summary) of the published rows ``pieces`` (see
+    :func:`gather_release`), in one graph with the figures' pass over the input chunks."""
+    import dask
+
+    # The check counts the published rows where they are made, piece by piece: the same rows and
+    # values as the output partitions (which only concatenate and reorder them), without holding
+    # every input chunk's pieces at once, as assembling the key ranges would.  One graph, so that
+    # dask folds each count in as it comes.
+    check = dask.delayed(_pieces_check, pure=True)
+    fold = dask.delayed(_merge_checks, pure=True)
+    level = [check(p, list(qi)) for p in pieces]
+    while len(level) > 1:
+        level = [fold(*level[i:i + 8]) for i in range(0, len(level), 8)]
+    verdict = dask.delayed(_verdict, pure=True)(level[0], k)
+    if figures is None:
+        rows, k_check = client.compute(verdict).result()
+        return rows, k_check, None
+    from ..figures import chunk_figures
+
+    chunk = dask.delayed(chunk_figures, pure=True)
+    summary = dask.delayed(_merge_figures, pure=True)(
+        list(qi), *released, *[chunk(o, list(qi), figures) for o in ddf.to_delayed()])
+    # one graph: each input chunk is read once for the check and the figures
+    (rows, k_check), summary = client.gather(client.compute([verdict, summary]))
+    return rows, k_check, summary
