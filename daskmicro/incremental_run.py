@@ -26,6 +26,7 @@ from .io.frames import is_dask_frame
 from .cluster import cluster_client
 from .errors import InputError, ParameterError
 from .graph.incremental import IncrementalGraph, calibrate_on, default_kernel, pca_mdav_kernel, warm_up
+from .graph.incremental_fixed import BASE_TIME_MARGIN, FIXED_INCREMENTS, FixedIncrementalGraph, publish_base
 from .graph.incremental_pipeline import PIPELINE_OPTIONS, PipelineIncrementalGraph, calibrate_pipeline
 from .io.survey import SurveyTimeoutError, open_survey
 from .kernels.incremental import METHODS as INCREMENT_METHODS
@@ -159,8 +160,10 @@ def anonymize_incremental(
         zeta = check_zeta(zeta)
     kernel, base_name = _check_base_method(base_method)
     options = _check_base_options(base_options, base_name)
-    if increment not in INCREMENT_METHODS:
-        raise ParameterError(f"increment must be one of {', '.join(INCREMENT_METHODS)}; got {increment!r}")
+    if increment not in INCREMENT_METHODS + FIXED_INCREMENTS:
+        raise ParameterError(f"increment must be one of {', '.join(INCREMENT_METHODS + FIXED_INCREMENTS)}; got {increment!r}")
+    if increment in FIXED_INCREMENTS and options is None:
+        raise ParameterError(f"increment={increment!r} needs base_method='partitioned' (its release is made before the close)")
     seed = check_seed(seed)
     model = _check_time_model(time_model)
     if not isinstance(reference, (bool, np.bool_)):
@@ -178,14 +181,15 @@ def anonymize_incremental(
 
     own_cluster = client is None and _default_client() is None
     with cluster_client(client or _default_client()) as c:
-        warm_up(c, increment, kernel or default_kernel)
+        warm_up(c, "nn" if increment in FIXED_INCREMENTS else increment, kernel or default_kernel)
         step("workers ready")
         if sched is None:  # calibrate the time model on the cluster
             sched = _choose_nu(nu, zeta, model, src, c, base)
             _check_increment_size(sched["nu"], src.total_rows, k, increment)
         step("schedule")
-        graph = (IncrementalGraph(c, qi, k, increment, kernel, seed) if options is None
-                 else PipelineIncrementalGraph(c, qi, k, increment, options, seed))
+        graph = (IncrementalGraph(c, qi, k, increment, kernel, seed) if options is None else
+                 (FixedIncrementalGraph if increment in FIXED_INCREMENTS else PipelineIncrementalGraph)(
+                     c, qi, k, increment, options, seed))
         release, outcome = _stages(src, graph, sched["nu"], increment, k, deadline, reference, step)
         if own_cluster and is_dask_frame(release):
             release = c.compute(release).result()  # the run's own cluster closes with it
@@ -303,7 +307,12 @@ def _choose_nu(nu, zeta, model, src, client, base) -> dict:
         out["nu_from"] = f"ν* (§IV-B) of the given ζ = {zeta:g}" + (
             f" and the calibrated exponent β = {beta:.3f} of the {name} base stage" if model is not None else
             " for quadratic stages")
-    if tau_inc == "critical":  # τ₊ ≪ τ₀: Δτ grows up to ν₋ and is flat beyond, ν* = ν₋ (§IV-B)
+    if tau_inc == "fixed":  # the base stage (cells and its release) must end before the close
+        out["nu_star"] = out["nu_critical"] = critical_ratio_numeric(zeta / BASE_TIME_MARGIN, beta)
+        out["zeta"] = zeta
+        out["nu_from"] += (f"; ν = ν₋ for the base stage's predicted time × {BASE_TIME_MARGIN:g}, so that it ends "
+                           f"before the close and the late files are published as they land ({increment})")
+    elif tau_inc == "critical":  # τ₊ ≪ τ₀: Δτ grows up to ν₋ and is flat beyond, ν* = ν₋ (§IV-B)
         out["nu_star"] = out["nu_critical"] = critical_ratio_numeric(zeta, beta)
         out["zeta"], out["gain_star"] = zeta, 1.0
         out["nu_from"] += f"; τ₊ ≪ τ₀ for the {increment} increment, so ν* = ν₋, the base stage ending at the close"
@@ -326,16 +335,25 @@ def _calibrate(client, kernel, name, options, increment, m, k, total):
     cells that exist (τ₊ ≪ τ₀), so ν* is the critical ratio ν₋ where the base stage ends at the
     close (§IV-B), and τ₊ is taken as 0 in the optimum.
     """
+    fixed = increment in FIXED_INCREMENTS
     if options is None:
         ns, secs = calibrate_on(client, m, k, kernel)
-    else:
-        cal = calibrate_pipeline(client, m, k, options, total)
+    else:  # a fixed increment's base stage also publishes and counts the base release: timed with it
+        cal = calibrate_pipeline(client, m, k, options, total, then=_publish if fixed else None)
         ns, secs = cal["n"], cal["seconds"]
     model = calibrate(ns, secs)
+    if fixed and model.beta < 1.0:  # overheads of small samples; the pipeline is at least linear
+        model = TimeModel(a=secs[-1] / ns[-1], beta=1.0)
     record = {"method": name, "n": ns, "seconds": secs, "a": model.a, "beta": model.beta}
+    if fixed:
+        return model, "fixed", record
     if increment == "2mdav" or options is None:
         return model, None, record
     return model, "critical", record
+
+
+def _publish(client, base, columns) -> None:
+    publish_base(client, base, columns, 0)
 
 
 def _check_increment_size(nu: float, total: int, k: int, increment: str) -> None:

@@ -1,0 +1,268 @@
+"""Incremental runs whose release is made while the survey is still open (``increment="nn-fixed"``).
+
+The two stages of Rebollo-Monedero et al., *Incremental k-Anonymous Microaggregation in Large-Scale
+Electronic Surveys With Optimized Scheduling* (IEEE Access 2018; ``000_614e2e2317b23170.txt``
+§III-B) with the nearest-neighbour increment of §IV-D in its fixed-centroid form (§III-B.6): a late
+record joins the base cell of its nearest centroid and publishes that centroid, which is *not*
+updated.  A base cell therefore only grows, and every base row publishes, before the close, the value
+it has in the final release.  That moves almost all the work before the close::
+
+    base stage (submitted when 1 − ν of the records are in):
+        the partitioned pipeline's cells (:func:`~daskmicro.graph.incremental_pipeline.base_cells`)
+        ─► global cell ids, centroid table ─► every base row published (centroids in, split by the
+        key range of its seeded shuffle key) and counted (rows, tuple counts of the published values)
+
+    late files, as they land once the base stage is done:
+        read ─► z-scored like the base ─► nearest base centroid ─► published and counted the same way;
+        the counts are added to the running total (a cost in the late rows only)
+
+    at the close: the files not handled yet (the last ones), the verdict on the merged counts
+    (every published tuple ≥ k, rows out = rows in), the release assembled from the pieces.
+
+The release is one Dask DataFrame whose output partitions are key ranges of the seeded order, each
+the base and late pieces of its range sorted by key: late rows sit among the base rows exactly as in
+a one-pass release (no file, partition or position tells them apart), and the order depends only on
+the seed and the row ids (base rows in arrival order, then late rows in the order they were
+handled).  Only the centroids left as they are distinguish this release from §IV-D's NN increment.
+"""
+
+from __future__ import annotations
+
+import operator
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from ..kernels import incremental_parts as kip
+from ..privacy.verify import RowCheck, add_tuple_counts, check_tuple_counts, merge_tuple_counts, tuple_counts
+from ..publish import release_bucket, replace_qi, split_chunk
+from .gather import cell_ids
+from .incremental import StageResult, read_chunk
+from .incremental_pipeline import PipelineIncrementalGraph, base_cells, information_loss_of
+
+__all__ = ["FixedIncrementalGraph", "BaseRelease", "BASE_TIME_MARGIN", "publish_base", "publish_chunk", "publish_late", "add_counted",
+           "FIXED_INCREMENTS"]
+
+#: Increments whose release is published before the close (partitioned base only).
+FIXED_INCREMENTS = ("nn-fixed",)
+#: ν of a fixed increment from a calibrated time model: the base stage is planned as if it took this
+#: many times its predicted time, so that it ends before the close (an overrun delays the whole
+#: release by the overrun; a larger ν only costs distortion).
+BASE_TIME_MARGIN = 1.3
+
+
+def publish_chunk(chunk, cells, table, row0: int, columns: list, qi: list, seed: int, n_out: int):
+    """One chunk of records published (``cells``: global cell id of each row) and counted:
+    (pieces per output partition, (rows, tuple counts of the published QI values))."""
+    pieces = split_chunk(chunk.frame, cells, table, int(row0), columns, seed, n_out)
+    counts = merge_tuple_counts(*[tuple_counts(f, qi) for f, _ in pieces])
+    return pieces, (sum(len(f) for f, _ in pieces), counts)
+
+
+def publish_late(chunk, tree, table, row0: int, mean, std, varying, columns: list, qi: list, seed: int, n_out: int):
+    """A chunk of late records z-scored like the base, joined to their nearest base cell and published
+    with its (fixed) centroid: (pieces, (rows, tuple counts), column stats for the information loss)."""
+    late = kip.zscore_late(chunk, qi, int(row0), mean, std, varying)
+    cells, stats = kip.nearest_cells(tree, late)
+    pieces, counted = publish_chunk(chunk, cells, table, row0, columns, qi, seed, n_out)
+    return pieces, counted, stats
+
+
+def add_counted(total, *parts):
+    """(rows, tuple counts, column stats) of ``total`` with those of ``parts`` added."""
+    rows, counts, stats = total
+    for part in parts:
+        rows += part[0]
+        counts = add_tuple_counts(counts, part[1])
+        stats = stats + part[2]
+    return rows, counts, stats
+
+
+def _sum_stats(*stats):
+    return np.sum(stats, axis=0)
+
+
+def _counted_base(stats, *counted):
+    rows = sum(c[0] for c in counted)
+    return rows, merge_tuple_counts(*[c[1] for c in counted]), stats
+
+
+def _verdict(total, k: int):
+    """(rows out, k-anonymity check, cell-size histogram of the published tuples, column stats)."""
+    rows, counts, stats = total
+    sizes, freq = np.unique(counts.counts, return_counts=True)
+    return rows, check_tuple_counts(counts, k), dict(zip(sizes.tolist(), freq.tolist())), stats
+
+
+def _late_stats(result):
+    return result[1][0], result[1][1], result[2]
+
+
+@dataclass
+class BaseRelease:
+    """The base stage's release, made before the close: the pieces of every base chunk (futures of
+    (pieces, counted)), the centroid table and nearest-centroid index, the running count."""
+
+    pieces: list
+    table: object
+    tree: object
+    total: object          # future of (rows, tuple counts, column stats)
+    columns: list          # varying QI columns (published as centroids)
+    n_out: int             # output partitions: key ranges of the seeded order
+    meta: object           # future of an empty frame of the records' columns
+
+
+def _empty(chunk):
+    return chunk.frame.iloc[:0]
+
+
+def publish_base(client, base, qi: list, seed: int) -> BaseRelease:
+    """Every base row published (its cell's centroid in original units, split by key range) and
+    counted; returns once the count is made.  Releases the partition results and parts."""
+    ing, fo = base.ing, base.fo
+    t0 = time.perf_counter()
+    ids = cell_ids(client, ing, fo)
+    columns = [q for q, v in zip(qi, ing.varying) if v]
+    n_out = len(ing.row0s)  # as many output partitions (key ranges) as base chunks
+    tree = client.submit(kip.fixed_index, *fo.results)
+    stats = client.submit(_sum_stats, *[client.submit(kip.result_stats, p, r) for p, r in zip(fo.parts, fo.results)])
+    pieces = [client.submit(publish_chunk, ch, cells, ids.table, int(r0), columns, list(qi), seed, n_out)
+              for ch, cells, r0 in zip(base.chunks, ids.cells, ing.row0s)]
+    total = client.submit(_counted_base, stats, *[client.submit(operator.getitem, p, 1) for p in pieces])
+    client.gather([total, tree])  # the base release is counted before the stage ends
+    fo.results = fo.parts = None  # the index, the table and the pieces are all the increment needs
+    base.timings["publish base"] = time.perf_counter() - t0
+    return BaseRelease(pieces=pieces, table=ids.table, tree=tree, total=total, columns=columns, n_out=n_out,
+                       meta=client.submit(_empty, base.chunks[0]))
+
+
+class FixedIncrementalGraph(PipelineIncrementalGraph):
+    """Both stages of an ``increment="nn-fixed"`` run with a partitioned base: the calls of
+    :class:`~daskmicro.graph.incremental_pipeline.PipelineIncrementalGraph`, with the base release
+    published and counted in the base stage and each late file published as soon as it is handled
+    (:meth:`collect`, called at every look at the survey)."""
+
+    def __init__(self, client, qi: list, k: int, increment: str, options: dict, seed: int):
+        super().__init__(client, qi, k, increment, options, seed)
+        self._late_open = False
+        self._pending: list = []      # (future of Chunk, rows) of late reads not handled yet
+        self._late: list = []         # futures of the late Chunks handled, in row order
+        self._late_pieces: list = []  # futures of (pieces, counted, stats), in row order
+        self._late_rows: list = []
+        self._pub: BaseRelease | None = None
+        self._next_row = 0
+        self.late_seconds = 0.0       # client time spent handing late files to the workers
+        self.late_start: float | None = None
+
+    # -- records ---------------------------------------------------------------------------
+
+    def ingest(self, paths: list) -> None:
+        """Have a worker read newly landed files now; after the base trigger they are late records."""
+        super().ingest(paths)
+        if self._late_open:
+            rows = sum(pq.read_metadata(str(p)).num_rows for p in paths)
+            self._pending.append((self._reads[Path(paths[0]).name], rows))
+
+    # -- stages ----------------------------------------------------------------------------
+
+    def submit_base(self, chunk: list) -> None:
+        """Start the base stage (cells, then the base release published and counted); returns at once."""
+        self.base_submitted = time.time()
+        self._late_open = True
+        self._base = self._pool.submit(self._base_stage, chunk)
+
+    def _base_stage(self, chunk: list):
+        chunks = self._chunks(chunk)
+        base = base_cells(self.client, chunks, self.qi, self.cfg)
+        self._pub = publish_base(self.client, base, self.qi, self.seed)
+        self._next_row = int(base.ing.n)
+        base.end = time.time()
+        return base
+
+    def collect(self) -> None:
+        """Publish the late files read so far, once the base stage is done (never waits)."""
+        if self._base is None or not self._base.done() or self._base.exception() is not None or not self._pending:
+            return
+        t0 = time.perf_counter()
+        if self.late_start is None:
+            self.late_start = time.time()
+        ing, pub, c = self._base.result().ing, self._pub, self.client
+        handled = []
+        for fut, rows in self._pending:
+            res = c.submit(publish_late, fut, pub.tree, pub.table, self._next_row, ing.mean, ing.std, ing.varying,
+                           pub.columns, self.qi, self.seed, pub.n_out)
+            self._late.append(fut)
+            self._late_pieces.append(res)
+            self._late_rows.append(rows)
+            self._next_row += rows
+            handled.append(c.submit(_late_stats, res))
+        self._pending = []
+        pub.total = c.submit(add_counted, pub.total, *handled)
+        self._futures.extend(handled)
+        self.late_seconds += time.perf_counter() - t0
+
+    def submit_increment(self, chunk: list, method: str | None = None) -> None:
+        """At the close: the late records not handled yet, then the verdict on the merged counts."""
+        self.increment_submitted = time.time()
+        self.method = method or self.increment
+        self.base = base = self._base.result()  # waits only if the base stage overran the close
+        if chunk and isinstance(chunk[0], pd.DataFrame):  # a DataFrame source: the late records at once
+            frame = pd.concat(chunk, ignore_index=True) if len(chunk) > 1 else chunk[0]
+            fut = self.client.submit(read_chunk, self.client.scatter(frame), self.qi, pure=False)
+            self._futures.append(fut)
+            self._pending.append((fut, len(frame)))
+        else:
+            missing = [p for p in chunk if Path(p).name not in self._reads]
+            if missing:
+                self.ingest(missing)
+        self.collect()
+        if self.late_start is None:
+            self.late_start = time.time()
+        rows, self._k_check, self._hist, stats = self.client.submit(_verdict, self._pub.total, self.k).result()
+        self._rows = RowCheck(ok=int(rows) == base.ing.n + int(sum(self._late_rows)),
+                              rows_in=int(base.ing.n + sum(self._late_rows)), rows_out=int(rows))
+        self._stats_all = stats
+        self.inc_result = StageResult(np.empty(0, np.int64), self.late_start, time.time())
+
+    def results(self):
+        """The release (a Dask DataFrame of the published pieces, one partition per key range), the
+        dtype changes and the k-anonymity check of every published row (base and late)."""
+        import dask
+        import dask.dataframe as dd
+
+        pub = self._pub
+        meta_frame = pub.meta.result()
+        getitem, bucket = dask.delayed(operator.getitem, pure=True), dask.delayed(release_bucket, pure=True)
+        pieces = [getitem(p, 0) for p in pub.pieces + self._late_pieces]
+        parts = [bucket(*[getitem(p, b) for p in pieces], seed=self.seed, keep_row_id=False) for b in range(pub.n_out)]
+        cols = pub.columns
+        empty = split_chunk(meta_frame, np.empty(0, np.int64), np.empty((0, len(cols))), 0, cols, self.seed, 1)
+        release = dd.from_delayed(parts, meta=release_bucket(*empty, seed=self.seed, keep_row_id=False),
+                                  verify_meta=False)
+        _, changes = replace_qi(meta_frame, cols, np.empty((0, len(cols))))
+        return release, changes, self._k_check
+
+    def check_rows(self, n: int, release):
+        """The row check made on the merged counts (rows in = rows out)."""
+        if self._rows.rows_in != n:
+            raise RuntimeError(f"the release covers {self._rows.rows_in} records, the survey {n}")
+        return self._rows
+
+    def stage_results(self):
+        """Base and increment stage times, and the figures of the whole release."""
+        base = self.base
+        base_res = StageResult(np.empty(0, np.int64), base.start, base.end, info=dict(base.timings))
+        n = base.ing.n + int(sum(self._late_rows))
+        hist = dict(sorted(self._hist.items()))
+        metrics = {
+            "information_loss": information_loss_of(self._stats_all, n),
+            "cells": int(sum(hist.values())), "min_cell_size": min(hist), "max_cell_size": max(hist),
+            "cell_size_counts": hist,
+            "constant_columns": [c for c, v in zip(self.qi, base.ing.varying) if not v],
+            "m_used": int(np.sum(base.ing.varying)),
+        }
+        return base_res, self.inc_result, metrics
