@@ -57,7 +57,7 @@ def main(argv=None):
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--zeta", type=float, default=5.0, help="survey duration / one-pass run time")
     ap.add_argument("--files", type=int, default=400)
-    ap.add_argument("--increment", default="nn-split-end")
+    ap.add_argument("--increment", default="nn-fixed")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
@@ -69,7 +69,7 @@ def main(argv=None):
     print(f"n = {args.n:,}, m = {len(qi)}, k = {args.k}, ζ = {args.zeta:g}, increment {args.increment}, "
           f"{args.workers} workers; load {os.getloadavg()[0]:.1f}")
     with local_cluster(args.workers) as cluster, distributed.Client(cluster) as client:
-        warm_up(client, args.increment, default_kernel)
+        warm_up(client, "nn" if args.increment == "nn-fixed" else args.increment, default_kernel)
         t_ref, t_run, il_ref, t = one_pass(client, df, qi, args.k, options, 200_000)
         print(f"one pass: microaggregation t_ref = {t_ref:.1f} s, whole run to the verified release {t_run:.1f} s, "
               f"IL {il_ref:.3f}; stages " + ", ".join(f"{key} {v:.1f}" for key, v in t.items()))
@@ -93,6 +93,12 @@ def main(argv=None):
               f"(a = {cal['a']:.3g}, β = {cal['beta']:.3f}); predicted t_ref {cal['a'] * args.n ** cal['beta']:.1f} s "
               f"(measured {t_ref:.1f} s)")
     print(f"base {inc['n_base']:,} records, increment {inc['n_increment']:,} (ν actual {inc['nu_actual']:.4f})")
+    info = (inc.get("base_info") or {})
+    if info:
+        print("base stage steps: " + ", ".join(f"{key} {v:.1f} s" for key, v in info.items() if isinstance(v, float)))
+    if cal:
+        pred = cal["a"] * inc["n_base"] ** cal["beta"]
+        print(f"base stage predicted {pred:.1f} s (× margin → planned), measured {inc['base_seconds']:.1f} s")
     print("timeline (s since the survey opened):")
     for key in ("base_submitted", "base_start", "base_end", "close", "increment_submitted", "increment_start",
                 "increment_end", "release"):

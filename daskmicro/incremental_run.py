@@ -26,7 +26,7 @@ from .io.frames import is_dask_frame
 from .cluster import cluster_client
 from .errors import InputError, ParameterError
 from .graph.incremental import IncrementalGraph, calibrate_on, default_kernel, pca_mdav_kernel, warm_up
-from .graph.incremental_fixed import BASE_TIME_MARGIN, FIXED_INCREMENTS, FixedIncrementalGraph, publish_base
+from .graph.incremental_fixed import BASE_TIME_MARGIN, FIXED_INCREMENTS, FixedIncrementalGraph, calibrate_fixed
 from .graph.incremental_pipeline import PIPELINE_OPTIONS, PipelineIncrementalGraph, calibrate_pipeline
 from .io.survey import SurveyTimeoutError, open_survey
 from .kernels.incremental import METHODS as INCREMENT_METHODS
@@ -255,6 +255,7 @@ def _report(src, graph, sched, results, counts, methods, ref, model, qi, k, seed
     }
     inc = _incremental_dict(sched, timing, base_res.seconds, inc_res.seconds, n_base, n_inc, base_name, increment, method, ref,
                             metrics["information_loss"], model, n)
+    inc.update(base_info=dict(base_res.info), increment_info=dict(inc_res.info))
     report = Report(
         n=n, m=len(qi), m_used=metrics["m_used"], k=k, method="incremental", qi=list(qi), cells=metrics["cells"],
         min_cell_size=metrics["min_cell_size"], max_cell_size=metrics["max_cell_size"],
@@ -307,11 +308,16 @@ def _choose_nu(nu, zeta, model, src, client, base) -> dict:
         out["nu_from"] = f"ν* (§IV-B) of the given ζ = {zeta:g}" + (
             f" and the calibrated exponent β = {beta:.3f} of the {name} base stage" if model is not None else
             " for quadratic stages")
-    if tau_inc == "fixed":  # the base stage (cells and its release) must end before the close
-        out["nu_star"] = out["nu_critical"] = critical_ratio_numeric(zeta / BASE_TIME_MARGIN, beta)
+    if isinstance(tau_inc, tuple):  # fixed increment: base stage (cells, its release) and backlog before the close
+        late = tau_inc[1] * src.total_rows / model(src.total_rows)  # late path, relative to t_ref, per unit of ν
+        if zeta - late <= 0:
+            raise ParameterError(f"the survey is too short for increment={increment!r}: its late records alone would "
+                                 "take longer to publish than they take to arrive; give nu")
+        out["nu_star"] = out["nu_critical"] = critical_ratio_numeric((zeta - late) / BASE_TIME_MARGIN, beta)
         out["zeta"] = zeta
-        out["nu_from"] += (f"; ν = ν₋ for the base stage's predicted time × {BASE_TIME_MARGIN:g}, so that it ends "
-                           f"before the close and the late files are published as they land ({increment})")
+        out["nu_from"] += (f"; ν: {BASE_TIME_MARGIN:g} × the base stage's predicted time plus the late records' "
+                           f"publication ({1e6 * tau_inc[1]:.1f} µs each) fit in the head start, so that both end "
+                           f"before the close ({increment})")
     elif tau_inc == "critical":  # τ₊ ≪ τ₀: Δτ grows up to ν₋ and is flat beyond, ν* = ν₋ (§IV-B)
         out["nu_star"] = out["nu_critical"] = critical_ratio_numeric(zeta, beta)
         out["zeta"], out["gain_star"] = zeta, 1.0
@@ -339,21 +345,26 @@ def _calibrate(client, kernel, name, options, increment, m, k, total):
     if options is None:
         ns, secs = calibrate_on(client, m, k, kernel)
     else:  # a fixed increment's base stage also publishes and counts the base release: timed with it
-        cal = calibrate_pipeline(client, m, k, options, total, then=_publish if fixed else None)
+        cal = (calibrate_fixed if fixed else calibrate_pipeline)(client, m, k, options, total)
         ns, secs = cal["n"], cal["seconds"]
-    model = calibrate(ns, secs)
-    if fixed and model.beta < 1.0:  # overheads of small samples; the pipeline is at least linear
-        model = TimeModel(a=secs[-1] / ns[-1], beta=1.0)
+    model = _linear_at_least(ns, secs) if fixed else calibrate(ns, secs)
     record = {"method": name, "n": ns, "seconds": secs, "a": model.a, "beta": model.beta}
     if fixed:
-        return model, "fixed", record
+        record["late_seconds_per_record"] = cal["late_seconds_per_record"]
+        return model, ("fixed", cal["late_seconds_per_record"]), record
     if increment == "2mdav" or options is None:
         return model, None, record
     return model, "critical", record
 
 
-def _publish(client, base, columns) -> None:
-    publish_base(client, base, columns, 0)
+def _linear_at_least(ns, secs) -> TimeModel:
+    """The fitted model, or t = a·n through the largest run when small runs' overheads flatten the fit
+    below β = 1 (the pipeline and its publication are at least linear)."""
+    try:
+        model = calibrate(ns, secs)
+    except ParameterError:
+        model = None
+    return model if model is not None and model.beta >= 1.0 else TimeModel(a=secs[-1] / ns[-1], beta=1.0)
 
 
 def _check_increment_size(nu: float, total: int, k: int, increment: str) -> None:

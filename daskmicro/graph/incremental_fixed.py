@@ -42,9 +42,9 @@ from ..privacy.verify import RowCheck, add_tuple_counts, check_tuple_counts, mer
 from ..publish import release_bucket, replace_qi, split_chunk
 from .gather import cell_ids
 from .incremental import StageResult, read_chunk
-from .incremental_pipeline import PipelineIncrementalGraph, base_cells, information_loss_of
+from .incremental_pipeline import PipelineIncrementalGraph, base_cells, calibrate_pipeline, information_loss_of
 
-__all__ = ["FixedIncrementalGraph", "BaseRelease", "BASE_TIME_MARGIN", "publish_base", "publish_chunk", "publish_late", "add_counted",
+__all__ = ["FixedIncrementalGraph", "BaseRelease", "BASE_TIME_MARGIN", "calibrate_fixed", "publish_base", "publish_chunk", "publish_late", "add_counted",
            "FIXED_INCREMENTS"]
 
 #: Increments whose release is published before the close (partitioned base only).
@@ -134,6 +134,10 @@ def publish_base(client, base, qi: list, seed: int) -> BaseRelease:
               for ch, cells, r0 in zip(base.chunks, ids.cells, ing.row0s)]
     total = client.submit(_counted_base, stats, *[client.submit(operator.getitem, p, 1) for p in pieces])
     client.gather([total, tree])  # the base release is counted before the stage ends
+    try:  # every worker publishes late files: each holds the index and the table
+        client.replicate([tree, ids.table])
+    except (ValueError, RuntimeError):  # pragma: no cover - a worker lost meanwhile: tasks fetch them
+        pass
     fo.results = fo.parts = None  # the index, the table and the pieces are all the increment needs
     base.timings["publish base"] = time.perf_counter() - t0
     return BaseRelease(pieces=pieces, table=ids.table, tree=tree, total=total, columns=columns, n_out=n_out,
@@ -210,6 +214,8 @@ class FixedIncrementalGraph(PipelineIncrementalGraph):
         self.increment_submitted = time.time()
         self.method = method or self.increment
         self.base = base = self._base.result()  # waits only if the base stage overran the close
+        self._before_close = int(self._next_row - base.ing.n)
+        after = len(self._pending)
         if chunk and isinstance(chunk[0], pd.DataFrame):  # a DataFrame source: the late records at once
             frame = pd.concat(chunk, ignore_index=True) if len(chunk) > 1 else chunk[0]
             fut = self.client.submit(read_chunk, self.client.scatter(frame), self.qi, pure=False)
@@ -226,7 +232,9 @@ class FixedIncrementalGraph(PipelineIncrementalGraph):
         self._rows = RowCheck(ok=int(rows) == base.ing.n + int(sum(self._late_rows)),
                               rows_in=int(base.ing.n + sum(self._late_rows)), rows_out=int(rows))
         self._stats_all = stats
-        self.inc_result = StageResult(np.empty(0, np.int64), self.late_start, time.time())
+        self.inc_result = StageResult(np.empty(0, np.int64), self.late_start, time.time(),
+                                      info={"late rows published before the close": self._before_close,
+                                            "late batches handled after the close": after})
 
     def results(self):
         """The release (a Dask DataFrame of the published pieces, one partition per key range), the
@@ -266,3 +274,40 @@ class FixedIncrementalGraph(PipelineIncrementalGraph):
             "m_used": int(np.sum(base.ing.varying)),
         }
         return base_res, self.inc_result, metrics
+
+
+# --------------------------------------------------------------------------- time model
+
+
+def calibrate_fixed(client, m: int, k: int, options: dict, total: int | None = None, sizes=None,
+                    seed: int = 0) -> dict:
+    """The time model of a fixed increment's run: the base stage (cells and its release) timed at three
+    sizes by :func:`~daskmicro.graph.incremental_pipeline.calibrate_pipeline`, and the late files'
+    path (read records z-scored, nearest centroid, published, counted) timed on the largest base, on
+    every worker at once: ``{"n", "seconds", "late_seconds_per_record"}`` (wall seconds per late
+    record on this cluster)."""
+    from ..datasets import correlated_gaussian
+
+    kept: list = []
+
+    def publish(c, base, columns):
+        kept[:] = [base, publish_base(c, base, columns, seed)]
+
+    cal = calibrate_pipeline(client, m, k, options, total, seed=seed, then=publish,
+                             **({} if sizes is None else {"sizes": sizes}))
+    base, pub = kept
+    cols = [f"x{j}" for j in range(m)]
+    rows = max(cal["n"][-1] // 2, 1)
+    n_chunks = 4 * max(len(client.scheduler_info()["workers"]), 1)
+    df = pd.DataFrame(correlated_gaussian(rows, m, seed + 17), columns=cols)
+    size = -(-rows // n_chunks)
+    chunks = [client.submit(read_chunk, f, cols, pure=False)
+              for f in client.scatter([df.iloc[i:i + size] for i in range(0, rows, size)])]
+    client.gather(client.map(len, chunks))  # read before the clock starts, as the run's files are
+    ing = base.ing
+    t0 = time.perf_counter()
+    done = [client.submit(publish_late, ch, pub.tree, pub.table, int(ing.n) + i * size, ing.mean, ing.std,
+                          ing.varying, pub.columns, cols, seed, pub.n_out) for i, ch in enumerate(chunks)]
+    client.gather(client.submit(add_counted, pub.total, *[client.submit(_late_stats, d) for d in done]))
+    cal["late_seconds_per_record"] = (time.perf_counter() - t0) / rows
+    return cal

@@ -1,0 +1,186 @@
+"""Incremental runs whose release is made while the survey is open (``increment="nn-fixed"``, issue 21
+part 3) on real LocalClusters and real Parquet lakes: the run equals the same plan run by hand (the
+partitioned pipeline on the base records, each late record given its nearest base cell's published
+centroid), late files are published as they land, whatever the workers the release is the same, and
+the running tuple counts give the verdict of a full count."""
+
+from __future__ import annotations
+
+import time
+
+import dask.dataframe as dd
+import distributed
+import numpy as np
+import pandas as pd
+import pytest
+
+from _clusters import process_client
+from daskmicro import anonymize_incremental, schedule
+from daskmicro.datasets import census_like
+from daskmicro.errors import ParameterError
+from daskmicro.graph import incremental_fixed, incremental_pipeline
+from daskmicro.graph.incremental import default_kernel, warm_up
+from daskmicro.graph.pipeline import PipelineConfig, run_pipeline
+from daskmicro.io.arrivals import ArrivalSimulator
+from daskmicro.kernels import standardize
+from daskmicro.privacy.verify import add_tuple_counts, merge_tuple_counts, tuple_counts
+
+N, K = 2400, 5
+NU = 0.25
+OPTIONS = {"K": 40, "partition_size": 240, "task_rows": 800}  # 1800 base records: 2 top cells, ~8 partitions
+
+
+@pytest.fixture(scope="module")
+def data():
+    return census_like(N, seed=11, with_extra_columns=True)
+
+
+@pytest.fixture(scope="module")
+def qi(data):
+    return [c for c in data.columns if c not in ("record_id", "region")]
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                       silence_logs=40)
+    c = distributed.Client(cluster, set_as_default=False)
+    warm_up(c, "nn", default_kernel)
+    yield c
+    c.close()
+    cluster.close()
+
+
+def _finished(data):
+    """A survey that is over: arrival times in the past, in row order."""
+    return data.assign(ts=time.time() - 10.0 + np.arange(len(data)) * 1e-3)
+
+
+def _expected(client, data, qi, n0, partitioned=True):
+    """The plan by hand: the partitioned pipeline on the base records alone, then every late record
+    given the published tuple of the base cell whose z-space centroid is nearest (z-scored like the
+    base).  Returns the expected published QI values, rows in ``data`` order."""
+    base = data.iloc[:n0]
+    cfg = PipelineConfig(method="partitioned", k=K, **OPTIONS)
+    pub, details = run_pipeline(client, dd.from_pandas(base, npartitions=3), qi, cfg, 0, False)
+    assert not partitioned or (details["partitions"] > 2 and details["top_cells"] == 2)  # really partitioned
+    rel = client.compute(pub.release).result().sort_values("record_id").reset_index(drop=True)
+    assert (rel["record_id"].to_numpy() == base["record_id"].to_numpy()).all()
+    labels = rel.groupby(qi, sort=True).ngroup().to_numpy()
+    published = rel[qi].to_numpy(np.float64)
+    X = data[qi].to_numpy(np.float64)
+    Zb, std = standardize(X[:n0])
+    C = np.stack([Zb[labels == g].mean(axis=0) for g in range(labels.max() + 1)])
+    Zi = std.transform(X[n0:])
+    nearest = np.argmin(((Zi[:, None, :] - C[None, :, :]) ** 2).sum(axis=2), axis=1)
+    first = np.array([np.flatnonzero(labels == g)[0] for g in range(labels.max() + 1)])
+    return np.concatenate([published, published[first[nearest]]]), labels, nearest
+
+
+def _by_id(release, data, qi):
+    """Checks every release must pass (k-anonymous as published, each row once, non-QI columns
+    untouched); the release's rows in ``data`` order (by record_id)."""
+    assert len(release) == len(data)
+    assert release.groupby(qi).size().min() >= K
+    by_id = release.set_index("record_id").loc[data["record_id"]].reset_index()
+    pd.testing.assert_series_equal(by_id["region"], data["region"].reset_index(drop=True), check_names=False)
+    return by_id
+
+
+def test_nn_fixed_equals_the_plan_run_by_hand(data, qi, client):
+    release, report = anonymize_incremental(_finished(data), qi, K, nu=NU, increment="nn-fixed", time_column="ts",
+                                            base_method="partitioned", base_options=dict(OPTIONS), client=client,
+                                            seed=3, timeout=120)
+    release = client.compute(release).result()
+    n0 = int(np.ceil(N * (1 - NU)))
+    inc = report.incremental
+    assert inc["n_base"] == n0 and inc["n_increment"] == N - n0 and inc["increment_used"] == "nn-fixed"
+    assert report.verified and report.rows.rows_out == N
+    by_id = _by_id(release, data, qi)
+    expected, labels, nearest = _expected(client, data, qi, n0)
+    np.testing.assert_allclose(by_id[qi].to_numpy(np.float64), expected, rtol=1e-12, atol=1e-12)
+    # no new cell: the base cells grew by the late records they were given
+    sizes = np.bincount(labels) + np.bincount(nearest, minlength=labels.max() + 1)
+    assert report.cells == labels.max() + 1 and report.min_cell_size == sizes.min()
+    assert report.max_cell_size == sizes.max() and report.k_anonymity.min_count == sizes.min()
+    assert "publish base" in inc["base_info"]
+    # the release order is the seeded order of the row ids, not the arrival order
+    assert not (release["record_id"].to_numpy() == data["record_id"].to_numpy()).all()
+
+
+def test_late_files_are_published_as_they_land(data, qi, client, tmp_path):
+    """A lake filled over 4 s, the base stage at a quarter of the records: most late files are
+    published before the close; the release is still the plan by hand (late rows in arrival order)."""
+    lake = tmp_path / "lake"
+    with ArrivalSimulator(data, lake, n_files=24, duration=4.0, speed=1.0):
+        release, report = anonymize_incremental(str(lake), qi, K, nu=0.75, increment="nn-fixed",
+                                                base_method="partitioned", base_options=dict(OPTIONS),
+                                                client=client, seed=2, timeout=120)
+    release = client.compute(release).result()
+    inc = report.incremental
+    assert inc["n_base"] == 600 and report.verified and report.rows.rows_out == N
+    before = inc["increment_info"]["late rows published before the close"]
+    assert inc["times"]["base_end"] < inc["times"]["close"] and before >= N // 4
+    by_id = _by_id(release, data, qi)
+    expected, labels, _ = _expected(client, data, qi, 600, partitioned=False)
+    np.testing.assert_allclose(by_id[qi].to_numpy(np.float64), expected, rtol=1e-12, atol=1e-12)
+    assert report.cells == labels.max() + 1
+
+
+def test_same_release_whatever_the_workers(data, qi, client):
+    def run(c):
+        rel, rep = anonymize_incremental(_finished(data), qi, K, nu=NU, increment="nn-fixed", time_column="ts",
+                                         base_method="partitioned", base_options=dict(OPTIONS), client=c, seed=8,
+                                         timeout=120)
+        return c.compute(rel).result(), rep
+
+    first, rep1 = run(client)
+    with process_client(1) as one:
+        second, rep2 = run(one)
+    pd.testing.assert_frame_equal(first.reset_index(drop=True), second.reset_index(drop=True))
+    assert rep1.information_loss == pytest.approx(rep2.information_loss, rel=1e-12)
+    assert rep1.cell_size_counts == rep2.cell_size_counts
+
+
+def test_nu_of_a_fixed_increment_from_the_calibrated_base_stage(data, qi, client, tmp_path, monkeypatch):
+    import functools
+
+    # a survey this small times mostly overheads: calibrate on larger samples (as the partitioned tests do)
+    sizes = [2_000, 8_000, 32_000]
+    monkeypatch.setattr(incremental_fixed, "calibrate_pipeline",
+                        functools.partial(incremental_pipeline.calibrate_pipeline, sizes=sizes))
+    lake = tmp_path / "lake"
+    with ArrivalSimulator(data, lake, n_files=12, duration=6.0, speed=1.0):
+        release, report = anonymize_incremental(str(lake), qi, K, increment="nn-fixed", base_method="partitioned",
+                                                base_options=dict(OPTIONS), client=client, seed=1, timeout=120)
+    inc = report.incremental
+    cal = inc["calibration"]
+    assert cal["n"] == sizes and cal["beta"] >= 1.0
+    # the head start holds the base stage's predicted time × the margin and the late records' publication
+    margin, late = incremental_fixed.BASE_TIME_MARGIN, cal["late_seconds_per_record"]
+    assert late > 0
+    t_ref = cal["a"] * N ** cal["beta"]
+    expected = schedule.critical_ratio_numeric((inc["zeta"] - late * N / t_ref) / margin, cal["beta"])
+    assert inc["nu"] == pytest.approx(expected, abs=1e-6)
+    assert "before the close" in inc["nu_from"]
+    assert report.verified and len(client.compute(release).result()) == N
+
+
+def test_nn_fixed_needs_a_partitioned_base(data, qi):
+    with pytest.raises(ParameterError, match="needs base_method='partitioned'"):
+        anonymize_incremental(_finished(data), qi, K, nu=NU, increment="nn-fixed", time_column="ts")
+
+
+def test_running_counts_equal_a_full_count():
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.integers(0, 5, 400).astype(float), "b": rng.integers(0, 3, 400).astype(float)})
+    total = tuple_counts(frame.iloc[:300], ["a", "b"])
+    inside = tuple_counts(frame.iloc[300:], ["a", "b"])  # 15 tuples, all already among the first 300 rows
+    new = tuple_counts(pd.DataFrame({"a": [9.0, 9.0], "b": [1.0, 2.0]}), ["a", "b"])
+    for part in (inside, new):
+        added, merged = add_tuple_counts(total, part), merge_tuple_counts(total, part)
+        np.testing.assert_array_equal(added.hashes, merged.hashes)
+        np.testing.assert_array_equal(added.counts, merged.counts)
+        np.testing.assert_array_equal(added.tuples, merged.tuples)
+    assert add_tuple_counts(total, inside).hashes is total.hashes  # added in place of a merge
+    assert int(add_tuple_counts(total, inside).counts.sum()) == 400
