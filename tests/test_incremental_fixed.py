@@ -17,13 +17,16 @@ import pytest
 from _clusters import process_client
 from daskmicro import anonymize_incremental, schedule
 from daskmicro.datasets import census_like
-from daskmicro.errors import ParameterError
+from daskmicro.cli import main
+from daskmicro.errors import InputError, ParameterError
 from daskmicro.graph import incremental_fixed, incremental_pipeline
 from daskmicro.graph.incremental import default_kernel, warm_up
 from daskmicro.graph.pipeline import PipelineConfig, run_pipeline
 from daskmicro.io.arrivals import ArrivalSimulator
 from daskmicro.kernels import standardize
+from daskmicro.kernels.incremental_parts import NEAREST_EPS
 from daskmicro.privacy.verify import add_tuple_counts, merge_tuple_counts, tuple_counts
+from daskmicro.workflow import load_workflow
 
 N, K = 2400, 5
 NU = 0.25
@@ -56,14 +59,14 @@ def _finished(data):
     return data.assign(ts=time.time() - 10.0 + np.arange(len(data)) * 1e-3)
 
 
-def _expected(client, data, qi, n0, partitioned=True):
-    """The plan by hand: the partitioned pipeline on the base records alone, then every late record
-    given the published tuple of the base cell whose z-space centroid is nearest (z-scored like the
-    base).  Returns the expected published QI values, rows in ``data`` order."""
+def _expected(client, data, qi, n0):
+    """The plan by hand: the partitioned pipeline on the base records alone (its published values and
+    cells, one tuple per cell) and the squared distances of the late records, z-scored like the base,
+    to the cells' z-space centroids."""
     base = data.iloc[:n0]
     cfg = PipelineConfig(method="partitioned", k=K, **OPTIONS)
     pub, details = run_pipeline(client, dd.from_pandas(base, npartitions=3), qi, cfg, 0, False)
-    assert not partitioned or (details["partitions"] > 2 and details["top_cells"] == 2)  # really partitioned
+    assert details["partitions"] >= 2  # really partitioned
     rel = client.compute(pub.release).result().sort_values("record_id").reset_index(drop=True)
     assert (rel["record_id"].to_numpy() == base["record_id"].to_numpy()).all()
     labels = rel.groupby(qi, sort=True).ngroup().to_numpy()
@@ -72,9 +75,31 @@ def _expected(client, data, qi, n0, partitioned=True):
     Zb, std = standardize(X[:n0])
     C = np.stack([Zb[labels == g].mean(axis=0) for g in range(labels.max() + 1)])
     Zi = std.transform(X[n0:])
-    nearest = np.argmin(((Zi[:, None, :] - C[None, :, :]) ** 2).sum(axis=2), axis=1)
+    d2 = ((Zi[:, None, :] - C[None, :, :]) ** 2).sum(axis=2)
     first = np.array([np.flatnonzero(labels == g)[0] for g in range(labels.max() + 1)])
-    return np.concatenate([published, published[first[nearest]]]), labels, nearest
+    return published, published[first], labels, d2
+
+
+def _late_cells(late_values, tuples):
+    """The base cell of each late row, from its published tuple (each base cell publishes its own)."""
+    index = {tuple(t): g for g, t in enumerate(tuples)}
+    assert len(index) == len(tuples)
+    return np.array([index[tuple(v)] for v in late_values])
+
+
+def _check_fixed(by_id, data, qi, client, n0):
+    """Base rows publish what the pipeline publishes on the base records alone; each late row the
+    tuple of a base cell whose z-space centroid is at most (1 + NEAREST_EPS) times as far as the
+    nearest (the tolerance of the search), and nearly always the nearest itself."""
+    published, tuples, labels, d2 = _expected(client, data, qi, n0)
+    values = by_id[qi].to_numpy(np.float64)
+    np.testing.assert_allclose(values[:n0], published, rtol=1e-12, atol=1e-12)
+    got = _late_cells(values[n0:], tuples)
+    rows = np.arange(len(got))
+    bound = (1 + NEAREST_EPS) ** 2 * d2.min(axis=1)
+    assert (d2[rows, got] <= bound * (1 + 1e-9)).all()
+    assert (got == d2.argmin(axis=1)).mean() > 0.9
+    return labels, got
 
 
 def _by_id(release, data, qi):
@@ -96,9 +121,7 @@ def test_nn_fixed_equals_the_plan_run_by_hand(data, qi, client):
     inc = report.incremental
     assert inc["n_base"] == n0 and inc["n_increment"] == N - n0 and inc["increment_used"] == "nn-fixed"
     assert report.verified and report.rows.rows_out == N
-    by_id = _by_id(release, data, qi)
-    expected, labels, nearest = _expected(client, data, qi, n0)
-    np.testing.assert_allclose(by_id[qi].to_numpy(np.float64), expected, rtol=1e-12, atol=1e-12)
+    labels, nearest = _check_fixed(_by_id(release, data, qi), data, qi, client, n0)
     # no new cell: the base cells grew by the late records they were given
     sizes = np.bincount(labels) + np.bincount(nearest, minlength=labels.max() + 1)
     assert report.cells == labels.max() + 1 and report.min_cell_size == sizes.min()
@@ -121,9 +144,7 @@ def test_late_files_are_published_as_they_land(data, qi, client, tmp_path):
     assert inc["n_base"] == 600 and report.verified and report.rows.rows_out == N
     before = inc["increment_info"]["late rows published before the close"]
     assert inc["times"]["base_end"] < inc["times"]["close"] and before >= N // 4
-    by_id = _by_id(release, data, qi)
-    expected, labels, _ = _expected(client, data, qi, 600, partitioned=False)
-    np.testing.assert_allclose(by_id[qi].to_numpy(np.float64), expected, rtol=1e-12, atol=1e-12)
+    labels, _ = _check_fixed(_by_id(release, data, qi), data, qi, client, 600)
     assert report.cells == labels.max() + 1
 
 
@@ -184,3 +205,53 @@ def test_running_counts_equal_a_full_count():
         np.testing.assert_array_equal(added.tuples, merged.tuples)
     assert add_tuple_counts(total, inside).hashes is total.hashes  # added in place of a merge
     assert int(add_tuple_counts(total, inside).counts.sum()) == 400
+
+
+def test_late_values_in_a_base_constant_column_are_refused(data, qi, client):
+    df = data.copy()
+    df["AGI"] = np.where(np.arange(N) < int(np.ceil(N * (1 - NU))), 1.0, 2.0)
+    with pytest.raises(InputError, match="'AGI' are constant in the base stage"):
+        anonymize_incremental(_finished(df), qi, K, nu=NU, increment="nn-fixed", time_column="ts",
+                              base_method="partitioned", base_options=dict(OPTIONS), client=client, timeout=120)
+
+
+def test_spec_run_commits_what_the_api_returns(data, qi, tmp_path, client):
+    """``daskmicro run`` of a spec with increment nn-fixed: the committed directory release (written,
+    read back and counted by the lake commit) holds the rows the API returns for the same survey."""
+    spec, out = tmp_path / "survey.yaml", tmp_path / "release"
+    lake_spec, lake_api = tmp_path / "arrivals-spec", tmp_path / "arrivals-api"
+    params = "".join(f"  {key}: {value}\n" for key, value in OPTIONS.items())
+    spec.write_text(
+        "version: 1\nname: survey\n"
+        f"input:\n  path: {lake_spec}\n"
+        f"qi: [{', '.join(qi)}]\nk: {K}\nmethod: incremental\n"
+        f"incremental:\n  close_at: 8s\n  nu: {NU}\n  deadline: 120s\n  increment: nn-fixed\n"
+        "  base_method: partitioned\n"
+        f"parameters:\n  seed: 4\n{params}"
+        f"output:\n  path: {out}\n"
+        f"cluster:\n  address: {client.scheduler.address}\n"
+    )
+    with ArrivalSimulator(data, lake_spec, n_files=8, duration=4.0, speed=1.0):
+        assert main(["run", str(spec)]) == 0
+    with ArrivalSimulator(data, lake_api, n_files=8, duration=4.0, speed=1.0):
+        api, api_report = anonymize_incremental(str(lake_api), qi, K, nu=NU, increment="nn-fixed",
+                                                base_method="partitioned", base_options=dict(OPTIONS),
+                                                client=client, seed=4, timeout=120)
+        api = client.compute(api).result()
+    assert (out / "_SUCCESS").exists()
+    from_spec = pd.read_parquet(out)
+    _by_id(from_spec, data, qi)
+    pd.testing.assert_frame_equal(from_spec.sort_values("record_id").reset_index(drop=True),
+                                  api.sort_values("record_id").reset_index(drop=True))
+
+
+@pytest.mark.parametrize("section, message", [
+    ("  increment: nn-fixed\n", "incremental.increment: nn-fixed needs base_method: partitioned"),
+    ("  increment: nn-fixed\n  base_method: mdav\n", "incremental.increment: nn-fixed needs base_method: partitioned"),
+])
+def test_spec_refuses_nn_fixed_without_a_partitioned_base(tmp_path, section, message):
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"version: 1\nname: s\ninput:\n  path: {tmp_path}\nqi: [a]\nk: 5\nmethod: incremental\n"
+                    f"incremental:\n  close_at: 1h\n  nu: 0.2\n{section}output:\n  path: {tmp_path / 'o.parquet'}\n")
+    with pytest.raises(Exception, match=message):
+        load_workflow(spec)

@@ -201,6 +201,7 @@ class FixedIncrementalGraph(PipelineIncrementalGraph):
                            pub.columns, self.qi, self.seed, pub.n_out)
             self._late.append(fut)
             self._late_pieces.append(res)
+            self._futures.append(res)
             self._late_rows.append(rows)
             self._next_row += rows
             handled.append(c.submit(_late_stats, res))

