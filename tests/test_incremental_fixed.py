@@ -98,7 +98,7 @@ def _check_fixed(by_id, data, qi, client, n0):
     rows = np.arange(len(got))
     bound = (1 + NEAREST_EPS) ** 2 * d2.min(axis=1)
     assert (d2[rows, got] <= bound * (1 + 1e-9)).all()
-    assert (got == d2.argmin(axis=1)).mean() > 0.9
+    assert (got == d2.argmin(axis=1)).mean() > 0.8
     return labels, got
 
 

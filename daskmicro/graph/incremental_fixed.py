@@ -98,6 +98,11 @@ def _verdict(total, k: int):
     return rows, check_tuple_counts(counts, k), dict(zip(sizes.tolist(), freq.tolist())), stats
 
 
+def _bucket_piece(result, b: int):
+    """Output partition ``b``'s piece of a published chunk's (pieces, …)."""
+    return result[0][b]
+
+
 def _late_stats(result):
     return result[1][0], result[1][1], result[2]
 
@@ -107,7 +112,7 @@ class BaseRelease:
     """The base stage's release, made before the close: the pieces of every base chunk (futures of
     (pieces, counted)), the centroid table and nearest-centroid index, the running count."""
 
-    pieces: list
+    pieces: list           # per published chunk (base, then late), futures of its piece of each key range
     table: object
     tree: object
     total: object          # future of (rows, tuple counts, column stats)
@@ -133,6 +138,7 @@ def publish_base(client, base, qi: list, seed: int) -> BaseRelease:
     pieces = [client.submit(publish_chunk, ch, cells, ids.table, int(r0), columns, list(qi), seed, n_out)
               for ch, cells, r0 in zip(base.chunks, ids.cells, ing.row0s)]
     total = client.submit(_counted_base, stats, *[client.submit(operator.getitem, p, 1) for p in pieces])
+    pieces = [[client.submit(_bucket_piece, p, b) for b in range(n_out)] for p in pieces]
     client.gather([total, tree])  # the base release is counted before the stage ends
     try:  # every worker publishes late files: each holds the index and the table
         client.replicate([tree, ids.table])
@@ -155,7 +161,6 @@ class FixedIncrementalGraph(PipelineIncrementalGraph):
         self._late_open = False
         self._pending: list = []      # (future of Chunk, rows) of late reads not handled yet
         self._late: list = []         # futures of the late Chunks handled, in row order
-        self._late_pieces: list = []  # futures of (pieces, counted, stats), in row order
         self._late_rows: list = []
         self._pub: BaseRelease | None = None
         self._next_row = 0
@@ -200,7 +205,7 @@ class FixedIncrementalGraph(PipelineIncrementalGraph):
             res = c.submit(publish_late, fut, pub.tree, pub.table, self._next_row, ing.mean, ing.std, ing.varying,
                            pub.columns, self.qi, self.seed, pub.n_out)
             self._late.append(fut)
-            self._late_pieces.append(res)
+            pub.pieces.append([c.submit(_bucket_piece, res, b) for b in range(pub.n_out)])
             self._futures.append(res)
             self._late_rows.append(rows)
             self._next_row += rows
@@ -245,9 +250,8 @@ class FixedIncrementalGraph(PipelineIncrementalGraph):
 
         pub = self._pub
         meta_frame = pub.meta.result()
-        getitem, bucket = dask.delayed(operator.getitem, pure=True), dask.delayed(release_bucket, pure=True)
-        pieces = [getitem(p, 0) for p in pub.pieces + self._late_pieces]
-        parts = [bucket(*[getitem(p, b) for p in pieces], seed=self.seed, keep_row_id=False) for b in range(pub.n_out)]
+        bucket = dask.delayed(release_bucket, pure=True)
+        parts = [bucket(*[p[b] for p in pub.pieces], seed=self.seed, keep_row_id=False) for b in range(pub.n_out)]
         cols = pub.columns
         empty = split_chunk(meta_frame, np.empty(0, np.int64), np.empty((0, len(cols))), 0, cols, self.seed, 1)
         release = dd.from_delayed(parts, meta=release_bucket(*empty, seed=self.seed, keep_row_id=False),
