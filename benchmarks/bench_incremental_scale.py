@@ -1,4 +1,4 @@
-"""Incremental survey at scale: partitioned base stage, distributed NN increment, on a simulated survey.
+"""Incremental survey at scale: partitioned base stage, increment published as late files land, simulated survey.
 
 The setting of the incremental paper (``000_614e2e2317b23170.txt`` §III-B, §VI-B) with the base
 stage run by the partitioned pipeline across a LocalCluster (issue 21, part 2):
@@ -7,9 +7,11 @@ stage run by the partitioned pipeline across a LocalCluster (issue 21, part 2):
    workers, up to its verified release (its microaggregation time t_ref and its whole time);
 2. a survey of ζ·(one-pass run time) seconds is simulated (uniform arrivals, ``--files`` Parquet
    files landing in a lake directory, read by the workers as they land);
-3. :func:`daskmicro.anonymize_incremental` runs on it with ``base_method="partitioned"`` and no ν:
-   ν comes from its own time model, calibrated on the partitioned base stage (and the increment
-   method) before the survey's records are needed, and the survey's duration;
+3. :func:`daskmicro.anonymize_incremental` runs on it with ``base_method="partitioned"``, the
+   ``--increment`` (default ``nn-fixed``: base release published and counted in the base stage,
+   late files published as they land, :mod:`daskmicro.graph.incremental_fixed`) and no ν: ν comes
+   from its own time model, calibrated on the partitioned base stage (and the increment's path)
+   before the survey's records are needed, and the survey's duration;
 4. printed: the timeline, close → verified release as a share of the one-pass run's time (target
    ≤ 3 %), δ = D_incremental / D_one-pass − 1, ν and where it came from.
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from .schedule import (TimeModel, calibrate, check_ratio, check_real, check_zeta, critical_ratio_numeric,
                        optimize_ratio, plan as schedule_plan)
+from .schedule_model import calibrate_near_linear
 from .config import check_seed
 from .io.frames import is_dask_frame
 from .cluster import cluster_client
@@ -30,7 +31,6 @@ from .graph.incremental_fixed import BASE_TIME_MARGIN, FIXED_INCREMENTS, FixedIn
 from .graph.incremental_pipeline import PIPELINE_OPTIONS, PipelineIncrementalGraph, calibrate_pipeline
 from .io.survey import SurveyTimeoutError, open_survey
 from .kernels.incremental import METHODS as INCREMENT_METHODS
-from .privacy.verify import verify_rows
 from .report.run import Report
 
 __all__ = ["anonymize_incremental", "BASE_METHODS", "INCREMENT_METHODS", "SurveyTimeoutError"]
@@ -96,9 +96,12 @@ def anonymize_incremental(
         increment then adjoined per base partition (:mod:`daskmicro.graph.incremental_pipeline`),
         and the release a Dask DataFrame on the given ``client`` (pandas when the run starts its
         own cluster), verified before it is returned.
-    increment : {"2mdav", "nn", "nn-split-mid", "nn-split-end"}, default "2mdav"
+    increment : {"2mdav", "nn", "nn-split-mid", "nn-split-end", "nn-fixed"}, default "2mdav"
         Increment algorithm (:func:`daskmicro.kernels.incremental.increment`).  2MDAV needs at
-        least k increment records; with fewer, "nn" is used and the report says so.
+        least k increment records; with fewer, "nn" is used and the report says so.  "nn-fixed"
+        (partitioned base only): late records join their nearest base cell, whose centroid is
+        left as it is, so the release is published and counted before the close
+        (:mod:`daskmicro.graph.incremental_fixed`).
     seed : int, optional
         Seed of the row shuffle of the release (drawn and recorded when None).
     client : distributed.Client, optional
@@ -229,11 +232,6 @@ def _stages(src, graph, nu_used, increment, k, deadline, reference, step):
                      "checks": (changes, k_check, row_check), "t_release": t_release}
 
 
-    report = _report(src, graph, sched, (base_res, inc_res, metrics), (n_base, n_inc), (base_name, increment, method),
-                     ref, model, qi, k, seed, (changes, k_check, row_check), t_release)
-    return release, report
-
-
 def _report(src, graph, sched, results, counts, methods, ref, model, qi, k, seed, checks, t_release) -> Report:
     """The incremental run's report: both stages' timings on the survey's clock (§III-B) and δ."""
     base_res, inc_res, metrics = results
@@ -347,7 +345,7 @@ def _calibrate(client, kernel, name, options, increment, m, k, total):
     else:  # a fixed increment's base stage also publishes and counts the base release: timed with it
         cal = (calibrate_fixed if fixed else calibrate_pipeline)(client, m, k, options, total)
         ns, secs = cal["n"], cal["seconds"]
-    model = _linear_at_least(ns, secs) if fixed else calibrate(ns, secs)
+    model = calibrate_near_linear(ns, secs) if fixed else calibrate(ns, secs)
     record = {"method": name, "n": ns, "seconds": secs, "a": model.a, "beta": model.beta}
     if fixed:
         record["late_seconds_per_record"] = cal["late_seconds_per_record"]
@@ -355,16 +353,6 @@ def _calibrate(client, kernel, name, options, increment, m, k, total):
     if increment == "2mdav" or options is None:
         return model, None, record
     return model, "critical", record
-
-
-def _linear_at_least(ns, secs) -> TimeModel:
-    """The fitted model, or t = a·n through the largest run when small runs' overheads flatten the fit
-    below β = 1 (the pipeline and its publication are at least linear)."""
-    try:
-        model = calibrate(ns, secs)
-    except ParameterError:
-        model = None
-    return model if model is not None and model.beta >= 1.0 else TimeModel(a=secs[-1] / ns[-1], beta=1.0)
 
 
 def _check_increment_size(nu: float, total: int, k: int, increment: str) -> None:

@@ -26,6 +26,7 @@ from daskmicro.io.arrivals import ArrivalSimulator
 from daskmicro.kernels import standardize
 from daskmicro.kernels.incremental_parts import NEAREST_EPS
 from daskmicro.privacy.verify import add_tuple_counts, merge_tuple_counts, tuple_counts
+from daskmicro.schedule_model import calibrate_near_linear
 from daskmicro.workflow import load_workflow
 
 N, K = 2400, 5
@@ -255,3 +256,14 @@ def test_spec_refuses_nn_fixed_without_a_partitioned_base(tmp_path, section, mes
                     f"incremental:\n  close_at: 1h\n  nu: 0.2\n{section}output:\n  path: {tmp_path / 'o.parquet'}\n")
     with pytest.raises(Exception, match=message):
         load_workflow(spec)
+
+
+def test_time_model_of_a_near_linear_base_stage():
+    # overheads flatten small runs below β = 1; noise can steepen them: β is kept within [1, 1.2]
+    flat = calibrate_near_linear([1e4, 2e4, 4e4], [1.0, 1.5, 2.0])
+    steep = calibrate_near_linear([1e4, 2e4, 4e4], [1.0, 2.5, 6.0])
+    fitted = calibrate_near_linear([1e4, 2e4, 4e4], [1.0, 2.1, 4.5])
+    assert flat.beta == 1.0 and steep.beta == 1.2 and 1.0 < fitted.beta < 1.2
+    for model, last in ((flat, 2.0), (steep, 6.0), (fitted, 4.5)):  # through the largest run
+        assert model(4e4) == pytest.approx(last)
+    assert calibrate_near_linear([1e4, 2e4], [3.0, 2.0]).beta == 1.0  # times that do not grow
