@@ -27,7 +27,7 @@ from .io.frames import is_dask_frame
 from .cluster import cluster_client
 from .errors import InputError, ParameterError
 from .graph.incremental import IncrementalGraph, calibrate_on, default_kernel, pca_mdav_kernel, warm_up
-from .graph.incremental_fixed import BASE_TIME_MARGIN, FIXED_INCREMENTS, FixedIncrementalGraph, calibrate_fixed
+from .graph.incremental_fixed import FIXED_INCREMENTS, PROBE_FRACTION, FixedIncrementalGraph, calibrate_fixed
 from .graph.incremental_pipeline import PIPELINE_OPTIONS, PipelineIncrementalGraph, calibrate_pipeline
 from .io.survey import SurveyTimeoutError, open_survey
 from .kernels.incremental import METHODS as INCREMENT_METHODS
@@ -193,7 +193,7 @@ def anonymize_incremental(
         graph = (IncrementalGraph(c, qi, k, increment, kernel, seed) if options is None else
                  (FixedIncrementalGraph if increment in FIXED_INCREMENTS else PipelineIncrementalGraph)(
                      c, qi, k, increment, options, seed))
-        release, outcome = _stages(src, graph, sched["nu"], increment, k, deadline, reference, step)
+        release, outcome = _stages(src, graph, sched, increment, k, deadline, reference, step)
         if own_cluster and is_dask_frame(release):
             release = c.compute(release).result()  # the run's own cluster closes with it
 
@@ -202,9 +202,13 @@ def anonymize_incremental(
     return release, report
 
 
-def _stages(src, graph, nu_used, increment, k, deadline, reference, step):
+def _stages(src, graph, sched, increment, k, deadline, reference, step):
     """Base stage at the base trigger, increment at the close, verified release (§III-B)."""
     try:
+        if sched["nu"] is None:  # a fixed increment's late path, timed on the survey's first records
+            sched.update(graph.plan_nu(src.wait_base(PROBE_FRACTION, deadline, on_new=graph.ingest), sched,
+                                       src.total_rows))
+        nu_used = sched["nu"]
         base_chunk = src.wait_base(1.0 - nu_used, deadline, on_new=graph.ingest)
         graph.submit_base(base_chunk)
         step("base stage submitted")
@@ -306,17 +310,10 @@ def _choose_nu(nu, zeta, model, src, client, base) -> dict:
         out["nu_from"] = f"ν* (§IV-B) of the given ζ = {zeta:g}" + (
             f" and the calibrated exponent β = {beta:.3f} of the {name} base stage" if model is not None else
             " for quadratic stages")
-    if isinstance(tau_inc, tuple):  # fixed increment: base stage (cells, its release) and backlog before the close
-        late = tau_inc[1] * src.total_rows / model(src.total_rows)  # late path, relative to t_ref, per unit of ν
-        if zeta - late <= 0:
-            raise ParameterError(f"the survey is too short for increment={increment!r}: its late records alone would "
-                                 "take longer to publish than they take to arrive; give nu")
-        out["nu_star"] = out["nu_critical"] = critical_ratio_numeric((zeta - late) / BASE_TIME_MARGIN, beta)
-        out["zeta"] = zeta
-        out["nu_from"] += (f"; ν: {BASE_TIME_MARGIN:g} × the base stage's predicted time plus the late records' "
-                           f"publication ({1e6 * tau_inc[1]:.1f} µs each) fit in the head start, so that both end "
-                           f"before the close ({increment})")
-    elif tau_inc == "critical":  # τ₊ ≪ τ₀: Δτ grows up to ν₋ and is flat beyond, ν* = ν₋ (§IV-B)
+    if tau_inc == "fixed":  # ν once the late path is timed on the survey's first records (FixedIncrementalGraph.plan_nu)
+        out.update(zeta=zeta, nu_star=None, nu=None, t_ref_predicted=model(src.total_rows))
+        return out
+    if tau_inc == "critical":  # τ₊ ≪ τ₀: Δτ grows up to ν₋ and is flat beyond, ν* = ν₋ (§IV-B)
         out["nu_star"] = out["nu_critical"] = critical_ratio_numeric(zeta, beta)
         out["zeta"], out["gain_star"] = zeta, 1.0
         out["nu_from"] += f"; τ₊ ≪ τ₀ for the {increment} increment, so ν* = ν₋, the base stage ending at the close"
@@ -348,8 +345,7 @@ def _calibrate(client, kernel, name, options, increment, m, k, total):
     model = calibrate_near_linear(ns, secs) if fixed else calibrate(ns, secs)
     record = {"method": name, "n": ns, "seconds": secs, "a": model.a, "beta": model.beta}
     if fixed:
-        record["late_seconds_per_record"] = cal["late_seconds_per_record"]
-        return model, ("fixed", cal["late_seconds_per_record"]), record
+        return model, "fixed", record
     if increment == "2mdav" or options is None:
         return model, None, record
     return model, "critical", record

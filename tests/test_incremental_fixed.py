@@ -178,14 +178,22 @@ def test_nu_of_a_fixed_increment_from_the_calibrated_base_stage(data, qi, client
     inc = report.incremental
     cal = inc["calibration"]
     assert cal["n"] == sizes and cal["beta"] >= 1.0
-    # the head start holds the base stage's predicted time × the margin and the late records' publication
-    margin, late = incremental_fixed.BASE_TIME_MARGIN, cal["late_seconds_per_record"]
-    assert late > 0
+    # the late path timed on the survey's first records (a sixteenth: the first file of 200)
+    assert cal["late_probe_rows"] == 200 and cal["late_seconds_per_record"] > 0
+    # the head start holds margin × (the base stage's predicted time + the late records' publication)
     t_ref = cal["a"] * N ** cal["beta"]
-    expected = schedule.critical_ratio_numeric((inc["zeta"] - late * N / t_ref) / margin, cal["beta"])
-    assert inc["nu"] == pytest.approx(expected, abs=1e-6)
-    assert "before the close" in inc["nu_from"]
+    late = cal["late_seconds_per_record"] * N / t_ref
+    assert inc["zeta"] == pytest.approx(6.0 / t_ref, rel=1e-6)
+    assert inc["nu"] == pytest.approx(incremental_fixed.head_start_ratio(inc["zeta"], cal["beta"], late), abs=1e-9)
+    m = incremental_fixed.BASE_TIME_MARGIN
+    assert m * (1 - inc["nu"]) ** cal["beta"] == pytest.approx((inc["zeta"] - m * late) * inc["nu"], rel=1e-6)
+    assert "first 200 records" in inc["nu_from"]
     assert report.verified and len(client.compute(release).result()) == N
+
+
+def test_a_survey_too_short_for_its_late_records_is_refused():
+    with pytest.raises(ParameterError, match="too short for a fixed increment"):
+        incremental_fixed.head_start_ratio(2.0, 1.0, 2.0)
 
 
 def test_nn_fixed_needs_a_partitioned_base(data, qi):

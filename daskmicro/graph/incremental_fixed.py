@@ -37,18 +37,23 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
+from ..errors import ParameterError
 from ..kernels import incremental_parts as kip
 from ..privacy.verify import RowCheck, add_tuple_counts, check_tuple_counts, merge_tuple_counts, tuple_counts
 from ..publish import release_bucket, replace_qi, split_chunk
+from ..schedule_model import critical_ratio_numeric
 from .gather import cell_ids
 from .incremental import StageResult, read_chunk
 from .incremental_pipeline import PipelineIncrementalGraph, base_cells, calibrate_pipeline, information_loss_of
 
-__all__ = ["FixedIncrementalGraph", "BaseRelease", "BASE_TIME_MARGIN", "calibrate_fixed", "publish_base", "publish_chunk", "publish_late", "add_counted",
+__all__ = ["FixedIncrementalGraph", "BaseRelease", "BASE_TIME_MARGIN", "PROBE_FRACTION", "calibrate_fixed",
+           "head_start_ratio", "publish_base", "publish_chunk", "publish_late", "add_counted",
            "FIXED_INCREMENTS"]
 
 #: Increments whose release is published before the close (partitioned base only).
 FIXED_INCREMENTS = ("nn-fixed",)
+#: Without ν, the late path of a fixed increment is timed on this fraction of the survey's first records.
+PROBE_FRACTION = 1 / 16
 #: ν of a fixed increment from a calibrated time model: the base stage is planned as if it took this
 #: many times its predicted time, so that it ends before the close (an overrun delays the whole
 #: release by the overrun; a larger ν only costs distortion).
@@ -96,6 +101,26 @@ def _verdict(total, k: int):
     rows, counts, stats = total
     sizes, freq = np.unique(counts.counts, return_counts=True)
     return rows, check_tuple_counts(counts, k), dict(zip(sizes.tolist(), freq.tolist())), stats
+
+
+def _first_rows(chunk: list, need: int) -> list:
+    """The shortest prefix of a source's chunk (Parquet paths, or frames) holding ``need`` records."""
+    out, rows = [], 0
+    for part in chunk:
+        if rows >= need:
+            break
+        if isinstance(part, pd.DataFrame):
+            part = part.iloc[:need - rows]
+            rows += len(part)
+        else:
+            rows += pq.read_metadata(str(part)).num_rows
+        out.append(part)
+    return out
+
+
+def _piece(chunk, a: int, b: int, qi: list):
+    """Rows a … b − 1 of a chunk, as a chunk of their own."""
+    return read_chunk(chunk.frame.iloc[a:b].reset_index(drop=True), qi)
 
 
 def _bucket_piece(result, b: int):
@@ -192,6 +217,43 @@ class FixedIncrementalGraph(PipelineIncrementalGraph):
         base.end = time.time()
         return base
 
+    def plan_nu(self, chunk: list, sched: dict, total: int) -> dict:
+        """ν from the schedule's base-stage model and the late path timed here, on the survey's first
+        records (``chunk``): they are microaggregated as a small base and published again as if they
+        were late, on every worker; returns the schedule's entries to update."""
+        seconds, rows = self.time_late_path(_first_rows(chunk, max(int(PROBE_FRACTION * total), 1)))
+        late = seconds / rows * total / sched["t_ref_predicted"]
+        nu = head_start_ratio(sched["zeta"], sched["beta"], late)
+        cal = dict(sched.get("calibration") or {}, late_seconds_per_record=seconds / rows, late_probe_rows=rows)
+        return {"nu": nu, "nu_star": nu, "nu_critical": nu, "calibration": cal,
+                "nu_from": sched["nu_from"] + (
+                    f"; ν: {BASE_TIME_MARGIN:g} × (the base stage's predicted time + the late records' publication, "
+                    f"{1e6 * seconds / rows:.1f} µs each as timed on the survey's first {rows:,} records) fit in the "
+                    f"head start, so that both end before the close ({self.increment})")}
+
+    def time_late_path(self, chunk: list) -> tuple:
+        """(wall seconds, records) of publishing ``chunk``'s records as late ones against a base made of them."""
+        c = self.client
+        frames = [p for p in chunk if isinstance(p, pd.DataFrame)]
+        data = c.scatter(pd.concat(frames, ignore_index=True)) if frames else [str(p) for p in chunk]
+        chunks = [c.submit(read_chunk, data, self.qi, pure=False)]  # these records alone (reads may hold more)
+        base = base_cells(c, chunks, self.qi, self.cfg)
+        pub = publish_base(c, base, self.qi, self.seed)
+        ing = base.ing
+        n_pieces = 4 * max(len(c.scheduler_info()["workers"]), 1)  # as late files come: many pieces, every worker
+        pieces, row0s = [], []
+        for ch, r0, length in zip(chunks, ing.row0s, ing.lengths):
+            step = max(-(-int(length) // n_pieces), 1)
+            for a in range(0, int(length), step):
+                pieces.append(c.submit(_piece, ch, a, a + step, self.qi, pure=False))
+                row0s.append(int(r0) + a)
+        c.gather(c.map(len, pieces))  # read before the clock starts, as the run's files are
+        t0 = time.perf_counter()
+        done = [c.submit(publish_late, ch, pub.tree, pub.table, r0, ing.mean, ing.std, ing.varying, pub.columns,
+                         self.qi, self.seed, pub.n_out, pure=False) for ch, r0 in zip(pieces, row0s)]
+        c.gather(c.submit(add_counted, pub.total, *[c.submit(_late_stats, d) for d in done]))
+        return time.perf_counter() - t0, int(ing.n)
+
     def collect(self) -> None:
         """Publish the late files read so far, once the base stage is done (never waits)."""
         if self._base is None or not self._base.done() or self._base.exception() is not None or not self._pending:
@@ -286,33 +348,27 @@ class FixedIncrementalGraph(PipelineIncrementalGraph):
 
 def calibrate_fixed(client, m: int, k: int, options: dict, total: int | None = None, sizes=None,
                     seed: int = 0) -> dict:
-    """The time model of a fixed increment's run: the base stage (cells and its release) timed at three
-    sizes by :func:`~daskmicro.graph.incremental_pipeline.calibrate_pipeline`, and the late files'
-    path (read records z-scored, nearest centroid, published, counted) timed on the largest base, on
-    every worker at once: ``{"n", "seconds", "late_seconds_per_record"}`` (wall seconds per late
-    record on this cluster)."""
-    from ..datasets import correlated_gaussian
-
-    kept: list = []
-
+    """The base stage of a fixed increment's run (cells and its release, published and counted) timed
+    at three sizes by :func:`~daskmicro.graph.incremental_pipeline.calibrate_pipeline`:
+    ``{"n", "seconds"}``.  The late files' path is timed in the run itself (:meth:`FixedIncrementalGraph.plan_nu`)."""
     def publish(c, base, columns):
-        kept[:] = [base, publish_base(c, base, columns, seed)]
+        publish_base(c, base, columns, seed)
 
-    cal = calibrate_pipeline(client, m, k, options, total, seed=seed, then=publish,
-                             **({} if sizes is None else {"sizes": sizes}))
-    base, pub = kept
-    cols = [f"x{j}" for j in range(m)]
-    rows = max(cal["n"][-1] // 2, 1)
-    n_chunks = 4 * max(len(client.scheduler_info()["workers"]), 1)
-    df = pd.DataFrame(correlated_gaussian(rows, m, seed + 17), columns=cols)
-    size = -(-rows // n_chunks)
-    chunks = [client.submit(read_chunk, f, cols, pure=False)
-              for f in client.scatter([df.iloc[i:i + size] for i in range(0, rows, size)])]
-    client.gather(client.map(len, chunks))  # read before the clock starts, as the run's files are
-    ing = base.ing
-    t0 = time.perf_counter()
-    done = [client.submit(publish_late, ch, pub.tree, pub.table, int(ing.n) + i * size, ing.mean, ing.std,
-                          ing.varying, pub.columns, cols, seed, pub.n_out) for i, ch in enumerate(chunks)]
-    client.gather(client.submit(add_counted, pub.total, *[client.submit(_late_stats, d) for d in done]))
-    cal["late_seconds_per_record"] = (time.perf_counter() - t0) / rows
-    return cal
+    return calibrate_pipeline(client, m, k, options, total, seed=seed, then=publish,
+                              **({} if sizes is None else {"sizes": sizes}))
+
+
+def head_start_ratio(zeta: float, beta: float, late: float) -> float:
+    """ν of a fixed increment: the smallest data ratio whose head start ζν holds the base stage and the
+    late records' publication, both taken :data:`BASE_TIME_MARGIN` times longer than predicted.
+
+    With τ₀ = (1 − ν)ᵝ the base stage and ``late``·ν the late path (relative to t_ref), the late
+    records landed during the base stage are caught up, and those landing after it published as
+    they land, before the close when ζν − m·late·ν ≥ m·(1 − ν)ᵝ: the critical ratio ν₋ (§IV-B) of
+    the reduced arrivals coefficient (ζ − m·late)/m.
+    """
+    left = zeta - BASE_TIME_MARGIN * late
+    if left <= 0:
+        raise ParameterError("the survey is too short for a fixed increment: its late records would take longer "
+                             "to publish than they take to arrive; give nu")
+    return critical_ratio_numeric(left / BASE_TIME_MARGIN, beta)
