@@ -294,7 +294,7 @@ def _choose_nu(nu, zeta, model, src, client, base) -> dict:
         if zeta is not None:
             out.update(_plan_fields(zeta, beta))
         return out
-    tau_inc, source = None, "given"
+    tau_inc, source = ("fixed" if increment in FIXED_INCREMENTS else None), "given"
     if model is None and client is not None:
         model, tau_inc, out["calibration"] = _calibrate(client, kernel, name, options, increment, m, k, src.total_rows)
         out["beta"] = beta = model.beta

@@ -191,6 +191,22 @@ def test_nu_of_a_fixed_increment_from_the_calibrated_base_stage(data, qi, client
     assert report.verified and len(client.compute(release).result()) == N
 
 
+def test_nu_of_a_fixed_increment_from_a_given_time_model(data, qi, client):
+    """A DataFrame survey and a given time model: the late path is timed on the frame's first
+    sixteenth of records, ν holds it and the modelled base stage."""
+    survey = data.assign(ts=time.time() - 300.0 + np.arange(N) * 0.1)  # 240 s, over
+    release, report = anonymize_incremental(survey, qi, K, increment="nn-fixed", time_column="ts",
+                                            time_model=(1e-3, 1.0), base_method="partitioned",
+                                            base_options=dict(OPTIONS), client=client, seed=6, timeout=120)
+    inc = report.incremental
+    late = inc["calibration"]["late_seconds_per_record"] * N / (1e-3 * N)
+    assert inc["calibration"]["late_probe_rows"] == N // 16 and "first 150 records" in inc["nu_from"]
+    assert inc["zeta"] == pytest.approx(239.9 / 2.4)
+    assert inc["nu"] == pytest.approx(incremental_fixed.head_start_ratio(inc["zeta"], 1.0, late), abs=1e-9)
+    assert report.verified and inc["n_increment"] == N - inc["n_base"] > 0
+    _by_id(client.compute(release).result(), data, qi)
+
+
 def test_a_survey_too_short_for_its_late_records_is_refused():
     with pytest.raises(ParameterError, match="too short for a fixed increment"):
         incremental_fixed.head_start_ratio(2.0, 1.0, 2.0)
