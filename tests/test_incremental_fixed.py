@@ -143,7 +143,7 @@ def test_late_files_are_published_as_they_land(data, qi, client, tmp_path):
     release = client.compute(release).result()
     inc = report.incremental
     assert inc["n_base"] == 600 and report.verified and report.rows.rows_out == N
-    before = inc["increment_info"]["late rows published before the close"]
+    before = inc["increment_info"]["late rows handed to the workers before the close"]
     assert inc["times"]["base_end"] < inc["times"]["close"] and before >= N // 4
     labels, _ = _check_fixed(_by_id(release, data, qi), data, qi, client, 600)
     assert report.cells == labels.max() + 1

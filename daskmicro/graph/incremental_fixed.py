@@ -302,7 +302,7 @@ class FixedIncrementalGraph(PipelineIncrementalGraph):
                               rows_in=int(base.ing.n + sum(self._late_rows)), rows_out=int(rows))
         self._stats_all = stats
         self.inc_result = StageResult(np.empty(0, np.int64), self.late_start, time.time(),
-                                      info={"late rows published before the close": self._before_close,
+                                      info={"late rows handed to the workers before the close": self._before_close,
                                             "late batches handled after the close": after})
 
     def results(self):
