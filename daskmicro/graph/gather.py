@@ -27,7 +27,7 @@ from ..kernels import assemble as kasm
 from ..privacy.verify import RowCheck, check_tuple_counts, merge_tuple_counts, tuple_counts
 from ..publish import release_bucket, split_chunk
 
-__all__ = ["Published", "gather_release"]
+__all__ = ["Published", "CellIds", "cell_ids", "gather_release"]
 
 
 @dataclass
@@ -66,6 +66,49 @@ def _merge_figures(qi, *summaries):
     return merge(summaries, qi)
 
 
+@dataclass
+class CellIds:
+    """Global cell numbering of a fan-out: per input chunk the cell id of each row (futures), the
+    centroid table in original units (future), cells per partition, SSE and the cell-size histogram."""
+
+    cells: list
+    table: object
+    counts: list
+    sse: float
+    hist: dict
+
+
+def cell_ids(client, ing, fo) -> CellIds:
+    """Number the cells of ``fo`` globally (partition order) and give every row of every input chunk
+    of ``ing`` its global cell id; the partition results stay in ``fo.results``."""
+    summaries = client.gather(client.map(kasm.partition_summary, fo.results))
+    counts = [s[0] for s in summaries]
+    sse = float(sum(s[1] for s in summaries))
+    offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    hist: dict[int, int] = {}
+    for _, _, (sizes, cnt) in summaries:
+        for s_, c_ in zip(sizes.tolist(), cnt.tolist()):
+            hist[s_] = hist.get(s_, 0) + c_
+    mean_v, std_v = ing.mean[ing.varying], ing.std[ing.varying]
+    table = client.submit(kasm.centroid_table, mean_v, std_v, *fo.results)
+    bounds = np.array(list(ing.row0s) + [ing.n], dtype=np.int64)
+    by_top: dict[int, list] = {}
+    for i, (t, *_rest) in enumerate(fo.partitions):
+        by_top.setdefault(t, []).append(i)
+    splits = []
+    for t in sorted(by_top):
+        idx = by_top[t]
+        pub = client.submit(kasm.top_publication, offsets[idx], *[fo.results[i] for i in idx])
+        splits.append(client.submit(kasm.split_by_bounds, pub, bounds))
+    cells = []
+    for b, (row0, length) in enumerate(zip(ing.row0s, ing.lengths)):
+        pieces = [client.submit(operator.getitem, s, b) for s in splits]
+        cells.append(client.submit(kasm.assemble_chunk, int(row0), int(length), *pieces))
+    client.gather(client.map(len, cells))  # surfaces assembly errors here
+    client.gather(client.submit(len, table))
+    return CellIds(cells=cells, table=table, counts=counts, sse=sse, hist=hist)
+
+
 def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: bool, timings: dict,
                    figures=None, check: bool = True) -> Published:
     """Number cells globally, build the (lazy) release of ``ddf`` and verify it; with ``figures``
@@ -84,41 +127,15 @@ def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: boo
     import dask.dataframe as dd
 
     t0 = time.perf_counter()
-    summaries = client.gather(client.map(kasm.partition_summary, fo.results))
-    counts = [s[0] for s in summaries]
-    sse = float(sum(s[1] for s in summaries))
-    offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-    hist: dict[int, int] = {}
-    for _, _, (sizes, cnt) in summaries:
-        for s_, c_ in zip(sizes.tolist(), cnt.tolist()):
-            hist[s_] = hist.get(s_, 0) + c_
-
+    ids = cell_ids(client, ing, fo)
+    cells, table, counts, sse, hist = ids.cells, ids.table, ids.counts, ids.sse, ids.hist
     varying = [c for c, v in zip(qi, ing.varying) if v]
-    mean_v, std_v = ing.mean[ing.varying], ing.std[ing.varying]
-    table = client.submit(kasm.centroid_table, mean_v, std_v, *fo.results)
     released = None
     if figures is not None:  # the released side of the report's figures, from the cells (where they are)
         from ..figures import cells_figures
 
         released = client.map(cells_figures, fo.results, qi=list(qi), mean=ing.mean, std=ing.std,
                               varying=ing.varying, scale=figures, pure=False)
-    bounds = np.array(list(ing.row0s) + [ing.n], dtype=np.int64)
-    by_top: dict[int, list] = {}
-    for i, (t, *_rest) in enumerate(fo.partitions):
-        by_top.setdefault(t, []).append(i)
-    splits = []
-    for t in sorted(by_top):
-        idx = by_top[t]
-        pub = client.submit(kasm.top_publication, offsets[idx], *[fo.results[i] for i in idx])
-        splits.append(client.submit(kasm.split_by_bounds, pub, bounds))
-    del pub
-    cells = []
-    for b, (row0, length) in enumerate(zip(ing.row0s, ing.lengths)):
-        pieces = [client.submit(operator.getitem, s, b) for s in splits]
-        cells.append(client.submit(kasm.assemble_chunk, int(row0), int(length), *pieces))
-    del pieces, splits
-    client.gather(client.map(len, cells))  # surfaces assembly errors here
-    client.gather(client.submit(len, table))
     fo.results = None  # cell ids and centroids are all the release needs now
     timings["gather"] = time.perf_counter() - t0
 
