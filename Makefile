@@ -18,7 +18,7 @@ demo: $(STAMP)
 	$(VENV)/bin/daskmicro demo --output demo-output
 
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=15
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_mdav.py

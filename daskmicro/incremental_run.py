@@ -21,15 +21,16 @@ import numpy as np
 
 from .schedule import (TimeModel, calibrate, check_ratio, check_real, check_zeta, critical_ratio_numeric,
                        optimize_ratio, plan as schedule_plan)
+from .schedule_model import calibrate_near_linear
 from .config import check_seed
 from .io.frames import is_dask_frame
 from .cluster import cluster_client
 from .errors import InputError, ParameterError
 from .graph.incremental import IncrementalGraph, calibrate_on, default_kernel, pca_mdav_kernel, warm_up
+from .graph.incremental_fixed import FIXED_INCREMENTS, PROBE_FRACTION, FixedIncrementalGraph, calibrate_fixed
 from .graph.incremental_pipeline import PIPELINE_OPTIONS, PipelineIncrementalGraph, calibrate_pipeline
 from .io.survey import SurveyTimeoutError, open_survey
 from .kernels.incremental import METHODS as INCREMENT_METHODS
-from .privacy.verify import verify_rows
 from .report.run import Report
 
 __all__ = ["anonymize_incremental", "BASE_METHODS", "INCREMENT_METHODS", "SurveyTimeoutError"]
@@ -95,9 +96,12 @@ def anonymize_incremental(
         increment then adjoined per base partition (:mod:`daskmicro.graph.incremental_pipeline`),
         and the release a Dask DataFrame on the given ``client`` (pandas when the run starts its
         own cluster), verified before it is returned.
-    increment : {"2mdav", "nn", "nn-split-mid", "nn-split-end"}, default "2mdav"
+    increment : {"2mdav", "nn", "nn-split-mid", "nn-split-end", "nn-fixed"}, default "2mdav"
         Increment algorithm (:func:`daskmicro.kernels.incremental.increment`).  2MDAV needs at
-        least k increment records; with fewer, "nn" is used and the report says so.
+        least k increment records; with fewer, "nn" is used and the report says so.  "nn-fixed"
+        (partitioned base only): late records join their nearest base cell, whose centroid is
+        left as it is, so the release is published and counted before the close
+        (:mod:`daskmicro.graph.incremental_fixed`).
     seed : int, optional
         Seed of the row shuffle of the release (drawn and recorded when None).
     client : distributed.Client, optional
@@ -159,8 +163,10 @@ def anonymize_incremental(
         zeta = check_zeta(zeta)
     kernel, base_name = _check_base_method(base_method)
     options = _check_base_options(base_options, base_name)
-    if increment not in INCREMENT_METHODS:
-        raise ParameterError(f"increment must be one of {', '.join(INCREMENT_METHODS)}; got {increment!r}")
+    if increment not in INCREMENT_METHODS + FIXED_INCREMENTS:
+        raise ParameterError(f"increment must be one of {', '.join(INCREMENT_METHODS + FIXED_INCREMENTS)}; got {increment!r}")
+    if increment in FIXED_INCREMENTS and options is None:
+        raise ParameterError(f"increment={increment!r} needs base_method='partitioned' (its release is made before the close)")
     seed = check_seed(seed)
     model = _check_time_model(time_model)
     if not isinstance(reference, (bool, np.bool_)):
@@ -178,15 +184,16 @@ def anonymize_incremental(
 
     own_cluster = client is None and _default_client() is None
     with cluster_client(client or _default_client()) as c:
-        warm_up(c, increment, kernel or default_kernel)
+        warm_up(c, "nn" if increment in FIXED_INCREMENTS else increment, kernel or default_kernel)
         step("workers ready")
         if sched is None:  # calibrate the time model on the cluster
             sched = _choose_nu(nu, zeta, model, src, c, base)
             _check_increment_size(sched["nu"], src.total_rows, k, increment)
         step("schedule")
-        graph = (IncrementalGraph(c, qi, k, increment, kernel, seed) if options is None
-                 else PipelineIncrementalGraph(c, qi, k, increment, options, seed))
-        release, outcome = _stages(src, graph, sched["nu"], increment, k, deadline, reference, step)
+        graph = (IncrementalGraph(c, qi, k, increment, kernel, seed) if options is None else
+                 (FixedIncrementalGraph if increment in FIXED_INCREMENTS else PipelineIncrementalGraph)(
+                     c, qi, k, increment, options, seed))
+        release, outcome = _stages(src, graph, sched, increment, k, deadline, reference, step)
         if own_cluster and is_dask_frame(release):
             release = c.compute(release).result()  # the run's own cluster closes with it
 
@@ -195,9 +202,13 @@ def anonymize_incremental(
     return release, report
 
 
-def _stages(src, graph, nu_used, increment, k, deadline, reference, step):
+def _stages(src, graph, sched, increment, k, deadline, reference, step):
     """Base stage at the base trigger, increment at the close, verified release (§III-B)."""
     try:
+        if sched["nu"] is None:  # a fixed increment's late path, timed on the survey's first records
+            sched.update(graph.plan_nu(src.wait_base(PROBE_FRACTION, deadline, on_new=graph.ingest), sched,
+                                       src.total_rows))
+        nu_used = sched["nu"]
         base_chunk = src.wait_base(1.0 - nu_used, deadline, on_new=graph.ingest)
         graph.submit_base(base_chunk)
         step("base stage submitted")
@@ -225,11 +236,6 @@ def _stages(src, graph, nu_used, increment, k, deadline, reference, step):
                      "checks": (changes, k_check, row_check), "t_release": t_release}
 
 
-    report = _report(src, graph, sched, (base_res, inc_res, metrics), (n_base, n_inc), (base_name, increment, method),
-                     ref, model, qi, k, seed, (changes, k_check, row_check), t_release)
-    return release, report
-
-
 def _report(src, graph, sched, results, counts, methods, ref, model, qi, k, seed, checks, t_release) -> Report:
     """The incremental run's report: both stages' timings on the survey's clock (§III-B) and δ."""
     base_res, inc_res, metrics = results
@@ -251,6 +257,7 @@ def _report(src, graph, sched, results, counts, methods, ref, model, qi, k, seed
     }
     inc = _incremental_dict(sched, timing, base_res.seconds, inc_res.seconds, n_base, n_inc, base_name, increment, method, ref,
                             metrics["information_loss"], model, n)
+    inc.update(base_info=dict(base_res.info), increment_info=dict(inc_res.info))
     report = Report(
         n=n, m=len(qi), m_used=metrics["m_used"], k=k, method="incremental", qi=list(qi), cells=metrics["cells"],
         min_cell_size=metrics["min_cell_size"], max_cell_size=metrics["max_cell_size"],
@@ -287,7 +294,7 @@ def _choose_nu(nu, zeta, model, src, client, base) -> dict:
         if zeta is not None:
             out.update(_plan_fields(zeta, beta))
         return out
-    tau_inc, source = None, "given"
+    tau_inc, source = ("fixed" if increment in FIXED_INCREMENTS else None), "given"
     if model is None and client is not None:
         model, tau_inc, out["calibration"] = _calibrate(client, kernel, name, options, increment, m, k, src.total_rows)
         out["beta"] = beta = model.beta
@@ -303,6 +310,9 @@ def _choose_nu(nu, zeta, model, src, client, base) -> dict:
         out["nu_from"] = f"ν* (§IV-B) of the given ζ = {zeta:g}" + (
             f" and the calibrated exponent β = {beta:.3f} of the {name} base stage" if model is not None else
             " for quadratic stages")
+    if tau_inc == "fixed":  # ν once the late path is timed on the survey's first records (FixedIncrementalGraph.plan_nu)
+        out.update(zeta=zeta, nu_star=None, nu=None, t_ref_predicted=model(src.total_rows))
+        return out
     if tau_inc == "critical":  # τ₊ ≪ τ₀: Δτ grows up to ν₋ and is flat beyond, ν* = ν₋ (§IV-B)
         out["nu_star"] = out["nu_critical"] = critical_ratio_numeric(zeta, beta)
         out["zeta"], out["gain_star"] = zeta, 1.0
@@ -326,13 +336,16 @@ def _calibrate(client, kernel, name, options, increment, m, k, total):
     cells that exist (τ₊ ≪ τ₀), so ν* is the critical ratio ν₋ where the base stage ends at the
     close (§IV-B), and τ₊ is taken as 0 in the optimum.
     """
+    fixed = increment in FIXED_INCREMENTS
     if options is None:
         ns, secs = calibrate_on(client, m, k, kernel)
-    else:
-        cal = calibrate_pipeline(client, m, k, options, total)
+    else:  # a fixed increment's base stage also publishes and counts the base release: timed with it
+        cal = (calibrate_fixed if fixed else calibrate_pipeline)(client, m, k, options, total)
         ns, secs = cal["n"], cal["seconds"]
-    model = calibrate(ns, secs)
+    model = calibrate_near_linear(ns, secs) if fixed else calibrate(ns, secs)
     record = {"method": name, "n": ns, "seconds": secs, "a": model.a, "beta": model.beta}
+    if fixed:
+        return model, "fixed", record
     if increment == "2mdav" or options is None:
         return model, None, record
     return model, "critical", record

@@ -17,8 +17,9 @@ from scipy import optimize
 
 from .errors import ParameterError
 
-__all__ = ["BETA_RANGE", "TimeModel", "calibrate", "critical_ratio_numeric", "optimize_ratio",
-           "deadline_ratio_numeric", "check_real", "check_zeta", "check_ratio", "check_beta", "check_tau_end"]
+__all__ = ["BETA_RANGE", "TimeModel", "calibrate", "calibrate_near_linear", "critical_ratio_numeric",
+           "optimize_ratio", "deadline_ratio_numeric", "check_real", "check_zeta", "check_ratio", "check_beta",
+           "check_tau_end"]
 
 #: Running-time exponents β accepted (t ∝ nᵝ): sub-linear to far beyond quadratic; outside it the
 #: optimum sits on a flat plateau of Δτ and the root finders lose their meaning.
@@ -152,6 +153,23 @@ def calibrate(n, seconds) -> TimeModel:
     if not 0 < a < math.inf:
         raise ParameterError("the measured times give a running-time scale a beyond the float range: check the runs")
     return TimeModel(a=a, beta=float(beta))
+
+
+def calibrate_near_linear(n, seconds, beta_max: float = 1.2) -> TimeModel:
+    """A time model for a method close to linear in n (the partitioned pipeline: O(n log n) at most).
+
+    The exponent fitted by :func:`calibrate` is kept within [1, ``beta_max``] (the overheads of small
+    timed runs flatten the curve below 1; a busy machine's noise can steepen it far above what the
+    method does, and a steep exponent extrapolated to many more records predicts several times too
+    much), and ``a`` is set through the largest run, the one least weighed down by overheads.
+    """
+    try:
+        beta = calibrate(n, seconds).beta
+    except ParameterError:
+        beta = 1.0
+    beta = min(max(beta, 1.0), float(beta_max))
+    x, y = np.asarray(n, dtype=np.float64).ravel(), np.asarray(seconds, dtype=np.float64).ravel()
+    return TimeModel(a=float(y[-1] / x[-1] ** beta), beta=beta)
 
 
 def _power(beta: float) -> Callable[[float], float]:

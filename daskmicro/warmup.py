@@ -35,7 +35,7 @@ import numpy as np
 
 from .compile_cache import cache_dir, configure
 
-__all__ = ["warm_up", "warm", "warm_workers", "run_units", "Unit", "units", "kernel_sets", "KERNEL_SETS", "STEPS", "COSTS"]
+__all__ = ["warm_up", "warm", "warm_workers", "run_units", "lock_dir", "Unit", "units", "kernel_sets", "KERNEL_SETS", "STEPS", "COSTS"]
 
 
 def _records(n: int = 240, m: int = 4) -> np.ndarray:
@@ -230,7 +230,7 @@ def _unit_lock(lock_dir: Path | None, name: str, block: bool):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _lock_dir() -> Path | None:
+def lock_dir() -> Path | None:
     where = cache_dir()
     if not where:
         return None
@@ -251,7 +251,7 @@ def warm(sets: Iterable[str] = ("mdav",), lock: bool = True) -> dict:
     "cache_dir", "pid"}``. Safe to call in many processes at once (see the module's doc)."""
     configure()
     t0 = time.perf_counter()
-    done = run_units(units(sets), _lock_dir() if lock else None)
+    done = run_units(units(sets), lock_dir() if lock else None)
     return {"seconds": time.perf_counter() - t0, "compiled": [n for n, c in done.items() if c],
             "loaded": [n for n, c in done.items() if not c], "cache_dir": cache_dir(), "pid": os.getpid()}
 

@@ -28,7 +28,7 @@ from ..privacy.verify import (RowCheck, bucket_verdict, combine_verdicts, count_
                               split_tuple_counts, tuple_counts)
 from ..publish import release_bucket, split_chunk
 
-__all__ = ["Published", "gather_release"]
+__all__ = ["Published", "CellIds", "cell_ids", "gather_release"]
 
 
 @dataclass
@@ -42,8 +42,8 @@ class Published:
     max_cell_size: int
     sse: float                    # z-space, comparable to SST = n·m_used
     cell_size_counts: dict
-    k_anonymity: object
-    rows: RowCheck
+    k_anonymity: object           # None: not checked here (gather_release's check=False)
+    rows: RowCheck | None
     figures: dict | None = None   # summary of the before/after figures (daskmicro.kernels.figures)
 
 
@@ -91,19 +91,21 @@ def _merge_figures(qi, *summaries):
     return merge(summaries, qi)
 
 
-def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: bool, timings: dict,
-                   figures=None) -> Published:
-    """Number cells globally, build the (lazy) release of ``ddf`` and verify it; with ``figures``
-    (a :class:`~daskmicro.kernels.figures.Scale`) the check's pass also summarises each input
-    chunk before and after for the report (the chunk is read once for both).
+@dataclass
+class CellIds:
+    """Global cell numbering of a fan-out: per input chunk the cell id of each row (futures), the
+    centroid table in original units (future), cells per partition, SSE and the cell-size histogram."""
 
-    Consumes ``fo.results``: once the cell ids and the centroid table exist the partition
-    results are released (``fo.results`` is set to None).
-    """
-    import dask
-    import dask.dataframe as dd
+    cells: list
+    table: object
+    counts: list
+    sse: float
+    hist: dict
 
-    t0 = time.perf_counter()
+
+def cell_ids(client, ing, fo) -> CellIds:
+    """Number the cells of ``fo`` globally (partition order) and give every row of every input chunk
+    of ``ing`` its global cell id; the partition results stay in ``fo.results``."""
     summaries = client.gather(client.map(kasm.partition_summary, fo.results))
     counts = [s[0] for s in summaries]
     sse = float(sum(s[1] for s in summaries))
@@ -112,17 +114,9 @@ def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: boo
     for _, _, (sizes, cnt) in summaries:
         for s_, c_ in zip(sizes.tolist(), cnt.tolist()):
             hist[s_] = hist.get(s_, 0) + c_
-
-    varying = [c for c, v in zip(qi, ing.varying) if v]
     mean_v, std_v = ing.mean[ing.varying], ing.std[ing.varying]
     # the centroids computed where each partition's results are: only they travel to the table
     table = client.submit(kasm.join_table, *client.map(kasm.centroid_piece, fo.results, mean=mean_v, std=std_v))
-    released = None
-    if figures is not None:  # the released side of the report's figures, from the cells (where they are)
-        from ..figures import cells_figures
-
-        released = client.map(cells_figures, fo.results, qi=list(qi), mean=ing.mean, std=ing.std,
-                              varying=ing.varying, scale=figures, pure=False)
     bounds = np.array(list(ing.row0s) + [ing.n], dtype=np.int64)
     by_top: dict[int, list] = {}
     for i, (t, *_rest) in enumerate(fo.partitions):
@@ -132,14 +126,42 @@ def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: boo
         idx = by_top[t]
         pub = client.submit(kasm.top_publication, offsets[idx], *[fo.results[i] for i in idx])
         splits.append(client.submit(kasm.split_by_bounds, pub, bounds))
-    del pub
     cells = []
     for b, (row0, length) in enumerate(zip(ing.row0s, ing.lengths)):
         pieces = [client.submit(operator.getitem, s, b) for s in splits]
         cells.append(client.submit(kasm.assemble_chunk, int(row0), int(length), *pieces))
-    del pieces, splits
     client.gather(client.map(len, cells))  # surfaces assembly errors here
     client.gather(client.submit(len, table))
+    return CellIds(cells=cells, table=table, counts=counts, sse=sse, hist=hist)
+
+
+def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: bool, timings: dict,
+                   figures=None, check: bool = True) -> Published:
+    """Number cells globally, build the (lazy) release of ``ddf`` and verify it; with ``figures``
+    (a :class:`~daskmicro.kernels.figures.Scale`) the check's pass also summarises each input
+    chunk before and after for the report (the chunk is read once for both).
+
+    ``check=False``: no release check here, for a caller that verifies the release as it publishes
+    it (the run executor checks the written files, or the collected frame, before any commit): the
+    release is then made once, not twice.  ``k_anonymity`` and ``rows`` are None, and the original
+    side of the figures comes from the ingest's summaries (``ing.figures``).
+
+    Consumes ``fo.results``: once the cell ids and the centroid table exist the partition
+    results are released (``fo.results`` is set to None).
+    """
+    import dask
+    import dask.dataframe as dd
+
+    t0 = time.perf_counter()
+    ids = cell_ids(client, ing, fo)
+    cells, table, counts, sse, hist = ids.cells, ids.table, ids.counts, ids.sse, ids.hist
+    varying = [c for c, v in zip(qi, ing.varying) if v]
+    released = None
+    if figures is not None:  # the released side of the report's figures, from the cells (where they are)
+        from ..figures import cells_figures
+
+        released = client.map(cells_figures, fo.results, qi=list(qi), mean=ing.mean, std=ing.std,
+                              varying=ing.varying, scale=figures, pure=False)
     fo.results = None  # cell ids and centroids are all the release needs now
     timings["gather"] = time.perf_counter() - t0
 
@@ -152,27 +174,15 @@ def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: boo
     ]
     bucket = dask.delayed(release_bucket, pure=True)
     parts = [bucket(*[p[b] for p in pieces], seed=seed, keep_row_id=keep_row_id) for b in range(n_out)]
-    # The check counts the published rows where they are made, piece by piece: the same rows and
-    # values as the output partitions (which only concatenate and reorder them), without holding
-    # every input chunk's pieces at once, as assembling the key ranges would.  One graph, so that
-    # dask folds each count in as it comes.
-    check = dask.delayed(_pieces_check, pure=True)
-    level = [check(p, list(qi)) for p in pieces]
-    del pieces
-    verdict = bucketed_check(level, k, ing.n)
-    summary = None
-    if figures is not None:
-        from ..figures import chunk_figures
-
-        chunk = dask.delayed(chunk_figures, pure=True)
-        summary = dask.delayed(_merge_figures, pure=True)(
-            list(qi), *released, *[chunk(o, list(qi), figures) for o in ddf.to_delayed()])
-    if summary is None:
-        rows_out, k_check = client.compute(verdict).result()
-    else:  # one graph: each input chunk is read once for the check and the figures
-        (rows_out, k_check), summary = client.gather(client.compute([verdict, summary]))
-    del level
-    timings["verify"] = time.perf_counter() - t0
+    summary = rows = k_check = None
+    if not check:
+        del pieces
+        if figures is not None:
+            summary = client.submit(_merge_figures, list(qi), *released, *ing.figures, pure=False).result()
+    else:
+        rows, k_check, summary = _check_release(client, pieces, ddf, qi, k, figures, released, ing.n)
+        del pieces
+        timings["verify"] = time.perf_counter() - t0
 
     empty = split_chunk(ddf._meta, np.empty(0, np.int64), np.empty((0, len(varying))), 0, varying, seed, 1)
     meta = release_bucket(*empty, seed=seed, keep_row_id=keep_row_id)
@@ -188,6 +198,30 @@ def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: boo
         sse=sse,
         cell_size_counts=dict(sorted(hist.items())),
         k_anonymity=k_check,
-        rows=RowCheck(ok=int(rows_out) == ing.n, rows_in=int(ing.n), rows_out=int(rows_out)),
+        rows=None if rows is None else RowCheck(ok=int(rows) == ing.n, rows_in=int(ing.n), rows_out=int(rows)),
         figures=summary,
     )
+
+
+def _check_release(client, pieces, ddf, qi, k: int, figures, released, n_rows: int):
+    """(rows, k-anonymity check, figures summary) of the published rows ``pieces`` (see
+    :func:`gather_release`), in one graph with the figures' pass over the input chunks."""
+    import dask
+
+    # The check counts the published rows where they are made, piece by piece: the same rows and
+    # values as the output partitions (which only concatenate and reorder them), without holding
+    # every input chunk's pieces at once, as assembling the key ranges would.  One graph, so that
+    # dask folds each count in as it comes.
+    check = dask.delayed(_pieces_check, pure=True)
+    verdict = bucketed_check([check(p, list(qi)) for p in pieces], k, n_rows)
+    if figures is None:
+        rows, k_check = client.compute(verdict).result()
+        return rows, k_check, None
+    from ..figures import chunk_figures
+
+    chunk = dask.delayed(chunk_figures, pure=True)
+    summary = dask.delayed(_merge_figures, pure=True)(
+        list(qi), *released, *[chunk(o, list(qi), figures) for o in ddf.to_delayed()])
+    # one graph: each input chunk is read once for the check and the figures
+    (rows, k_check), summary = client.gather(client.compute([verdict, summary]))
+    return rows, k_check, summary

@@ -339,10 +339,11 @@ def _gaussian_chunks(client, n: int, m: int, seed: int):
 
 
 def calibrate_pipeline(client, m: int, k: int, options: dict, total: int | None = None, sizes=None,
-                       seed: int = 0) -> dict:
+                       seed: int = 0, then=None) -> dict:
     """Time the partitioned base stage (ingest to fan-out, as a run times it) on correlated
     Gaussian m-column data at three sizes, ``task_rows / 2 … 2·task_rows`` (at most a quarter of
-    the survey's ``total`` records), for the time model t(n) = a·nᵝ of §IV-B.
+    the survey's ``total`` records), for the time model t(n) = a·nᵝ of §IV-B.  ``then(client, base,
+    columns)``, when given, is the rest of the base stage (e.g. its publication), timed with it.
 
     Returns ``{"n": sizes, "seconds": base stage times}``.
     """
@@ -354,5 +355,7 @@ def calibrate_pipeline(client, m: int, k: int, options: dict, total: int | None 
         chunks, cols = _gaussian_chunks(client, n, m, seed + j)
         client.gather(client.map(len, chunks))  # read before the clock starts, as the run's files are
         base = base_cells(client, chunks, cols, cfg)
-        secs.append(base.end - base.start)
+        if then is not None:
+            then(client, base, cols)
+        secs.append(time.time() - base.start)
     return {"n": sizes, "seconds": secs}

@@ -206,7 +206,7 @@ def plan_layout(cfg: PipelineConfig, ing, keep_parts: bool | None = None):
 
 
 def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row_id: bool, progress=None,
-                 participation=None, figures=None):
+                 participation=None, figures=None, check: bool = True):
     """Run the pipeline on ``ddf``; returns (Published, details dict for the report).
 
     ``progress(stage, seconds)``, when given, is called as each stage ends.  ``participation``,
@@ -216,6 +216,9 @@ def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row
     ``figures``, when given, is the :class:`~daskmicro.kernels.figures.Scale` of the report's
     before/after figures: ``details["figures"]`` then holds their summary, made in the release
     check's pass over the input chunks (:func:`~daskmicro.graph.gather.gather_release`).
+    ``check=False`` leaves the release check to a caller that verifies the release as published
+    (the run executor, before its commit): ``Published.k_anonymity`` and ``rows`` are then None,
+    and the original side of the figures is summarised at ingest.
     """
     column = pbar = None
     if participation is not None:
@@ -223,7 +226,7 @@ def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row
     timings = _Timings(progress)
     t_all = time.perf_counter()
     t0 = time.perf_counter()
-    ing = ingest(client, ddf, qi, participation_column=column)
+    ing = ingest(client, ddf, qi, participation_column=column, figures=None if check else figures)
     timings["ingest"] = time.perf_counter() - t0
     cfg, fcfg, task_rows = plan_layout(cfg, ing)
     tops = top_cells(client, ing, task_rows, timings)  # takes ing.blocks: the workers free them when done
@@ -247,7 +250,7 @@ def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row
         fo.parts = parts
         improve_info = improve_cells(client, fo, cfg.k, cfg.improve_sweeps, cfg.improve_neighbours, timings)
     fo.parts = parts = None
-    pub = gather_release(client, ddf, qi, ing, fo, cfg.k, seed, keep_row_id, timings, figures)
+    pub = gather_release(client, ddf, qi, ing, fo, cfg.k, seed, keep_row_id, timings, figures, check)
     timings["total"] = time.perf_counter() - t_all
     sst = float(ing.n * max(ing.m_used, 1))
     details = {

@@ -256,6 +256,26 @@ def merge_tuple_counts(*parts: TupleCounts) -> TupleCounts:
     )
 
 
+def add_tuple_counts(total: TupleCounts, part: TupleCounts) -> TupleCounts:
+    """``total`` with the counts of ``part`` added: when every tuple of ``part`` is already in
+    ``total`` (same hash, same per-column hashes) the counts are added in place of a copy, at a cost
+    that grows with ``part`` only (plus one copy of the counts); otherwise the two are merged.
+    The result is the same as :func:`merge_tuple_counts` either way."""
+    if part.hashes.size == 0:
+        return total
+    if total.hashes.size == 0 or total.tuples.shape[1] != part.tuples.shape[1]:
+        return merge_tuple_counts(total, part)
+    pos = np.searchsorted(total.hashes, part.hashes)
+    inside = pos < total.hashes.size
+    found = np.zeros(part.hashes.size, dtype=bool)
+    found[inside] = total.hashes[pos[inside]] == part.hashes[inside]
+    if not found.all() or not np.array_equal(total.tuples[pos], part.tuples):
+        return merge_tuple_counts(total, part)
+    counts = total.counts.copy()
+    np.add.at(counts, pos, part.counts)
+    return TupleCounts(total.hashes, counts, total.tuples, total.collision or part.collision)
+
+
 def check_tuple_counts(counts: TupleCounts, k: int) -> KAnonymityCheck:
     """The k-anonymity verdict from merged tuple counts."""
     if counts.collision:

@@ -274,11 +274,15 @@ def _check_incremental(value) -> dict:
                   f"got {_show(sec['base_method'])}")
         out["base_method"] = sec["base_method"]
     if "increment" in sec:
-        from ..kernels.incremental import METHODS as INCREMENTS
+        from ..graph.incremental_fixed import FIXED_INCREMENTS
+        from ..kernels.incremental import METHODS
 
+        increments = METHODS + FIXED_INCREMENTS
         out["increment"] = _str(sec["increment"], "incremental.increment")
-        if out["increment"] not in INCREMENTS:
-            _fail("incremental.increment", f"expected one of {', '.join(INCREMENTS)}, got {_show(sec['increment'])}")
+        if out["increment"] not in increments:
+            _fail("incremental.increment", f"expected one of {', '.join(increments)}, got {_show(sec['increment'])}")
+        if out["increment"] in FIXED_INCREMENTS and out.get("base_method", "mdav") != "partitioned":
+            _fail("incremental.increment", f"{out['increment']} needs base_method: partitioned")
     if "reference" in sec:
         out["reference"] = _bool(sec["reference"], "incremental.reference")
     return out
