@@ -22,8 +22,9 @@ from daskmicro.errors import ParameterError
 QI = ["x0", "x1", "x2", "x3", "x4", "x5"]
 N = 300_000
 #: Worker memory limit of the spilling run (the smallest the run's own check accepts for tasks of
-#: 20,000 rows): the input alone (N × 7 columns × 8 = 16.8 MB) is 1.7 times what the two workers
-#: may hold in memory together (60 % of 16 MiB each), and a run holds it two or three times over.
+#: 20,000 rows): the input alone (N × 7 columns × 8 = 16.8 MB) nearly fills what the two workers
+#: may hold in memory together (60 % of 16 MiB each, 20 MB), and a run holds it two or three
+#: times over (z-scored chunks and top cells, cells, then the release pieces being written).
 LIMIT = 16 << 20
 
 
