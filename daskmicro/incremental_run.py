@@ -59,6 +59,8 @@ def anonymize_incremental(
     time_model=None,
     expected_rows: int | None = None,
     base_options: dict | None = None,
+    memory_limit=None,
+    spill_directory=None,
 ):
     """Anonymize a survey in two time-delayed stages: a base stage while it runs, an increment at the close.
 
@@ -126,6 +128,10 @@ def anonymize_incremental(
         ``base_method="partitioned"`` only: options of the pipeline (K, partition_size, task_rows,
         nu — the distal fraction of the macrocells, not the data ratio —, energy_loss, n_components).
         Without ``nu`` (data ratio) its time model is calibrated by timing the pipeline itself.
+    memory_limit, spill_directory : optional
+        The workers of the LocalCluster the run starts: memory limit (bytes or a size such as
+        ``"4GiB"``) and where they spill, as for :func:`daskmicro.anonymize`; refused with a
+        ``client`` (its workers keep their own).
 
     Returns
     -------
@@ -183,7 +189,8 @@ def anonymize_incremental(
         _check_increment_size(sched["nu"], src.total_rows, k, increment)
 
     own_cluster = client is None and _default_client() is None
-    with cluster_client(client or _default_client()) as c:
+    workers = _worker_settings(memory_limit, spill_directory, own_cluster)
+    with cluster_client(client or _default_client(), **workers) as c:
         warm_up(c, "nn" if increment in FIXED_INCREMENTS else increment, kernel or default_kernel)
         step("workers ready")
         if sched is None:  # calibrate the time model on the cluster
@@ -401,6 +408,20 @@ def _incremental_dict(sched, t, base_s, inc_s, n_base, n_inc, base_name, increme
 
 
 # --------------------------------------------------------------------------- validation
+
+
+def _worker_settings(memory_limit, spill_directory, own_cluster: bool) -> dict:
+    """The checked ``memory_limit`` / ``spill_directory`` of the run's own LocalCluster."""
+    from .config import FIELDS
+
+    if memory_limit is None and spill_directory is None:
+        return {}
+    if not own_cluster:
+        raise ParameterError("memory_limit and spill_directory set up the workers of the LocalCluster the run starts; "
+                             "the workers of a given client keep their own")
+    return {"memory_limit": None if memory_limit is None else FIELDS["memory_limit"]("memory_limit", memory_limit),
+            "spill_directory": None if spill_directory is None else
+            FIELDS["spill_directory"]("spill_directory", spill_directory)}
 
 
 def _default_client():

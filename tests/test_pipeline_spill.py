@@ -120,6 +120,14 @@ def test_worker_memory_settings_on_every_entry(tmp_path):
         anonymize_file(tmp_path / "in.parquet", tmp_path / "o.parquet", ["a", "b"], 3, client=object(),
                        memory_limit="2GiB")
     assert not (tmp_path / "o.parquet").exists()
+    # the incremental API: the same settings, the same refusals
+    from daskmicro import anonymize_incremental
+
+    survey = pd.DataFrame({"a": np.arange(40.0), "b": np.arange(40.0) % 7, "t": np.arange(40.0)})
+    with pytest.raises(ParameterError, match="given client"):
+        anonymize_incremental(survey, ["a", "b"], 3, nu=0.5, time_column="t", client=object(), memory_limit="2GiB")
+    with pytest.raises(ParameterError, match="memory_limit must be a size of at least 16 MiB"):
+        anonymize_incremental(survey, ["a", "b"], 3, nu=0.5, time_column="t", memory_limit="lots")
 
 
 def test_the_default_limit_follows_the_task_size():
