@@ -17,7 +17,8 @@ import time
 from .errors import ParameterError, redact
 
 __all__ = ["cluster_client", "connect_timeout", "default_workers", "local_cluster", "WORKER_ENV", "CONNECT_TIMEOUT",
-           "TaskLogFilter", "quiet_task_logs", "worker_memory_limit", "WORKER_BASE_BYTES", "TASK_FACTOR"]
+           "TaskLogFilter", "quiet_task_logs", "worker_memory_limit", "given_client_refusal", "WORKER_BASE_BYTES",
+           "TASK_FACTOR"]
 
 #: Seconds allowed to reach a Dask scheduler and complete Dask's handshake with it, unless the
 #: caller gives ``timeout=`` or the environment sets ``DASKMICRO_CONNECT_TIMEOUT``.
@@ -40,6 +41,13 @@ WORKER_BASE_BYTES = 2 << 30
 #: Memory a worker needs per byte of the largest task's data (its inputs, copies and results at
 #: once; a 16,000,000-row run peaked at 2.9 GiB per worker with tasks of 120 MB).
 TASK_FACTOR = 16
+
+
+def given_client_refusal() -> ParameterError:
+    """The refusal of worker memory settings for a run given a client (its workers keep their own)."""
+    return ParameterError("memory_limit and spill_directory set up the workers of the LocalCluster daskmicro starts; "
+                          "the workers of a given client keep their own (LocalCluster(memory_limit=…, "
+                          "local_directory=…), dask worker --memory-limit)")
 
 
 def worker_memory_limit(task_bytes: int, n_workers: int) -> int:

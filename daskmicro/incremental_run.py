@@ -24,7 +24,7 @@ from .schedule import (TimeModel, calibrate, check_ratio, check_real, check_zeta
 from .schedule_model import calibrate_near_linear
 from .config import check_seed
 from .io.frames import is_dask_frame
-from .cluster import cluster_client
+from .cluster import cluster_client, given_client_refusal
 from .errors import InputError, ParameterError
 from .graph.incremental import IncrementalGraph, calibrate_on, default_kernel, pca_mdav_kernel, warm_up
 from .graph.incremental_fixed import FIXED_INCREMENTS, PROBE_FRACTION, FixedIncrementalGraph, calibrate_fixed
@@ -417,8 +417,7 @@ def _worker_settings(memory_limit, spill_directory, own_cluster: bool) -> dict:
     if memory_limit is None and spill_directory is None:
         return {}
     if not own_cluster:
-        raise ParameterError("memory_limit and spill_directory set up the workers of the LocalCluster the run starts; "
-                             "the workers of a given client keep their own")
+        raise given_client_refusal()
     return {"memory_limit": None if memory_limit is None else FIELDS["memory_limit"]("memory_limit", memory_limit),
             "spill_directory": None if spill_directory is None else
             FIELDS["spill_directory"]("spill_directory", spill_directory)}

@@ -187,7 +187,7 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
     ``before_commit()`` is called just before anything is committed (it may raise to cancel).
     """
     from ._version import __version__
-    from .cluster import cluster_client
+    from .cluster import cluster_client, given_client_refusal
     from .graph.lake import execute
     from .graph.local import InProcess
     from .report import dask_report
@@ -211,9 +211,7 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
                 _outputs(cfg, sink, output, report_path, input, False, existing_ok)
                 return Outcome(None, None, output, nothing_to_do=True, previous=previous)
     if client is not None and (cfg.memory_limit is not None or cfg.spill_directory is not None):
-        raise ParameterError("memory_limit and spill_directory set up the workers of the LocalCluster daskmicro "
-                             "starts; the workers of a given client keep their own (LocalCluster(memory_limit=…, "
-                             "local_directory=…), dask worker --memory-limit)")
+        raise given_client_refusal()
     cluster = needs_cluster(cfg, source, client)
     workers = worker_settings(cfg, source)
     if cluster and client is None and not cfg.scheduler and sink == "memory":
