@@ -16,7 +16,6 @@ import pytest
 
 from _clusters import process_client
 from daskmicro import anonymize_incremental, schedule
-from daskmicro.datasets import census_like
 from daskmicro.cli import main
 from daskmicro.errors import InputError, ParameterError
 from daskmicro.graph import incremental_fixed, incremental_pipeline
@@ -29,19 +28,8 @@ from daskmicro.privacy.verify import add_tuple_counts, merge_tuple_counts, tuple
 from daskmicro.schedule_model import calibrate_near_linear
 from daskmicro.workflow import load_workflow
 
-N, K = 2400, 5
-NU = 0.25
-OPTIONS = {"K": 40, "partition_size": 240, "task_rows": 800}  # 1800 base records: 2 top cells, ~8 partitions
-
-
-@pytest.fixture(scope="module")
-def data():
-    return census_like(N, seed=11, with_extra_columns=True)
-
-
-@pytest.fixture(scope="module")
-def qi(data):
-    return [c for c in data.columns if c not in ("record_id", "region")]
+# the survey of the partitioned-base tests: same records, same layout
+from test_incremental_pipeline import K, N, NU, OPTIONS, data, finished, qi  # noqa: E402,F401  (fixtures)
 
 
 @pytest.fixture(scope="module")
@@ -53,11 +41,6 @@ def client():
     yield c
     c.close()
     cluster.close()
-
-
-def _finished(data):
-    """A survey that is over: arrival times in the past, in row order."""
-    return data.assign(ts=time.time() - 10.0 + np.arange(len(data)) * 1e-3)
 
 
 def _expected(client, data, qi, n0):
@@ -114,7 +97,7 @@ def _by_id(release, data, qi):
 
 
 def test_nn_fixed_equals_the_plan_run_by_hand(data, qi, client):
-    release, report = anonymize_incremental(_finished(data), qi, K, nu=NU, increment="nn-fixed", time_column="ts",
+    release, report = anonymize_incremental(finished(data), qi, K, nu=NU, increment="nn-fixed", time_column="ts",
                                             base_method="partitioned", base_options=dict(OPTIONS), client=client,
                                             seed=3, timeout=120)
     release = client.compute(release).result()
@@ -151,7 +134,7 @@ def test_late_files_are_published_as_they_land(data, qi, client, tmp_path):
 
 def test_same_release_whatever_the_workers(data, qi, client):
     def run(c):
-        rel, rep = anonymize_incremental(_finished(data), qi, K, nu=NU, increment="nn-fixed", time_column="ts",
+        rel, rep = anonymize_incremental(finished(data), qi, K, nu=NU, increment="nn-fixed", time_column="ts",
                                          base_method="partitioned", base_options=dict(OPTIONS), client=c, seed=8,
                                          timeout=120)
         return c.compute(rel).result(), rep
@@ -214,7 +197,7 @@ def test_a_survey_too_short_for_its_late_records_is_refused():
 
 def test_nn_fixed_needs_a_partitioned_base(data, qi):
     with pytest.raises(ParameterError, match="needs base_method='partitioned'"):
-        anonymize_incremental(_finished(data), qi, K, nu=NU, increment="nn-fixed", time_column="ts")
+        anonymize_incremental(finished(data), qi, K, nu=NU, increment="nn-fixed", time_column="ts")
 
 
 def test_running_counts_equal_a_full_count():
@@ -236,7 +219,7 @@ def test_late_values_in_a_base_constant_column_are_refused(data, qi, client):
     df = data.copy()
     df["AGI"] = np.where(np.arange(N) < int(np.ceil(N * (1 - NU))), 1.0, 2.0)
     with pytest.raises(InputError, match="'AGI' are constant in the base stage"):
-        anonymize_incremental(_finished(df), qi, K, nu=NU, increment="nn-fixed", time_column="ts",
+        anonymize_incremental(finished(df), qi, K, nu=NU, increment="nn-fixed", time_column="ts",
                               base_method="partitioned", base_options=dict(OPTIONS), client=client, timeout=120)
 
 

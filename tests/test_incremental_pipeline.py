@@ -53,13 +53,13 @@ def client():
     cluster.close()
 
 
-def _finished(data):
+def finished(data):
     """A survey that is over: arrival times in the past, in row order."""
     return data.assign(ts=time.time() - 10.0 + np.arange(len(data)) * 1e-3)
 
 
 def _run(data, qi, client, increment, seed=3, **kw):
-    release, report = anonymize_incremental(_finished(data), qi, K, nu=NU, increment=increment, time_column="ts",
+    release, report = anonymize_incremental(finished(data), qi, K, nu=NU, increment=increment, time_column="ts",
                                             base_method="partitioned", base_options=dict(OPTIONS), client=client,
                                             seed=seed, timeout=120, **kw)
     return client.compute(release).result(), report
@@ -208,7 +208,7 @@ def test_spec_path_and_api_path_agree(data, qi, tmp_path):
 ])
 def test_bad_base_options(data, qi, kwargs, message):
     with pytest.raises(ParameterError, match=message):
-        anonymize_incremental(_finished(data), qi, K, nu=NU, time_column="ts", **kwargs)
+        anonymize_incremental(finished(data), qi, K, nu=NU, time_column="ts", **kwargs)
 
 
 def test_late_values_in_a_base_constant_column_are_refused(data, qi, client):
