@@ -26,7 +26,7 @@ import numpy as np
 from ..kernels import assemble as kasm
 from ..privacy.verify import (RowCheck, bucket_verdict, combine_verdicts, count_buckets, merge_tuple_counts,
                               split_tuple_counts, tuple_counts)
-from ..publish import release_bucket, split_chunk
+from ..publish import publish_chunk, release_bucket, split_chunk
 
 __all__ = ["Published", "CellIds", "cell_ids", "gather_release"]
 
@@ -35,6 +35,8 @@ __all__ = ["Published", "CellIds", "cell_ids", "gather_release"]
 class Published:
     release: object               # lazy dask DataFrame (its graph holds the futures below)
     parts: list                   # its partitions, dask Delayed
+    chunks: list                  # the release rows of each input chunk, in input order (Delayed): for a
+                                  # caller that cuts the release itself (the run executor's release stage)
     cells_per_chunk: list         # futures: global cell id of each row, per input chunk
     table: object                 # future: centroids of all cells in original units
     cells: int
@@ -184,12 +186,15 @@ def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: boo
         del pieces
         timings["verify"] = time.perf_counter() - t0
 
+    publish = dask.delayed(publish_chunk, pure=True)
+    chunks = [publish(o, c, table, columns=varying) for o, c in zip(ddf.to_delayed(), cells)]
     empty = split_chunk(ddf._meta, np.empty(0, np.int64), np.empty((0, len(varying))), 0, varying, seed, 1)
     meta = release_bucket(*empty, seed=seed, keep_row_id=keep_row_id)
     release_ddf = dd.from_delayed(parts, meta=meta, verify_meta=False)
     return Published(
         release=release_ddf,
         parts=parts,
+        chunks=chunks,
         cells_per_chunk=cells,
         table=table,
         cells=int(sum(counts)),

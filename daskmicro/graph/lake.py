@@ -25,6 +25,7 @@ from ..config import AUTO_EXACT_ROWS, DEFAULT_TASK_ROWS, ONE_TASK_METHODS as ONE
 from ..errors import InputError, ParameterError
 from ..io import commit as cm
 from ..io import layout as lay
+from ..io.shuffle import SHUFFLE_DIR
 from ..io.source import RID
 from ..kernels.bounds import MAX_ABS
 from ..kernels.figures import scale_from_moments
@@ -282,7 +283,7 @@ def _pipeline_group(client, cfg, sel, meta, g, k, seed, progress, scale=None):
         info["failure_partials"] = prob.pop("partials")
         if prob.get("expected_distortion") is not None:
             info["expected_distortion"] = prob["expected_distortion"]
-    return pub.release.to_delayed(), info
+    return pub.chunks, info  # per input chunk: the release stage cuts them into its pieces
 
 
 @dataclass(frozen=True)
@@ -426,7 +427,7 @@ def _release(client, source, cfg, lay_: _Layout, sink, output, releases, ex: Exe
         files = lay.plan_files(partition_by, lay_.part_counts, cfg.rows_per_file,
                                file_cuts(client, keyed, cfg.seed, partition_by, cfg.rows_per_file))
         schema = promised_schema(source, qi, partition_by, cfg.keep_row_id, lay_.labels)
-        ex.staging = cm.open_staging(output, [rel for rel, _, _ in files.values()])
+        ex.staging = cm.open_staging(output, [rel for rel, _, _ in files.values()] + [SHUFFLE_DIR])
         inflight: list = []
         try:
             listing = write_and_verify(client, releases, files, schema, published, k, cfg.seed, partition_by,

@@ -19,6 +19,7 @@ import pandas as pd
 from ..errors import VerificationError
 from ..io import commit as cm
 from ..io import layout as lay
+from ..io import shuffle as sh
 from ..io.source import RID
 
 __all__ = ["promised_schema", "file_cuts", "write_and_verify", "collect", "dask_release", "tuple_sizes",
@@ -82,27 +83,48 @@ def _split_all(client, releases, seed, partition_by, files) -> list:
     return out
 
 
+def _file_order(files: dict) -> list:
+    """The run's output files in order: ``[(partition value tuple, file in the partition), …]``."""
+    order = sorted(files, key=lambda t: tuple((v is None, "" if v is None else v) for v in t))
+    return [(key, b) for key in order for b in range(files[key][1])]
+
+
 def write_and_verify(client, releases, files, schema, columns, k, seed, partition_by, keep_row_id, staging, n,
                       expected, inflight):
-    """Write the buckets, then re-read every file and count its published tuples (``columns``:
-    stratum columns + QIs) in the written dtypes."""
+    """Write the files through the staging directory (:mod:`daskmicro.io.shuffle`: each release
+    chunk scattered into per-file fragments, then each file made from its fragments), then
+    re-read every file and count its published tuples (``columns``: stratum columns + QIs) in
+    the written dtypes."""
+    import dask
+    from dask.delayed import Delayed
+
     from ..privacy.verify import RowCheck
 
-    splits = _split_all(client, releases, seed, partition_by, files)
-    inflight.extend(splits)
-    written, paths, keys = [], [], []
-    for key in sorted(files, key=lambda t: tuple((v is None, "" if v is None else v) for v in t)):
-        rel, nb, _ = files[key]
-        for b in range(nb):
-            path = staging / rel / f"part-{b:05d}.parquet"
-            picks = [client.submit(lay.pick, s, (key, b)) for s in splits]
-            written.append(client.submit(cm.write_bucket, str(path), schema, keep_row_id, *picks))
-            inflight.append(written[-1])
-            paths.append(path)
-            keys.append(key)
+    order = _file_order(files)
+    first: dict = {}
+    for j, (key, _) in enumerate(order):
+        first.setdefault(key, j)
+    directory = staging / sh.SHUFFLE_DIR
+    fschema = sh.fragment_schema(schema, keep_row_id)
+    scatter = dask.delayed(sh.scatter_piece, pure=False)
+    args = (seed, partition_by, files, first, fschema, str(directory))
+    # the lazy chunks go to the scheduler in one graph (their upstream is shared)
+    lazy = [client.compute(scatter(r, i, *args)) if isinstance(r, Delayed) else None for i, r in enumerate(releases)]
+    scattered = [f if f is not None else client.submit(sh.scatter_piece, r, i, *args, pure=False)
+                 for i, (f, r) in enumerate(zip(lazy, releases))]
+    inflight.extend(scattered)
+    per_piece = client.gather(scattered)
+    fragments: dict = {}
+    for i, rows in enumerate(per_piece):
+        for j in rows:
+            fragments.setdefault(j, []).append(str(sh.fragment_path(directory, j, i)))
+    paths = [staging / files[key][0] / f"part-{b:05d}.parquet" for key, b in order]
+    written = [client.submit(sh.write_file, str(p), schema, keep_row_id, fragments.get(j, []), pure=False)
+               for j, p in enumerate(paths)]
+    inflight.extend(written)
     results = client.gather(written)
-    del splits
-    keep = [(p, r, dict(zip(partition_by, key))) for p, r, key in zip(paths, results, keys) if r["rows"]]
+    sh.remove_fragments(staging)
+    keep = [(p, r, dict(zip(partition_by, key))) for p, r, (key, _) in zip(paths, results, order) if r["rows"]]
     checks = [client.submit(cm.verify_file, str(p), schema, columns, const, pure=False) for p, _, const in keep]
     inflight.extend(checks)
     rows_read = sum(client.gather([client.submit(operator.itemgetter(0), c) for c in checks]))

@@ -35,13 +35,11 @@ import numpy as np
 import pandas as pd
 
 from ..errors import VerificationError
-from ..publish import ROW_ID, shuffle_keys
+from ..publish import shuffle_keys
 from .interrupt import check as check_interrupt
-from .layout import KEY_COLUMN
-from .source import RID
 from .tables import arrow_to_pandas, dump_json, write_json_atomic
 
-__all__ = ["SUCCESS", "OWNER", "write_bucket", "verify_file", "commit",
+__all__ = ["SUCCESS", "OWNER", "verify_file", "commit",
            "read_manifest", "fingerprint", "row_checksum", "staging_dir", "open_staging", "discard_staging",
            "sweep_stale"]
 
@@ -66,7 +64,7 @@ def staging_dir(target: Path) -> Path:
 def open_staging(target: Path, subdirs=()) -> Path:
     """Create the staging directory of ``target`` with every sub-directory the writers need.
 
-    Writers never create directories (:func:`write_bucket`): once :func:`discard_staging` has
+    Writers never create directories (:mod:`daskmicro.io.shuffle`): once :func:`discard_staging` has
     moved the staging directory away, a write still running on a worker fails instead of
     re-creating it.  The owner file names this process so that a later run can tell a folder
     left by an interrupted run (:func:`sweep_stale`) from one in use.
@@ -177,25 +175,6 @@ def row_checksum(rids: np.ndarray) -> int:
     """Order-free checksum of a multiset of row ids (sum of mixed ids mod 2^64)."""
     with np.errstate(over="ignore"):
         return int(shuffle_keys(0x2545F4914F6CDD1D, np.asarray(rids, dtype=np.int64)).sum(dtype=np.uint64))
-
-
-def write_bucket(path: str, schema, keep_row_id: bool, *pieces) -> dict:
-    """Write one output file from its pieces, rows in key order; returns rows and row checksum."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    pieces = [p for p in pieces if p is not None and len(p)]
-    df = pd.concat(pieces, ignore_index=True) if pieces else None
-    if df is None:
-        return {"rows": 0, "checksum": 0}
-    df = df.sort_values(KEY_COLUMN, kind="stable").reset_index(drop=True)
-    rids = df[RID].to_numpy(dtype=np.int64)
-    if keep_row_id:
-        df[ROW_ID] = rids
-    table = pa.Table.from_pandas(df[schema.names], schema=schema, preserve_index=False)
-    # no mkdir: the directories were made by open_staging; after discard_staging this write fails
-    pq.write_table(table.replace_schema_metadata(None), path)
-    return {"rows": len(df), "checksum": row_checksum(rids)}
 
 
 def verify_file(path: str, schema, columns: list, constants: dict | None = None):

@@ -24,7 +24,7 @@ import pandas as pd
 from ..publish import shuffle_keys
 from .source import RID
 
-__all__ = ["HIST_BITS", "KEY_COLUMN", "plan_files", "split_piece", "pick", "piece_keys", "key_histogram", "merge_histograms",
+__all__ = ["HIST_BITS", "KEY_COLUMN", "plan_files", "file_index", "split_piece", "pick", "piece_keys", "key_histogram", "merge_histograms",
            "keys_in_ranges", "merge_range_keys", "cut_ranges", "cut_keys"]
 
 #: Bits of a key used by the histogram pass (4096 ranges).
@@ -77,6 +77,16 @@ def split_piece(df: pd.DataFrame, seed: int, partition_by: list, files: dict) ->
         for i in np.unique(b):
             out[(key, int(i))] = g[b == i]
     return out
+
+
+def file_index(df: pd.DataFrame, seed: int, partition_by: list, files: dict, first: dict):
+    """(shuffle keys, output file number) of every row of a release piece: the file of a row is
+    its partition's first file (``first``, in the run's file order) plus its key's file there."""
+    keys = shuffle_keys(seed, df[RID].to_numpy(dtype=np.int64))
+    out = np.empty(len(df), dtype=np.int64)
+    for key, idx in _groups(df, partition_by):
+        out[idx] = first[key] + np.searchsorted(files[key][2], keys[idx], side="right")
+    return keys, out
 
 
 def pick(split: dict, key):

@@ -1,0 +1,107 @@
+"""The release cut into its output files through the staging directory, in two passes of
+bounded memory.
+
+Every output file takes rows from every input chunk (its rows are a key range of the seeded
+shuffle, :mod:`daskmicro.io.layout`), so cutting the release is an all-to-all exchange.  Held
+in the workers' memory it costs the whole release at once (every chunk's pieces kept until the
+last file has taken its share) and input chunks × files tasks.  Here it goes through the disk,
+as Dask's own P2P shuffle does, with Arrow files that pyarrow's datasets read back:
+
+1. :func:`scatter_piece` — one task per release chunk: its rows are converted once to the
+   promised Arrow schema (plus the row id and the shuffle key), grouped by output file, and each
+   group written as one Arrow IPC fragment ``FILE-CHUNK.arrow`` in the staging directory's
+   ``_shuffle`` folder.  It returns only the rows per file.
+2. :func:`write_file` — one task per output file: its fragments are read as one dataset, sorted
+   by key and written as the Parquet file.
+
+A task holds one chunk or one file, never the release; the scheduler sees chunks + files tasks.
+Fragments are written under a temporary name and renamed, so a task that is run again (a worker
+lost) rewrites the same bytes and a reader never sees half a fragment.  Writers never create
+directories (:func:`daskmicro.io.commit.open_staging`): after the staging directory has been
+discarded a late write fails.  The ``_shuffle`` folder is removed before the release is verified
+and committed; its fragments hold published rows only (centroids, never input QI values).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..publish import ROW_ID
+from .commit import row_checksum
+from .layout import KEY_COLUMN, file_index
+from .source import RID
+
+__all__ = ["SHUFFLE_DIR", "fragment_schema", "scatter_piece", "fragment_path", "write_file", "remove_fragments"]
+
+#: Folder of the staging directory that holds the fragments while the release is cut.
+SHUFFLE_DIR = "_shuffle"
+
+
+def fragment_schema(schema, keep_row_id: bool):
+    """The Arrow schema of a fragment: the promised ``schema`` (without ``row_id``, which is made
+    from the row id when the file is written) plus the row id and the shuffle key."""
+    import pyarrow as pa
+
+    fields = [f for f in schema if not (keep_row_id and f.name == ROW_ID)]
+    return pa.schema(fields + [pa.field(RID, pa.int64()), pa.field(KEY_COLUMN, pa.uint64())])
+
+
+def fragment_path(directory, file_no: int, piece_no: int) -> Path:
+    return Path(directory) / f"{file_no:06d}-{piece_no:06d}.arrow"
+
+
+def scatter_piece(df: pd.DataFrame, piece_no: int, seed: int, partition_by: list, files: dict, first: dict,
+                  schema, directory) -> dict:
+    """Write the rows of one release chunk as one fragment per output file; ``{file: rows}``.
+
+    ``files`` is the plan of :func:`daskmicro.io.layout.plan_files`, ``first`` the number of each
+    partition's first file in the run's file order, ``schema`` the fragment schema
+    (:func:`fragment_schema`)."""
+    import pyarrow as pa
+    import pyarrow.feather as feather
+
+    if df is None or not len(df):
+        return {}
+    keys, fno = file_index(df, seed, partition_by, files, first)
+    df = df.assign(**{KEY_COLUMN: keys})
+    table = pa.Table.from_pandas(df[schema.names], schema=schema, preserve_index=False)
+    order = np.argsort(fno, kind="stable")
+    table = table.take(order)
+    numbers, starts, counts = np.unique(fno[order], return_index=True, return_counts=True)
+    out = {}
+    for j, start, count in zip(numbers.tolist(), starts.tolist(), counts.tolist()):
+        path = fragment_path(directory, j, piece_no)
+        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}")
+        feather.write_feather(table.slice(start, count).replace_schema_metadata(None), str(tmp),
+                              compression="lz4")
+        os.replace(tmp, path)
+        out[j] = count
+    return out
+
+
+def write_file(path: str, schema, keep_row_id: bool, fragments: list) -> dict:
+    """One output file from its fragments, rows in key order; returns rows and row checksum."""
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    if not fragments:
+        return {"rows": 0, "checksum": 0}
+    table = ds.dataset([str(f) for f in fragments], format="ipc").to_table()
+    table = table.take(np.argsort(table.column(KEY_COLUMN).to_numpy(), kind="stable"))
+    rids = table.column(RID).to_numpy()
+    if keep_row_id:
+        table = table.append_column(ROW_ID, table.column(RID))
+    table = table.select(schema.names).unify_dictionaries().combine_chunks()
+    # no mkdir: the directories were made by open_staging; after discard_staging this write fails
+    pq.write_table(table.replace_schema_metadata(None), path)
+    return {"rows": table.num_rows, "checksum": row_checksum(rids)}
+
+
+def remove_fragments(staging) -> None:
+    shutil.rmtree(Path(staging) / SHUFFLE_DIR, ignore_errors=True)
