@@ -18,9 +18,10 @@ import secrets
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
-import numpy as np
-
 from .errors import ParameterError
+from .validators import MIN_MEMORY_LIMIT  # noqa: F401 (re-exported: the limit the memory_limit field applies)
+from .validators import (choice, flag, integer, label_list, memory_size, number, participation_value, path_text,
+                         scheduler_address, seed_value, text_list)
 
 __all__ = ["RunConfig", "DEFAULTS", "METHODS", "QUALITIES", "QUALITY", "ONE_TASK_METHODS", "RULES", "Rule", "rules_table",
            "AUTO_EXACT_ROWS", "DEFAULT_TASK_ROWS", "DEFAULT_MAX_TASK_ROWS", "DEFAULT_ROWS_PER_FILE",
@@ -39,8 +40,6 @@ DEFAULT_TASK_ROWS = 250_000
 DEFAULT_MAX_TASK_ROWS = 1_000_000
 #: Rows per file of a directory release.
 DEFAULT_ROWS_PER_FILE = 1_000_000
-#: Smallest worker memory limit accepted (``memory_limit``; a worker needs far more, see README).
-MIN_MEMORY_LIMIT = 16 << 20
 
 #: Per-method defaults of the pipeline layout: macrocell size K, distal fraction ν, partition
 #: size.  ν = 0.4 and K = 1000 are the PCA paper's choice on Census (001 §V, Fig. 14); the
@@ -69,156 +68,48 @@ QUALITY = {
 QUALITIES = tuple(QUALITY)
 
 
-def _integer(low=None):
-    def check(name, v):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-            raise ParameterError(f"{name} must be an integer{'' if low is None else f' ≥ {low}'}, got {v!r}")
-        v = int(v)
-        if low is not None and v < low:
-            raise ParameterError(f"{name} must be an integer ≥ {low}, got {v}")
-        return v
-    return check
-
-
-def _number(low, high, low_open=False, high_open=False, what=None):
-    lo, hi = ("(" if low_open else "["), (")" if high_open else "]")
-    span = what or f"in {lo}{low:g}, {'∞' if math.isinf(high) else f'{high:g}'}{hi}"
-
-    def check(name, v):
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
-            raise ParameterError(f"{name} must be a number {span}, got {v!r}")
-        v = float(v)
-        ok = math.isfinite(v) or (math.isinf(high) and v == math.inf and not high_open)
-        ok = ok and (v > low if low_open else v >= low) and (v < high if high_open else v <= high)
-        if not ok:
-            raise ParameterError(f"{name} must be {span}, got {v!r}")
-        return v
-    return check
-
-
-def _choice(options, optional=False):
-    def check(name, v):
-        key = v.strip().lower().replace("_", "-") if isinstance(v, str) else v
-        if key not in options:
-            shown = ", ".join(repr(o) for o in options)
-            raise ParameterError(f"{name} must be {'None or ' if optional else ''}one of {shown}, got {v!r}")
-        return key
-    return check
-
-
-def _flag(name, v):
-    if not isinstance(v, (bool, np.bool_)):
-        raise ParameterError(f"{name} must be True or False, got {v!r}")
-    return bool(v)
-
-
-def _label_list(name, v):
-    """Column labels exactly as given (a single label is a one-element list); never stripped."""
-    if v is None:
-        return ()
-    if isinstance(v, (str, int, np.integer)) or not hasattr(v, "__iter__"):
-        v = [v]
-    out = tuple(v.item() if isinstance(v, np.generic) else v for v in v)
-    twice = sorted({repr(c) for c in out if out.count(c) > 1})
-    if twice:
-        raise ParameterError(f"{name}: column(s) named more than once: {', '.join(twice)}")
-    return out
-
-
-def _text_list(name, v):
-    if v is None:
-        return ()
-    if isinstance(v, str):
-        v = [v]
-    out = tuple(v)
-    if not all(isinstance(x, str) for x in out):
-        raise ParameterError(f"{name} must be a list of strings")
-    return out
-
-
-def _participation(name, v):
-    if isinstance(v, (bool, np.bool_)):
-        raise ParameterError(f"participation must be a probability in (0, 1] or a column name, got {v!r}")
-    if isinstance(v, (int, float, np.integer, np.floating)):
-        return _number(0.0, 1.0, low_open=True)("participation", v)
-    if isinstance(v, (list, tuple, np.ndarray, dict, set)) or hasattr(v, "shape"):
-        raise ParameterError("participation must be a number in (0, 1] or the name of a column of the input")
-    return v
-
-
-def _seed(name, v):
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-        raise ParameterError(f"seed must be a non-negative integer, got {v!r}")
-    return int(v)
-
-
-def _memory(name, v):
-    """Bytes per worker: an integer, or a size such as "2GiB" / "1.5 GB" (dask's notation)."""
-    from dask.utils import parse_bytes
-
-    try:
-        v = parse_bytes(v.strip()) if isinstance(v, str) else v
-    except (ValueError, TypeError):
-        v = None
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer, float)) or not v >= MIN_MEMORY_LIMIT:
-        raise ParameterError(f"{name} must be a size of at least {MIN_MEMORY_LIMIT >> 20} MiB, such as 2GiB")
-    return int(v)
-
-
-def _address(name, v):
-    if not isinstance(v, str) or "://" not in v:
-        raise ParameterError(f"{name} must be a scheduler address such as tcp://host:8786, got {v!r}")
-    return v
-
-
-def _path_text(name, v):
-    if not isinstance(v, (str, bytes)) and not hasattr(v, "__fspath__"):
-        raise ParameterError(f"{name} must be a path, got {type(v).__name__}")
-    return str(v)
-
-
 #: What each option accepts (None always means "not set": the default applies).
 FIELDS: dict[str, Callable[[str, Any], Any]] = {
-    "qi": _label_list,
-    "k": _integer(2),
-    "method": _choice(METHODS),
-    "energy_loss": _number(0.0, 1.0, high_open=True),
-    "n_components": _integer(1),
-    "seed": _seed,
-    "keep_row_id": _flag,
-    "K": _integer(2),
-    "nu": _number(0.0, 1.0),
-    "partition_size": _integer(2),
-    "task_rows": _integer(2),
-    "max_task_rows": _integer(1),
-    "sse_threshold": _number(0.0, math.inf, what="≥ 0"),
-    "participation": _participation,
-    "max_cell_failure": _number(0.0, 1.0, low_open=True, high_open=True),
-    "plain_k_reference": _flag,
-    "reference": _choice(("auto", "exact", "sample"), optional=True),
-    "strata": _label_list,
-    "missing": _choice(("refuse", "separate")),
-    "merge_small_strata": _flag,
-    "quality": _choice(QUALITIES),
-    "refine": _choice(("pcl",), optional=True),
-    "refine_iter": _integer(1),
-    "macro": _choice(("mdav", "pcl")),
-    "macro_iter": _integer(1),
-    "filters": _text_list,
-    "columns": _label_list,
-    "drop": _label_list,
-    "partition_by": _label_list,
-    "rows_per_file": lambda name, v: _integer(1)("rows_per_file (--rows-per-file)", v),
-    "force": _flag,
-    "overwrite": _flag,
-    "scheduler": _address,
-    "workers": _integer(1),
-    "tls_ca_file": _path_text,
-    "tls_cert": _path_text,
-    "tls_key": _path_text,
-    "dask_report": _flag,
-    "memory_limit": _memory,
-    "spill_directory": _path_text,
+    "qi": label_list,
+    "k": integer(2),
+    "method": choice(METHODS),
+    "energy_loss": number(0.0, 1.0, high_open=True),
+    "n_components": integer(1),
+    "seed": seed_value,
+    "keep_row_id": flag,
+    "K": integer(2),
+    "nu": number(0.0, 1.0),
+    "partition_size": integer(2),
+    "task_rows": integer(2),
+    "max_task_rows": integer(1),
+    "sse_threshold": number(0.0, math.inf, what="≥ 0"),
+    "participation": participation_value,
+    "max_cell_failure": number(0.0, 1.0, low_open=True, high_open=True),
+    "plain_k_reference": flag,
+    "reference": choice(("auto", "exact", "sample"), optional=True),
+    "strata": label_list,
+    "missing": choice(("refuse", "separate")),
+    "merge_small_strata": flag,
+    "quality": choice(QUALITIES),
+    "refine": choice(("pcl",), optional=True),
+    "refine_iter": integer(1),
+    "macro": choice(("mdav", "pcl")),
+    "macro_iter": integer(1),
+    "filters": text_list,
+    "columns": label_list,
+    "drop": label_list,
+    "partition_by": label_list,
+    "rows_per_file": lambda name, v: integer(1)("rows_per_file (--rows-per-file)", v),
+    "force": flag,
+    "overwrite": flag,
+    "scheduler": scheduler_address,
+    "workers": integer(1),
+    "tls_ca_file": path_text,
+    "tls_cert": path_text,
+    "tls_key": path_text,
+    "dask_report": flag,
+    "memory_limit": memory_size,
+    "spill_directory": path_text,
 }
 
 
@@ -507,12 +398,12 @@ class RunConfig:
 
 def check_seed(seed) -> int:
     """A seed ≥ 0 as given, or one drawn from OS entropy when None."""
-    return secrets.randbits(63) if seed is None else _seed("seed", seed)
+    return secrets.randbits(63) if seed is None else seed_value("seed", seed)
 
 
 def check_k_for(n: int, k) -> int:
     """``k`` checked against ``n`` records (2 ≤ k ≤ n)."""
-    k = _integer(2)("k", k)
+    k = integer(2)("k", k)
     if k > n:
         raise ParameterError(f"k = {k} exceeds the number of records n = {n}")
     return k

@@ -13,31 +13,27 @@ verified before it is returned.
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Callable
 
 import numpy as np
 
-from .schedule import (TimeModel, calibrate, check_ratio, check_real, check_zeta, critical_ratio_numeric,
-                       optimize_ratio, plan as schedule_plan)
+from .schedule import calibrate, check_ratio, check_zeta, critical_ratio_numeric, optimize_ratio, plan as schedule_plan
 from .schedule_model import calibrate_near_linear
 from .config import check_seed
 from .io.frames import is_dask_frame
-from .cluster import cluster_client, given_client_refusal
+from .cluster import cluster_client
 from .errors import InputError, ParameterError
-from .graph.incremental import IncrementalGraph, calibrate_on, default_kernel, pca_mdav_kernel, warm_up
+from .incremental_checks import (BASE_METHODS, check_base_method, check_base_options, check_increment_size, check_k,
+                                 check_qi_names, check_time_model, positive_seconds, worker_settings)
+from .graph.incremental import IncrementalGraph, calibrate_on, default_kernel, warm_up
 from .graph.incremental_fixed import FIXED_INCREMENTS, PROBE_FRACTION, FixedIncrementalGraph, calibrate_fixed
-from .graph.incremental_pipeline import PIPELINE_OPTIONS, PipelineIncrementalGraph, calibrate_pipeline
+from .graph.incremental_pipeline import PipelineIncrementalGraph, calibrate_pipeline
 from .io.survey import SurveyTimeoutError, open_survey
 from .kernels.incremental import METHODS as INCREMENT_METHODS
 from .report.run import Report
 
 __all__ = ["anonymize_incremental", "BASE_METHODS", "INCREMENT_METHODS", "SurveyTimeoutError"]
-
-#: Base-stage methods by name (a callable ``f(Z, k) -> labels`` is accepted too): exact MDAV and
-#: PCA-MDAV run in one task; "partitioned" runs the partitioned pipeline across the cluster.
-BASE_METHODS = ("mdav", "pca-mdav", "partitioned")
 
 
 def anonymize_incremental(
@@ -150,7 +146,7 @@ def anonymize_incremental(
         Bad source or parameters; a failed release check.
     """
     t_call = time.time()
-    deadline = None if timeout is None else t_call + _positive(timeout, "timeout")
+    deadline = None if timeout is None else t_call + positive_seconds(timeout, "timeout")
 
     def step(event: str) -> None:
         if progress is not None:
@@ -159,22 +155,22 @@ def anonymize_incremental(
     if is_dask_frame(source):
         raise InputError("source must be a Parquet lake directory or a pandas DataFrame, not a Dask DataFrame")
     src = open_survey(source, time_column=time_column, close_at=close_at, expected_rows=expected_rows)
-    qi = _check_qi_names(qi, src.columns())
-    k = _check_k(k, src.total_rows)
+    qi = check_qi_names(qi, src.columns())
+    k = check_k(k, src.total_rows)
     if nu is not None:
         nu = check_ratio(nu, "nu")
         if nu >= 1.0:
             raise ParameterError("nu must be < 1: the base stage needs some records")
     if zeta is not None:
         zeta = check_zeta(zeta)
-    kernel, base_name = _check_base_method(base_method)
-    options = _check_base_options(base_options, base_name)
+    kernel, base_name = check_base_method(base_method)
+    options = check_base_options(base_options, base_name)
     if increment not in INCREMENT_METHODS + FIXED_INCREMENTS:
         raise ParameterError(f"increment must be one of {', '.join(INCREMENT_METHODS + FIXED_INCREMENTS)}; got {increment!r}")
     if increment in FIXED_INCREMENTS and options is None:
         raise ParameterError(f"increment={increment!r} needs base_method='partitioned' (its release is made before the close)")
     seed = check_seed(seed)
-    model = _check_time_model(time_model)
+    model = check_time_model(time_model)
     if not isinstance(reference, (bool, np.bool_)):
         raise ParameterError(f"reference must be True or False, got {reference!r}")
 
@@ -186,16 +182,16 @@ def anonymize_incremental(
     needs_cluster = nu is None and model is None and (zeta is None or options is not None)
     sched = None if needs_cluster else _choose_nu(nu, zeta, model, src, None, base)
     if sched is not None:
-        _check_increment_size(sched["nu"], src.total_rows, k, increment)
+        check_increment_size(sched["nu"], src.total_rows, k, increment)
 
     own_cluster = client is None and _default_client() is None
-    workers = _worker_settings(memory_limit, spill_directory, own_cluster)
+    workers = worker_settings(memory_limit, spill_directory, own_cluster)
     with cluster_client(client or _default_client(), **workers) as c:
         warm_up(c, "nn" if increment in FIXED_INCREMENTS else increment, kernel or default_kernel)
         step("workers ready")
         if sched is None:  # calibrate the time model on the cluster
             sched = _choose_nu(nu, zeta, model, src, c, base)
-            _check_increment_size(sched["nu"], src.total_rows, k, increment)
+            check_increment_size(sched["nu"], src.total_rows, k, increment)
         step("schedule")
         graph = (IncrementalGraph(c, qi, k, increment, kernel, seed) if options is None else
                  (FixedIncrementalGraph if increment in FIXED_INCREMENTS else PipelineIncrementalGraph)(
@@ -358,11 +354,6 @@ def _calibrate(client, kernel, name, options, increment, m, k, total):
     return model, "critical", record
 
 
-def _check_increment_size(nu: float, total: int, k: int, increment: str) -> None:
-    if increment == "2mdav" and nu > 0 and math.ceil(nu * total - 1e-9) < k:
-        raise ParameterError(f"nu = {nu:.4g} leaves fewer than k = {k} of the {total} records to the 2mdav increment; raise nu or use increment='nn-split-end'")
-
-
 def _plan_fields(zeta: float, beta: float) -> dict:
     p = schedule_plan(zeta, beta=beta)
     return {"zeta": p.zeta, "nu_star": p.nu_star, "nu_critical": p.nu_critical, "gain_star": p.gain_star}
@@ -407,22 +398,6 @@ def _incremental_dict(sched, t, base_s, inc_s, n_base, n_inc, base_name, increme
     return out
 
 
-# --------------------------------------------------------------------------- validation
-
-
-def _worker_settings(memory_limit, spill_directory, own_cluster: bool) -> dict:
-    """The checked ``memory_limit`` / ``spill_directory`` of the run's own LocalCluster."""
-    from .config import FIELDS
-
-    if memory_limit is None and spill_directory is None:
-        return {}
-    if not own_cluster:
-        raise given_client_refusal()
-    return {"memory_limit": None if memory_limit is None else FIELDS["memory_limit"]("memory_limit", memory_limit),
-            "spill_directory": None if spill_directory is None else
-            FIELDS["spill_directory"]("spill_directory", spill_directory)}
-
-
 def _default_client():
     try:
         from distributed import default_client
@@ -430,83 +405,3 @@ def _default_client():
         return default_client()
     except ValueError:
         return None
-
-
-def _positive(value, name: str) -> float:
-    if isinstance(value, bool):
-        raise ParameterError(f"{name} must be a positive number of seconds, got {value!r}")
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise ParameterError(f"{name} must be a positive number of seconds, got {value!r}") from None
-    if not (math.isfinite(x) and x > 0):
-        raise ParameterError(f"{name} must be a positive number of seconds, got {value!r}")
-    return x
-
-
-def _check_qi_names(qi, columns) -> list:
-    if qi is None:
-        raise ParameterError("qi must name at least one quasi-identifier column")
-    if isinstance(qi, str) or not isinstance(qi, (list, tuple)):
-        qi = [qi]
-    qi = list(qi)
-    if not qi:
-        raise ParameterError("qi must name at least one quasi-identifier column")
-    if len(set(qi)) != len(qi):
-        raise ParameterError("qi names a column more than once")
-    if columns is not None:
-        unknown = [c for c in qi if c not in columns]
-        if unknown:
-            raise ParameterError(f"unknown QI column(s), not in the source: {', '.join(map(repr, unknown))}")
-    return qi
-
-
-def _check_k(k, total) -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-        raise ParameterError(f"k must be an integer ≥ 2, got {k!r}")
-    k = int(k)
-    if k < 2:
-        raise ParameterError(f"k must be ≥ 2, got {k}")
-    if total is not None and k > total:
-        raise ParameterError(f"k = {k} exceeds the number of records of the survey ({total})")
-    return k
-
-
-def _check_base_method(base_method):
-    if callable(base_method):
-        return base_method, getattr(base_method, "__name__", "custom")
-    if base_method not in BASE_METHODS:
-        raise ParameterError(f"base_method must be one of {', '.join(BASE_METHODS)} or a callable f(Z, k); got {base_method!r}")
-    return {"mdav": default_kernel, "pca-mdav": pca_mdav_kernel, "partitioned": None}[base_method], base_method
-
-
-def _check_base_options(options, name):
-    """The pipeline options of a partitioned base (a dict), None for a one-task base."""
-    if name != "partitioned":
-        if options:
-            raise ParameterError(f"base_options apply to base_method='partitioned', not {name!r}")
-        return None
-    options = {} if options is None else options
-    if not isinstance(options, dict):
-        raise ParameterError(f"base_options must be a dict of pipeline options, got {type(options).__name__}")
-    unknown = [key for key in options if key not in PIPELINE_OPTIONS]
-    if unknown:
-        raise ParameterError(f"base_options: unknown option(s) {', '.join(map(repr, unknown))}; expected some of "
-                             f"{', '.join(PIPELINE_OPTIONS)}")
-    from .graph.pipeline import check_options
-
-    K, nu, size, rows, _, _ = check_options(options.get("K"), options.get("nu"), options.get("partition_size"),
-                                             options.get("task_rows"), None, None)
-    checked = {"K": K, "nu": nu, "partition_size": size, "task_rows": rows,
-               "energy_loss": options.get("energy_loss"), "n_components": options.get("n_components")}
-    return {key: v for key, v in checked.items() if v is not None}
-
-
-def _check_time_model(model):
-    if model is None or isinstance(model, TimeModel):
-        return model
-    try:
-        a, beta = model
-    except (TypeError, ValueError):
-        raise ParameterError(f"time_model must be a schedule.TimeModel or an (a, beta) pair, got {model!r}") from None
-    return TimeModel(a=check_real(a, "a"), beta=check_real(beta, "beta"))

@@ -1,6 +1,7 @@
 """Workflow specs (YAML), runs, and scheduled submission to a running Dask cluster.
 
-* :mod:`daskmicro.workflow.spec`: load and validate a spec.
+* :mod:`daskmicro.workflow.spec`: load and validate a spec (:mod:`daskmicro.workflow.values` checks
+  single values, :mod:`daskmicro.workflow.sections` each section).
 * :mod:`daskmicro.workflow.slots`: schedule slots, stable run keys, the (compressed) clock.
 * :mod:`daskmicro.workflow.runner`: execute one run (read, anonymize, commit atomically).
 * :mod:`daskmicro.workflow.submit`: hand runs to a cluster so they go on after the client exits;
