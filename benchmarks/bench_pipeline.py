@@ -33,14 +33,26 @@ from exact_reference import cached_reference_il
 CACHE = Path(__file__).parent / ".cache"
 
 
+#: Larger lakes are generated file by file (see make_lake).
+STREAM_ROWS = 16_000_000
+
+
 def make_lake(n: int, seed: int = 0, files: int | None = None) -> Path:
     path = CACHE / f"lake_census_like_n{n}_seed{seed}"
     if path.exists():
         return path
-    files = files or max(1, math.ceil(n / 125_000))
     tmp = CACHE / f".{path.name}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
+    if n > STREAM_ROWS:  # file by file, 1,000,000 rows each (its own seed): never the whole table in memory
+        files = files or math.ceil(n / 1_000_000)
+        step = math.ceil(n / files)
+        for i in range(files):
+            rows = min(step, n - i * step)
+            census_like(rows, seed=(seed << 20) + i + 1).to_parquet(tmp / f"part-{i:04d}.parquet", index=False)
+        tmp.rename(path)
+        return path
+    files = files or max(1, math.ceil(n / 125_000))
     step = math.ceil(n / files)
     df = census_like(n, seed=seed)
     for i in range(files):
