@@ -94,7 +94,8 @@ def write_and_verify(client, releases, files, schema, columns, k, seed, partitio
     """Write the files through the staging directory (:mod:`daskmicro.io.shuffle`: each release
     chunk scattered into per-file fragments, then each file made from its fragments), then
     re-read every file and count its published tuples (``columns``: stratum columns + QIs) in
-    the written dtypes."""
+    the written dtypes.  Empties ``releases`` once they are scattered; ``inflight`` holds the
+    futures still outstanding (for the caller to cancel on failure)."""
     import dask
     from dask.delayed import Delayed
 
@@ -114,6 +115,12 @@ def write_and_verify(client, releases, files, schema, columns, k, seed, partitio
                  for i, (f, r) in enumerate(zip(lazy, releases))]
     inflight.extend(scattered)
     per_piece = client.gather(scattered)
+    # Nothing upstream is needed any more: drop every reference to it (the caller's chunks, whose
+    # graphs hold the cell ids and centroid futures, and the finished tasks), so that a worker
+    # lost from here on costs only what is still to do, never a recomputation of the cells.
+    releases.clear()
+    del lazy, scattered
+    inflight.clear()
     fragments: dict = {}
     for i, rows in enumerate(per_piece):
         for j in rows:
@@ -123,6 +130,8 @@ def write_and_verify(client, releases, files, schema, columns, k, seed, partitio
                for j, p in enumerate(paths)]
     inflight.extend(written)
     results = client.gather(written)
+    del written  # written and reported: a worker lost later must not run them again (the fragments go now)
+    inflight.clear()
     sh.remove_fragments(staging)
     keep = [(p, r, dict(zip(partition_by, key))) for p, r, (key, _) in zip(paths, results, order) if r["rows"]]
     checks = [client.submit(cm.verify_file, str(p), schema, columns, const, pure=False) for p, _, const in keep]
