@@ -162,6 +162,7 @@ def main():
     ap.add_argument("--scale", help="comma-separated sizes for the scaling run, e.g. 1e6,4e6,16e6")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="only the default setting")
+    ap.add_argument("--quality", default="balanced", help="quality setting of the --scale runs (balanced, high)")
     ap.add_argument("--memory-limit", default="daskmicro", help="per worker: 'daskmicro' (default: what daskmicro "
                     "gives its LocalCluster), 'dask' (Dask's default, the machine's share) or a size such as 3GiB")
     a = ap.parse_args()
@@ -183,7 +184,8 @@ def main():
     with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
         tmpdir = Path(tmp)
         if a.scale:
-            scaling(client, [int(float(s)) for s in a.scale.split(",")], tmpdir, {"method": "partitioned"})
+            scaling(client, [int(float(s)) for s in a.scale.split(",")], tmpdir,
+                    {"method": "partitioned", "quality": a.quality})
         else:
             settings = [("partitioned (default: P=50000, ν=1)", {"method": "partitioned"})]
             if not a.quick:
