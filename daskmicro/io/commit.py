@@ -13,7 +13,7 @@ directory is moved away and deleted, and the next run to the same target deletes
 interrupted run could not.
 
 Commit protocol (:func:`commit`).  The workers write into a hidden sibling of the target
-(``.NAME.tmp-XXXXXXXX``); the files are re-read and verified (rows in = rows out, each row once,
+(``.NAME.tmp-<8 hex digits>``); the files are re-read and verified (rows in = rows out, each row once,
 the promised schema, every QI tuple at least k times); the staging directory is renamed into
 place (an existing target moved aside first, deleted last) and only then is ``_SUCCESS`` written
 atomically.  A directory without ``_SUCCESS`` is not a committed release.
@@ -57,7 +57,7 @@ _UNOWNED_GRACE_SECONDS = 60
 
 
 def staging_dir(target: Path) -> Path:
-    """A fresh hidden sibling name ``.NAME.tmp-XXXXXXXX`` for staging ``target`` (not created)."""
+    """A fresh hidden sibling name ``.NAME.tmp-<8 hex digits>`` for staging ``target`` (not created)."""
     return target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
 
 
@@ -102,7 +102,7 @@ def discard_staging(staging: Path, client=None, futures=()) -> None:
     """Remove an uncommitted staging directory so that nothing of it is left.
 
     The outstanding tasks are cancelled first; a task already running on a worker cannot be
-    stopped, so the directory is then renamed (atomically) to ``.NAME.trash-XXXXXXXX``: a late
+    stopped, so the directory is then renamed (atomically) to ``.NAME.trash-<8 hex digits>``: a late
     write resolves its path under the old name and fails, because writers never create
     directories.  The renamed tree is deleted, with a few retries for a file that was being
     created at the moment of the rename; whatever still remains is swept by the next run.
@@ -146,8 +146,8 @@ def _owner_alive(folder: Path) -> bool:
 def sweep_stale(target: Path) -> list:
     """Delete the staging, moved-aside and trash folders of ``target`` left by interrupted runs.
 
-    Only siblings named exactly ``.NAME.tmp-XXXXXXXX``, ``.NAME.old-XXXXXXXX`` or
-    ``.NAME.trash-XXXXXXXX`` for this target are considered, and a staging folder whose owner
+    Only siblings named exactly ``.NAME.tmp-<8 hex digits>``, ``.NAME.old-<8 hex digits>`` or
+    ``.NAME.trash-<8 hex digits>`` for this target are considered, and a staging folder whose owner
     process is still alive is left alone.  Returns the names removed.
     """
     target = Path(target)
