@@ -41,6 +41,9 @@ class Sampler:
         self.cluster, self.interval = cluster, interval
         self.me = psutil.Process(os.getpid())
         self.samples = []          # (time, client, nannies, workers, managed, spilled, worker max)
+        self.keys = {}             # stage → largest Counter of held bytes by key prefix (with --keys)
+        self.by_key = False
+        self._stage = "pre-scan"
         self.marks = []            # (time, stage) at each stage's end
         self._stop = threading.Event()
 
@@ -82,9 +85,28 @@ class Sampler:
         self._t.start()
         return self
 
+    def _held(self):
+        """Bytes the scheduler knows to be held (in memory or spilled), by key prefix, copies counted."""
+        from collections import Counter
+
+        from dask.utils import key_split
+
+        c = Counter()
+        for ts in list(self.cluster.scheduler.tasks.values()):
+            if ts.state == "memory":
+                c[key_split(ts.key)] += (ts.nbytes or 0) * max(1, len(ts.who_has or ()))
+        return c
+
     def _run(self):
+        i = 0
         while not self._stop.is_set():
             self.samples.append(self.sample())
+            if self.by_key and i % 5 == 0:
+                c = self._held()
+                best = self.keys.get(self._stage)
+                if best is None or sum(c.values()) > sum(best.values()):
+                    self.keys[self._stage] = c
+            i += 1
             time.sleep(self.interval)
 
     def __exit__(self, *exc):
@@ -95,6 +117,7 @@ class Sampler:
     def progress(self, stage, seconds):
         self.marks.append((time.perf_counter(), stage))
         print(f"  {stage}: {seconds:.1f} s", flush=True)
+        self._stage = f"after {stage}"
 
     def table(self, raw):
         b = self.base
@@ -122,6 +145,9 @@ class Sampler:
               f"{max(x[3] for x in self.samples) / MiB:.0f} MiB (one worker {max(x[6] for x in self.samples) / MiB:.0f}, "
               f"its unmanaged {max(x[7] for x in self.samples) / MiB:.0f}), peak spilled "
               f"{max(x[5] for x in self.samples) / MiB:.0f} MiB")
+        for stage, c in self.keys.items():
+            top = ", ".join(f"{k} {v / MiB:.0f}" for k, v in c.most_common(6))
+            print(f"held by key, largest sample of the stage {stage!r}: {sum(c.values()) / MiB:.0f} MiB: {top}")
         return peak
 
 
@@ -132,6 +158,8 @@ def main():
     ap.add_argument("--memory-limit", default="daskmicro",
                     help="per worker, e.g. 1.5GiB; 'daskmicro' (default): what daskmicro gives the LocalCluster it "
                          "starts (from the task size); 'dask': Dask's default (the machine's share)")
+    ap.add_argument("--keys", action="store_true",
+                    help="also sample the bytes the scheduler knows to be held, by key prefix (every 0.5 s)")
     ap.add_argument("--option", action="append", default=[], help="extra anonymize option NAME=VALUE (int)")
     a = ap.parse_args()
     from distributed import Client
@@ -148,7 +176,9 @@ def main():
         anonymize_file(make_lake(60_000), Path(tmp) / "warm", list(CENSUS_COLUMNS), 10, seed=0, client=client,
                        method="partitioned", partition_size=5_000, task_rows=20_000)
         time.sleep(2)   # let the heartbeats settle
-        with Sampler(cluster) as s:
+        s = Sampler(cluster)
+        s.by_key = a.keys
+        with s:
             t0 = time.perf_counter()
             rep = anonymize_file(lake, Path(tmp) / "out", list(CENSUS_COLUMNS), 10, seed=0, client=client,
                                  method="partitioned", progress=s.progress, **options)
