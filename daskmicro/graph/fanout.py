@@ -183,13 +183,20 @@ def _whole(Z, row0):
 
 
 def fan_out(client, tops: list, cfg: FanoutConfig, timings: dict) -> FanoutResult:
+    """Macroaggregation, split and fan-out of the top cells ``tops`` (futures of TopCell).
+
+    Empties ``tops``: each top cell's records are freed once its macroaggregation has run, and each
+    macroaggregated cell once its partitions have been extracted, so that the cluster holds one
+    copy of the records at a time (two while a top cell is being cut into its partitions).
+    """
     import time
 
     t0 = time.perf_counter()
     split_needed = 0.0 < cfg.nu < 1.0 or cfg.sse_threshold is not None or cfg.partition_size is None
     macro_K = cfg.K if split_needed else None
-    tops = client.map(kp.macroaggregate, tops, partition_size=cfg.partition_size, K=macro_K, macro=cfg.macro,
-                      macro_iter=cfg.macro_iter)
+    given, tops = tops, client.map(kp.macroaggregate, tops, partition_size=cfg.partition_size, K=macro_K,
+                                   macro=cfg.macro, macro_iter=cfg.macro_iter)
+    given.clear()
     summaries = client.gather(client.map(kp.macro_summary, tops))
     timings["macroaggregation"] = time.perf_counter() - t0
 
@@ -235,12 +242,14 @@ def fan_out(client, tops: list, cfg: FanoutConfig, timings: dict) -> FanoutResul
                 if cfg.keep_parts:
                     parts.append(part)
                 partitions.append((t, int(g), side, rows))
+    n_top = len(tops)
+    tops.clear()   # the partitions hold the records now
     client.gather(client.map(_n_cells, results))  # wait, surfacing any task error here
     timings["fan_out"] = time.perf_counter() - t0
     return FanoutResult(
         results=results,
         partitions=partitions,
-        n_top=len(tops),
+        n_top=n_top,
         macro_sse=sse,
         macro_size=size,
         n_distal_macro=int(distal.sum()),

@@ -57,6 +57,13 @@ class Chunk:
     def __len__(self) -> int:
         return len(self.frame)
 
+    def __sizeof__(self) -> int:
+        # what a worker holds, so that Dask spills and places chunks by their real size
+        # (its fallback for other objects, sys.getsizeof, would see a few dozen bytes)
+        from dask.sizeof import sizeof
+
+        return object.__sizeof__(self) + sizeof(self.frame) + self.X.nbytes
+
 
 @dataclass
 class StageResult:
@@ -66,6 +73,9 @@ class StageResult:
     start: float
     end: float
     info: dict = field(default_factory=dict)
+
+    def __sizeof__(self) -> int:
+        return object.__sizeof__(self) + self.labels.nbytes
 
     @property
     def seconds(self) -> float:

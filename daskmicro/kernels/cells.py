@@ -1,4 +1,5 @@
-"""The cells formed in one partition of the partitioned pipeline (a leaf module: no kernel imports).
+"""The cells formed in one partition of the partitioned pipeline (a leaf module: it imports only
+:mod:`daskmicro.kernels.sized`).
 
 :class:`PartitionResult` is what a per-partition method returns
 (:func:`daskmicro.kernels.partition.run_partition`) and what the refinement stage improves
@@ -12,11 +13,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .sized import Sized
+
 __all__ = ["PartitionResult"]
 
 
 @dataclass
-class PartitionResult:
+class PartitionResult(Sized):
     """Cells formed in one partition: row ids, local labels, and per-cell summaries."""
 
     rowids: np.ndarray

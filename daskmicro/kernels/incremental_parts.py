@@ -32,13 +32,14 @@ from ..errors import InputError
 from .cells import PartitionResult
 from .incremental import increment, split_large_cells
 from .macro import cell_stats
+from .sized import Sized
 
 __all__ = ["CentroidIndex", "centroid_index", "zscore_late", "route", "grow_partition", "column_stats",
            "result_stats", "fixed_index", "nearest_cells", "NEAREST_EPS"]
 
 
 @dataclass
-class CentroidIndex:
+class CentroidIndex(Sized):
     """Nearest-centroid search over every base cell: the tree, and per cell its partition and local id."""
 
     tree: cKDTree

@@ -17,6 +17,7 @@ from .cells import PartitionResult
 from .macro import cell_stats, mdav_large, nested_mdav
 from .mdav import mdav
 from .moments import Moments, chunk_moments
+from .sized import Sized
 
 __all__ = [
     "TopCell",
@@ -33,7 +34,7 @@ __all__ = [
 
 
 @dataclass
-class TopCell:
+class TopCell(Sized):
     """The records of one top-level cell, ascending row ids, and their nested cells.
 
     ``group``: level-1 cell (a partition candidate); ``macro``: macrocell (level 2), numbered
