@@ -51,12 +51,13 @@ def _pca():
 
 
 def _partitioned():
+    from .kernels.chunked import rank_sample
     from .kernels.macro import dd_colsum, nested_mdav, sq_dist
 
     Z = _records()
     nested_mdav(Z, [60, 20])
     dd_colsum(Z)
-    sq_dist(Z, Z[0].copy())
+    rank_sample(sq_dist(Z, Z[0].copy()))
 
 
 def _pcl():

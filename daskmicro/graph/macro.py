@@ -42,12 +42,21 @@ def _centroid(ch: _Chunks) -> np.ndarray:
     return dd_combine([p[1] for p in parts if p[0]]) / n
 
 
-def _farthest(ch: _Chunks, dists) -> tuple[int, np.ndarray]:
+def _best(results) -> tuple[int, np.ndarray]:
+    """(row id, coordinates) of the farthest of the chunks' candidates; lowest row on ties."""
     best = None
-    for res in ch.gather(ch.map(ck.farthest_free, ch.blocks, ch.labels, ch.row0s, dists)):
+    for res in results:
         if res is not None and (best is None or res[0] > best[0] or (res[0] == best[0] and res[1] < best[1])):
             best = res
     return best[1], best[2]
+
+
+def _farthest(ch: _Chunks, dists) -> tuple[int, np.ndarray]:
+    return _best(ch.gather(ch.map(ck.farthest_free, ch.blocks, ch.labels, ch.row0s, dists)))
+
+
+def _farthest_from(ch: _Chunks, point) -> tuple[int, np.ndarray]:
+    return _best(ch.gather(ch.map(ck.farthest_from, ch.blocks, ch.labels, ch.row0s, point=point)))
 
 
 def _dists(ch: _Chunks, point, centre_row=-1):
@@ -57,7 +66,7 @@ def _dists(ch: _Chunks, point, centre_row=-1):
 def _take_cell(ch: _Chunks, centre_row: int, point: np.ndarray, count: int, cell: int):
     """Assign the ``count`` free records nearest ``point`` (its own record first) to ``cell``."""
     d = _dists(ch, point, centre_row)
-    samples = ch.gather(ch.map(ck.rank_sample, d, ch.row0s))
+    samples = ch.gather(ch.map(ck.rank_sample, d))
     lo, hi = ck.bracket(samples, count)
     cands = ch.gather(ch.map(ck.pairs_between, d, ch.row0s, lo=lo, hi=hi))
     cut = ck.finish_selection(cands, count)
@@ -86,7 +95,7 @@ def chunked_mdav(client, blocks, row0s, n: int, K: int):
     r = n
     while r >= 3 * K:
         c = _centroid(ch)
-        p_row, P = _farthest(ch, _dists(ch, c))
+        p_row, P = _farthest_from(ch, c)
         d = _take_cell(ch, p_row, P, K, cell)
         cell, r = cell + 1, r - K
         q_row, Q = _farthest(ch, d)
@@ -94,7 +103,7 @@ def chunked_mdav(client, blocks, row0s, n: int, K: int):
         cell, r = cell + 1, r - K
     if r >= 2 * K:
         c = _centroid(ch)
-        p_row, P = _farthest(ch, _dists(ch, c))
+        p_row, P = _farthest_from(ch, c)
         _take_cell(ch, p_row, P, K, cell)
         cell, r = cell + 1, r - K
     if r > 0:

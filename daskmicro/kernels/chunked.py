@@ -9,10 +9,10 @@ holds.  Every MDAV query then becomes a reduction over chunks:
 * record furthest from a point — chunk maxima combined by (distance, row id)
   (:func:`farthest_free`);
 * the K₀ records nearest to a point — a distributed selection on the total order
-  (distance, row id): chunks send a sorted sample with exact ranks (:func:`rank_sample`), the
-  driver brackets the K₀-th pair between two samples (:func:`bracket`), chunks send the few pairs
-  inside the bracket (:func:`pairs_between`), and the driver finishes the selection exactly
-  (:func:`finish_selection`);
+  (distance, row id): chunks send a few sample distances with the exact number of their pairs up
+  to each (:func:`rank_sample`, no sort), the driver brackets the K₀-th pair between two sample
+  points (:func:`bracket`), chunks send the few pairs inside the bracket (:func:`pairs_between`),
+  and the driver finishes the selection exactly (:func:`finish_selection`);
 * assignment of the selected records to the new cell (:func:`assign_upto`).
 
 A chunk is a z-scored matrix ``Z`` (rows in input order), its global row ids ``row0`` and an
@@ -24,13 +24,15 @@ return new arrays.
 
 from __future__ import annotations
 
+import numba as nb
 import numpy as np
 
-from .macro import dd_colsum, sq_dist
+from .macro import dd_colsum_where, sq_dist
 
 __all__ = [
     "free_sums",
     "farthest_free",
+    "farthest_from",
     "distances",
     "rank_sample",
     "bracket",
@@ -64,8 +66,7 @@ def _position(row0, row: int) -> int:
 
 def free_sums(Z: np.ndarray, labels: np.ndarray):
     """(count, double-double column sums) of the free rows of a chunk."""
-    free = labels < 0
-    return int(free.sum()), dd_colsum(Z[free])
+    return int(np.count_nonzero(labels < 0)), dd_colsum_where(Z, labels)
 
 
 def farthest_free(Z: np.ndarray, labels: np.ndarray, row0: int, d: np.ndarray):
@@ -81,6 +82,13 @@ def farthest_free(Z: np.ndarray, labels: np.ndarray, row0: int, d: np.ndarray):
     return float(d[i]), int(_ids(row0, i)), Z[i].copy()
 
 
+def farthest_from(Z: np.ndarray, labels: np.ndarray, row0, point: np.ndarray):
+    """(distance, row id, coordinates) of the free row farthest from ``point`` (lowest row on ties),
+    or None when the chunk has no free row: :func:`distances` and :func:`farthest_free` in one pass
+    that keeps no distance array."""
+    return farthest_free(Z, labels, row0, sq_dist(Z, point))
+
+
 def distances(Z: np.ndarray, labels: np.ndarray, row0: int, point: np.ndarray, centre_row: int = -1):
     """Squared distances to ``point``; +inf for assigned rows, −1 for the centre record itself."""
     d = sq_dist(Z, point)
@@ -91,27 +99,52 @@ def distances(Z: np.ndarray, labels: np.ndarray, row0: int, point: np.ndarray, c
     return d
 
 
-def _free_order(d: np.ndarray):
-    free = np.flatnonzero(np.isfinite(d))
-    # rows are ascending in `free`, so a stable sort on d orders by (d, row)
-    order = free[np.argsort(d[free], kind="stable")]
-    return order
+#: Row id of a sample point (v, ROW_MAX): after every real pair of distance v, so that the number of
+#: a chunk's pairs up to it is simply the number of its distances ≤ v.
+ROW_MAX = int(np.iinfo(np.int64).max)
 
 
-def rank_sample(d: np.ndarray, row0: int, size: int = 256):
-    """Sorted sample of a chunk's free (distance, row id) pairs with their exact ranks (1-based).
+@nb.njit(cache=True, nogil=True)
+def _bucket_counts(d, n_buckets):
+    """Free distances (finite ``d``) counted in ``n_buckets`` equal steps of their square root, with
+    each bucket's largest distance: (counts, largest, n_free).  The bucket of a distance is a
+    non-decreasing function of it (every step rounds monotonically), which is what makes the
+    counts exact for :func:`rank_sample`."""
+    lo, hi, n = np.inf, -np.inf, 0
+    for i in range(d.shape[0]):
+        x = d[i]
+        if x < np.inf:
+            r = np.sqrt(max(x, 0.0))
+            lo, hi, n = min(lo, r), max(hi, r), n + 1
+    counts = np.zeros(n_buckets, dtype=np.int64)
+    top = np.full(n_buckets, -np.inf)
+    if n == 0:
+        return counts, top, 0
+    scale = (n_buckets - 1) / (hi - lo) if hi > lo else 0.0
+    if not np.isfinite(scale):
+        scale = 0.0
+    for i in range(d.shape[0]):
+        x = d[i]
+        if x < np.inf:
+            j = min(int((np.sqrt(max(x, 0.0)) - lo) * scale), n_buckets - 1)
+            counts[j] += 1
+            if x > top[j]:
+                top[j] = x
+    return counts, top, n
 
-    Small chunks send every pair.  Returns (d, rows, ranks, n_free).
+
+def rank_sample(d: np.ndarray, size: int = 512):
+    """Sample points of a chunk's free distances with exact counts: (values, counts, n_free).
+
+    One pass, no sort: the free distances are counted in ``size`` buckets (equal steps of the
+    distance), and each non-empty bucket sends its largest distance v with the number of free
+    pairs ≤ (v, ROW_MAX), i.e. with distance ≤ v — every distance of the buckets up to v's and
+    none after, since the bucket grows with the distance.  ``values`` are strictly ascending.
+    Any sample points keep the selection exact; spread ones keep its bracket narrow.
     """
-    order = _free_order(d)
-    n = order.size
-    if n <= 2 * size:
-        pick = np.arange(n)
-    else:
-        step = n // size
-        pick = np.arange(step - 1, n, step)
-    sel = order[pick]
-    return d[sel], _ids(row0, sel), pick.astype(np.int64) + 1, n
+    counts, top, n = _bucket_counts(np.ascontiguousarray(d, dtype=np.float64), int(size))
+    keep = counts > 0
+    return top[keep], np.cumsum(counts)[keep], int(n)
 
 
 def _le(d, r, td, tr):
@@ -120,45 +153,35 @@ def _le(d, r, td, tr):
 
 
 def bracket(samples, count: int):
-    """Pairs (lo, hi) with lo < the ``count``-th smallest pair ≤ hi, from chunk samples.
+    """Points (lo, hi) with lo < the ``count``-th smallest pair ≤ hi, from :func:`rank_sample` results.
 
-    ``lo``/``hi`` are (distance, row) tuples or None for −∞/+∞.  For a sample pair v of chunk b,
-    the number of the chunk's pairs ≤ v is exactly its rank; between two consecutive samples of b it
-    lies in [rank, next rank − 1].  The bracket is as tight as those bounds allow.
+    ``lo``/``hi`` are (distance, ROW_MAX) points or None for −∞/+∞.  For a point w and a chunk b whose
+    sample points s_1 < … < s_m hold c_1 ≤ … ≤ c_m pairs, the number of b's pairs ≤ w lies in
+    [c_i, c_{i+1}] where s_i ≤ w < s_{i+1} (c_0 = 0, c_{m+1} = the chunk's free pairs).  Summed over
+    the chunks, in the order of the points, these bounds give the tightest bracket the samples allow.
     """
-    ds, rs, owner, rank, nxt = [], [], [], [], []
-    n_free = []
-    for b, (d, r, ranks, n) in enumerate(samples):
-        n_free.append(n)
-        ds.append(d)
-        rs.append(r)
-        owner.append(np.full(d.size, b))
-        rank.append(ranks)
-        nxt.append(np.append(ranks[1:], n + 1) if ranks.size else ranks)
-    d = np.concatenate(ds)
-    r = np.concatenate(rs)
-    owner = np.concatenate(owner)
-    rank = np.concatenate(rank)
-    nxt = np.concatenate(nxt)
-    order = np.lexsort((r, d))
-    # lower bound L(v) = Σ_b rank of b's last sample ≤ v; upper bound U(v) = Σ_b (next rank − 1)
-    last_rank = np.zeros(len(samples), dtype=np.int64)
-    first_rank = np.array([s[2][0] if s[2].size else s[3] + 1 for s in samples], dtype=np.int64)
-    upper = (first_rank - 1).copy()
-    L = 0
-    U = int(upper.sum())
-    lo = hi = None
-    for i in order:
-        b = owner[i]
-        L += int(rank[i] - last_rank[b])
-        last_rank[b] = rank[i]
-        U += int((nxt[i] - 1) - upper[b])
-        upper[b] = nxt[i] - 1
-        if U < count:
-            lo = (float(d[i]), int(r[i]))
-        if L >= count:
-            hi = (float(d[i]), int(r[i]))
-            break
+    vals, cur, prev, nxt = [], [], [], []
+    upper0 = 0
+    for v, c, n in samples:
+        if v.size == 0:
+            upper0 += n
+            continue
+        upper0 += int(c[0])
+        vals.append(v)
+        cur.append(c)
+        prev.append(np.concatenate([[0], c[:-1]]))
+        nxt.append(np.concatenate([c[1:], [n]]))
+    if not vals:
+        return None, None
+    v = np.concatenate(vals)
+    cur, prev, nxt = np.concatenate(cur), np.concatenate(prev), np.concatenate(nxt)
+    order = np.argsort(v, kind="stable")
+    lower = np.cumsum((cur - prev)[order])            # Σ_b pairs ≤ its last point ≤ w
+    upper = upper0 + np.cumsum((nxt - cur)[order])    # Σ_b pairs ≤ its first point > w
+    below = np.flatnonzero(upper < count)
+    above = np.flatnonzero(lower >= count)
+    lo = (float(v[order[below[-1]]]), ROW_MAX) if below.size else None
+    hi = (float(v[order[above[0]]]), ROW_MAX) if above.size else None
     return lo, hi
 
 
@@ -203,13 +226,13 @@ def assign_rest(labels: np.ndarray, cell: int) -> np.ndarray:
 
 def split_rows(Z: np.ndarray, labels: np.ndarray, row0: int, n_groups: int):
     """Rows of a chunk split by label: a list of (row ids, Z rows) per group, rows ascending."""
-    order = np.argsort(labels, kind="stable")
-    bounds = np.searchsorted(labels[order], np.arange(n_groups + 1))
-    out = []
-    for g in range(n_groups):
-        idx = order[bounds[g]:bounds[g + 1]]
-        out.append((_ids(row0, idx), Z[idx]))
-    return out
+    if n_groups <= 8:   # the top level's few cells: one scan per group, rows stay ascending
+        groups = [np.flatnonzero(labels == g) for g in range(n_groups)]
+    else:
+        order = np.argsort(labels, kind="stable")
+        bounds = np.searchsorted(labels[order], np.arange(n_groups + 1))
+        groups = [order[bounds[g]:bounds[g + 1]] for g in range(n_groups)]
+    return [(_ids(row0, idx), Z[idx]) for idx in groups]
 
 
 def label_counts(labels: np.ndarray, n_groups: int) -> np.ndarray:

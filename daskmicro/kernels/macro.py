@@ -29,6 +29,7 @@ __all__ = [
     "sq_dist",
     "cell_stats",
     "dd_colsum",
+    "dd_colsum_where",
     "dd_combine",
 ]
 
@@ -179,21 +180,21 @@ def cell_stats(X: np.ndarray, labels: np.ndarray, n_cells: int | None = None):
 
 
 @nb.njit(cache=True, nogil=True)
-def _dd_colsum(X, hi, lo):
+def _dd_colsum(X, skip, hi, lo):
+    # one pass over the rows (row-major), a compensated sum per column; rows with skip[i] ≥ 0 are
+    # left out (pass an array of −1 to sum every row)
     n, m = X.shape
-    for j in range(m):
-        s = 0.0
-        c = 0.0
-        for i in range(n):
+    for i in range(n):
+        if skip[i] >= 0:
+            continue
+        for j in range(m):
             x = X[i, j]
+            s = hi[j]
             t = s + x
             # TwoSum: exact error of the addition, whatever the magnitudes
             bp = t - s
-            e = (s - (t - bp)) + (x - bp)
-            s = t
-            c += e
-        hi[j] = s
-        lo[j] = c
+            lo[j] += (s - (t - bp)) + (x - bp)
+            hi[j] = t
     return hi, lo
 
 
@@ -204,9 +205,16 @@ def dd_colsum(X: np.ndarray) -> np.ndarray:
     chunking, except when the exact sum lies within ~1e-30 (relative) of a rounding boundary —
     which is what makes global z-scoring and distributed centroids chunking-independent.
     """
+    return dd_colsum_where(X, None)
+
+
+def dd_colsum_where(X: np.ndarray, labels: np.ndarray | None) -> np.ndarray:
+    """:func:`dd_colsum` of the rows of ``X`` whose label is negative (all rows when ``labels`` is
+    None), without copying them: the same sums, bit for bit, as ``dd_colsum(X[labels < 0])``."""
     X = np.ascontiguousarray(X, dtype=np.float64)
-    m = X.shape[1]
-    hi, lo = _dd_colsum(X, np.zeros(m), np.zeros(m))
+    n, m = X.shape
+    skip = np.full(n, -1, dtype=np.int64) if labels is None else np.ascontiguousarray(labels, dtype=np.int64)
+    hi, lo = _dd_colsum(X, skip, np.zeros(m), np.zeros(m))
     return np.stack([hi, lo])
 
 
