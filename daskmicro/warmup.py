@@ -51,13 +51,17 @@ def _pca():
 
 
 def _partitioned():
-    from .kernels.chunked import rank_sample
+    from .kernels.chunked import distances, free_sums, rank_sample
     from .kernels.macro import dd_colsum, nested_mdav, sq_dist
 
     Z = _records()
     nested_mdav(Z, [60, 20])
     dd_colsum(Z)
-    rank_sample(sq_dist(Z, Z[0].copy()))
+    sq_dist(Z, Z[0].copy())
+    W = Z.astype(np.float32)   # the top level's working copy, its int8 labels
+    labels = np.full(W.shape[0], -1, dtype=np.int8)
+    free_sums(W, labels)
+    rank_sample(distances(W, labels, 0, W[0].copy()))
 
 
 def _pcl():

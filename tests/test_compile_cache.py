@@ -153,11 +153,16 @@ def test_warmup_command_exits_0_and_prints_the_cache_dir(home):
     # caller passing another dtype) would add a second specialization and its compile time (issue 18).
     # numba writes a function's specializations as NAME-LINE.pyXY.1.nbc, .2.nbc, … in the cache dir of
     # its source dir (another copy of the package, as in the read-only test above, has a dir of its own)
+    # The two kernels of the top level also read its float32 working copy (graph.fanout._working_copy):
+    # at most two specializations each, float64 and float32 records.
+    both = {"macro._sq_dist", "macro._dd_colsum"}
     per_function: dict[str, int] = {}
     for f in _user_cache(home).rglob("*.nbc"):
         name = f.parent.name + "/" + re.sub(r"[.][0-9]+[.]nbc$", "", f.name)
         per_function[name] = per_function.get(name, 0) + 1
-    assert per_function and max(per_function.values()) == 1, {f: c for f, c in per_function.items() if c > 1}
+    wrong = {f: c for f, c in per_function.items() if c > (2 if re.sub(r"-[0-9]+[.]py[0-9]+$", "", f.split("/")[1])
+                                                             in both else 1)}
+    assert per_function and not wrong, wrong
     cache = _user_cache(home)
     assert f"numba cache dir: {cache}" in proc.stdout
     assert re.search(r"^warm-up: \d+\.\d\d s$", proc.stdout, re.M)

@@ -77,22 +77,26 @@ class _InProcessMap:
 
 @settings(max_examples=60, deadline=None)
 @given(n=st.integers(3, 700), m=st.integers(1, 5), fan=st.integers(1, 5), integers=st.booleans(),
-       cuts=st.lists(st.integers(1, 699), max_size=12), sample=st.integers(1, 40), seed=st.integers(0, 2 ** 16))
-def test_chunked_mdav_is_mdav_at_size_K_for_any_chunking(n, m, fan, integers, cuts, sample, seed):
+       single=st.booleans(), cuts=st.lists(st.integers(1, 699), max_size=12), sample=st.integers(1, 40),
+       seed=st.integers(0, 2 ** 16))
+def test_chunked_mdav_is_mdav_at_size_K_for_any_chunking(n, m, fan, integers, single, cuts, sample, seed):
     """The distributed selection (samples, bracket, pairs inside it) gives exactly MDAV-generic at
     size K on the whole matrix (kernels.macro.mdav_large), for any chunking and sample size, with
-    ties (integer data: many equal distances) broken by row id."""
+    ties (integer data: many equal distances) broken by row id; on float32 chunks (the top level's
+    working copy) exactly MDAV on the same values in float64."""
     from daskmicro.graph.macro import chunked_mdav
     from daskmicro.kernels.macro import mdav_large
 
     rng = np.random.default_rng(seed)
     Z = rng.integers(-3, 4, size=(n, m)).astype(np.float64) if integers else rng.standard_normal((n, m))
+    if single:
+        Z = Z.astype(np.float32)
     K = max(1, n // fan)
     bounds = sorted({0, n, *[c for c in cuts if c < n]})
     blocks = [Z[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
     row0s = bounds[:-1]
     labels, n_cells = chunked_mdav(_InProcessMap(sample), blocks, row0s, n, K)
-    expected = mdav_large(Z, K)
+    expected = mdav_large(Z.astype(np.float64), K)
     np.testing.assert_array_equal(np.concatenate(labels), expected)
     assert n_cells == expected.max() + 1
 

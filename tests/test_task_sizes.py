@@ -64,6 +64,22 @@ def test_incremental_objects_report_their_arrays(n, m, seed):
     assert sizeof(index) >= index.partition.nbytes + index.local.nbytes + index.tree.data.nbytes
 
 
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(0, 2_000), buckets=st.integers(1, 9), seed=st.integers(0, 2 ** 16))
+def test_tuple_counts_report_their_arrays_and_buckets_hold_their_own(n, buckets, seed):
+    from daskmicro.privacy.verify import split_tuple_counts, tuple_counts
+
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame({"a": rng.integers(0, 50, n).astype(float), "s": rng.choice(["x", "y"], n)})
+    counts = tuple_counts(frame, ["a", "s"])
+    arrays = counts.hashes.nbytes + counts.counts.nbytes + counts.tuples.nbytes
+    assert arrays <= sizeof(counts) <= arrays + 1024
+    parts = split_tuple_counts(counts, buckets)
+    assert sum(int(p.counts.sum()) for p in parts) == n
+    if buckets > 1:   # each bucket owns its arrays: spilling one frees it
+        assert all(p.hashes.base is None and p.tuples.base is None for p in parts)
+
+
 def test_deep_nbytes_counts_nested_containers():
     a = np.zeros(1000)
     assert deep_nbytes([a, (a, {"x": a})]) >= 3 * a.nbytes

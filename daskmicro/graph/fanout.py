@@ -91,6 +91,10 @@ def top_cells(client, ing, task_rows: int, timings: dict):
     parallel — until cells hold about ``task_rows`` records, and the rows are shuffled into one
     task per final cell.  The cells are numbered depth first, so the layout depends only on the
     records, never on the chunking or the number of workers.
+
+    The cuts are computed on a float32 copy of the records (:func:`_working_copy`): every pass of
+    the top level reads it, and at half the bytes it stays in memory where the float64 records,
+    read only once per level to follow the cut, go to disk first when they do not all fit.
     """
     import time
 
@@ -110,54 +114,67 @@ def top_cells(client, ing, task_rows: int, timings: dict):
     return tops
 
 
+def _working_copy(Z: np.ndarray) -> np.ndarray:
+    """The records the top level measures distances on: float32 (distances and sums in float64)."""
+    return Z.astype(np.float32)
+
+
 def _recursive_cells(client, blocks, row0s, n: int, task_rows: int) -> list:
     """Lists of (row ids, Z) piece futures, one list per final top cell, in depth-first order.
 
     Level by level: every parent of a level is cut at once (at most MAX_DRIVERS client threads
     drive their chunked MDAV), children still holding at least 2·task_rows records become the
     next level's parents.  Each cell carries its path (child indices from the root), so the
-    final order does not depend on which parent finished first.
+    final order does not depend on which parent finished first.  A parent is (path, working
+    copies, float64 chunks, row ids or first row ids, rows); empties ``blocks``.
     """
     from concurrent.futures import ThreadPoolExecutor
 
     leaves = []
-    level = [((), blocks, row0s, n)]
+    level = [((), client.map(_working_copy, blocks), list(blocks), row0s, n)]
+    blocks.clear()
     while level:
         with ThreadPoolExecutor(max_workers=min(len(level), MAX_DRIVERS)) as pool:
-            cuts = list(pool.map(lambda parent: _cut(client, parent[1], parent[2], parent[3], task_rows), level))
+            cuts = list(pool.map(lambda parent: _cut(client, *parent[1:], task_rows), level))
         parents, level = level, []
         for (path, *_), children in zip(parents, cuts):
             for c, (pieces, sizes) in enumerate(children):
                 if sum(sizes) // task_rows > 1:
                     level.append((path + (c,), *_join(client, pieces, sizes, task_rows), sum(sizes)))
                 else:
-                    leaves.append((path + (c,), pieces))
+                    leaves.append((path + (c,), [p64 for _, p64 in pieces]))
         del parents, cuts
     leaves.sort(key=lambda leaf: leaf[0])
     return [pieces for _, pieces in leaves]
 
 
-def _cut(client, blocks, row0s, n: int, task_rows: int) -> list:
-    """One parent cut into at most TOP_FAN cells: per cell, its (row ids, Z) piece futures and sizes.
+def _cut(client, work, blocks, row0s, n: int, task_rows: int) -> list:
+    """One parent cut into at most TOP_FAN cells: per cell, its (working copy, float64) piece
+    futures — each a (row ids, Z) — and their sizes.
 
-    Empties ``blocks``: once the rows are split by cell, the workers may free the parent's chunks.
+    Empties ``work`` and ``blocks``: once the rows are split by cell, the workers may free the
+    parent's chunks.
     """
     n_cells = min(TOP_FAN, n // task_rows)
-    labels, n_cells = chunked_mdav(client, blocks, row0s, n, n // n_cells)
+    labels, n_cells = chunked_mdav(client, work, row0s, n, n // n_cells)
     counts = client.gather(client.map(ck.label_counts, labels, n_groups=n_cells))
-    split = client.map(ck.split_rows, blocks, labels, row0s, n_groups=n_cells)
+    split32 = client.map(ck.split_rows, work, labels, row0s, n_groups=n_cells)
+    split64 = client.map(ck.split_rows, blocks, labels, row0s, n_groups=n_cells)
+    work.clear()
     blocks.clear()
     del labels
     children = []
     for c in range(n_cells):
         sizes = [int(cnt[c]) for cnt in counts]
-        pieces = [client.submit(operator.getitem, s, c) for s, size in zip(split, sizes) if size]
+        pieces = [(client.submit(operator.getitem, s32, c), client.submit(operator.getitem, s64, c))
+                  for s32, s64, size in zip(split32, split64, sizes) if size]
         children.append((pieces, [size for size in sizes if size]))
     return children
 
 
 def _join(client, pieces, sizes, task_rows):
-    """A cell's pieces joined into chunks of ≥ min(CHUNK_ROWS, 2 task_rows) rows: (Z futures, row-id futures).
+    """A cell's pieces joined into chunks of ≥ min(CHUNK_ROWS, 2 task_rows) rows: (working-copy
+    futures, float64 futures, row-id futures).
 
     Empties ``pieces``: once joined, the workers may free them.
     """
@@ -171,12 +188,14 @@ def _join(client, pieces, sizes, task_rows):
             cur, rows = [], 0
     if cur:
         groups.append(cur)
-    chunks = [client.submit(ck.join_pieces, *g) for g in groups]
+    work = [client.submit(ck.join_pieces, *[p32 for p32, _ in g]) for g in groups]
+    full = [client.submit(ck.join_pieces, *[p64 for _, p64 in g]) for g in groups]
     pieces.clear()
     del groups, cur
-    blocks = [client.submit(operator.getitem, c, 1) for c in chunks]
-    row0s = [client.submit(operator.getitem, c, 0) for c in chunks]
-    return blocks, row0s
+    blocks32 = [client.submit(operator.getitem, c, 1) for c in work]
+    blocks64 = [client.submit(operator.getitem, c, 1) for c in full]
+    row0s = [client.submit(operator.getitem, c, 0) for c in work]
+    return blocks32, blocks64, row0s
 
 
 def _whole(Z, row0):

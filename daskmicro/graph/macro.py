@@ -33,7 +33,8 @@ class _Chunks:
 
 
 def _free_labels(Z):
-    return np.full(Z.shape[0], -1, dtype=np.int64)
+    # int8: the top level cuts a parent into a handful of cells (see chunked_mdav's K)
+    return np.full(Z.shape[0], -1, dtype=np.int8)
 
 
 def _centroid(ch: _Chunks) -> np.ndarray:
@@ -87,9 +88,11 @@ def chunked_mdav(client, blocks, row0s, n: int, K: int):
 
     Returns
     -------
-    labels : list of futures of int64 label arrays, one per chunk
+    labels : list of futures of int8 label arrays, one per chunk
     n_cells : int
     """
+    if n // max(K, 1) > 100:
+        raise ValueError(f"chunked_mdav forms a few large cells (n / K ≤ 100), got n = {n}, K = {K}")
     ch = _Chunks(client, blocks, row0s)
     cell = 0
     r = n

@@ -52,8 +52,15 @@ def sq_dist(X: np.ndarray, c: np.ndarray) -> np.ndarray:
     Each row's sum runs over the columns in a fixed order, so a row's distance does not depend on
     which other rows share the array (chunking-independent).
     """
-    X = np.ascontiguousarray(X, dtype=np.float64)
+    X = _float_records(X)
     return _sq_dist(X, np.ascontiguousarray(c, dtype=np.float64), np.empty(X.shape[0]))
+
+
+def _float_records(X: np.ndarray) -> np.ndarray:
+    """``X`` as a C-contiguous float64 or float32 matrix (float32 is read as it is: the top level's
+    working copy; every sum and distance of the kernels is accumulated in float64)."""
+    dtype = np.float32 if getattr(X, "dtype", None) == np.float32 else np.float64
+    return np.ascontiguousarray(X, dtype=dtype)
 
 
 def select_nearest(d: np.ndarray, count: int) -> np.ndarray:
@@ -211,9 +218,9 @@ def dd_colsum(X: np.ndarray) -> np.ndarray:
 def dd_colsum_where(X: np.ndarray, labels: np.ndarray | None) -> np.ndarray:
     """:func:`dd_colsum` of the rows of ``X`` whose label is negative (all rows when ``labels`` is
     None), without copying them: the same sums, bit for bit, as ``dd_colsum(X[labels < 0])``."""
-    X = np.ascontiguousarray(X, dtype=np.float64)
+    X = _float_records(X)
     n, m = X.shape
-    skip = np.full(n, -1, dtype=np.int64) if labels is None else np.ascontiguousarray(labels, dtype=np.int64)
+    skip = np.full(n, -1, dtype=np.int8) if labels is None else np.ascontiguousarray(labels)
     hi, lo = _dd_colsum(X, skip, np.zeros(m), np.zeros(m))
     return np.stack([hi, lo])
 

@@ -24,6 +24,7 @@ import numpy as np
 from ..errors import InputError, ParameterError
 from ..kernels.mdav import as_records, mdav
 from ..kernels.moments import varying_columns
+from ..kernels.sized import Sized
 from .effective import (
     ActiveCount,
     cell_failure,
@@ -44,7 +45,7 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class ProbabilisticCells:
+class ProbabilisticCells(Sized):
     """Cells of a p-probabilistic k-anonymous micropartition and their failure metrics (§VI-A).
 
     Attributes

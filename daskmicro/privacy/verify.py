@@ -205,6 +205,11 @@ class TupleCounts:
     def __init__(self, hashes, counts, tuples, collision=False):
         self.hashes, self.counts, self.tuples, self.collision = hashes, counts, tuples, collision
 
+    def __sizeof__(self) -> int:
+        # what a worker holds, for Dask's spilling: a release's per-file counts are about as
+        # large as its QIs (one distinct tuple per row, (m + 2) × 8 bytes each)
+        return object.__sizeof__(self) + self.hashes.nbytes + self.counts.nbytes + self.tuples.nbytes
+
 
 def _group(hashes, counts, tuples, collision):
     uniq, first, inv = np.unique(hashes, return_index=True, return_inverse=True)
@@ -314,7 +319,9 @@ def split_tuple_counts(counts: TupleCounts, n_buckets: int) -> list:
         return [counts]
     bucket = (((counts.hashes >> np.uint64(32)) * np.uint64(n_buckets)) >> np.uint64(32)).astype(np.int64)
     cuts = np.searchsorted(bucket, np.arange(n_buckets + 1))
-    return [TupleCounts(counts.hashes[a:b], counts.counts[a:b], counts.tuples[a:b], counts.collision)
+    # copies, not views: each bucket is kept (or spilled) on its own, without pinning the whole
+    return [TupleCounts(counts.hashes[a:b].copy(), counts.counts[a:b].copy(), counts.tuples[a:b].copy(),
+                        counts.collision)
             for a, b in zip(cuts[:-1], cuts[1:])]
 
 
