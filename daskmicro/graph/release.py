@@ -162,7 +162,10 @@ def write_and_verify(client, releases, files, schema, columns, k, seed, partitio
     inflight.extend(checks)
     rows_read = sum(client.gather([client.submit(operator.itemgetter(0), c) for c in checks]))
     same = client.gather([client.submit(operator.itemgetter(1), c) for c in checks])
-    k_check, sizes = bucketed_verdict(client, [client.submit(operator.itemgetter(2), c) for c in checks], k, n)
+    counts = [client.submit(operator.itemgetter(2), c) for c in checks]
+    inflight.clear()
+    del checks   # the per-file counts are about as large as the release's QIs: hold them once
+    k_check, sizes = bucketed_verdict(client, counts, k, n)
     cm.check_written(results, n, expected, same, k_check, rows_read)
     listing = [{"path": str(p.relative_to(staging)), "rows": r["rows"], "bytes": p.stat().st_size}
                for p, r, _ in keep]
@@ -219,15 +222,18 @@ def dask_release(client, releases, files, names, qi, columns, k, seed, keep_row_
 def bucketed_verdict(client, counts, k, n_rows):
     """(KAnonymityCheck, tuple sizes) of per-piece tuple count futures: each piece cut into hash
     buckets (:func:`~daskmicro.privacy.verify.count_buckets`), each bucket merged and checked on
-    its own, so that no task holds the counts of the whole release; only verdicts are combined."""
+    its own, so that no task holds the counts of the whole release; only verdicts are combined.
+    Empties ``counts`` (its pieces are freed once cut into buckets)."""
     from ..privacy.verify import bucket_verdict, combine_verdicts, count_buckets, merge_tuple_counts, split_tuple_counts
 
     n_buckets = count_buckets(n_rows)
     if n_buckets > 1:
         split = [client.submit(split_tuple_counts, c, n_buckets) for c in counts]
+        counts.clear()   # each piece's counts go as soon as they are split (the caller's list)
         buckets = [[client.submit(operator.getitem, s, b) for s in split] for b in range(n_buckets)]
+        del split
     else:
-        buckets = [counts]
+        buckets = [list(counts)]
     verdicts = [client.submit(bucket_verdict, tree(client, bucket, merge_tuple_counts), k) for bucket in buckets]
     return client.submit(combine_verdicts, k, *verdicts).result()
 
