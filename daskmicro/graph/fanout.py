@@ -92,28 +92,24 @@ def top_cells(client, ing, task_rows: int, timings: dict):
     task per final cell.  The cells are numbered depth first, so the layout depends only on the
     records, never on the chunking or the number of workers.
 
-    The cuts are computed on a float32 copy of the records (:func:`_working_copy`), which every
-    pass of every level reads: at half the bytes it stays in memory where the float64 records do
-    not.  The float64 records are read once, at the end, and sent to their top cells
-    (:func:`_route`): following every level's cut with them cost four full passes over the disk
-    per level at 100M rows.
+    The cuts are computed on a float32 copy of the records (:func:`_working_copy`): every pass of
+    the top level reads it, and at half the bytes it stays in memory where the float64 records,
+    read only once per level to follow the cut, go to disk first when they do not all fit.
     """
     import time
 
     live = [i for i, L in enumerate(ing.lengths) if L]
     blocks = [ing.blocks[i] for i in live]
     ing.blocks = None
-    row0s = [int(ing.row0s[i]) for i in live]
-    lengths = [int(ing.lengths[i]) for i in live]
+    row0s = [ing.row0s[i] for i in live]
     t0 = time.perf_counter()
     if ing.n // task_rows <= 1:
         pieces = client.map(_whole, blocks, row0s)
         blocks.clear()
         tops = [client.submit(kp.concat_pieces, *pieces)]
     else:
-        leaves = _recursive_cells(client, client.map(_working_copy, blocks), list(row0s), int(ing.n), task_rows)
-        tops = [client.submit(kp.concat_pieces, *pieces) for pieces in _route(client, leaves, blocks, row0s,
-                                                                               lengths)]
+        tops = [client.submit(kp.concat_pieces, *pieces) for pieces in _recursive_cells(client, blocks, row0s,
+                                                                                         int(ing.n), task_rows)]
     timings["top_level"] = time.perf_counter() - t0
     return tops
 
@@ -123,19 +119,20 @@ def _working_copy(Z: np.ndarray) -> np.ndarray:
     return Z.astype(np.float32)
 
 
-def _recursive_cells(client, work, row0s, n: int, task_rows: int) -> list:
-    """Lists of (row ids, working copy) piece futures, one list per final top cell, in depth-first order.
+def _recursive_cells(client, blocks, row0s, n: int, task_rows: int) -> list:
+    """Lists of (row ids, Z) piece futures, one list per final top cell, in depth-first order.
 
     Level by level: every parent of a level is cut at once (at most MAX_DRIVERS client threads
     drive their chunked MDAV), children still holding at least 2·task_rows records become the
     next level's parents.  Each cell carries its path (child indices from the root), so the
-    final order does not depend on which parent finished first.  Empties ``work``.
+    final order does not depend on which parent finished first.  A parent is (path, working
+    copies, float64 chunks, row ids or first row ids, rows); empties ``blocks``.
     """
     from concurrent.futures import ThreadPoolExecutor
 
     leaves = []
-    level = [((), list(work), row0s, n)]
-    work.clear()
+    level = [((), client.map(_working_copy, blocks), list(blocks), row0s, n)]
+    blocks.clear()
     while level:
         with ThreadPoolExecutor(max_workers=min(len(level), MAX_DRIVERS)) as pool:
             cuts = list(pool.map(lambda parent: _cut(client, *parent[1:], task_rows), level))
@@ -145,33 +142,39 @@ def _recursive_cells(client, work, row0s, n: int, task_rows: int) -> list:
                 if sum(sizes) // task_rows > 1:
                     level.append((path + (c,), *_join(client, pieces, sizes, task_rows), sum(sizes)))
                 else:
-                    leaves.append((path + (c,), pieces))
+                    leaves.append((path + (c,), [p64 for _, p64 in pieces]))
         del parents, cuts
     leaves.sort(key=lambda leaf: leaf[0])
     return [pieces for _, pieces in leaves]
 
 
-def _cut(client, blocks, row0s, n: int, task_rows: int) -> list:
-    """One parent cut into at most TOP_FAN cells: per cell, its (row ids, Z) piece futures and sizes.
+def _cut(client, work, blocks, row0s, n: int, task_rows: int) -> list:
+    """One parent cut into at most TOP_FAN cells: per cell, its (working copy, float64) piece
+    futures — each a (row ids, Z) — and their sizes.
 
-    Empties ``blocks``: once the rows are split by cell, the workers may free the parent's chunks.
+    Empties ``work`` and ``blocks``: once the rows are split by cell, the workers may free the
+    parent's chunks.
     """
     n_cells = min(TOP_FAN, n // task_rows)
-    labels, n_cells = chunked_mdav(client, blocks, row0s, n, n // n_cells)
+    labels, n_cells = chunked_mdav(client, work, row0s, n, n // n_cells)
     counts = client.gather(client.map(ck.label_counts, labels, n_groups=n_cells))
-    split = client.map(ck.split_rows, blocks, labels, row0s, n_groups=n_cells)
+    split32 = client.map(ck.split_rows, work, labels, row0s, n_groups=n_cells)
+    split64 = client.map(ck.split_rows, blocks, labels, row0s, n_groups=n_cells)
+    work.clear()
     blocks.clear()
     del labels
     children = []
     for c in range(n_cells):
         sizes = [int(cnt[c]) for cnt in counts]
-        pieces = [client.submit(operator.getitem, s, c) for s, size in zip(split, sizes) if size]
+        pieces = [(client.submit(operator.getitem, s32, c), client.submit(operator.getitem, s64, c))
+                  for s32, s64, size in zip(split32, split64, sizes) if size]
         children.append((pieces, [size for size in sizes if size]))
     return children
 
 
 def _join(client, pieces, sizes, task_rows):
-    """A cell's pieces joined into chunks of ≥ min(CHUNK_ROWS, 2 task_rows) rows: (Z futures, row-id futures).
+    """A cell's pieces joined into chunks of ≥ min(CHUNK_ROWS, 2 task_rows) rows: (working-copy
+    futures, float64 futures, row-id futures).
 
     Empties ``pieces``: once joined, the workers may free them.
     """
@@ -185,41 +188,16 @@ def _join(client, pieces, sizes, task_rows):
             cur, rows = [], 0
     if cur:
         groups.append(cur)
-    chunks = [client.submit(ck.join_pieces, *g) for g in groups]
+    work = [client.submit(ck.join_pieces, *[p32 for p32, _ in g]) for g in groups]
+    full = [client.submit(ck.join_pieces, *[p64 for _, p64 in g]) for g in groups]
     pieces.clear()
     del groups, cur
-    blocks = [client.submit(operator.getitem, c, 1) for c in chunks]
-    row0s = [client.submit(operator.getitem, c, 0) for c in chunks]
-    return blocks, row0s
+    blocks32 = [client.submit(operator.getitem, c, 1) for c in work]
+    blocks64 = [client.submit(operator.getitem, c, 1) for c in full]
+    row0s = [client.submit(operator.getitem, c, 0) for c in work]
+    return blocks32, blocks64, row0s
 
 
-def _leaf_rows(leaf: int, *pieces):
-    """(row ids ascending, ``leaf`` for each) of a final top cell's working pieces."""
-    rows = np.sort(np.concatenate([p[0] for p in pieces]))
-    return rows, np.full(rows.size, leaf, dtype=np.int64)
-
-
-def _route(client, leaves, blocks, row0s, lengths) -> list:
-    """The float64 records of every top cell: per top cell, its (row ids, Z) piece futures.
-
-    Each top cell's row ids are cut by input chunk, every input chunk learns the top cell of each
-    of its rows (:func:`~daskmicro.kernels.assemble.assemble_chunk`, which also checks that every
-    row has exactly one) and splits its records accordingly.  Empties ``leaves`` and ``blocks``.
-    """
-    from ..kernels import assemble as ka
-
-    n_tops = len(leaves)
-    bounds = np.array(list(row0s) + [row0s[-1] + lengths[-1]], dtype=np.int64)
-    splits = [client.submit(ka.split_by_bounds, client.submit(_leaf_rows, t, *pieces), bounds)
-              for t, pieces in enumerate(leaves)]
-    leaves.clear()
-    labels = [client.submit(ka.assemble_chunk, row0, length, *[client.submit(operator.getitem, s, b) for s in splits])
-              for b, (row0, length) in enumerate(zip(row0s, lengths))]
-    del splits
-    parts = client.map(ck.split_rows, blocks, labels, row0s, n_groups=n_tops)
-    blocks.clear()
-    del labels
-    return [[client.submit(operator.getitem, p, t) for p in parts] for t in range(n_tops)]
 def _whole(Z, row0):
     return np.arange(row0, row0 + Z.shape[0], dtype=np.int64), Z
 
