@@ -25,7 +25,7 @@ from ..config import AUTO_EXACT_ROWS, DEFAULT_TASK_ROWS, ONE_TASK_METHODS as ONE
 from ..errors import InputError, ParameterError
 from ..io import commit as cm
 from ..io import layout as lay
-from ..io.shuffle import SHUFFLE_DIR
+from ..io.shuffle import COUNTS_DIR, SHUFFLE_DIR
 from ..io.source import RID
 from ..kernels.bounds import MAX_ABS
 from ..kernels.figures import scale_from_moments
@@ -427,7 +427,7 @@ def _release(client, source, cfg, lay_: _Layout, sink, output, releases, ex: Exe
         files = lay.plan_files(partition_by, lay_.part_counts, cfg.rows_per_file,
                                file_cuts(client, keyed, cfg.seed, partition_by, cfg.rows_per_file))
         schema = promised_schema(source, qi, partition_by, cfg.keep_row_id, lay_.labels)
-        ex.staging = cm.open_staging(output, [rel for rel, _, _ in files.values()] + [SHUFFLE_DIR])
+        ex.staging = cm.open_staging(output, [rel for rel, _, _ in files.values()] + [SHUFFLE_DIR, COUNTS_DIR])
         inflight: list = []
         try:
             listing = write_and_verify(client, releases, files, schema, published, k, cfg.seed, partition_by,

@@ -14,6 +14,13 @@ as Dask's own P2P shuffle does, with Arrow files that pyarrow's datasets read ba
 2. :func:`write_file` — one task per output file: its fragments are read as one dataset, sorted
    by key and written as the Parquet file.
 
+The written files are then verified through the disk in the same way (:func:`scatter_counts`,
+:func:`bucket_verdict_of`): each file is read back and its published tuples counted, the counts
+cut into hash buckets and each bucket written as one ``.npy`` fragment in ``_counts``; one task
+per bucket merges its fragments and returns only its verdict.  Held by Dask instead, the counts
+of every file (about one distinct tuple per row, so about as large as the QIs) were spilled and
+read back several times over.
+
 A task holds one chunk or one file, never the release; the scheduler sees chunks + files tasks.
 Fragments are written under a temporary name and renamed, so a task that is run again (a worker
 lost) rewrites the same bytes and a reader never sees half a fragment.  Writers never create
@@ -37,10 +44,13 @@ from .commit import row_checksum
 from .layout import KEY_COLUMN, file_index
 from .source import RID
 
-__all__ = ["SHUFFLE_DIR", "fragment_schema", "scatter_piece", "fragment_path", "write_file", "remove_fragments"]
+__all__ = ["SHUFFLE_DIR", "COUNTS_DIR", "fragment_schema", "scatter_piece", "fragment_path", "write_file",
+           "remove_fragments", "scatter_counts", "bucket_verdict_of", "remove_counts"]
 
 #: Folder of the staging directory that holds the fragments while the release is cut.
 SHUFFLE_DIR = "_shuffle"
+#: Folder of the staging directory that holds the written files' tuple counts while they are checked.
+COUNTS_DIR = "_counts"
 
 
 def fragment_schema(schema, keep_row_id: bool):
@@ -105,3 +115,47 @@ def write_file(path: str, schema, keep_row_id: bool, fragments: list) -> dict:
 
 def remove_fragments(staging) -> None:
     shutil.rmtree(Path(staging) / SHUFFLE_DIR, ignore_errors=True)
+
+
+def _atomic_save(path: Path, array: np.ndarray) -> None:
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}")
+    with open(tmp, "wb") as fh:
+        np.save(fh, array, allow_pickle=False)
+    os.replace(tmp, path)
+
+
+def scatter_counts(path: str, schema, columns: list, constants: dict, n_buckets: int, directory,
+                   file_no: int):
+    """Verify one written file (:func:`daskmicro.io.commit.verify_file`) and write its tuple
+    counts as one fragment per hash bucket, ``BUCKET-FILE.npy`` (hash, count, per-column hashes
+    in one uint64 array); returns (rows, schema as promised, [buckets written])."""
+    from ..privacy.verify import check_no_collision, split_tuple_counts
+    from .commit import verify_file
+
+    rows, same, counts = verify_file(path, schema, columns, constants)
+    check_no_collision(counts)
+    written = []
+    for b, piece in enumerate(split_tuple_counts(counts, n_buckets)):
+        if piece.hashes.size:
+            packed = np.empty((piece.hashes.size, 2 + piece.tuples.shape[1]), dtype=np.uint64)
+            packed[:, 0], packed[:, 1], packed[:, 2:] = piece.hashes, piece.counts.view(np.uint64), piece.tuples
+            _atomic_save(Path(directory) / f"{b:06d}-{file_no:06d}.npy", packed)
+            written.append(b)
+    return rows, same, written
+
+
+def bucket_verdict_of(directory, bucket: int, file_nos: list, k: int):
+    """The verdict of one hash bucket (:func:`daskmicro.privacy.verify.bucket_verdict`) from the
+    fragments its files wrote (:func:`scatter_counts`)."""
+    from ..privacy.verify import TupleCounts, bucket_verdict, merge_tuple_counts
+
+    parts = []
+    for f in file_nos:
+        a = np.load(Path(directory) / f"{bucket:06d}-{f:06d}.npy", allow_pickle=False)
+        parts.append(TupleCounts(a[:, 0].copy(), a[:, 1].view(np.int64).copy(), np.ascontiguousarray(a[:, 2:])))
+        del a
+    return bucket_verdict(merge_tuple_counts(*parts), k)
+
+
+def remove_counts(staging) -> None:
+    shutil.rmtree(Path(staging) / COUNTS_DIR, ignore_errors=True)

@@ -281,10 +281,15 @@ def add_tuple_counts(total: TupleCounts, part: TupleCounts) -> TupleCounts:
     return TupleCounts(total.hashes, counts, total.tuples, total.collision or part.collision)
 
 
-def check_tuple_counts(counts: TupleCounts, k: int) -> KAnonymityCheck:
-    """The k-anonymity verdict from merged tuple counts."""
+def check_no_collision(counts: TupleCounts) -> None:
+    """Raise if two different published tuples of ``counts`` share a 64-bit hash (no verdict then)."""
     if counts.collision:
         raise VerificationError("k-anonymity check inconclusive: two different QI tuples share a 64-bit hash")
+
+
+def check_tuple_counts(counts: TupleCounts, k: int) -> KAnonymityCheck:
+    """The k-anonymity verdict from merged tuple counts."""
+    check_no_collision(counts)
     values = counts.counts
     small = values < k
     return KAnonymityCheck(
