@@ -17,8 +17,12 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/daskmicro demo --output demo-output
 
+# Test files run in TEST_JOBS processes (pytest-xdist; a file's tests stay in one process, so its
+# module-scoped clusters are started once); TEST_JOBS=0 runs everything in this process.
+TEST_JOBS ?= 2
+
 test: $(STAMP)
-	$(PY) -m pytest -q --durations=15
+	$(PY) -m pytest -q --durations=15 $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadfile)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_mdav.py

@@ -78,7 +78,7 @@ MISTAKES = [
 ]
 
 
-@pytest.mark.parametrize("path, value, message", MISTAKES, ids=[f"{m[0]}={m[1]!r}"[:40] for m in MISTAKES])
+@pytest.mark.parametrize("path, value, message", MISTAKES, ids=[f"{m[0]}=" + ("<deleted>" if m[1] is _DELETE else repr(m[1])[:40]) for m in MISTAKES])
 def test_each_mistake_is_one_line_naming_the_key(path, value, message, tmp_path):
     with pytest.raises(SpecError) as info:
         parse_spec(_with(path, value), base_dir=tmp_path)
