@@ -416,7 +416,7 @@ def _release(client, source, cfg, lay_: _Layout, sink, output, releases, ex: Exe
 
     qi, strata, n, k, partition_by = list(cfg.qi), list(cfg.strata), lay_.n, lay_.k, lay_.partition_by
     published = list(dict.fromkeys(strata + qi))
-    expected = cm.row_checksum(np.arange(n, dtype=np.int64))
+    expected = cm.range_checksum(n)
     names = list(source.columns) + (["row_id"] if cfg.keep_row_id else [])
     live = [i for i in range(len(source.files)) if lay_.rows[i]]
     if sink == "lake":  # exact file sizes: cut keys by rank (io/layout)
