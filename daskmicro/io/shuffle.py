@@ -45,7 +45,7 @@ from .layout import KEY_COLUMN, file_index
 from .source import RID
 
 __all__ = ["SHUFFLE_DIR", "COUNTS_DIR", "fragment_schema", "scatter_piece", "fragment_path", "write_file",
-           "remove_fragments", "scatter_counts", "bucket_verdict_of", "remove_counts"]
+           "remove_fragments", "counts_path", "scatter_counts", "bucket_verdict_of", "remove_counts"]
 
 #: Folder of the staging directory that holds the fragments while the release is cut.
 SHUFFLE_DIR = "_shuffle"
@@ -64,6 +64,16 @@ def fragment_schema(schema, keep_row_id: bool):
 
 def fragment_path(directory, file_no: int, piece_no: int) -> Path:
     return Path(directory) / f"{file_no:06d}-{piece_no:06d}.arrow"
+
+
+def counts_path(directory, bucket: int, file_no: int) -> Path:
+    """A written file's tuple counts in one hash bucket (:func:`scatter_counts`)."""
+    return Path(directory) / f"{bucket:06d}-{file_no:06d}.npy"
+
+
+def _temporary(path: Path) -> Path:
+    """A hidden name beside ``path`` to write under and then rename to ``path``."""
+    return path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}")
 
 
 def scatter_piece(df: pd.DataFrame, piece_no: int, seed: int, partition_by: list, files: dict, first: dict,
@@ -87,7 +97,7 @@ def scatter_piece(df: pd.DataFrame, piece_no: int, seed: int, partition_by: list
     out = {}
     for j, start, count in zip(numbers.tolist(), starts.tolist(), counts.tolist()):
         path = fragment_path(directory, j, piece_no)
-        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}")
+        tmp = _temporary(path)
         feather.write_feather(table.slice(start, count).replace_schema_metadata(None), str(tmp),
                               compression="lz4")
         os.replace(tmp, path)
@@ -118,7 +128,7 @@ def remove_fragments(staging) -> None:
 
 
 def _atomic_save(path: Path, array: np.ndarray) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}")
+    tmp = _temporary(path)
     with open(tmp, "wb") as fh:
         np.save(fh, array, allow_pickle=False)
     os.replace(tmp, path)
@@ -133,13 +143,13 @@ def scatter_counts(path: str, schema, columns: list, constants: dict, n_buckets:
     from .commit import verify_file
 
     rows, same, counts = verify_file(path, schema, columns, constants)
-    check_no_collision(counts)
+    check_no_collision(counts)   # the fragments do not carry the flag: a collision inside the file stops here
     written = []
     for b, piece in enumerate(split_tuple_counts(counts, n_buckets)):
         if piece.hashes.size:
             packed = np.empty((piece.hashes.size, 2 + piece.tuples.shape[1]), dtype=np.uint64)
             packed[:, 0], packed[:, 1], packed[:, 2:] = piece.hashes, piece.counts.view(np.uint64), piece.tuples
-            _atomic_save(Path(directory) / f"{b:06d}-{file_no:06d}.npy", packed)
+            _atomic_save(counts_path(directory, b, file_no), packed)
             written.append(b)
     return rows, same, written
 
@@ -151,7 +161,7 @@ def bucket_verdict_of(directory, bucket: int, file_nos: list, k: int):
 
     parts = []
     for f in file_nos:
-        a = np.load(Path(directory) / f"{bucket:06d}-{f:06d}.npy", allow_pickle=False)
+        a = np.load(counts_path(directory, bucket, f), allow_pickle=False)
         parts.append(TupleCounts(a[:, 0].copy(), a[:, 1].view(np.int64).copy(), np.ascontiguousarray(a[:, 2:])))
         del a
     return bucket_verdict(merge_tuple_counts(*parts), k)
