@@ -88,24 +88,22 @@ def key_bucket(keys: np.ndarray, n_buckets: int) -> np.ndarray:
     return (((keys >> np.uint64(32)) * np.uint64(n_buckets)) >> np.uint64(32)).astype(np.int64)
 
 
-def publish_chunk(part: pd.DataFrame, cells, table, columns: list) -> pd.DataFrame:
-    """The release rows of one input chunk, in input order: ``columns`` replaced by the centroids
-    of the rows' cells (``cells``: global cell id of each row; ``table``: centroids of all cells in
-    original units, one column per name in ``columns``); every other column untouched."""
-    if len(part) != len(cells):
-        raise RuntimeError(f"an input chunk has {len(part)} rows but {len(cells)} cell ids")
-    return replace_qi(part, columns, table[cells])[0]
+def publish_chunk(part: pd.DataFrame, values, columns: list) -> pd.DataFrame:
+    """The release rows of one input chunk, in input order: ``columns`` replaced by ``values``
+    (rows × columns: each row's cell centroid in original units); every other column untouched."""
+    if len(part) != len(values):
+        raise RuntimeError(f"an input chunk has {len(part)} rows but {len(values)} published rows")
+    return replace_qi(part, columns, values)[0]
 
 
-def split_chunk(part: pd.DataFrame, cells, table, row0: int, columns: list, seed: int, n_buckets: int) -> list:
+def split_chunk(part: pd.DataFrame, values, row0: int, columns: list, seed: int, n_buckets: int) -> list:
     """The release rows of one input chunk, centroids in, split by the key range of their row ids.
 
-    ``cells`` holds the global cell id of each row of ``part`` (row order), ``table`` the
-    centroids of all cells in original units (one row per cell, one column per name in
-    ``columns``) and ``row0`` the global row id of the chunk's first row.  Returns, for each of
-    the ``n_buckets`` output partitions, a (frame, row ids) pair (rows in input order).
+    ``values`` holds the published values of each row of ``part`` (row order; one column per
+    name in ``columns``) and ``row0`` the global row id of the chunk's first row.  Returns, for
+    each of the ``n_buckets`` output partitions, a (frame, row ids) pair (rows in input order).
     """
-    out = publish_chunk(part, cells, table, columns)
+    out = publish_chunk(part, values, columns)
     rowids = np.arange(row0, row0 + len(part), dtype=np.int64)
     bucket = key_bucket(shuffle_keys(seed, rowids), n_buckets)
     order = np.argsort(bucket, kind="stable")

@@ -1,11 +1,13 @@
-"""Gather: global cell ids back to the input chunks, the centroid table, the release, its check.
+"""Gather: each row's published values back to its input chunk, the release, its check.
 
-The partition results stay on the workers.  One task builds the table of all centroids in
-original units (a k-th of the data); each top cell turns its partitions into (row id, global
-cell id) pairs split by input chunk; each input chunk assembles the cell ids of its rows (all of
-them, exactly once, or the run stops).  The release is a lazy Dask DataFrame in one global
-seeded order (:mod:`daskmicro.publish`): each input partition — every non-QI column untouched —
-gets the centroids looked up in the table and is split by the key ranges of its rows' shuffle
+The partition results stay on the workers.  Each top cell turns its partitions into (row id,
+published values) pairs split by input chunk — the values are the row's cell centroid in
+original units, mapped back once per cell — and each input chunk assembles the values of its
+rows (all of them, exactly once, or the run stops).  No task holds the centroids of all cells
+(a k-th of the data): a chunk's values are as large as its QIs, held by Dask and spilled like
+any other result.  The release is a lazy Dask DataFrame in one global seeded order
+(:mod:`daskmicro.publish`): each input partition — every non-QI column untouched —
+gets its values in place of its QIs and is split by the key ranges of its rows' shuffle
 keys, one range per output partition; each output partition gathers its range from every input
 partition and sorts it by key.  The order depends only on the seed and the row ids, never on
 the chunking or the workers, and the first rows of the release come from anywhere in the input.
@@ -28,7 +30,7 @@ from ..privacy.verify import (RowCheck, bucket_verdict, combine_verdicts, count_
                               split_tuple_counts, tuple_counts)
 from ..publish import publish_chunk, release_bucket, split_chunk
 
-__all__ = ["Published", "CellIds", "cell_ids", "gather_release"]
+__all__ = ["Published", "CellIds", "cell_ids", "chunk_centroids", "gather_release"]
 
 
 @dataclass
@@ -37,8 +39,7 @@ class Published:
     parts: list                   # its partitions, dask Delayed
     chunks: list                  # the release rows of each input chunk, in input order (Delayed): for a
                                   # caller that cuts the release itself (the run executor's release stage)
-    cells_per_chunk: list         # futures: global cell id of each row, per input chunk
-    table: object                 # future: centroids of all cells in original units
+    values_per_chunk: list        # futures: published values of each row (rows × varying QIs), per input chunk
     cells: int
     min_cell_size: int
     max_cell_size: int
@@ -95,8 +96,9 @@ def _merge_figures(qi, *summaries):
 
 @dataclass
 class CellIds:
-    """Global cell numbering of a fan-out: per input chunk the cell id of each row (futures), the
-    centroid table in original units (future), cells per partition, SSE and the cell-size histogram."""
+    """Global cell numbering of a fan-out: per input chunk one entry per row (futures: its global
+    cell id, or its published values), the centroid table in original units (future, or None),
+    cells per partition, SSE and the cell-size histogram."""
 
     cells: list
     table: object
@@ -105,9 +107,27 @@ class CellIds:
     hist: dict
 
 
-def cell_ids(client, ing, fo) -> CellIds:
-    """Number the cells of ``fo`` globally (partition order) and give every row of every input chunk
-    of ``ing`` its global cell id; the partition results stay in ``fo.results``."""
+def _per_chunk(client, ing, fo, submit_top) -> list:
+    """Futures, one per input chunk of ``ing``: the (row ids, values) that ``submit_top(indices)``
+    makes of each top cell's partitions (a future), assembled in row order (every row once)."""
+    bounds = np.array(list(ing.row0s) + [ing.n], dtype=np.int64)
+    by_top: dict[int, list] = {}
+    for i, (t, *_rest) in enumerate(fo.partitions):
+        by_top.setdefault(t, []).append(i)
+    splits = []
+    for t in sorted(by_top):
+        splits.append(client.submit(kasm.split_by_bounds, submit_top(by_top[t]), bounds))
+    out = []
+    for b, (row0, length) in enumerate(zip(ing.row0s, ing.lengths)):
+        pieces = [client.submit(operator.getitem, s, b) for s in splits]
+        out.append(client.submit(kasm.assemble_chunk, int(row0), int(length), *pieces))
+    del splits  # each top's split is freed once every chunk has taken its piece
+    client.gather(client.map(len, out))  # surfaces assembly errors here
+    return out
+
+
+def _numbering(client, fo):
+    """(cells per partition, their first global ids, SSE, cell-size histogram) of a fan-out."""
     summaries = client.gather(client.map(kasm.partition_summary, fo.results))
     counts = [s[0] for s in summaries]
     sse = float(sum(s[1] for s in summaries))
@@ -116,25 +136,34 @@ def cell_ids(client, ing, fo) -> CellIds:
     for _, _, (sizes, cnt) in summaries:
         for s_, c_ in zip(sizes.tolist(), cnt.tolist()):
             hist[s_] = hist.get(s_, 0) + c_
+    return counts, offsets, sse, hist
+
+
+def cell_ids(client, ing, fo) -> CellIds:
+    """Number the cells of ``fo`` globally (partition order) and give every row of every input chunk
+    of ``ing`` its global cell id, with the table of all centroids (the incremental survey's base,
+    whose late records are matched against every centroid); the partition results stay in
+    ``fo.results``."""
+    counts, offsets, sse, hist = _numbering(client, fo)
     mean_v, std_v = ing.mean[ing.varying], ing.std[ing.varying]
     # the centroids computed where each partition's results are: only they travel to the table
     table = client.submit(kasm.join_table, *client.map(kasm.centroid_piece, fo.results, mean=mean_v, std=std_v))
-    bounds = np.array(list(ing.row0s) + [ing.n], dtype=np.int64)
-    by_top: dict[int, list] = {}
-    for i, (t, *_rest) in enumerate(fo.partitions):
-        by_top.setdefault(t, []).append(i)
-    splits = []
-    for t in sorted(by_top):
-        idx = by_top[t]
-        pub = client.submit(kasm.top_publication, offsets[idx], *[fo.results[i] for i in idx])
-        splits.append(client.submit(kasm.split_by_bounds, pub, bounds))
-    cells = []
-    for b, (row0, length) in enumerate(zip(ing.row0s, ing.lengths)):
-        pieces = [client.submit(operator.getitem, s, b) for s in splits]
-        cells.append(client.submit(kasm.assemble_chunk, int(row0), int(length), *pieces))
-    client.gather(client.map(len, cells))  # surfaces assembly errors here
+    cells = _per_chunk(client, ing, fo, lambda idx: client.submit(
+        kasm.top_publication, offsets[idx], *[fo.results[i] for i in idx]))
     client.gather(client.submit(len, table))
     return CellIds(cells=cells, table=table, counts=counts, sse=sse, hist=hist)
+
+
+def chunk_centroids(client, ing, fo) -> CellIds:
+    """Give every row of every input chunk of ``ing`` its published values (its cell's centroid in
+    original units, rows × varying QIs; ``table`` None): each input chunk holds only its own rows'
+    values, and no task holds the centroids of all cells, which grow with the data (a k-th of
+    it).  The partition results stay in ``fo.results``."""
+    counts, _offsets, sse, hist = _numbering(client, fo)
+    mean_v, std_v = ing.mean[ing.varying], ing.std[ing.varying]
+    values = _per_chunk(client, ing, fo, lambda idx: client.submit(
+        kasm.top_values, mean_v, std_v, *[fo.results[i] for i in idx]))
+    return CellIds(cells=values, table=None, counts=counts, sse=sse, hist=hist)
 
 
 def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: bool, timings: dict,
@@ -148,15 +177,15 @@ def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: boo
     release is then made once, not twice.  ``k_anonymity`` and ``rows`` are None, and the original
     side of the figures comes from the ingest's summaries (``ing.figures``).
 
-    Consumes ``fo.results``: once the cell ids and the centroid table exist the partition
+    Consumes ``fo.results``: once every input chunk has its rows' published values the partition
     results are released (``fo.results`` is set to None).
     """
     import dask
     import dask.dataframe as dd
 
     t0 = time.perf_counter()
-    ids = cell_ids(client, ing, fo)
-    cells, table, counts, sse, hist = ids.cells, ids.table, ids.counts, ids.sse, ids.hist
+    ids = chunk_centroids(client, ing, fo)
+    values, counts, sse, hist = ids.cells, ids.counts, ids.sse, ids.hist
     varying = [c for c, v in zip(qi, ing.varying) if v]
     released = None
     if figures is not None:  # the released side of the report's figures, from the cells (where they are)
@@ -164,15 +193,15 @@ def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: boo
 
         released = client.map(cells_figures, fo.results, qi=list(qi), mean=ing.mean, std=ing.std,
                               varying=ing.varying, scale=figures, pure=False)
-    fo.results = None  # cell ids and centroids are all the release needs now
+    fo.results = None  # the rows' published values are all the release needs now
     timings["gather"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     n_out = len(ing.row0s)  # as many output partitions (key ranges) as input partitions
     split = dask.delayed(split_chunk, pure=True)
     pieces = [
-        split(o, c, table, int(row0), columns=varying, seed=seed, n_buckets=n_out)
-        for o, c, row0 in zip(ddf.to_delayed(), cells, ing.row0s)
+        split(o, v, int(row0), columns=varying, seed=seed, n_buckets=n_out)
+        for o, v, row0 in zip(ddf.to_delayed(), values, ing.row0s)
     ]
     bucket = dask.delayed(release_bucket, pure=True)
     parts = [bucket(*[p[b] for p in pieces], seed=seed, keep_row_id=keep_row_id) for b in range(n_out)]
@@ -187,16 +216,15 @@ def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: boo
         timings["verify"] = time.perf_counter() - t0
 
     publish = dask.delayed(publish_chunk, pure=True)
-    chunks = [publish(o, c, table, columns=varying) for o, c in zip(ddf.to_delayed(), cells)]
-    empty = split_chunk(ddf._meta, np.empty(0, np.int64), np.empty((0, len(varying))), 0, varying, seed, 1)
+    chunks = [publish(o, v, columns=varying) for o, v in zip(ddf.to_delayed(), values)]
+    empty = split_chunk(ddf._meta, np.empty((0, len(varying))), 0, varying, seed, 1)
     meta = release_bucket(*empty, seed=seed, keep_row_id=keep_row_id)
     release_ddf = dd.from_delayed(parts, meta=meta, verify_meta=False)
     return Published(
         release=release_ddf,
         parts=parts,
         chunks=chunks,
-        cells_per_chunk=cells,
-        table=table,
+        values_per_chunk=values,
         cells=int(sum(counts)),
         min_cell_size=min(hist),
         max_cell_size=max(hist),

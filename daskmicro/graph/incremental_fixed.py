@@ -64,7 +64,7 @@ BASE_TIME_MARGIN = 1.5
 def publish_chunk(chunk, cells, table, row0: int, columns: list, qi: list, seed: int, n_out: int):
     """One chunk of records published (``cells``: global cell id of each row) and counted:
     (pieces per output partition, (rows, tuple counts of the published QI values))."""
-    pieces = split_chunk(chunk.frame, cells, table, int(row0), columns, seed, n_out)
+    pieces = split_chunk(chunk.frame, table[cells], int(row0), columns, seed, n_out)
     counts = merge_tuple_counts(*[tuple_counts(f, qi) for f, _ in pieces])
     return pieces, (sum(len(f) for f, _ in pieces), counts)
 
@@ -316,7 +316,7 @@ class FixedIncrementalGraph(PipelineIncrementalGraph):
         bucket = dask.delayed(release_bucket, pure=True)
         parts = [bucket(*[p[b] for p in pub.pieces], seed=self.seed, keep_row_id=False) for b in range(pub.n_out)]
         cols = pub.columns
-        empty = split_chunk(meta_frame, np.empty(0, np.int64), np.empty((0, len(cols))), 0, cols, self.seed, 1)
+        empty = split_chunk(meta_frame, np.empty((0, len(cols))), 0, cols, self.seed, 1)
         release = dd.from_delayed(parts, meta=release_bucket(*empty, seed=self.seed, keep_row_id=False),
                                   verify_meta=False)
         _, changes = replace_qi(meta_frame, cols, np.empty((0, len(cols))))

@@ -1,20 +1,21 @@
-"""From partition results to per-chunk publications: global cell ids per row, one centroid table.
+"""From partition results to per-chunk publications: each row's published values, or its cell id.
 
 After the fan-out every partition holds its own local cell numbers.  The driver numbers cells
 globally (partition offsets); one task builds the table of all centroids in original units
 (cells × QI columns, a k-th of the data), and each top cell turns its partitions' results into
 (row id, global cell id) pairs that travel back to the input chunk they came from, where they
-are checked to cover every row exactly once.  Per row only a cell id (8 bytes) is kept: the
-published values are looked up in the table when a release chunk is built, so no copy of the
-data in original units is ever held for the whole table.  No Dask here.
+are checked to cover every row exactly once.  The release sends each row its published values
+instead (:func:`top_values`): no task then needs the centroids of all cells, whose table grows
+with the data; the incremental survey's base keeps cell ids and the table, which its increment
+stage searches anyway.  No Dask here.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["top_publication", "split_by_bounds", "assemble_chunk", "centroid_table", "centroid_piece", "join_table",
-           "partition_summary"]
+__all__ = ["top_publication", "top_values", "split_by_bounds", "assemble_chunk", "centroid_table", "centroid_piece",
+           "join_table", "partition_summary"]
 
 
 def partition_summary(res):
@@ -33,6 +34,20 @@ def top_publication(offsets, *results):
     cells = np.concatenate([r.labels + off for r, off in zip(results, offsets)])
     order = np.argsort(rowids, kind="stable")
     return rowids[order], cells[order]
+
+
+def top_values(mean, std, *results):
+    """Row ids (ascending) and published values of a top cell's records: each row's cell centroid
+    in original units (rows × QI columns).
+
+    The centroids are mapped back once per cell (:func:`centroid_piece`) and then repeated for
+    the cell's rows, so all records of a cell carry exactly the same values.  Sent back to the
+    input chunks instead of cell ids, they spare every chunk the table of all centroids.
+    """
+    rowids = np.concatenate([r.rowids for r in results])
+    values = np.concatenate([centroid_piece(r, mean, std)[r.labels] for r in results])
+    order = np.argsort(rowids, kind="stable")
+    return rowids[order], values[order]
 
 
 def centroid_table(mean, std, *results) -> np.ndarray:
@@ -62,17 +77,22 @@ def split_by_bounds(pub, bounds):
 
 
 def assemble_chunk(row0: int, length: int, *pieces) -> np.ndarray:
-    """Global cell id of every row of one input chunk, in row order; every row exactly once."""
-    cells = np.full(length, -1, dtype=np.int64)
-    seen = 0
-    for rowids, c in pieces:
+    """The rows of one input chunk, in row order, from the (row ids, values) ``pieces`` of every
+    top cell: every row exactly once, or a RuntimeError.  ``values`` are cell ids (one per row,
+    :func:`top_publication`) or published values (rows × columns, :func:`top_values`)."""
+    first = pieces[0][1]
+    out = np.empty((length,) + first.shape[1:], dtype=first.dtype)
+    seen = np.zeros(length, dtype=bool)
+    count = 0
+    for rowids, v in pieces:
         pos = rowids - row0
         if pos.size and (pos.min() < 0 or pos.max() >= length):
             raise RuntimeError("a published row falls outside its chunk")
-        if np.any(cells[pos] >= 0):
+        if seen[pos].any():  # twice within one piece: then a row is missing, caught below
             raise RuntimeError("a row was published twice")
-        cells[pos] = c
-        seen += pos.size
-    if seen != length or np.any(cells < 0):
-        raise RuntimeError(f"{length - seen} row(s) of a chunk were not published")
-    return cells
+        seen[pos] = True
+        out[pos] = v
+        count += pos.size
+    if count != length or not seen.all():
+        raise RuntimeError(f"{length - count} row(s) of a chunk were not published")
+    return out
