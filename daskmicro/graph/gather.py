@@ -117,11 +117,13 @@ def _per_chunk(client, ing, fo, submit_top) -> list:
     splits = []
     for t in sorted(by_top):
         splits.append(client.submit(kasm.split_by_bounds, submit_top(by_top[t]), bounds))
-    out = []
-    for b, (row0, length) in enumerate(zip(ing.row0s, ing.lengths)):
-        pieces = [client.submit(operator.getitem, s, b) for s in splits]
-        out.append(client.submit(kasm.assemble_chunk, int(row0), int(length), *pieces))
-    del splits  # each top's split is freed once every chunk has taken its piece
+    # every piece taken out first (submitted first, run first), so that each top's split is freed
+    # at once and a piece as soon as its chunk is assembled: about one copy of the values held
+    pieces = [[client.submit(operator.getitem, s, b) for s in splits] for b in range(len(ing.row0s))]
+    del splits
+    out = [client.submit(kasm.assemble_chunk, int(row0), int(length), *p)
+           for row0, length, p in zip(ing.row0s, ing.lengths, pieces)]
+    del pieces
     client.gather(client.map(len, out))  # surfaces assembly errors here
     return out
 

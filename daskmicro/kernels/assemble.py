@@ -70,10 +70,13 @@ def join_table(*pieces) -> np.ndarray:
 
 
 def split_by_bounds(pub, bounds):
-    """Split a top publication by input chunk: ``bounds`` are the chunks' first row ids + total."""
-    rowids, cells = pub
+    """Split a top publication by input chunk: ``bounds`` are the chunks' first row ids + total.
+
+    The pieces are copies, not views: each is freed once its chunk has taken it, instead of
+    keeping the whole publication alive until the last chunk has."""
+    rowids, values = pub
     cuts = np.searchsorted(rowids, bounds)
-    return [(rowids[a:b], cells[a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
+    return [(rowids[a:b].copy(), values[a:b].copy()) for a, b in zip(cuts[:-1], cuts[1:])]
 
 
 def assemble_chunk(row0: int, length: int, *pieces) -> np.ndarray:
