@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..config import DEFAULT_TASK_ROWS
 from ..kernels import assemble as kasm
 from ..privacy.verify import (RowCheck, bucket_verdict, combine_verdicts, count_buckets, merge_tuple_counts,
                               split_tuple_counts, tuple_counts)
@@ -39,7 +40,7 @@ class Published:
     parts: list                   # its partitions, dask Delayed
     chunks: list                  # the release rows of each input chunk, in input order (Delayed): for a
                                   # caller that cuts the release itself (the run executor's release stage)
-    values_per_chunk: list        # futures: published values of each row (rows × varying QIs), per input chunk
+    values_per_chunk: list        # per input chunk, futures of its rows' published values (pieces, see chunk_centroids)
     cells: int
     min_cell_size: int
     max_cell_size: int
@@ -107,25 +108,45 @@ class CellIds:
     hist: dict
 
 
-def _per_chunk(client, ing, fo, submit_top) -> list:
-    """Futures, one per input chunk of ``ing``: the (row ids, values) that ``submit_top(indices)``
-    makes of each top cell's partitions (a future), assembled in row order (every row once)."""
-    bounds = np.array(list(ing.row0s) + [ing.n], dtype=np.int64)
+#: Top cells one gather task maps back to the input chunks, in top-level tasks (consecutive top
+#: cells of up to this many times ``task_rows`` records taken together): a task's size, whatever
+#: n, and few enough pieces per chunk (groups × chunks in all) that each piece is worth holding or
+#: spilling on its own.
+GATHER_TASKS = 4
+
+
+def _top_groups(fo, group_rows: int) -> list:
+    """Partition indices of consecutive top cells, grouped up to ``group_rows`` rows (0: each
+    top cell alone)."""
     by_top: dict[int, list] = {}
-    for i, (t, *_rest) in enumerate(fo.partitions):
-        by_top.setdefault(t, []).append(i)
-    splits = []
+    for i, (t, _g, _side, rows) in enumerate(fo.partitions):
+        by_top.setdefault(t, []).append((i, rows))
+    groups, current, rows = [], [], 0
     for t in sorted(by_top):
-        splits.append(client.submit(kasm.split_by_bounds, submit_top(by_top[t]), bounds))
-    # every piece taken out first (submitted first, run first), so that each top's split is freed
-    # at once and a piece as soon as its chunk is assembled: about one copy of the values held
+        current += [i for i, _ in by_top[t]]
+        rows += sum(r for _, r in by_top[t])
+        if rows >= group_rows:
+            groups.append(current)
+            current, rows = [], 0
+    return groups + ([current] if current else [])
+
+
+def _split_group(top_task, bounds, *args):
+    """``top_task(*args)`` (row ids ascending, values) cut by input chunk."""
+    return kasm.split_by_bounds(top_task(*args), bounds)
+
+
+def _pieces(client, ing, fo, top_task, head, group_rows: int) -> list:
+    """Per input chunk of ``ing``, the futures of its (row ids, values) pieces, one per group of
+    top cells: ``top_task(*head(indices), *results)`` of each group's partitions, cut by chunk."""
+    bounds = np.array(list(ing.row0s) + [ing.n], dtype=np.int64)
+    splits = [client.submit(_split_group, top_task, bounds, *head(idx), *[fo.results[i] for i in idx])
+              for idx in _top_groups(fo, group_rows)]
+    # every piece taken out first (submitted first, run first), so that each group's split is freed
+    # at once and each piece as soon as its chunk has used it: one copy of the values held
     pieces = [[client.submit(operator.getitem, s, b) for s in splits] for b in range(len(ing.row0s))]
-    del splits
-    out = [client.submit(kasm.assemble_chunk, int(row0), int(length), *p)
-           for row0, length, p in zip(ing.row0s, ing.lengths, pieces)]
-    del pieces
-    client.gather(client.map(len, out))  # surfaces assembly errors here
-    return out
+    client.gather(client.map(len, splits))  # made before the stage ends; a failed task raises here
+    return pieces
 
 
 def _numbering(client, fo):
@@ -150,26 +171,43 @@ def cell_ids(client, ing, fo) -> CellIds:
     mean_v, std_v = ing.mean[ing.varying], ing.std[ing.varying]
     # the centroids computed where each partition's results are: only they travel to the table
     table = client.submit(kasm.join_table, *client.map(kasm.centroid_piece, fo.results, mean=mean_v, std=std_v))
-    cells = _per_chunk(client, ing, fo, lambda idx: client.submit(
-        kasm.top_publication, offsets[idx], *[fo.results[i] for i in idx]))
+    pieces = _pieces(client, ing, fo, kasm.top_publication, lambda idx: (offsets[idx],), 0)
+    cells = [client.submit(kasm.assemble_chunk, int(row0), int(length), *p)
+             for row0, length, p in zip(ing.row0s, ing.lengths, pieces)]
+    del pieces
+    client.gather(client.map(len, cells))  # surfaces assembly errors here
     client.gather(client.submit(len, table))
     return CellIds(cells=cells, table=table, counts=counts, sse=sse, hist=hist)
 
 
-def chunk_centroids(client, ing, fo) -> CellIds:
+def chunk_centroids(client, ing, fo, task_rows: int) -> CellIds:
     """Give every row of every input chunk of ``ing`` its published values (its cell's centroid in
-    original units, rows × varying QIs; ``table`` None): each input chunk holds only its own rows'
-    values, and no task holds the centroids of all cells, which grow with the data (a k-th of
-    it).  The partition results stay in ``fo.results``."""
+    original units, rows × varying QIs): per input chunk the futures of its pieces, one per group
+    of top cells, assembled (every row exactly once) by the task that publishes the chunk;
+    ``table`` None.  No task holds the centroids of all cells, which grow with the data (a k-th
+    of it); a piece is held once, spilled by Dask like any result, and read once by the task that
+    publishes its chunk.  The partition results stay in ``fo.results``."""
     counts, _offsets, sse, hist = _numbering(client, fo)
     mean_v, std_v = ing.mean[ing.varying], ing.std[ing.varying]
-    values = _per_chunk(client, ing, fo, lambda idx: client.submit(
-        kasm.top_values, mean_v, std_v, *[fo.results[i] for i in idx]))
-    return CellIds(cells=values, table=None, counts=counts, sse=sse, hist=hist)
+    pieces = _pieces(client, ing, fo, kasm.top_values, lambda idx: (mean_v, std_v), GATHER_TASKS * task_rows)
+    return CellIds(cells=pieces, table=None, counts=counts, sse=sse, hist=hist)
+
+
+def _chunk_values(part, row0: int, pieces):
+    """The published values of an input chunk's rows, in row order, from its pieces."""
+    return kasm.assemble_chunk(int(row0), len(part), *pieces)
+
+
+def _split_pieces(part, row0: int, *pieces, columns, seed: int, n_buckets: int):
+    return split_chunk(part, _chunk_values(part, row0, pieces), int(row0), columns, seed, n_buckets)
+
+
+def _publish_pieces(part, row0: int, *pieces, columns):
+    return publish_chunk(part, _chunk_values(part, row0, pieces), columns)
 
 
 def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: bool, timings: dict,
-                   figures=None, check: bool = True) -> Published:
+                   figures=None, check: bool = True, task_rows: int = DEFAULT_TASK_ROWS) -> Published:
     """Number cells globally, build the (lazy) release of ``ddf`` and verify it; with ``figures``
     (a :class:`~daskmicro.kernels.figures.Scale`) the check's pass also summarises each input
     chunk before and after for the report (the chunk is read once for both).
@@ -177,7 +215,8 @@ def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: boo
     ``check=False``: no release check here, for a caller that verifies the release as it publishes
     it (the run executor checks the written files, or the collected frame, before any commit): the
     release is then made once, not twice.  ``k_anonymity`` and ``rows`` are None, and the original
-    side of the figures comes from the ingest's summaries (``ing.figures``).
+    side of the figures comes from the ingest's summaries (``ing.figures``).  ``task_rows``: the
+    run's top-level task size, which sets the gather's (:data:`GATHER_TASKS`).
 
     Consumes ``fo.results``: once every input chunk has its rows' published values the partition
     results are released (``fo.results`` is set to None).
@@ -186,7 +225,7 @@ def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: boo
     import dask.dataframe as dd
 
     t0 = time.perf_counter()
-    ids = chunk_centroids(client, ing, fo)
+    ids = chunk_centroids(client, ing, fo, task_rows)
     values, counts, sse, hist = ids.cells, ids.counts, ids.sse, ids.hist
     varying = [c for c, v in zip(qi, ing.varying) if v]
     released = None
@@ -200,9 +239,9 @@ def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: boo
 
     t0 = time.perf_counter()
     n_out = len(ing.row0s)  # as many output partitions (key ranges) as input partitions
-    split = dask.delayed(split_chunk, pure=True)
+    split = dask.delayed(_split_pieces, pure=True)
     pieces = [
-        split(o, v, int(row0), columns=varying, seed=seed, n_buckets=n_out)
+        split(o, int(row0), *v, columns=varying, seed=seed, n_buckets=n_out)
         for o, v, row0 in zip(ddf.to_delayed(), values, ing.row0s)
     ]
     bucket = dask.delayed(release_bucket, pure=True)
@@ -217,8 +256,8 @@ def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: boo
         del pieces
         timings["verify"] = time.perf_counter() - t0
 
-    publish = dask.delayed(publish_chunk, pure=True)
-    chunks = [publish(o, v, columns=varying) for o, v in zip(ddf.to_delayed(), values)]
+    publish = dask.delayed(_publish_pieces, pure=True)
+    chunks = [publish(o, int(row0), *v, columns=varying) for o, v, row0 in zip(ddf.to_delayed(), values, ing.row0s)]
     empty = split_chunk(ddf._meta, np.empty((0, len(varying))), 0, varying, seed, 1)
     meta = release_bucket(*empty, seed=seed, keep_row_id=keep_row_id)
     release_ddf = dd.from_delayed(parts, meta=meta, verify_meta=False)

@@ -250,7 +250,7 @@ def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row
         fo.parts = parts
         improve_info = improve_cells(client, fo, cfg.k, cfg.improve_sweeps, cfg.improve_neighbours, timings)
     fo.parts = parts = None
-    pub = gather_release(client, ddf, qi, ing, fo, cfg.k, seed, keep_row_id, timings, figures, check)
+    pub = gather_release(client, ddf, qi, ing, fo, cfg.k, seed, keep_row_id, timings, figures, check, task_rows)
     timings["total"] = time.perf_counter() - t_all
     sst = float(ing.n * max(ing.m_used, 1))
     details = {

@@ -94,7 +94,7 @@ def _scatter_all(client, releases, args, inflight) -> list:
     :mod:`daskmicro.io.shuffle`), at most two chunks per worker thread at a time.
 
     Given every chunk at once, the scheduler reads input chunks while a worker waits for the
-    centroid table or the cell ids, and the read chunks pile up in memory (measured: 0.6 GB of
+    rows' published values, and the read chunks pile up in memory (measured: 0.6 GB of
     read chunks held in the write stage at 16M rows in 1M-row files); the window bounds what the
     stage holds by the chunk size, whatever the number of chunks.  ``inflight`` holds the
     submitted, not yet finished futures."""
@@ -142,7 +142,7 @@ def write_and_verify(client, releases, files, schema, columns, k, seed, partitio
     args = (seed, partition_by, files, first, fschema, str(directory))
     per_piece = _scatter_all(client, releases, args, inflight)
     # Nothing upstream is needed any more: drop every reference to it (the caller's chunks, whose
-    # graphs hold the cell ids and centroid futures), so that a worker lost from here on costs
+    # graphs hold the futures of the rows' published values), so that a worker lost from here on costs
     # only what is still to do, never a recomputation of the cells.
     releases.clear()
     fragments: dict = {}
