@@ -1,6 +1,6 @@
 """Distortion against time for the ``quality`` settings (issue 20), in one run:
 
-    python benchmarks/bench_quality.py                      # 1M census-like + 1M Gaussian (m = 13), k = 10; Census
+    python benchmarks/bench_quality.py                      # 1M census-like + 1M Gaussian (m = 13), k = 10; Census, EIA
     python benchmarks/bench_quality.py --n 2e5 --only default,high --no-census       # a quick look
 
 1. **1M census-like and 1M correlated Gaussian** (m = 13), k = 10, Parquet lake in → committed
@@ -11,7 +11,8 @@
    Settings: the default (``quality="balanced"``), ``quality="high"``, and the knobs tried —
    the pipeline without the improvement stage (today's default before issue 20), the balanced
    stage with one sweep, smaller partitions, and PCL refinement with and without the stage.
-2. **Census** (1080 × 13, the CASC data set), k = 3, 5, 10, one thread in this process: exact
+2. **Census** (1080 × 13) and **EIA** (4092 × 11), the CASC reference sets shipped in
+   ``daskmicro/data``, k = 3, 5, 10, one thread in this process: exact
    MDAV, PCL (noisy variant, the kernel's defaults) and ``anonymize(..., quality="high")``
    (exact MDAV + the improvement pass), information loss and seconds.
 
@@ -138,27 +139,29 @@ def pipeline_table(client, n: int, data: str, tmp: Path, only, with_refine=False
 
 
 def census_table():
-    from daskmicro.datasets import load_census
+    """The small public reference sets (Census 1080 × 13, EIA 4092 × 11), k = 3, 5, 10."""
+    from daskmicro.datasets import load_census, load_eia
     from daskmicro.kernels.pcl import pcl
 
-    df = load_census()
-    X = df.to_numpy(dtype=float)
-    Z = standardize(X)[0]
-    print(f"\nCensus ({X.shape[0]} × {X.shape[1]}), one thread: information loss (seconds)")
-    print(f"{'k':>3} {'MDAV':>16} {'PCL':>22} {'quality=high':>22}")
-    for k in (3, 5, 10):
-        t0 = time.perf_counter()
-        il_m = information_loss(X, mdav(Z, k))
-        t_m = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        il_p = information_loss(X, pcl(Z, k, init="mdav", seed=0))
-        t_p = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        _, rep = anonymize(df, list(df.columns), k, seed=0, quality="high")
-        t_h = time.perf_counter() - t0
-        il_h = rep.information_loss
-        print(f"{k:>3} {il_m:8.3f} ({t_m:5.2f}) {il_p:8.3f} ×{il_p / il_m:.3f} ({t_p:5.2f}) "
-              f"{il_h:8.3f} ×{il_h / il_m:.3f} ({t_h:5.2f})", flush=True)
+    for name, load in (("Census", load_census), ("EIA", load_eia)):
+        df = load()
+        X = df.to_numpy(dtype=float)
+        Z = standardize(X)[0]
+        print(f"\n{name} ({X.shape[0]} × {X.shape[1]}), one thread: information loss (seconds)")
+        print(f"{'k':>3} {'MDAV':>16} {'PCL':>22} {'quality=high':>22}")
+        for k in (3, 5, 10):
+            t0 = time.perf_counter()
+            il_m = information_loss(X, mdav(Z, k))
+            t_m = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            il_p = information_loss(X, pcl(Z, k, init="mdav", seed=0))
+            t_p = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            _, rep = anonymize(df, list(df.columns), k, seed=0, quality="high")
+            t_h = time.perf_counter() - t0
+            il_h = rep.information_loss
+            print(f"{k:>3} {il_m:8.3f} ({t_m:5.2f}) {il_p:8.3f} ×{il_p / il_m:.3f} ({t_p:5.2f}) "
+                  f"{il_h:8.3f} ×{il_h / il_m:.3f} ({t_h:5.2f})", flush=True)
 
 
 def main():
@@ -167,7 +170,8 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--data", nargs="+", default=["census_like", "gaussian"], choices=sorted(DATA))
     ap.add_argument("--only", help="comma-separated parts of setting labels to run (default: all)")
-    ap.add_argument("--no-census", action="store_true")
+    ap.add_argument("--no-census", action="store_true", help="skip the small reference sets (Census, EIA)")
+    ap.add_argument("--small-only", action="store_true", help="only the small reference sets (Census, EIA)")
     ap.add_argument("--with-refine", action="store_true", help="also the refine='pcl' settings (each 1–2 min)")
     a = ap.parse_args()
     only = a.only.split(",") if a.only else None
@@ -179,6 +183,8 @@ def main():
     _common.print_machine_info()
     if not a.no_census:
         census_table()
+    if a.small_only:
+        return
     t0 = time.perf_counter()
     cluster = local_cluster(a.workers, dashboard_address=None)
     client = Client(cluster)

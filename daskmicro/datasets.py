@@ -2,6 +2,7 @@
 
 * :func:`load_census` — the CASC "Census" reference microdata (1080 × 13), shipped with the package
   (see ``daskmicro/data/SOURCES.md`` for its origin and attribution);
+* :func:`load_eia` — the CASC "EIA" reference microdata (4092 × 11), shipped likewise;
 * :func:`census_like` — any number of records with the structure of Census (skew, outliers,
   correlations), by a smoothed bootstrap of its rows (resampling plus correlated noise);
 * :func:`correlated_gaussian` — multivariate normal records with a random covariance.
@@ -19,7 +20,9 @@ import pandas as pd
 __all__ = [
     "CENSUS_COLUMNS",
     "REGIONS",
+    "EIA_COLUMNS",
     "load_census",
+    "load_eia",
     "census_like",
     "correlated_gaussian",
 ]
@@ -28,6 +31,12 @@ __all__ = [
 CENSUS_COLUMNS = (
     "AFNLWGT", "AGI", "EMCONTRB", "FEDTAX", "PTOTVAL", "STATETAX", "TAXINC",
     "POTHVAL", "INTVAL", "PEARNVAL", "FICA", "WSALVAL", "ERNVAL",
+)  # fmt: skip
+
+#: The 11 numerical attributes of the EIA reference data set, in file order.
+EIA_COLUMNS = (
+    "UTILITYID", "RESREVENUE", "RESSALES", "COMREVENUE", "COMSALES", "INDREVENUE", "INDSALES",
+    "OTHREVENUE", "OTHRSALES", "TOTREVENUE", "TOTSALES",
 )  # fmt: skip
 
 #: Values of the demo ``region`` column and their probabilities.
@@ -53,6 +62,24 @@ def load_census() -> pd.DataFrame:
     information loss 5.69, 7.49, 9.09 and 14.16 for k = 3, 4, 5 and 10.
     """
     with resources.files("daskmicro").joinpath("data", "census.csv").open("r", encoding="utf-8") as fh:
+        return pd.read_csv(fh)
+
+
+def load_eia() -> pd.DataFrame:
+    """The "EIA" reference microdata set of the CASC project: U.S. Energy Information
+    Administration figures of electric utilities.
+
+    Returns
+    -------
+    pandas.DataFrame
+        4092 rows × 11 int64 columns (:data:`EIA_COLUMNS`), no missing values.  A fresh copy on
+        every call.
+
+    Notes
+    -----
+    Source and attribution: ``daskmicro/data/SOURCES.md``.
+    """
+    with resources.files("daskmicro").joinpath("data", "eia.csv").open("r", encoding="utf-8") as fh:
         return pd.read_csv(fh)
 
 

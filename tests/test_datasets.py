@@ -6,15 +6,33 @@ from importlib import resources
 import numpy as np
 import pytest
 
-from daskmicro.datasets import CENSUS_COLUMNS, REGIONS, census_like, correlated_gaussian, load_census
+from daskmicro.datasets import (CENSUS_COLUMNS, EIA_COLUMNS, REGIONS, census_like, correlated_gaussian, load_census,
+                                load_eia)
 
 CENSUS_SHA256 = "40fb91564d4379274610e941161fd38729adb471bddb9c71d7c01ef142fd0f5b"
+EIA_SHA256 = "0ec10458281f83b81e4ccc468889c622cdeac8bf7a6a3316cbea88173c937c65"
 
 
 def test_census_is_the_reference_file():
     data = resources.files("daskmicro").joinpath("data", "census.csv").read_bytes()
     assert hashlib.sha256(data).hexdigest() == CENSUS_SHA256
     assert resources.files("daskmicro").joinpath("data", "SOURCES.md").is_file()
+
+
+def test_eia_is_the_reference_file():
+    data = resources.files("daskmicro").joinpath("data", "eia.csv").read_bytes()
+    assert hashlib.sha256(data).hexdigest() == EIA_SHA256
+    assert "## eia.csv" in resources.files("daskmicro").joinpath("data", "SOURCES.md").read_text(encoding="utf-8")
+
+
+def test_load_eia():
+    eia = load_eia()
+    assert eia.shape == (4092, 11)
+    assert tuple(eia.columns) == EIA_COLUMNS
+    assert all(dtype == np.int64 for dtype in eia.dtypes)
+    assert not eia.isna().any().any()
+    eia.iloc[0, 1] = -1  # a fresh copy each time
+    assert load_eia().iloc[0, 1] != -1
 
 
 def test_load_census():

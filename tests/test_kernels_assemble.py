@@ -29,12 +29,12 @@ def _partitions(rng, n: int, m: int, n_parts: int, n_tops: int):
     return results, tops
 
 
-def _per_chunk(top_task, args, results, tops, bounds):
-    """Each chunk's rows assembled from every top cell, as the gather stage does it."""
+def _per_chunk(by_bounds, args, results, tops, bounds):
+    """Each chunk's rows assembled from every group of top cells, as the gather stage does it."""
     splits = []
     for t in np.unique(tops):
         idx = np.flatnonzero(tops == t)
-        splits.append(kasm.split_by_bounds(top_task(*args(idx), *[results[i] for i in idx]), bounds))
+        splits.append(by_bounds(bounds, *args(idx), *[results[i] for i in idx]))
     return [kasm.assemble_chunk(int(bounds[b]), int(bounds[b + 1] - bounds[b]), *[s[b] for s in splits])
             for b in range(len(bounds) - 1)]
 
@@ -52,8 +52,8 @@ def test_each_rows_values_are_its_cells_centroid_from_the_table_bit_for_bit(seed
     offsets = np.concatenate([[0], np.cumsum([r.n_cells for r in results])[:-1]]).astype(np.int64)
 
     table = kasm.centroid_table(mean, std, *results)
-    cells = _per_chunk(kasm.top_publication, lambda idx: (offsets[idx],), results, tops, bounds)
-    values = _per_chunk(kasm.top_values, lambda idx: (mean, std), results, tops, bounds)
+    cells = _per_chunk(kasm.cells_by_bounds, lambda idx: (offsets[idx],), results, tops, bounds)
+    values = _per_chunk(kasm.values_by_bounds, lambda idx: (mean, std), results, tops, bounds)
     for c, v in zip(cells, values):
         assert v.shape == (len(c), m) and v.dtype == np.float64
         np.testing.assert_array_equal(v.view(np.uint64), table[c].view(np.uint64))

@@ -112,6 +112,20 @@ def test_quality_through_anonymize_one_task():
         anonymize_(df, qi, quality="best")
 
 
+@pytest.mark.parametrize("name", ["census", "eia"])
+def test_quality_high_is_at_least_5_percent_below_exact_mdav_at_k3_on_both_reference_sets(name):
+    """Issue 20, part 4: on small public data sets, not only Census (figures in benchmarks/README.md)."""
+    import daskmicro
+    from daskmicro.datasets import load_census, load_eia
+
+    df = load_census() if name == "census" else load_eia()
+    qi = list(df.columns)
+    _, exact = daskmicro.anonymize(df, qi, 3, seed=0, method="mdav")
+    out, high = daskmicro.anonymize(df, qi, 3, seed=0, quality="high")
+    assert high.information_loss <= 0.95 * exact.information_loss
+    assert out.groupby(qi).size().min() >= 3 and len(out) == len(df)
+
+
 def anonymize_(df, qi, **kw):
     import daskmicro
 

@@ -119,6 +119,17 @@ def test_census_information_loss(census_z, k, il):
     assert information_loss(census_z, labels) == pytest.approx(il, abs=0.01)
 
 
+@pytest.mark.parametrize("k, il", [(3, 0.48), (5, 1.67), (10, 3.84)])
+def test_eia_information_loss(k, il):
+    """The second reference set (4092 × 11): 0.48 at k = 3 is MDAV's figure in the literature."""
+    from daskmicro.datasets import load_eia
+
+    z, _ = standardize(load_eia().to_numpy(dtype=np.float64))
+    labels = mdav(z, k)
+    assert_valid_partition(labels, len(z), k)
+    assert information_loss(z, labels, standardized=True) == pytest.approx(il, abs=0.01)
+
+
 # --------------------------------------------------------------------------------------------
 # Agreement with the reference on continuous data (no exact ties)
 # --------------------------------------------------------------------------------------------

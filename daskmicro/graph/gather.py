@@ -131,22 +131,21 @@ def _top_groups(fo, group_rows: int) -> list:
     return groups + ([current] if current else [])
 
 
-def _split_group(top_task, bounds, *args):
-    """``top_task(*args)`` (row ids ascending, values) cut by input chunk."""
-    return kasm.split_by_bounds(top_task(*args), bounds)
-
-
-def _pieces(client, ing, fo, top_task, head, group_rows: int) -> list:
+def _pieces(client, ing, fo, by_bounds, head, group_rows: int) -> list:
     """Per input chunk of ``ing``, the futures of its (row ids, values) pieces, one per group of
-    top cells: ``top_task(*head(indices), *results)`` of each group's partitions, cut by chunk."""
+    top cells: ``by_bounds(bounds, *head(indices), *results)`` of each group's partitions (its
+    pieces, one per chunk)."""
     bounds = np.array(list(ing.row0s) + [ing.n], dtype=np.int64)
-    splits = [client.submit(_split_group, top_task, bounds, *head(idx), *[fo.results[i] for i in idx])
+    splits = [client.submit(by_bounds, bounds, *head(idx), *[fo.results[i] for i in idx])
               for idx in _top_groups(fo, group_rows)]
-    # every piece taken out first (submitted first, run first), so that each group's split is freed
-    # at once and each piece as soon as its chunk has used it: one copy of the values held
-    pieces = [[client.submit(operator.getitem, s, b) for s in splits] for b in range(len(ing.row0s))]
+    # Every piece taken out at once, group by group (submitted in that order, run in that order), so
+    # that each group's split is read once, right after it is made, and then freed: one copy of the
+    # values held.  Taken chunk by chunk instead, every piece would need another group's split
+    # back from the spill directory (at 100M: 100 groups of 112 MB, 200 chunks).
+    n_chunks = len(ing.row0s)
+    taken = [[client.submit(operator.getitem, s, b) for b in range(n_chunks)] for s in splits]
     client.gather(client.map(len, splits))  # made before the stage ends; a failed task raises here
-    return pieces
+    return [[group[b] for group in taken] for b in range(n_chunks)]
 
 
 def _numbering(client, fo):
@@ -171,7 +170,7 @@ def cell_ids(client, ing, fo) -> CellIds:
     mean_v, std_v = ing.mean[ing.varying], ing.std[ing.varying]
     # the centroids computed where each partition's results are: only they travel to the table
     table = client.submit(kasm.join_table, *client.map(kasm.centroid_piece, fo.results, mean=mean_v, std=std_v))
-    pieces = _pieces(client, ing, fo, kasm.top_publication, lambda idx: (offsets[idx],), 0)
+    pieces = _pieces(client, ing, fo, kasm.cells_by_bounds, lambda idx: (offsets[idx],), 0)
     cells = [client.submit(kasm.assemble_chunk, int(row0), int(length), *p)
              for row0, length, p in zip(ing.row0s, ing.lengths, pieces)]
     del pieces
@@ -189,7 +188,7 @@ def chunk_centroids(client, ing, fo, task_rows: int) -> CellIds:
     publishes its chunk.  The partition results stay in ``fo.results``."""
     counts, _offsets, sse, hist = _numbering(client, fo)
     mean_v, std_v = ing.mean[ing.varying], ing.std[ing.varying]
-    pieces = _pieces(client, ing, fo, kasm.top_values, lambda idx: (mean_v, std_v), GATHER_TASKS * task_rows)
+    pieces = _pieces(client, ing, fo, kasm.values_by_bounds, lambda idx: (mean_v, std_v), GATHER_TASKS * task_rows)
     return CellIds(cells=pieces, table=None, counts=counts, sse=sse, hist=hist)
 
 
@@ -199,10 +198,12 @@ def _chunk_values(part, row0: int, pieces):
 
 
 def _split_pieces(part, row0: int, *pieces, columns, seed: int, n_buckets: int):
+    """:func:`~daskmicro.publish.split_chunk` of an input chunk given its pieces."""
     return split_chunk(part, _chunk_values(part, row0, pieces), int(row0), columns, seed, n_buckets)
 
 
 def _publish_pieces(part, row0: int, *pieces, columns):
+    """:func:`~daskmicro.publish.publish_chunk` of an input chunk given its pieces."""
     return publish_chunk(part, _chunk_values(part, row0, pieces), columns)
 
 

@@ -32,6 +32,7 @@ from ..kernels.figures import scale_from_moments
 from ..publish import canonical_values
 from ..strata import group_mask, merged_labels, plan_groups, publish_strata
 from ..warmup import kernel_sets, warm_workers
+from .gather import GATHER_TASKS
 from .release import collect, dask_release, file_cuts, promised_schema, write_and_verify
 
 __all__ = ["Execution", "execute", "check_scan", "SMALL_GROUP_ROWS", "MEMORY_FRACTION", "estimate_task_bytes",
@@ -72,11 +73,12 @@ class Execution:
 def estimate_task_bytes(method: str, n: int, m: int, task_rows: int = DEFAULT_TASK_ROWS) -> int:
     """Rough peak memory of the largest single task of a method (bytes): a one-task method holds
     the whole group (about ``32·m + 48`` bytes per record), the pipeline one top-level task of at
-    most ``task_rows`` records twice over."""
+    most ``task_rows`` records twice over, or a gather task (:data:`~daskmicro.graph.gather.GATHER_TASKS`
+    × ``task_rows`` records' ids, cell labels and published values: about ``8·m + 56`` bytes each)."""
     per_row = 32 * max(m, 1) + 48
     if method in ("mdav", "pca-mdav", "pcl"):
         return int(n * per_row)
-    return int(2 * min(n, task_rows) * per_row)
+    return int(max(2 * min(n, task_rows) * per_row, min(n, GATHER_TASKS * task_rows) * (8 * max(m, 1) + 56)))
 
 
 def check_memory(method: str, n: int, m: int, worker_bytes, what: str = "the input",

@@ -5,7 +5,7 @@ globally (partition offsets); one task builds the table of all centroids in orig
 (cells × QI columns, a k-th of the data), and each top cell turns its partitions' results into
 (row id, global cell id) pairs that travel back to the input chunk they came from, where they
 are checked to cover every row exactly once.  The release sends each row its published values
-instead (:func:`top_values`): no task then needs the centroids of all cells, whose table grows
+instead (:func:`values_by_bounds`): no task then needs the centroids of all cells, whose table grows
 with the data; the incremental survey's base keeps cell ids and the table, which its increment
 stage searches anyway.  No Dask here.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["top_publication", "top_values", "split_by_bounds", "assemble_chunk", "centroid_table", "centroid_piece",
+__all__ = ["top_publication", "values_by_bounds", "cells_by_bounds", "split_by_bounds", "assemble_chunk", "centroid_table", "centroid_piece",
            "join_table", "partition_summary"]
 
 
@@ -36,18 +36,31 @@ def top_publication(offsets, *results):
     return rowids[order], cells[order]
 
 
-def top_values(mean, std, *results):
-    """Row ids (ascending) and published values of a top cell's records: each row's cell centroid
-    in original units (rows × QI columns).
+def values_by_bounds(bounds, mean, std, *results) -> list:
+    """The published values of a group of top cells' records cut by input chunk: for each chunk
+    (``bounds``: the chunks' first row ids + total) a piece (row ids ascending, values), the
+    values being each row's cell centroid in original units (rows × QI columns).
 
     The centroids are mapped back once per cell (:func:`centroid_piece`) and then repeated for
-    the cell's rows, so all records of a cell carry exactly the same values.  Sent back to the
-    input chunks instead of cell ids, they spare every chunk the table of all centroids.
+    the cell's rows, so all records of a cell carry exactly the same values.  Each piece's values
+    are made on their own (one copy of the group's values in all, never a whole-group array
+    besides), and each piece is freed once its chunk has taken it.  Sent back to the input chunks
+    instead of cell ids, they spare every chunk the table of all centroids.
     """
     rowids = np.concatenate([r.rowids for r in results])
-    values = np.concatenate([centroid_piece(r, mean, std)[r.labels] for r in results])
+    first = np.cumsum([0] + [r.n_cells for r in results[:-1]])
+    labels = np.concatenate([r.labels + off for r, off in zip(results, first)])
+    table = np.concatenate([centroid_piece(r, mean, std) for r in results])
     order = np.argsort(rowids, kind="stable")
-    return rowids[order], values[order]
+    rowids, labels = rowids[order], labels[order]
+    del order
+    cuts = np.searchsorted(rowids, bounds)
+    return [(rowids[a:b].copy(), table[labels[a:b]]) for a, b in zip(cuts[:-1], cuts[1:])]
+
+
+def cells_by_bounds(bounds, offsets, *results) -> list:
+    """:func:`top_publication` cut by input chunk (:func:`split_by_bounds`)."""
+    return split_by_bounds(top_publication(offsets, *results), bounds)
 
 
 def centroid_table(mean, std, *results) -> np.ndarray:
@@ -82,7 +95,7 @@ def split_by_bounds(pub, bounds):
 def assemble_chunk(row0: int, length: int, *pieces) -> np.ndarray:
     """The rows of one input chunk, in row order, from the (row ids, values) ``pieces`` of every
     top cell: every row exactly once, or a RuntimeError.  ``values`` are cell ids (one per row,
-    :func:`top_publication`) or published values (rows × columns, :func:`top_values`)."""
+    :func:`top_publication`) or published values (rows × columns, :func:`values_by_bounds`)."""
     first = pieces[0][1]
     out = np.empty((length,) + first.shape[1:], dtype=first.dtype)
     seen = np.zeros(length, dtype=bool)
