@@ -25,24 +25,16 @@ def test_eia_is_the_reference_file():
     assert "## eia.csv" in resources.files("daskmicro").joinpath("data", "SOURCES.md").read_text(encoding="utf-8")
 
 
-def test_load_eia():
-    eia = load_eia()
-    assert eia.shape == (4092, 11)
-    assert tuple(eia.columns) == EIA_COLUMNS
-    assert all(dtype == np.int64 for dtype in eia.dtypes)
-    assert not eia.isna().any().any()
-    eia.iloc[0, 1] = -1  # a fresh copy each time
-    assert load_eia().iloc[0, 1] != -1
-
-
-def test_load_census():
-    census = load_census()
-    assert census.shape == (1080, 13)
-    assert tuple(census.columns) == CENSUS_COLUMNS
-    assert all(dtype == np.int64 for dtype in census.dtypes)
-    assert not census.isna().any().any()
-    census.iloc[0, 0] = -1  # a fresh copy each time
-    assert load_census().iloc[0, 0] != -1
+@pytest.mark.parametrize("load, shape, columns", [(load_census, (1080, 13), CENSUS_COLUMNS),
+                                                   (load_eia, (4092, 11), EIA_COLUMNS)])
+def test_load_reference_sets(load, shape, columns):
+    data = load()
+    assert data.shape == shape
+    assert tuple(data.columns) == columns
+    assert all(dtype == np.int64 for dtype in data.dtypes)
+    assert not data.isna().any().any()
+    data.iloc[0, 1] = -1  # a fresh copy each time
+    assert load().iloc[0, 1] != -1
 
 
 def test_census_like_structure():

@@ -51,7 +51,7 @@ def test_each_rows_values_are_its_cells_centroid_from_the_table_bit_for_bit(seed
     bounds = np.concatenate([[0], inner, [n]]).astype(np.int64)
     offsets = np.concatenate([[0], np.cumsum([r.n_cells for r in results])[:-1]]).astype(np.int64)
 
-    table = kasm.centroid_table(mean, std, *results)
+    table = kasm.join_table(*[kasm.centroid_piece(r, mean, std) for r in results])  # the incremental base's table
     cells = _per_chunk(kasm.cells_by_bounds, lambda idx: (offsets[idx],), results, tops, bounds)
     values = _per_chunk(kasm.values_by_bounds, lambda idx: (mean, std), results, tops, bounds)
     for c, v in zip(cells, values):

@@ -1,9 +1,10 @@
 """Gather: each row's published values back to its input chunk, the release, its check.
 
-The partition results stay on the workers.  Each top cell turns its partitions into (row id,
-published values) pairs split by input chunk — the values are the row's cell centroid in
-original units, mapped back once per cell — and each input chunk assembles the values of its
-rows (all of them, exactly once, or the run stops).  No task holds the centroids of all cells
+The partition results stay on the workers.  Each group of consecutive top cells turns its
+partitions into (row id, published values) pieces, one per input chunk — the values are the
+row's cell centroid in original units, mapped back once per cell — and the task that publishes
+an input chunk assembles its pieces (every row exactly once, or the run stops).  No task holds
+the centroids of all cells
 (a k-th of the data): a chunk's values are as large as its QIs, held by Dask and spilled like
 any other result.  The release is a lazy Dask DataFrame in one global seeded order
 (:mod:`daskmicro.publish`): each input partition — every non-QI column untouched —
@@ -97,9 +98,10 @@ def _merge_figures(qi, *summaries):
 
 @dataclass
 class CellIds:
-    """Global cell numbering of a fan-out: per input chunk one entry per row (futures: its global
-    cell id, or its published values), the centroid table in original units (future, or None),
-    cells per partition, SSE and the cell-size histogram."""
+    """Global cell numbering of a fan-out: per input chunk its rows' global cell ids (a future,
+    :func:`cell_ids`) or the futures of its published-value pieces (:func:`chunk_centroids`), the
+    centroid table in original units (future, or None), cells per partition, SSE and the
+    cell-size histogram."""
 
     cells: list
     table: object

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["top_publication", "values_by_bounds", "cells_by_bounds", "split_by_bounds", "assemble_chunk", "centroid_table", "centroid_piece",
-           "join_table", "partition_summary"]
+__all__ = ["top_publication", "values_by_bounds", "cells_by_bounds", "split_by_bounds", "assemble_chunk",
+           "centroid_piece", "join_table", "partition_summary"]
 
 
 def partition_summary(res):
@@ -63,17 +63,9 @@ def cells_by_bounds(bounds, offsets, *results) -> list:
     return split_by_bounds(top_publication(offsets, *results), bounds)
 
 
-def centroid_table(mean, std, *results) -> np.ndarray:
-    """Centroids of all cells in original units, row ``offset + label`` for each partition.
-
-    Centroids are computed in z-space per cell and mapped back as ``c·std + mean``: one value
-    per cell, so all records of a cell publish exactly the same tuple.
-    """
-    return np.concatenate([r.centroid * std + mean for r in results])
-
-
 def centroid_piece(res, mean, std) -> np.ndarray:
-    """The rows of :func:`centroid_table` for one partition result (its centroids only)."""
+    """A partition's centroids in original units: computed in z-space per cell and mapped back as
+    ``c·std + mean``, one value per cell, so all records of a cell publish exactly the same tuple."""
     return res.centroid * std + mean
 
 
