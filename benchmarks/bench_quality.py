@@ -9,8 +9,10 @@
    ``exact_reference.py --n N [--data gaussian]``), the improvement stage's own time, and the
    1-minute load average before the run (the machine is shared; a load above 2 slows every figure).
    Settings: the default (``quality="balanced"``), ``quality="high"``, and the knobs tried —
-   the pipeline without the improvement stage (today's default before issue 20), the balanced
-   stage with one sweep, smaller partitions, and PCL refinement with and without the stage.
+   the pipeline without the improvement stage (the default before issue 20), "high" as it was
+   before its PCL step (stop 29), "high" with smaller top cells, one PCL iteration or no moves
+   after it, the balanced stage with fewer sweeps or other partition sizes, and PCL refinement
+   with and without the stage.
 2. **Census** (1080 × 13) and **EIA** (4092 × 11), the CASC reference sets shipped in
    ``daskmicro/data``, k = 3, 5, 10, one thread in this process: exact
    MDAV, PCL (noisy variant, the kernel's defaults) and ``anonymize(..., quality="high")``
@@ -86,6 +88,11 @@ SETTINGS = [
     ("default (quality='balanced')", {}, None, {}),
     ("quality='high'", {"quality": "high"}, None, {}),
     ("no improvement, P 50000 (pre-issue-20)", {"partition_size": 50_000}, "balanced", {"improve_sweeps": 0}),
+    ("high of stop 29 (8 x 16 moves, no PCL, 250k top cells)", {"quality": "high", "task_rows": 250_000}, "high",
+     {"improve_sweeps": 8, "improve_pcl_iter": 0, "improve_post_sweeps": 0}),
+    ("high with 250k top cells", {"quality": "high", "task_rows": 250_000}, None, {}),
+    ("high with 1 PCL iteration", {"quality": "high"}, "high", {"improve_pcl_iter": 1}),
+    ("high without the moves after PCL", {"quality": "high"}, "high", {"improve_post_sweeps": 0}),
     ("no improvement, P 25000", {}, "balanced", {"improve_sweeps": 0}),
     ("balanced, 2 sweeps", {}, "balanced", {"improve_sweeps": 2}),
     ("balanced, P 50000", {"partition_size": 50_000}, None, {}),

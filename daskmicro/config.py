@@ -52,18 +52,23 @@ DEFAULTS = {
     "pcl": {"K": None, "nu": 1.0, "partition_size": None},
 }
 
-#: ``quality``: what each setting adds to the cells a method forms (issue 20).  ``improve_sweeps``
-#: passes of moves and swaps between neighbouring cells (:mod:`daskmicro.kernels.improve`) with
-#: ``improve_neighbours`` cells tried per record — a pipeline stage over each top cell's
-#: partitions jointly, so that it also works across their borders; ``partition_size``: the
-#: partitioned method's partition size when none is given (the improvement repairs most of what
-#: smaller partitions cost, and their MDAV is cheaper: that pays for the stage); ``one_task``:
-#: whether groups small enough for one task (exact MDAV, PCA-MDAV, PCL) get the same pass.
-#: "balanced" keeps the named one-task methods exact and brings the partitioned pipeline to exact
-#: MDAV's distortion; "high" spends more time for less.  Measured in benchmarks/README.md.
+#: ``quality``: what each setting adds to the cells a method forms (issue 20), all applied by
+#: :func:`daskmicro.kernels.improve.polish`: ``improve_sweeps`` passes of moves and swaps between
+#: neighbouring cells with ``improve_neighbours`` cells tried per record, then ``improve_pcl_iter``
+#: noiseless PCL iterations (a joint reassignment under the size constraint) and
+#: ``improve_post_sweeps`` passes more — a pipeline stage over each top cell's partitions jointly,
+#: so that it also works across their borders.  ``partition_size`` and ``task_rows``: the
+#: partitioned method's partition size and top-cell size when none is given (the improvement
+#: repairs most of what smaller partitions cost, and their MDAV is cheaper; larger top cells leave
+#: fewer borders the stage cannot cross); ``one_task``: whether groups small enough for one task
+#: (exact MDAV, PCA-MDAV, PCL) get the same pass.  "balanced" keeps the named one-task methods exact
+#: and brings the partitioned pipeline to exact MDAV's distortion; "high" spends about twice the
+#: time for 10–15 % less.  Measured in benchmarks/README.md.
 QUALITY = {
-    "balanced": {"improve_sweeps": 3, "improve_neighbours": 8, "partition_size": 25_000, "one_task": False},  # partitioned only
-    "high": {"improve_sweeps": 8, "improve_neighbours": 16, "partition_size": 50_000, "one_task": True},
+    "balanced": {"improve_sweeps": 3, "improve_neighbours": 8, "improve_pcl_iter": 0, "improve_post_sweeps": 0,
+                 "partition_size": 25_000, "task_rows": DEFAULT_TASK_ROWS, "one_task": False},  # partitioned only
+    "high": {"improve_sweeps": 2, "improve_neighbours": 16, "improve_pcl_iter": 2, "improve_post_sweeps": 2,
+             "partition_size": 50_000, "task_rows": 2 * DEFAULT_TASK_ROWS, "one_task": True},
 }
 QUALITIES = tuple(QUALITY)
 
@@ -366,7 +371,8 @@ class RunConfig:
 
     @property
     def task_rows_or_default(self) -> int:
-        return self.task_rows or DEFAULT_TASK_ROWS
+        """``task_rows``, else the run's ``quality`` default (:data:`QUALITY`)."""
+        return self.task_rows or QUALITY[self.quality]["task_rows"]
 
     @property
     def max_task_rows_or_default(self) -> int:

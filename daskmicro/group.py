@@ -83,9 +83,9 @@ def one_task(df: pd.DataFrame, observed: list, k: int, method: str, energy_loss=
     plain_k : int, optional
         Participation runs: also the information loss of MDAV at this plain k (π = 1), for the
         report's distortion ratio.
-    improve : (sweeps, neighbours), optional
-        After the method, lower the SSE by moves and swaps between neighbouring cells
-        (:func:`daskmicro.kernels.improve.improve`; the run's ``quality``).  Not with ``participation_column``.
+    improve : (sweeps, neighbours, PCL iterations, sweeps after them), optional
+        After the method, lower the SSE by moves and swaps between neighbouring cells and PCL
+        iterations (:func:`daskmicro.kernels.improve.polish`; the run's ``quality``).  Not with ``participation_column``.
 
     Returns
     -------
@@ -103,9 +103,9 @@ def one_task(df: pd.DataFrame, observed: list, k: int, method: str, energy_loss=
     start = time.perf_counter()
     labels, pca_info = _labels(method, Z, k, energy_loss, n_components, pis, max_cell_failure)
     if improve is not None and pis is None and varying:
-        from .kernels.improve import improve as improve_cells
+        from .kernels.improve import polish
 
-        labels = improve_cells(Z, labels, k, sweeps=improve[0], neighbours=improve[1])
+        labels = polish(Z, labels, k, *improve)
     seconds = time.perf_counter() - start
     labels = np.asarray(labels, dtype=np.int64)
     if varying:

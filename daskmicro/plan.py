@@ -262,12 +262,11 @@ def worker_settings(cfg: RunConfig, source) -> dict:
     of the largest of a top-level task's z-scored records and a written file's rows) and where
     they spill."""
     from .cluster import default_workers, worker_memory_limit
-    from .config import DEFAULT_TASK_ROWS
 
     n_workers = cfg.workers or default_workers()
     limit = cfg.memory_limit
     if limit is None:
-        task = (cfg.task_rows or DEFAULT_TASK_ROWS) * 8 * (len(cfg.qi) + 3)
+        task = cfg.task_rows_or_default * 8 * (len(cfg.qi) + 3)
         write = cfg.rows_per_file * 8 * (len(source.columns) + 2)
         limit = worker_memory_limit(max(task, write), n_workers)
     return {"n_workers": n_workers, "memory_limit": limit, "spill_directory": cfg.spill_directory}

@@ -82,6 +82,15 @@ def _improve():
     improve(Z, labels, 3, sweeps=2, neighbours=4)  # first search, a sweep, a descent round
 
 
+def _polish():
+    from .kernels._auction import EXACT_MAX_CELLS
+    from .kernels.improve import polish
+
+    Z = _records(3 * (EXACT_MAX_CELLS + 1))  # enough cells for the searched candidates of PCL's step
+    labels = np.arange(Z.shape[0], dtype=np.int64) // 3
+    polish(Z, labels, 3, 1, 4, pcl_iter=1, post_sweeps=1)
+
+
 def _incremental():
     from .kernels.incremental import increment
     from .kernels.mdav import mdav
@@ -108,7 +117,8 @@ class Unit:
 #: 0.68); only their ratios matter: they order the units so that the longest chain starts first
 COSTS = {"mdav.tree": 8.2, "mdav.nearest": 3.9, "mdav.remove": 0.9, "mdav.farthest": 1.4,
          "mdav.rebuild-list": 1.4, "mdav.from-centroid": 0.8, "mdav.from-record": 1.2, "mdav.take-cell": 1.0,
-         "mdav": 4.6, "partitioned": 0.2, "pca": 0.1, "pcl": 2.0, "improve": 3.1, "incremental": 1.2}
+         "mdav": 4.6, "partitioned": 0.2, "pca": 0.1, "pcl": 2.0, "improve": 3.1, "incremental": 1.2,
+         "polish": 2.5}
 
 
 def _mdav_units() -> list[Unit]:
@@ -125,6 +135,7 @@ KERNEL_SETS: dict[str, list[Unit]] = {
     "pca": [Unit("pca", _pca, ("mdav", "partitioned"), COSTS["pca"])],
     "pcl": [Unit("pcl", _pcl, ("mdav", "partitioned"), COSTS["pcl"])],
     "improve": [Unit("improve", _improve, (), COSTS["improve"])],
+    "polish": [Unit("polish", _polish, ("improve", "pcl"), COSTS["polish"])],
     "incremental": [Unit("incremental", _incremental, ("mdav",), COSTS["incremental"])],
 }
 
@@ -135,12 +146,13 @@ STEPS: list[tuple[str, Callable[[], None]]] = [
     ("pca-mdav", lambda: warm(["pca"])),
     ("pcl", lambda: warm(["pcl"])),
     ("improve", lambda: warm(["improve"])),
+    ("polish", lambda: warm(["polish"])),
     ("incremental", lambda: warm(["incremental"])),
 ]
 
 
 def kernel_sets(methods: Iterable[str], nu: float | None = None, refine: str | None = None,
-                macro: str | None = None, improve: bool = False) -> list[str]:
+                macro: str | None = None, improve: bool = False, polish: bool = False) -> list[str]:
     """The kernel sets a run needs: ``methods`` are the methods its groups run (auto resolved)."""
     methods = set(methods)
     sets = ["mdav"]
@@ -152,6 +164,8 @@ def kernel_sets(methods: Iterable[str], nu: float | None = None, refine: str | N
         sets.append("pcl")
     if improve:
         sets.append("improve")
+    if polish:  # the improvement pass with PCL iterations (quality "high")
+        sets.append("polish")
     return sets
 
 

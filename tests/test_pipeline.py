@@ -64,6 +64,28 @@ def test_same_release_for_1_2_4_workers_and_any_chunking(data, qi, client2, nu):
         pd.testing.assert_frame_equal(other, reference)
 
 
+def test_quality_high_same_release_for_1_2_workers_and_any_chunking(data, qi, client2):
+    """quality="high" on the pipeline: moves, PCL iterations with searched candidates (k = 3: more
+    than 1000 cells per top cell) and moves again — still one release whatever the chunking and the
+    number of workers, k-anonymous as verified before the commit."""
+    def run(client, npartitions):
+        ddf = dd.from_pandas(data, npartitions=npartitions, sort=False)
+        release, report = anonymize(ddf, qi, 3, seed=11, keep_row_id=True, client=client, quality="high",
+                                    **{**SMALL, "task_rows": 8_000, "partition_size": 3_000})
+        return _by_row(client.compute(release).result()), report
+
+    reference, rep = run(client2, 3)
+    imp = rep.pipeline["improve"]
+    assert imp["pcl_iter"] == 2 and imp["post_sweeps"] == 2 and imp["sse_after"] < imp["sse_before"]
+    assert set(imp["seconds"]) == {"moves", "pcl", "moves after"}
+    assert rep.min_cell_size >= 3 and len(reference) == N
+    other, _ = run(client2, 7)
+    pd.testing.assert_frame_equal(other, reference)
+    with process_client(1) as client:
+        other, _ = run(client, 2)
+    pd.testing.assert_frame_equal(other, reference)
+
+
 def test_recursive_top_level_is_deterministic_and_k_anonymous(data, qi, client2):
     # task_rows = 1,000 on 12,000 rows: the top level cuts into 4 cells, then each into 3 (the
     # §VI-B recursion), the deeper level running on pieces joined into chunks of 500 rows

@@ -23,7 +23,8 @@ def _info(results):
     return results[0].info.get("improve", {})
 
 
-def improve_cells(client, fo: FanoutResult, k: int, sweeps: int, neighbours: int, timings: dict) -> dict:
+def improve_cells(client, fo: FanoutResult, k: int, sweeps: int, neighbours: int, timings: dict,
+                  pcl_iter: int = 0, post_sweeps: int = 0) -> dict:
     """Replace ``fo.results`` by improved results; returns the stage summary for the report.
 
     ``fo.parts`` must hold the partitions' records (fan-out with ``keep_parts=True``).
@@ -38,7 +39,8 @@ def improve_cells(client, fo: FanoutResult, k: int, sweeps: int, neighbours: int
     joint = []
     for t in sorted(by_top):
         idx = by_top[t]
-        done = client.submit(_run, [fo.parts[i] for i in idx], [fo.results[i] for i in idx], k, sweeps, neighbours)
+        done = client.submit(_run, [fo.parts[i] for i in idx], [fo.results[i] for i in idx], k, sweeps, neighbours,
+                             pcl_iter, post_sweeps)
         joint.append(done)
         for j, i in enumerate(idx):
             results[i] = client.submit(operator.getitem, done, j)
@@ -50,13 +52,18 @@ def improve_cells(client, fo: FanoutResult, k: int, sweeps: int, neighbours: int
     return {
         "sweeps": int(sweeps),
         "neighbours": int(neighbours),
+        "pcl_iter": int(pcl_iter),
+        "post_sweeps": int(post_sweeps) if pcl_iter else 0,
         "top_cells": len(infos),
         "sse_before": before,
         "sse_after": after,
         "sse_ratio": after / before if before > 0 else 1.0,
         "steps": sum(int(i.get("steps", 0)) for i in infos),
+        # CPU seconds of each part of the pass, summed over the top cells (kernels.improve.polish)
+        "seconds": {part: sum(i.get("seconds", {}).get(part, 0.0) for i in infos)
+                    for part in ("moves", "pcl", "moves after") if any(part in i.get("seconds", {}) for i in infos)},
     }
 
 
-def _run(parts, results, k, sweeps, neighbours):
-    return ki.improve_partitions(parts, results, k, sweeps, neighbours)
+def _run(parts, results, k, sweeps, neighbours, pcl_iter, post_sweeps):
+    return ki.improve_partitions(parts, results, k, sweeps, neighbours, pcl_iter, post_sweeps)

@@ -177,7 +177,7 @@ def _run_one_task(observed, k, method, energy_loss, n_components, pcol, pbar, pl
     """One group as one task, records in global row id order (independent of the chunking);
     ``plain_k``: also the information loss of MDAV at this cell size (participation runs);
     ``figures``: (QI columns, scale) of the report's before/after figures, or None;
-    ``improve``: (sweeps, neighbours) of the improvement pass after the method, or None."""
+    ``improve``: the :func:`~daskmicro.kernels.improve.polish` settings after the method, or None."""
     from ..figures import group_figures
     from ..group import one_task
 
@@ -194,9 +194,12 @@ REFERENCE_AUTO_ROWS = 50_000
 
 
 def _one_task_improve(cfg):
-    """(sweeps, neighbours) of the improvement pass after a one-task method, or None."""
+    """(sweeps, neighbours, PCL iterations, sweeps after them) of the improvement pass after a one-task
+    method, or None."""
     q = cfg.improve_settings
-    return (q["improve_sweeps"], q["improve_neighbours"]) if q["one_task"] and q["improve_sweeps"] else None
+    if not (q["one_task"] and q["improve_sweeps"]):
+        return None
+    return q["improve_sweeps"], q["improve_neighbours"], q["improve_pcl_iter"], q["improve_post_sweeps"]
 
 
 def _plain_k(cfg, g):
@@ -247,6 +250,7 @@ def _pipeline_group(client, cfg, sel, meta, g, k, seed, progress, scale=None):
     # "balanced" improves the scalable method only: proximal-distal stays Algorithm C as published
     if m == "partitioned" or quality["one_task"]:
         pcfg.improve_sweeps, pcfg.improve_neighbours = quality["improve_sweeps"], quality["improve_neighbours"]
+        pcfg.improve_pcl_iter, pcfg.improve_post_sweeps = quality["improve_pcl_iter"], quality["improve_post_sweeps"]
     if cfg.refine_iter is not None:
         pcfg.refine_iter = cfg.refine_iter
     if cfg.macro_iter is not None:
@@ -321,7 +325,8 @@ def execute(client, source, cfg, sink: str, output=None, progress=None) -> Execu
     timings["pre-scan"] = _tick(progress, "pre-scan", t0)
     # the kernels of the methods that run, compiled or loaded on every worker before the stages
     sets = kernel_sets({group_method(cfg, g) for g in lay_.groups}, nu=cfg.nu, refine=cfg.refine, macro=cfg.macro,
-                       improve=cfg.improve_settings["improve_sweeps"] > 0)
+                       improve=cfg.improve_settings["improve_sweeps"] > 0,
+                       polish=cfg.improve_settings["improve_sweeps"] > 0 and cfg.improve_settings["improve_pcl_iter"] > 0)
     compiled = warm_workers(client, sets, progress)
     t0 = time.perf_counter()
     # one timing model: a run that is one pipeline shows the pipeline's stages, any other run one

@@ -80,6 +80,8 @@ class PipelineConfig:
     macro_iter: int = DEFAULT_MACRO_ITER
     improve_sweeps: int = 0       # improvement stage (graph.improve): passes over each top cell's cells
     improve_neighbours: int = 8   # ... cells tried per record
+    improve_pcl_iter: int = 0     # ... PCL iterations after them (kernels.improve.polish)
+    improve_post_sweeps: int = 0  # ... and passes after the PCL iterations
 
     def resolved(self, n: int) -> "PipelineConfig":
         """Defaults filled in and every parameter checked against ``n``; raises ParameterError."""
@@ -248,7 +250,8 @@ def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row
         from .improve import improve_cells
 
         fo.parts = parts
-        improve_info = improve_cells(client, fo, cfg.k, cfg.improve_sweeps, cfg.improve_neighbours, timings)
+        improve_info = improve_cells(client, fo, cfg.k, cfg.improve_sweeps, cfg.improve_neighbours, timings,
+                                     cfg.improve_pcl_iter, cfg.improve_post_sweeps)
     fo.parts = parts = None
     pub = gather_release(client, ddf, qi, ing, fo, cfg.k, seed, keep_row_id, timings, figures, check, task_rows)
     timings["total"] = time.perf_counter() - t_all

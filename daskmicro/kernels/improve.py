@@ -27,18 +27,20 @@ order and the starting labels.  Pure numpy / numba / scipy; no Dask.
 
 from __future__ import annotations
 
+import time
+
 import numba as nb
 import numpy as np
 
 from ._blocktree import dist2
+from ._auction import EXACT_MAX_CELLS, HOP_NEIGHBOURS, cell_means
+from .cellgraph import descend, neighbour_cells
+from .pcl import refine_partition
 
-__all__ = ["improve", "DEFAULT_NEIGHBOURS"]
+__all__ = ["improve", "polish", "improve_partitions", "DEFAULT_NEIGHBOURS"]
 
 #: Neighbouring cells a record is tried against (nearest centroids of its own cell).
 DEFAULT_NEIGHBOURS = 8
-#: Principal axes of the first neighbour search, and descent rounds after it (_neighbour_cells).
-PROJECTED_DIMS = 5
-DESCENT_ROUNDS = 2
 
 
 def improve(X, labels, k: int, sweeps: int = 2, neighbours: int = DEFAULT_NEIGHBOURS, active=None,
@@ -67,6 +69,13 @@ def improve(X, labels, k: int, sweeps: int = 2, neighbours: int = DEFAULT_NEIGHB
     labels : ndarray of int64 (n,)
         Same cell ids, same number of cells, every cell still ≥ k; SSE never above the start.
     """
+    new, info, _ = _improve(X, labels, k, sweeps, neighbours, active, None)
+    return (new, info) if return_info else new
+
+
+def _improve(X, labels, k, sweeps, neighbours, active, near):
+    """:func:`improve` with the cells' neighbour lists passed in (``near``, at least ``neighbours``
+    columns, or None: searched) and out: returns (labels, info, lists or None)."""
     X = np.ascontiguousarray(X, dtype=np.float64)
     labels = np.asarray(labels, dtype=np.int64).copy()
     n, m = X.shape
@@ -77,7 +86,7 @@ def improve(X, labels, k: int, sweeps: int = 2, neighbours: int = DEFAULT_NEIGHB
     info = {"sse_before": 0.0, "sse_after": 0.0, "steps": 0, "sweeps": 0}
     L = min(int(neighbours), C - 1)
     if L < 1 or m == 0 or sweeps < 1:
-        return (labels, info) if return_info else labels
+        return labels, info, near
     # cell-major copies: a cell's records are contiguous, so a neighbour cell is one short read
     cap = max(2 * k - 1, int(size.max()))
     order = np.argsort(labels, kind="stable")
@@ -87,7 +96,8 @@ def improve(X, labels, k: int, sweeps: int = 2, neighbours: int = DEFAULT_NEIGHB
     Y = np.zeros((C, cap, m))
     Y[labels[order], slot] = X[order]
     act = np.ones(C, dtype=np.bool_) if active is None else np.asarray(active, dtype=np.bool_)
-    near = None
+    if near is not None:
+        near = np.ascontiguousarray(near[:, :L], dtype=np.int64)
     for s in range(int(sweeps)):
         # the neighbour lists follow the centroids: after a sweep's swaps they have moved enough
         # that updated lists find a third more of the gain (Gaussian data, 4 sweeps); one descent
@@ -96,7 +106,8 @@ def improve(X, labels, k: int, sweeps: int = 2, neighbours: int = DEFAULT_NEIGHB
         for j in range(m):
             cen[:, j] = np.bincount(labels, weights=X[:, j], minlength=C)
         cen /= size[:, None]
-        near = _neighbour_cells(cen, L) if near is None else _descend(cen, near, 1)
+        # (only the live cells' lists: only their records are tried, and a cell once dead stays dead)
+        near = neighbour_cells(cen, L) if near is None else descend(cen, near, 1, act if s else np.ones(C, np.bool_))
         changed = np.zeros(C, dtype=np.bool_)
         sse0, sse1, steps = _sweep(Y, ids, size, cen, near, act, changed, k, 2 * k - 1)
         labels[ids[ids >= 0]] = np.nonzero(ids >= 0)[0]
@@ -110,68 +121,7 @@ def improve(X, labels, k: int, sweeps: int = 2, neighbours: int = DEFAULT_NEIGHB
         # live cells (Hartigan & Wong's live set): only a cell that changed, or has a neighbour that
         # changed, can find a new step in the next sweep
         act = act & (changed | changed[near].any(axis=1))
-    return (labels, info) if return_info else labels
-
-
-def _neighbour_cells(cen: np.ndarray, L: int) -> np.ndarray:
-    """About the ``L`` cells with the nearest centroids to each cell's own (itself excluded).
-
-    Exact k-nearest search among thousands of centroids in 10+ dimensions costs more than the
-    sweeps themselves, so: a k-d tree in the leading ``PROJECTED_DIMS`` principal axes of the
-    centroids gives first lists, and ``DESCENT_ROUNDS`` rounds of neighbour-of-neighbour descent
-    (Dong, Charikar & Li, *Efficient k-nearest neighbor graph construction*, WWW 2011) measured
-    in all dimensions improve them.  Deterministic: depends only on the centroids.
-    """
-    from scipy.spatial import cKDTree
-
-    C, m = cen.shape
-    c0 = cen - cen.mean(axis=0)
-    _, V = np.linalg.eigh(c0.T @ c0)
-    P = np.ascontiguousarray(c0 @ V[:, ::-1][:, :min(m, PROJECTED_DIMS)])
-    _, idx = cKDTree(P).query(P, L + 1)
-    own = idx == np.arange(C)[:, None]
-    keep = np.where(own.any(axis=1)[:, None], ~own, np.arange(L + 1)[None, :] < L)
-    near = np.ascontiguousarray(idx[keep].reshape(C, L), dtype=np.int64)
-    return _descend(np.ascontiguousarray(cen), near, DESCENT_ROUNDS)
-
-
-@nb.njit(cache=True, nogil=True)
-def _descend(cen, near, rounds):
-    """Neighbour lists sorted by distance, then improved by neighbour-of-neighbour rounds."""
-    C, L = near.shape
-    dist = np.empty((C, L))
-    for c in range(C):
-        for jj in range(L):
-            dist[c, jj] = dist2(cen[c], cen[near[c, jj]])
-        for i in range(1, L):  # insertion sort by (distance, cell)
-            d, b = dist[c, i], near[c, i]
-            p = i - 1
-            while p >= 0 and (dist[c, p] > d or (dist[c, p] == d and near[c, p] > b)):
-                dist[c, p + 1], near[c, p + 1] = dist[c, p], near[c, p]
-                p -= 1
-            dist[c, p + 1], near[c, p + 1] = d, b
-    for _ in range(rounds):
-        old = near.copy()
-        for c in range(C):
-            for jj in range(L):
-                for kk in range(L):
-                    b = old[old[c, jj], kk]
-                    if b == c:
-                        continue
-                    d = dist2(cen[c], cen[b])
-                    if d > dist[c, L - 1] or (d == dist[c, L - 1] and b >= near[c, L - 1]):
-                        continue
-                    dup = False
-                    for q in range(L):
-                        dup = dup or near[c, q] == b
-                    if dup:
-                        continue
-                    p = L - 2
-                    while p >= 0 and (dist[c, p] > d or (dist[c, p] == d and near[c, p] > b)):
-                        dist[c, p + 1], near[c, p + 1] = dist[c, p], near[c, p]
-                        p -= 1
-                    dist[c, p + 1], near[c, p + 1] = d, b
-    return near
+    return labels, info, near
 
 
 @nb.njit(cache=True, nogil=True)
@@ -280,12 +230,65 @@ def _apply(Y, ids, a, t, b, u, size, sums, cen, R):
             R[c, v] = dist2(Y[c, v], cen[c])
 
 
-def improve_partitions(parts, results, k: int, sweeps: int, neighbours: int = DEFAULT_NEIGHBOURS):
+#: First and final auction ε of the PCL step of :func:`polish`, relative to the mean squared error
+#: per record (:func:`.pcl.pcl`'s ``auction_eps``).  Two PCL iterations from improved cells of
+#: 250 000 records (k = 10): census-like 57.2 M bids with (0.25, 0.1), 11.2 M with (4, 0.25), same
+#: SSE to 0.1 %; correlated Gaussian 5.3 M and 5.7 M.  Records with equal values bid each other up
+#: by ε at a time: a coarse first phase settles most prices in few bids.
+POLISH_AUCTION_EPS = (4.0, 0.25)
+
+
+def polish(X, labels, k: int, sweeps: int, neighbours: int = DEFAULT_NEIGHBOURS, pcl_iter: int = 0,
+           post_sweeps: int = 0, return_info: bool = False):
+    """The improvement pass of a ``quality`` setting: :func:`improve`, and with ``pcl_iter`` > 0
+    that many noiseless PCL iterations (``004_19737567f2b39a29.txt`` §3.3) from its cells, then
+    :func:`improve` once more.
+
+    Moves and swaps stop at a partition where no single record and no pair gains; PCL's
+    assignment step reassigns all records at once under the size constraint (an optimal
+    transportation problem: chains of moves through many cells), which finds what pairs cannot.
+    From 8 × 16 improved exact MDAV on 100 000 correlated Gaussian records (m = 13, k = 10; SSE
+    0.902 of MDAV's) one PCL iteration and 8 × 16 more give 0.875.  PCL keeps the number of
+    cells and returns the best partition it saw; a result with an empty cell (only after a
+    repair of a failed auction) is dropped, so every cell stays ≥ k and the SSE never rises.
+    Returns labels, and with ``return_info`` the figures of :func:`improve` over the whole pass.
+    """
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    t0 = time.perf_counter()
+    C = int(np.max(labels)) + 1 if len(labels) else 0
+    graph = None
+    if pcl_iter > 0 and C > EXACT_MAX_CELLS:
+        # one neighbour search for the whole pass: the moves take the nearest ``neighbours`` of
+        # each list, PCL's candidate search all of them; each step updates them by a descent round
+        cen, _ = cell_means(X, np.asarray(labels, dtype=np.int64), C)
+        graph = neighbour_cells(cen, min(max(HOP_NEIGHBOURS, neighbours), C - 1), 0)
+    new, info, _ = _improve(X, labels, k, sweeps, neighbours, None, graph)
+    info["seconds"] = {"moves": time.perf_counter() - t0}
+    if pcl_iter > 0 and info["sweeps"] > 0:
+        t0 = time.perf_counter()
+        moved, run, graph = refine_partition(X, new, k, int(pcl_iter), POLISH_AUCTION_EPS[1], graph,
+                                             POLISH_AUCTION_EPS[0])
+        info["seconds"]["pcl"] = time.perf_counter() - t0
+        if int(moved.max()) + 1 == C and np.bincount(moved, minlength=C).min() >= k:
+            new = moved
+            info = {**info, "sse_after": float(run.sse), "pcl_iter": int(pcl_iter)}
+            if post_sweeps > 0:
+                t0 = time.perf_counter()
+                new, again, _ = _improve(X, moved, k, post_sweeps, neighbours, None, graph)
+                info["seconds"]["moves after"] = time.perf_counter() - t0
+                info["steps"] += again["steps"]
+                info["sweeps"] += again["sweeps"]
+                info["sse_after"] = again["sse_after"] if again["sweeps"] else info["sse_after"]
+    return (new, info) if return_info else new
+
+
+def improve_partitions(parts, results, k: int, sweeps: int, neighbours: int = DEFAULT_NEIGHBOURS,
+                       pcl_iter: int = 0, post_sweeps: int = 0):
     """Improve the cells of several partitions jointly (records may change partition).
 
     ``parts`` are the partitions' (row ids, Z), ``results`` their
     :class:`~daskmicro.kernels.cells.PartitionResult`.  The cells of all of them are improved
-    together by :func:`improve`, so records also move and swap across the partitions' borders;
+    together by :func:`polish`, so records also move and swap across the partitions' borders;
     each cell stays with the partition that formed it.  Returns one PartitionResult per
     partition, in order, with ``info["improve"]`` (SSE before and after, steps) on the first.
     """
@@ -296,7 +299,7 @@ def improve_partitions(parts, results, k: int, sweeps: int, neighbours: int = DE
     Z = np.concatenate([p[1] for p in parts])
     offsets = np.cumsum([0] + [r.n_cells for r in results])
     labels = np.concatenate([r.labels + off for r, off in zip(results, offsets)])
-    new, info = improve(Z, labels, k, sweeps=sweeps, neighbours=neighbours, return_info=True)
+    new, info = polish(Z, labels, k, sweeps, neighbours, pcl_iter, post_sweeps, return_info=True)
     out = []
     for i, r in enumerate(results):
         sel = np.flatnonzero((new >= offsets[i]) & (new < offsets[i + 1]))

@@ -1,0 +1,168 @@
+"""Which cells are near which: neighbour lists of centroids, and each record's nearest centroids.
+
+Shared by the improvement pass (:mod:`.improve`, moves and swaps between neighbouring cells) and
+PCL's assignment step (:mod:`._auction`, the candidate cells of every record).  Exact k-nearest
+searches among tens of thousands of centroids in 10+ dimensions cost more than the steps they
+feed (scipy's k-d tree: 6.8 s for the 8 nearest of 10 000 centroids to 100 000 records in 13
+dimensions), so both lists are found from a cell's neighbourhood instead:
+
+* :func:`neighbour_cells` — a k-d tree in the leading principal axes of the centroids, then
+  neighbour-of-neighbour descent rounds measured in all dimensions (Dong, Charikar & Li,
+  *Efficient k-nearest neighbor graph construction*, WWW 2011);
+* :func:`nearest_cells` — a record's nearest centroids among the cells two steps from its home
+  cell in that graph (its neighbours and theirs), measured exactly.
+
+Deterministic: the lists depend only on the centroids (and the records and their home cells).
+Pure numpy / numba / scipy; no Dask.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ._blocktree import dist2
+
+__all__ = ["neighbour_cells", "descend", "nearest_cells", "PROJECTED_DIMS", "DESCENT_ROUNDS"]
+
+#: Principal axes of the first neighbour search, and descent rounds after it (neighbour_cells).
+PROJECTED_DIMS = 5
+DESCENT_ROUNDS = 2
+
+
+def neighbour_cells(cen: np.ndarray, L: int, rounds: int = DESCENT_ROUNDS) -> np.ndarray:
+    """About the ``L`` cells with the nearest centroids to each cell's own (itself excluded).
+
+    Exact k-nearest search among thousands of centroids in 10+ dimensions costs more than the
+    sweeps themselves, so: a k-d tree in the leading ``PROJECTED_DIMS`` principal axes of the
+    centroids gives first lists, and ``DESCENT_ROUNDS`` rounds of neighbour-of-neighbour descent
+    (Dong, Charikar & Li, *Efficient k-nearest neighbor graph construction*, WWW 2011) measured
+    in all dimensions improve them.  Deterministic: depends only on the centroids.
+    """
+    from scipy.spatial import cKDTree
+
+    C, m = cen.shape
+    c0 = cen - cen.mean(axis=0)
+    _, V = np.linalg.eigh(c0.T @ c0)
+    P = np.ascontiguousarray(c0 @ V[:, ::-1][:, :min(m, PROJECTED_DIMS)])
+    _, idx = cKDTree(P).query(P, L + 1)
+    own = idx == np.arange(C)[:, None]
+    keep = np.where(own.any(axis=1)[:, None], ~own, np.arange(L + 1)[None, :] < L)
+    near = np.ascontiguousarray(idx[keep].reshape(C, L), dtype=np.int64)
+    return descend(np.ascontiguousarray(cen), near, rounds, np.ones(C, dtype=np.bool_))
+
+
+@njit(cache=True, nogil=True)
+def descend(cen, near, rounds, active):
+    """Neighbour lists sorted by distance, then improved by neighbour-of-neighbour rounds, those of
+    the ``active`` cells only (bool per cell: the improvement pass's live cells).  In place;
+    returns ``near``.  (``active`` is always an array: one compiled specialisation.)"""
+    C, L = near.shape
+    dist = np.empty((C, L))
+    for c in range(C):
+        for jj in range(L):
+            dist[c, jj] = dist2(cen[c], cen[near[c, jj]])
+        for i in range(1, L):  # insertion sort by (distance, cell)
+            d, b = dist[c, i], near[c, i]
+            p = i - 1
+            while p >= 0 and (dist[c, p] > d or (dist[c, p] == d and near[c, p] > b)):
+                dist[c, p + 1], near[c, p + 1] = dist[c, p], near[c, p]
+                p -= 1
+            dist[c, p + 1], near[c, p + 1] = d, b
+    seen = np.empty(C, np.int64)  # seen[b] == c: cell b already measured (or listed) for cell c
+    for _ in range(rounds):
+        old = near.copy()
+        seen[:] = -1
+        for c in range(C):
+            if not active[c]:
+                continue
+            seen[c] = c
+            for q in range(L):
+                seen[near[c, q]] = c
+            for jj in range(L):
+                for kk in range(L):
+                    b = old[old[c, jj], kk]
+                    if seen[b] == c:  # itself, listed, or measured already
+                        continue
+                    seen[b] = c
+                    d = dist2(cen[c], cen[b])
+                    if d > dist[c, L - 1] or (d == dist[c, L - 1] and b >= near[c, L - 1]):
+                        continue
+                    p = L - 2
+                    while p >= 0 and (dist[c, p] > d or (dist[c, p] == d and near[c, p] > b)):
+                        dist[c, p + 1], near[c, p + 1] = dist[c, p], near[c, p]
+                        p -= 1
+                    dist[c, p + 1], near[c, p + 1] = d, b
+    return near
+
+
+@njit(cache=True, nogil=True)
+def nearest_cells(X, C, home, near, out_cell, out_d2):
+    """For every record, the ``out_cell.shape[1]`` nearest centroids among its home cell, the
+    cells of ``near[home]`` and their own neighbours (two steps in the neighbour graph), nearest
+    first: ``out_cell[i]`` their ids, ``out_d2[i]`` the squared distances (columns left over
+    when fewer cells are within two steps hold −1 and +inf).
+
+    Records are taken home cell by home cell: the cells within two steps are collected and copied
+    together once per home cell.  Measured on 100 000 correlated Gaussian records (13 dimensions,
+    10 000 cells, 16 neighbours per cell): 80 % of the exact 8 nearest found, in 0.25 s where
+    scipy's k-d tree takes 6.8 s; PCL's assignment step needs the near ones, not the exact set
+    (see :data:`._auction.HOP_NEIGHBOURS`).
+    """
+    n, m = X.shape
+    K, Ln = near.shape
+    L = out_cell.shape[1]
+    order = np.argsort(home, kind="mergesort")
+    stamp = np.full(K, -1, np.int64)
+    S = np.empty(1 + Ln + Ln * Ln, np.int64)
+    block = np.empty((m, S.shape[0]))
+    acc = np.empty(S.shape[0])
+    i0 = 0
+    while i0 < n:
+        h = home[order[i0]]
+        i1 = i0
+        while i1 < n and home[order[i1]] == h:
+            i1 += 1
+        ns = 0
+        stamp[h] = h
+        S[ns] = h
+        ns += 1
+        for a in range(Ln):
+            b = near[h, a]
+            if stamp[b] != h:
+                stamp[b] = h
+                S[ns] = b
+                ns += 1
+            for c in range(Ln):
+                q = near[b, c]
+                if stamp[q] != h:
+                    stamp[q] = h
+                    S[ns] = q
+                    ns += 1
+        for s in range(ns):  # the cells within two steps, copied together, one row per coordinate
+            for j in range(m):
+                block[j, s] = C[S[s], j]
+        for ii in range(i0, i1):
+            i = order[ii]
+            for s in range(ns):
+                acc[s] = 0.0
+            for j in range(m):  # contiguous over the cells: vectorised
+                xj = X[i, j]
+                for s in range(ns):
+                    t = xj - block[j, s]
+                    acc[s] += t * t
+            for j in range(L):
+                out_cell[i, j] = -1
+                out_d2[i, j] = np.inf
+            for s in range(ns):
+                d = acc[s]
+                if d >= out_d2[i, L - 1]:
+                    continue
+                pos = L - 1
+                while pos > 0 and out_d2[i, pos - 1] > d:  # keep the row sorted, nearest first
+                    out_d2[i, pos] = out_d2[i, pos - 1]
+                    out_cell[i, pos] = out_cell[i, pos - 1]
+                    pos -= 1
+                out_d2[i, pos] = d
+                out_cell[i, pos] = S[s]
+        i0 = i1
