@@ -23,6 +23,11 @@ already rule it out, so a sweep costs ≈ (2·m + k)·``neighbours`` operations 
 Deterministic: cells are visited in label order, records in their order within the cell, the
 neighbour lists come from the centroids alone; the result depends only on the records, their
 order and the starting labels.  Pure numpy / numba / scipy; no Dask.
+
+:func:`polish` is the pass a ``quality`` setting runs: these moves, and for "high" noiseless PCL
+iterations from their cells (``004_19737567f2b39a29.txt`` §3.3: a joint reassignment of all
+records under the size constraint, whose chains of moves through many cells no pair finds) and
+moves again, all three sharing one neighbour graph of the cells (:mod:`.cellgraph`).
 """
 
 from __future__ import annotations
@@ -32,8 +37,8 @@ import time
 import numba as nb
 import numpy as np
 
-from ._blocktree import dist2
 from ._auction import EXACT_MAX_CELLS, HOP_NEIGHBOURS, cell_means
+from ._blocktree import dist2
 from .cellgraph import descend, neighbour_cells
 from .pcl import refine_partition
 
@@ -69,13 +74,13 @@ def improve(X, labels, k: int, sweeps: int = 2, neighbours: int = DEFAULT_NEIGHB
     labels : ndarray of int64 (n,)
         Same cell ids, same number of cells, every cell still ≥ k; SSE never above the start.
     """
-    new, info, _ = _improve(X, labels, k, sweeps, neighbours, active, None)
+    new, info = _improve(X, labels, k, sweeps, neighbours, active, None)
     return (new, info) if return_info else new
 
 
 def _improve(X, labels, k, sweeps, neighbours, active, near):
-    """:func:`improve` with the cells' neighbour lists passed in (``near``, at least ``neighbours``
-    columns, or None: searched) and out: returns (labels, info, lists or None)."""
+    """:func:`improve` from the cells' neighbour lists ``near`` (at least ``neighbours`` columns,
+    updated by a descent round instead of searched; None: searched); returns (labels, info)."""
     X = np.ascontiguousarray(X, dtype=np.float64)
     labels = np.asarray(labels, dtype=np.int64).copy()
     n, m = X.shape
@@ -86,7 +91,7 @@ def _improve(X, labels, k, sweeps, neighbours, active, near):
     info = {"sse_before": 0.0, "sse_after": 0.0, "steps": 0, "sweeps": 0}
     L = min(int(neighbours), C - 1)
     if L < 1 or m == 0 or sweeps < 1:
-        return labels, info, near
+        return labels, info
     # cell-major copies: a cell's records are contiguous, so a neighbour cell is one short read
     cap = max(2 * k - 1, int(size.max()))
     order = np.argsort(labels, kind="stable")
@@ -107,7 +112,8 @@ def _improve(X, labels, k, sweeps, neighbours, active, near):
             cen[:, j] = np.bincount(labels, weights=X[:, j], minlength=C)
         cen /= size[:, None]
         # (only the live cells' lists: only their records are tried, and a cell once dead stays dead)
-        near = neighbour_cells(cen, L) if near is None else descend(cen, near, 1, act if s else np.ones(C, np.bool_))
+        live = act if s else np.ones(C, dtype=np.bool_)
+        near = neighbour_cells(cen, L) if near is None else descend(cen, near, 1, live)
         changed = np.zeros(C, dtype=np.bool_)
         sse0, sse1, steps = _sweep(Y, ids, size, cen, near, act, changed, k, 2 * k - 1)
         labels[ids[ids >= 0]] = np.nonzero(ids >= 0)[0]
@@ -121,7 +127,7 @@ def _improve(X, labels, k, sweeps, neighbours, active, near):
         # live cells (Hartigan & Wong's live set): only a cell that changed, or has a neighbour that
         # changed, can find a new step in the next sweep
         act = act & (changed | changed[near].any(axis=1))
-    return labels, info, near
+    return labels, info
 
 
 @nb.njit(cache=True, nogil=True)
@@ -262,7 +268,7 @@ def polish(X, labels, k: int, sweeps: int, neighbours: int = DEFAULT_NEIGHBOURS,
         # each list, PCL's candidate search all of them; each step updates them by a descent round
         cen, _ = cell_means(X, np.asarray(labels, dtype=np.int64), C)
         graph = neighbour_cells(cen, min(max(HOP_NEIGHBOURS, neighbours), C - 1), 0)
-    new, info, _ = _improve(X, labels, k, sweeps, neighbours, None, graph)
+    new, info = _improve(X, labels, k, sweeps, neighbours, None, graph)
     info["seconds"] = {"moves": time.perf_counter() - t0}
     if pcl_iter > 0 and info["sweeps"] > 0:
         t0 = time.perf_counter()
@@ -274,7 +280,7 @@ def polish(X, labels, k: int, sweeps: int, neighbours: int = DEFAULT_NEIGHBOURS,
             info = {**info, "sse_after": float(run.sse), "pcl_iter": int(pcl_iter)}
             if post_sweeps > 0:
                 t0 = time.perf_counter()
-                new, again, _ = _improve(X, moved, k, post_sweeps, neighbours, None, graph)
+                new, again = _improve(X, moved, k, post_sweeps, neighbours, None, graph)
                 info["seconds"]["moves after"] = time.perf_counter() - t0
                 info["steps"] += again["steps"]
                 info["sweeps"] += again["sweeps"]
