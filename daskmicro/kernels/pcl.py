@@ -378,11 +378,13 @@ def _noiseless_stage(X, k, K, C, labels, scale, n_candidates, max_iter, tol, bes
     return best_labels, adj.graph
 
 
-def refine_partition(X, labels, k: int, max_iter: int, auction_eps: float = 1e-6, graph=None, eps_first=None):
+def refine_partition(X, labels, k: int, max_iter: int, auction_eps: float = 1e-6, graph=None, eps_first=None,
+                     n_candidates: int = N_CANDIDATES):
     """Noiseless PCL iterations (§3.3) from a partition: ``pcl(X, k, init=labels, noisy=False,
     max_iter=max_iter, auction_eps=auction_eps)``, with the cells' neighbour lists passed in and
     out so that a caller that has them (the improvement pass) does not search them again, and
-    the auction's first ε (same unit as ``auction_eps``; default 0.25) settable.
+    the auction's first ε (same unit as ``auction_eps``; default 0.25) and the candidates per
+    record (:func:`pcl`'s ``n_candidates``) settable.
 
     ``X`` float64 (n, m) and ``labels`` int64 cells 0 … K−1 of ≥ k records each, as checked by
     the caller; ``graph`` (K, L) int64 neighbour lists or None.  Returns (labels, PCLInfo,
@@ -396,7 +398,7 @@ def refine_partition(X, labels, k: int, max_iter: int, auction_eps: float = 1e-6
     if K == 1 or max_iter == 0 or sse0 == 0.0:
         info.sse, info.sse_history = sse0, np.array([sse0])
         return labels, info, graph
-    best, graph = _noiseless_stage(X, k, K, C, labels, sse0 / n, N_CANDIDATES, int(max_iter), TOL, sse0, info,
+    best, graph = _noiseless_stage(X, k, K, C, labels, sse0 / n, int(n_candidates), int(max_iter), TOL, sse0, info,
                                    float(auction_eps), graph, eps_first)
     return best, info, graph
 
