@@ -136,3 +136,12 @@ def test_refine_partition_is_noiseless_pcl_from_the_labels(n, k):
     if graph is not None:
         assert graph.shape[0] == start.max() + 1
         assert not np.any(graph == np.arange(graph.shape[0])[:, None])  # no cell lists itself
+
+
+@pytest.mark.parametrize("bad", [0, -0.1, 1.5, "0.1", None, float("nan")])
+def test_pcl_refuses_a_bad_auction_eps_in_one_line(bad):
+    from daskmicro.errors import ParameterError
+
+    X = np.random.default_rng(0).standard_normal((60, 2))
+    with pytest.raises(ParameterError, match=r"^auction_eps must be a number in \(0, 1\], got "):
+        pcl(X, 3, auction_eps=bad)

@@ -301,7 +301,10 @@ def _candidates(P, C, home, backbone, n_candidates, overflow, graph=None):
         benefit[:, :L] = -(dist * dist).reshape(len(P), L)
     else:
         C = np.ascontiguousarray(C)
-        graph = neighbour_cells(C, min(HOP_NEIGHBOURS, K - 1), 1) if graph is None else descend(C, graph, 1, np.ones(K, np.bool_))
+        if graph is None:
+            graph = neighbour_cells(C, min(HOP_NEIGHBOURS, K - 1), 1)
+        else:
+            graph = descend(C, graph, 1, np.ones(K, np.bool_))
         d2 = np.empty((P.shape[0], L))
         nearest_cells(P, C, backbone if home is None else home, graph, cand[:, :L], d2)
         benefit[:, :L] = -d2
@@ -326,7 +329,8 @@ def _resolve(cell, cand, benefit, K):
 class Adjuster:
     """Cost adjustment + cost-sensitive nearest-neighbour step for a fixed set of capacities."""
 
-    def __init__(self, K, k, n, scale_per_sample, n_candidates, cloud=1, eps_final=_EPS_FINAL, eps_first=_EPS_FIRST):
+    def __init__(self, K, k, n, scale_per_sample, n_candidates, cloud=1, eps_final=_EPS_FINAL,
+                 eps_first=_EPS_FIRST):
         self.K = K
         self.r = (n - K * k) * cloud
         cap = np.full(K + (1 if self.r > 0 else 0), k * cloud, dtype=np.int64)
