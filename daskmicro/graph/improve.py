@@ -1,8 +1,9 @@
 """Improvement stage of the pipeline: the cells of each top cell improved jointly, one task each.
 
 After the fan-out (and the PCL refinement, when asked) every top cell's partitions are joined and
-their cells improved by moves and swaps between neighbouring cells
-(:func:`daskmicro.kernels.improve.improve_partitions`): the same pass lowers the SSE inside the
+their cells improved by moves and swaps between neighbouring cells, and with ``quality="high"`` by
+PCL iterations and moves again (:func:`daskmicro.kernels.improve.improve_partitions`,
+:func:`~daskmicro.kernels.improve.polish`): the same pass lowers the SSE inside the
 partitions and across the borders between them, which the per-partition tasks cannot see.  A
 top cell's records all live in its tasks, so the stage depends only on the records: the result
 does not depend on the chunking or the number of workers.
@@ -60,9 +61,14 @@ def improve_cells(client, fo: FanoutResult, k: int, sweeps: int, neighbours: int
         "sse_ratio": after / before if before > 0 else 1.0,
         "steps": sum(int(i.get("steps", 0)) for i in infos),
         # CPU seconds of each part of the pass, summed over the top cells (kernels.improve.polish)
-        "seconds": {part: sum(i.get("seconds", {}).get(part, 0.0) for i in infos)
-                    for part in ("moves", "pcl", "moves after") if any(part in i.get("seconds", {}) for i in infos)},
+        "seconds": _seconds(infos),
     }
+
+
+def _seconds(infos) -> dict:
+    parts = [i.get("seconds", {}) for i in infos]
+    return {part: sum(p.get(part, 0.0) for p in parts) for part in ("moves", "pcl", "moves after")
+            if any(part in p for p in parts)}
 
 
 def _run(parts, results, k, sweeps, neighbours, pcl_iter, post_sweeps):

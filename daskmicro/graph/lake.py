@@ -324,9 +324,9 @@ def execute(client, source, cfg, sink: str, output=None, progress=None) -> Execu
     lay_ = _prescan(client, source, cfg)
     timings["pre-scan"] = _tick(progress, "pre-scan", t0)
     # the kernels of the methods that run, compiled or loaded on every worker before the stages
+    q = cfg.improve_settings
     sets = kernel_sets({group_method(cfg, g) for g in lay_.groups}, nu=cfg.nu, refine=cfg.refine, macro=cfg.macro,
-                       improve=cfg.improve_settings["improve_sweeps"] > 0,
-                       polish=cfg.improve_settings["improve_sweeps"] > 0 and cfg.improve_settings["improve_pcl_iter"] > 0)
+                       improve=q["improve_sweeps"] > 0, polish=q["improve_sweeps"] > 0 and q["improve_pcl_iter"] > 0)
     compiled = warm_workers(client, sets, progress)
     t0 = time.perf_counter()
     # one timing model: a run that is one pipeline shows the pipeline's stages, any other run one

@@ -20,7 +20,8 @@ noiseless PCL iterations, never worse than before), and ``macro="pcl"`` refines 
 macroaggregation inside each top cell (groups and macrocells) by at most ``macro_iter`` PCL
 iterations per level instead of plain MDAV at size K.  Last, ``improve_sweeps`` > 0 (set by the
 run's ``quality``) adds the improvement stage (:mod:`daskmicro.graph.improve`): each top cell's
-cells improved jointly by moves and swaps between neighbouring cells, across partition borders.
+cells improved jointly by moves and swaps between neighbouring cells, across partition borders,
+and by ``improve_pcl_iter`` PCL iterations and ``improve_post_sweeps`` passes more after them.
 
 Per-record participation (``participation=`` an object with ``column`` and ``max_cell_failure``;
 §V-B of ``003_0edb38f823409d2d.txt``): the π_j column is checked at ingest and fetched by the top
