@@ -330,7 +330,7 @@ class Adjuster:
     """Cost adjustment + cost-sensitive nearest-neighbour step for a fixed set of capacities."""
 
     def __init__(self, K, k, n, scale_per_sample, n_candidates, cloud=1, eps_final=_EPS_FINAL,
-                 eps_first=_EPS_FIRST):
+                 eps_first=None, graph=None):
         self.K = K
         self.r = (n - K * k) * cloud
         cap = np.full(K + (1 if self.r > 0 else 0), k * cloud, dtype=np.int64)
@@ -340,10 +340,10 @@ class Adjuster:
         self.n_candidates = n_candidates
         self.scale = max(scale_per_sample, 1e-300)
         self.eps_final = eps_final
-        self.eps_first = max(eps_first, eps_final)
+        self.eps_first = max(_EPS_FIRST if eps_first is None else eps_first, eps_final)
         self.bids = 0
         self.failed = False
-        self.graph = None  # the cells' neighbour lists (many cells only), kept between calls
+        self.graph = graph  # the cells' neighbour lists (many cells only), kept between calls
 
     def assign(self, P, C, home, backbone):
         cand, benefit, self.graph = _candidates(P, C, home, backbone, self.n_candidates, self.r > 0, self.graph)

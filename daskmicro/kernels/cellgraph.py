@@ -96,6 +96,16 @@ def descend(cen, near, rounds, active):
     return near
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _collect(q, h, stamp, S, ns):
+    """Cell ``q`` appended to ``S[:ns]`` unless already collected for home ``h``; the new count."""
+    if stamp[q] != h:
+        stamp[q] = h
+        S[ns] = q
+        ns += 1
+    return ns
+
+
 @njit(cache=True, nogil=True)
 def nearest_cells(X, C, home, near, out_cell, out_d2):
     """For every record, the ``out_cell.shape[1]`` nearest centroids among its home cell, the
@@ -123,22 +133,12 @@ def nearest_cells(X, C, home, near, out_cell, out_d2):
         i1 = i0
         while i1 < n and home[order[i1]] == h:
             i1 += 1
-        ns = 0
-        stamp[h] = h
-        S[ns] = h
-        ns += 1
+        ns = _collect(h, h, stamp, S, 0)  # (each home comes once: stamp[h] is not h yet)
         for a in range(Ln):
             b = near[h, a]
-            if stamp[b] != h:
-                stamp[b] = h
-                S[ns] = b
-                ns += 1
+            ns = _collect(b, h, stamp, S, ns)
             for c in range(Ln):
-                q = near[b, c]
-                if stamp[q] != h:
-                    stamp[q] = h
-                    S[ns] = q
-                    ns += 1
+                ns = _collect(near[b, c], h, stamp, S, ns)
         for s in range(ns):  # the cells within two steps, copied together, one row per coordinate
             for j in range(m):
                 block[j, s] = C[S[s], j]

@@ -340,10 +340,7 @@ def _noiseless_stage(X, k, K, C, labels, scale, n_candidates, max_iter, tol, bes
     neighbour lists of the cells (see :meth:`._auction.Adjuster.assign`)."""
     n = X.shape[0]
     best_labels = labels
-    adj = Adjuster(K, k, n, scale, n_candidates, eps_final=eps)
-    adj.graph = graph
-    if eps_first is not None:
-        adj.eps_first = max(eps_first, eps)
+    adj = Adjuster(K, k, n, scale, n_candidates, eps_final=eps, eps_first=eps_first, graph=graph)
     history = []
     backbone = labels
     home = None  # first iteration: searched from the starting cells (see _auction._candidates)
