@@ -214,3 +214,77 @@ def test_expected_checksum_block_by_block_is_the_checksum_of_every_row_id(n, blo
     if n:   # and it tells a release missing a row, or holding one twice, from the right one
         assert cm.range_checksum(n, block) != cm.row_checksum(np.arange(n - 1, dtype=np.int64))
         assert cm.range_checksum(n, block) != cm.row_checksum(np.r_[np.arange(n, dtype=np.int64), 0])
+
+
+_SPECIAL = [0.0, -0.0, np.nan, -np.nan, np.inf, -np.inf, 5e-324, -5e-324, 1.0, 1.0 + 2 ** -52, 2.0 ** 53, 1e308]
+
+
+@settings(max_examples=60, deadline=None)
+@given(dtype=st.sampled_from(["float16", "float32", "float64"]),
+       values=st.lists(st.one_of(st.floats(allow_nan=True, allow_infinity=True, width=64), st.sampled_from(_SPECIAL)),
+                       min_size=0, max_size=40),
+       payload=st.integers(1, 2 ** 20))
+def test_float_hashes_are_pandas_hashes_bit_for_bit(dtype, values, payload):
+    """The verifier hashes float columns itself (no pandas temporaries): same uint64 as pandas'
+    hash_array for every float dtype, NaNs of any sign or payload and ±0.0 included."""
+    from daskmicro.privacy.verify import column_hashes, hash_floats
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        a = np.array(values, dtype=np.float64).astype(dtype)
+    if dtype == "float64" and a.size:  # a NaN with another payload: still the one missing value
+        bits = a.view(np.uint64).copy()
+        bits[0] = np.uint64(0x7FF0000000000000) | np.uint64(payload)
+        a = bits.view(np.float64)
+    expected = pd.util.hash_pandas_object(pd.Series(a), index=False, categorize=False).to_numpy()
+    assert np.array_equal(hash_floats(a), expected)
+    frame = pd.DataFrame({"x": a, "s": ["u"] * a.size})
+    assert np.array_equal(column_hashes(frame, ["x", "s"]), column_hashes({"x": a, "s": frame["s"]}, ["x", "s"], a.size))
+
+
+@settings(max_examples=40, deadline=None)
+@given(counts=st.lists(st.integers(1, 5), min_size=1, max_size=12), width=st.integers(1, 4), seed=st.integers(0, 99))
+def test_grouping_counts_tuples_and_flags_every_forced_collision(counts, width, seed):
+    """Rows grouped by their 64-bit hash: counts and representatives as np.unique gives them, and a
+    collision flagged whenever two different tuples share a hash, wherever they sit in the rows."""
+    from daskmicro.privacy.verify import _group
+
+    rng = np.random.default_rng(seed)
+    tuples = np.repeat(rng.integers(0, 2 ** 63, size=(len(counts), width), dtype=np.uint64), counts, axis=0)
+    perm = rng.permutation(tuples.shape[0])
+    tuples = tuples[perm]
+    hashes = tuples[:, 0] * np.uint64(3)
+    g = _group(hashes, np.ones(len(tuples), np.int64), tuples, False)
+    uniq, first, inv = np.unique(hashes, return_index=True, return_inverse=True)
+    assert not g.collision
+    assert np.array_equal(g.hashes, uniq) and np.array_equal(g.tuples, tuples[first])
+    assert np.array_equal(g.counts, np.bincount(inv))
+    if len(counts) > 1:  # two different tuples under one hash: flagged, never merged silently
+        forced = hashes.copy()
+        forced[hashes == hashes[perm.size - 1]] = hashes[0]
+        assert _group(forced, np.ones(len(tuples), np.int64), tuples, False).collision == bool(
+            (tuples[hashes == hashes[perm.size - 1]] != tuples[0]).any())
+
+
+@settings(max_examples=40, deadline=None)
+@given(counts=st.lists(st.integers(1, 5), min_size=1, max_size=12), seed=st.integers(0, 99),
+       dtype=st.sampled_from(["float64", "float32", "int64", "string"]))
+def test_tuple_counts_are_a_groupby_of_the_published_values(counts, seed, dtype):
+    """Counts, tuples and representatives of one partition: a groupby of the values as published,
+    in their dtype; with every row's 64-bit hash forced equal, any two different tuples are flagged."""
+    from daskmicro.privacy import verify as V
+
+    rng = np.random.default_rng(seed)
+    base = rng.integers(-50, 50, size=(len(counts), 2))
+    rows = np.repeat(base, counts, axis=0)[rng.permutation(sum(counts))]
+    frame = pd.DataFrame({"a": rows[:, 0], "b": rows[:, 1]}).astype(dtype)
+    got = V.tuple_counts(frame, ["a", "b"])
+    expected = frame.groupby(["a", "b"]).size()
+    assert sorted(got.counts.tolist()) == sorted(expected.tolist()) and not got.collision
+    assert np.array_equal(np.sort(got.hashes), got.hashes) and got.tuples.shape == (len(expected), 2)
+    flat = V._combine
+    try:
+        V._combine = lambda H: np.zeros(H.shape[1], dtype=np.uint64)  # every row under one hash
+        forced = V.tuple_counts(frame, ["a", "b"])
+    finally:
+        V._combine = flat
+    assert forced.collision == (len(expected) > 1)

@@ -212,38 +212,116 @@ class TupleCounts:
 
 
 def _group(hashes, counts, tuples, collision):
-    uniq, first, inv = np.unique(hashes, return_index=True, return_inverse=True)
-    reps = tuples[first]
-    collision = collision or not bool(np.all(tuples == reps[inv]))
-    return TupleCounts(uniq, np.bincount(inv, weights=counts, minlength=uniq.size).astype(np.int64), reps, collision)
+    """Rows with equal hashes grouped (sorted by hash, the first row of each hash its
+    representative, as ``np.unique`` gives them) and every row checked against its representative."""
+    n = hashes.size
+    if n == 0:
+        return TupleCounts(hashes, np.asarray(counts, dtype=np.int64), tuples, collision)
+    order = np.argsort(hashes, kind="stable")
+    sorted_ = hashes[order]
+    new = np.empty(n, dtype=bool)
+    new[0] = True
+    np.not_equal(sorted_[1:], sorted_[:-1], out=new[1:])
+    starts = np.flatnonzero(new)
+    reps = tuples[order[starts]]
+    if not collision and starts.size < n:  # every row of a hash carries the tuple of the row before it
+        in_order = tuples[order]
+        same = new[1:] | (in_order[1:] == in_order[:-1]).all(axis=1)
+        collision = not bool(same.all())
+    return TupleCounts(sorted_[starts], np.add.reduceat(np.asarray(counts, dtype=np.int64)[order], starts), reps,
+                       collision)
 
 
-def column_hashes(part: pd.DataFrame, columns: list) -> np.ndarray:
-    """Per-column uint64 hashes (rows × columns) of the values as they are, in their own dtype.
+def hash_floats(values: np.ndarray) -> np.ndarray:
+    """pandas' per-value hash of a float array (``hash_array``: NaN and −0.0 canonicalised, then
+    the value's bits mixed by invertible steps), computed in place on one copy of the bits."""
+    values = np.ascontiguousarray(values)
+    width = values.dtype.itemsize
+    bits = values.view(f"u{width}")
+    out = bits.astype(np.uint64)
+    nan, zero = np.array(np.nan, dtype=values.dtype).view(f"u{width}"), np.array(-0.0, dtype=values.dtype).view(
+        f"u{width}")
+    out[np.isnan(values)] = nan
+    out[bits == zero] = 0
+    tmp = np.empty_like(out)
+    for shift, factor in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB), (31, None)):
+        np.right_shift(out, np.uint64(shift), out=tmp)
+        out ^= tmp
+        if factor is not None:
+            out *= np.uint64(factor)
+    return out
 
+
+def _hash_column(values) -> np.ndarray:
+    """The uint64 hash of each value of one column, in its own dtype (a Series or an ndarray)."""
+    dtype = getattr(values, "dtype", None)
+    if isinstance(dtype, np.dtype) and dtype.kind == "f" and dtype.itemsize in (2, 4, 8):
+        return hash_floats(np.asarray(values))
+    if not isinstance(values, (pd.Series, pd.Index)):
+        values = pd.Series(values, copy=False)
+    return pd.util.hash_pandas_object(values, index=False, categorize=False).to_numpy()
+
+
+def column_hashes(part, columns: list, n: int | None = None) -> np.ndarray:
+    """Per-column uint64 hashes (columns × rows, each column contiguous) of the values as they are,
+    in their own dtype.
+
+    ``part`` is a DataFrame, or a mapping of the columns to Series or arrays (``n`` rows).
     Missing values hash alike within a column (a NaN cannot hide a small group); nothing is
     converted to float64 first, so integers beyond 2^53, float16/float32 values and strings are
-    compared exactly as published.
+    compared exactly as published.  Float columns are hashed as pandas hashes them, without its
+    temporaries (:func:`hash_floats`).
     """
-    H = np.empty((len(part), len(columns)), dtype=np.uint64)
+    n = len(part) if n is None else int(n)
+    H = np.empty((len(columns), n), dtype=np.uint64)
     for j, c in enumerate(columns):
-        H[:, j] = pd.util.hash_pandas_object(part[c], index=False, categorize=False).to_numpy()
+        H[j] = _hash_column(part[c])
     return H
 
 
 def _combine(H: np.ndarray) -> np.ndarray:
-    h = np.full(H.shape[0], 0x9E3779B97F4A7C15, dtype=np.uint64)
+    """One 64-bit hash per row from its per-column hashes (columns × rows)."""
+    h = np.full(H.shape[1], 0x9E3779B97F4A7C15, dtype=np.uint64)
+    tmp = np.empty_like(h)
     with np.errstate(over="ignore"):
-        for j in range(H.shape[1]):
-            h = (h ^ H[:, j]) * np.uint64(0xBF58476D1CE4E5B9)
-            h ^= h >> np.uint64(31)
+        for column in H:
+            h ^= column
+            h *= np.uint64(0xBF58476D1CE4E5B9)
+            np.right_shift(h, np.uint64(31), out=tmp)
+            h ^= tmp
     return h
 
 
-def tuple_counts(part: pd.DataFrame, columns: list) -> TupleCounts:
-    """Occurrences of each published tuple (``columns``: stratum columns and QIs) in one partition."""
-    H = column_hashes(part, list(columns))
-    return _group(_combine(H), np.ones(len(part), dtype=np.int64), H, False)
+def tuple_counts(part, columns: list, n: int | None = None) -> TupleCounts:
+    """Occurrences of each published tuple (``columns``: stratum columns and QIs) in one partition
+    (a DataFrame, or a mapping of columns to Series or arrays of ``n`` rows).
+
+    Rows are grouped by their 64-bit hash (sorted, the first row of a hash its representative, as
+    ``np.unique`` gives them) and every row is checked against the row before it in that order,
+    column by column: two different tuples under one hash are flagged, never counted together.
+    Only the representatives are copied row by row (about n / k of them)."""
+    n = len(part) if n is None else int(n)
+    H = column_hashes(part, list(columns), n)
+    hashes = _combine(H)
+    if n == 0:
+        return TupleCounts(hashes, np.empty(0, np.int64), np.empty((0, H.shape[0]), np.uint64))
+    order = np.argsort(hashes, kind="stable")
+    sorted_ = hashes[order]
+    new = np.empty(n, dtype=bool)
+    new[0] = True
+    np.not_equal(sorted_[1:], sorted_[:-1], out=new[1:])
+    starts = np.flatnonzero(new)
+    collision = False
+    if starts.size < n:
+        buf, same = np.empty(n, dtype=np.uint64), np.empty(n - 1, dtype=bool)
+        for column in H:
+            np.take(column, order, out=buf)
+            np.equal(buf[1:], buf[:-1], out=same)
+            if not bool((same | new[1:]).all()):
+                collision = True
+                break
+    counts = np.diff(np.append(starts, n)).astype(np.int64)
+    return TupleCounts(sorted_[starts], counts, np.ascontiguousarray(H[:, order[starts]].T), collision)
 
 
 def merge_tuple_counts(*parts: TupleCounts) -> TupleCounts:
