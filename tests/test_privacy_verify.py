@@ -154,16 +154,21 @@ def test_checking_in_hash_buckets_gives_the_verdict_of_one_merge(k):
 
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 10 ** 6), n_files=st.integers(1, 4), n_buckets=st.integers(1, 6), k=st.integers(2, 6),
-       dtype=st.sampled_from(["float64", "float32", "int64", "uint8"]), hive=st.booleans())
+       dtype=st.sampled_from(["float64", "float32", "int64", "uint8"]), hive=st.booleans(),
+       threads=st.integers(1, 9), min_rows=st.integers(1, 40))
 def test_written_files_checked_through_disk_buckets_give_the_direct_verdict(tmp_path_factory, seed, n_files,
-                                                                             n_buckets, k, dtype, hive):
-    """The directory release is verified file by file, its counts cut into hash buckets on disk
-    (io/shuffle ``scatter_counts``) and each bucket merged from its fragments (``bucket_verdict_of``):
-    the verdict and tuple sizes are those of the whole release read back and counted at once,
-    failures included, for any number of files and buckets, in the written dtype."""
+                                                                             n_buckets, k, dtype, hive, threads,
+                                                                             min_rows):
+    """The directory release is verified file by file — or, with fewer files than worker threads,
+    in row ranges of a file (graph/release ``check_ranges``) —, its counts cut into hash buckets on
+    disk (io/shuffle ``scatter_counts``) and each bucket merged from its fragments
+    (``bucket_verdict_of``): the verdict and tuple sizes are those of the whole release read back
+    and counted at once, failures included, for any number of files, ranges and buckets, in the
+    written dtype."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from daskmicro.graph import release
     from daskmicro.io import shuffle as sh
     from daskmicro.privacy.verify import combine_verdicts, tuple_counts
 
@@ -184,8 +189,21 @@ def test_written_files_checked_through_disk_buckets_give_the_direct_verdict(tmp_
             path = tmp / f"f{j}-{value}.parquet"
             pq.write_table(pa.Table.from_pandas(sub[["a", "b"]], schema=schema, preserve_index=False), path)
             files.append((path, {"s": value}))
-    got = [sh.scatter_counts(str(p), schema, ["s", "a", "b"], c, n_buckets, tmp / "_counts", j)
-           for j, (p, c) in enumerate(files)]
+    rows = [pq.ParquetFile(p).metadata.num_rows for p, _ in files]
+    smallest, release.MIN_CHECK_ROWS = release.MIN_CHECK_ROWS, min_rows
+    try:
+        ranges = release.check_ranges(rows, threads)
+    finally:
+        release.MIN_CHECK_ROWS = smallest
+    covered = [np.zeros(r, dtype=int) for r in rows]   # every row of every file in exactly one range
+    for f, (a, b) in ranges:
+        covered[f][a:b] += 1
+        assert b - a >= min(min_rows, rows[f]) or (a, b) == (0, rows[f])
+    assert all((c == 1).all() for c in covered)
+    assert len(ranges) <= max(len(rows), threads)
+    assert len(ranges) > len(rows) or threads // len(rows) < 2 or all(r < 2 * min_rows for r in rows)
+    got = [sh.scatter_counts(str(files[f][0]), schema, ["s", "a", "b"], files[f][1], n_buckets, tmp / "_counts", j,
+                             rng_) for j, (f, rng_) in enumerate(ranges)]
     assert sum(g[0] for g in got) == len(df) and all(g[1] for g in got)
     by_bucket: dict = {}
     for j, (_, _, written) in enumerate(got):

@@ -191,12 +191,14 @@ def range_checksum(n: int, block: int = CHECKSUM_BLOCK) -> int:
     return total % (1 << 64)
 
 
-def verify_file(path: str, schema, columns: list, constants: dict | None = None):
+def verify_file(path: str, schema, columns: list, constants: dict | None = None, rows: tuple | None = None):
     """Re-read a written file: (rows, schema as promised, counts of the published tuples over
     ``columns`` — stratum columns and QIs — in the dtypes as written).
 
     ``constants`` are the hive partition values of the file's directory (``col=value/``): they
-    are published by the path, not in the file, and join each of its tuples.
+    are published by the path, not in the file, and join each of its tuples.  ``rows`` =
+    (start, stop) counts only those rows of the file (the whole file is read: a part of a large
+    file is checked by one task and the rest by others, whose counts are merged).
     """
     import pyarrow.parquet as pq
 
@@ -207,6 +209,8 @@ def verify_file(path: str, schema, columns: list, constants: dict | None = None)
     constants = constants or {}
     table = pq.read_table(path)
     same = table.schema.remove_metadata().equals(schema)
+    if rows is not None:
+        table = table.slice(rows[0], rows[1] - rows[0])
     n = table.num_rows
     # float columns straight from Arrow (a null reads as NaN, as in pandas): no copy through pandas
     values = {c: table.column(c).to_numpy() for c in columns

@@ -135,14 +135,15 @@ def _atomic_save(path: Path, array: np.ndarray) -> None:
 
 
 def scatter_counts(path: str, schema, columns: list, constants: dict, n_buckets: int, directory,
-                   file_no: int):
-    """Verify one written file (:func:`daskmicro.io.commit.verify_file`) and write its tuple
-    counts as one fragment per hash bucket, ``BUCKET-FILE.npy`` (hash, count, per-column hashes
-    in one uint64 array); returns (rows, schema as promised, [buckets written])."""
+                   file_no: int, rows: tuple | None = None):
+    """Verify one written file, or its rows ``rows`` = (start, stop)
+    (:func:`daskmicro.io.commit.verify_file`), and write its tuple counts as one fragment per
+    hash bucket, ``BUCKET-FILE.npy`` (hash, count, per-column hashes in one uint64 array;
+    ``file_no`` numbers the checked pieces); returns (rows, schema as promised, [buckets written])."""
     from ..privacy.verify import check_no_collision, split_tuple_counts
     from .commit import verify_file
 
-    rows, same, counts = verify_file(path, schema, columns, constants)
+    rows, same, counts = verify_file(path, schema, columns, constants, rows)
     check_no_collision(counts)   # the fragments do not carry the flag: a collision inside the file stops here
     written = []
     for b, piece in enumerate(split_tuple_counts(counts, n_buckets)):

@@ -23,11 +23,19 @@ from numba import njit
 
 from ._blocktree import dist2
 
-__all__ = ["neighbour_cells", "descend", "nearest_cells", "PROJECTED_DIMS", "DESCENT_ROUNDS"]
+__all__ = ["neighbour_cells", "descend", "nearest_cells", "PROJECTED_DIMS", "DESCENT_ROUNDS", "APPROXIMATE_DIMS",
+           "APPROXIMATE_EPS"]
 
 #: Principal axes of the first neighbour search, and descent rounds after it (neighbour_cells).
 PROJECTED_DIMS = 5
 DESCENT_ROUNDS = 2
+#: With descent rounds after it, the first search is approximate (scipy's ``eps``: every cell it
+#: lists lies within (1 + eps) times the distance of the true L-th nearest in the projection) in
+#: more axes: the descent, measured in all dimensions, repairs what it misses.  Three sweeps × 8
+#: neighbours from MDAV cells of 250 000 records in slabs of 25 000 (k = 10, 13 dimensions):
+#: exact in 5 axes 0.218 / 0.162 s for the lists, SSE 0.8860 / 0.8651 of the start (correlated
+#: Gaussian / census-like); eps 3 in 7 axes 0.130 / 0.105 s, SSE 0.8826 / 0.8648.
+APPROXIMATE_DIMS, APPROXIMATE_EPS = 7, 3.0
 
 
 def neighbour_cells(cen: np.ndarray, L: int, rounds: int = DESCENT_ROUNDS) -> np.ndarray:
@@ -35,17 +43,19 @@ def neighbour_cells(cen: np.ndarray, L: int, rounds: int = DESCENT_ROUNDS) -> np
 
     Exact k-nearest search among thousands of centroids in 10+ dimensions costs more than the
     sweeps themselves, so: a k-d tree in the leading ``PROJECTED_DIMS`` principal axes of the
-    centroids gives first lists, and ``DESCENT_ROUNDS`` rounds of neighbour-of-neighbour descent
+    centroids gives first lists (approximate, in ``APPROXIMATE_DIMS`` axes, when descent rounds
+    follow), and ``rounds`` (default ``DESCENT_ROUNDS``) rounds of neighbour-of-neighbour descent
     (Dong, Charikar & Li, *Efficient k-nearest neighbor graph construction*, WWW 2011) measured
     in all dimensions improve them.  Deterministic: depends only on the centroids.
     """
     from scipy.spatial import cKDTree
 
     C, m = cen.shape
+    dims, eps = (APPROXIMATE_DIMS, APPROXIMATE_EPS) if rounds > 0 else (PROJECTED_DIMS, 0.0)
     c0 = cen - cen.mean(axis=0)
     _, V = np.linalg.eigh(c0.T @ c0)
-    P = np.ascontiguousarray(c0 @ V[:, ::-1][:, :min(m, PROJECTED_DIMS)])
-    _, idx = cKDTree(P).query(P, L + 1)
+    P = np.ascontiguousarray(c0 @ V[:, ::-1][:, :min(m, dims)])
+    _, idx = cKDTree(P).query(P, L + 1, eps=eps)
     own = idx == np.arange(C)[:, None]
     keep = np.where(own.any(axis=1)[:, None], ~own, np.arange(L + 1)[None, :] < L)
     near = np.ascontiguousarray(idx[keep].reshape(C, L), dtype=np.int64)

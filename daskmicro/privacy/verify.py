@@ -232,34 +232,39 @@ def _group(hashes, counts, tuples, collision):
                        collision)
 
 
-def hash_floats(values: np.ndarray) -> np.ndarray:
+def hash_floats(values: np.ndarray, out: np.ndarray | None = None, scratch: np.ndarray | None = None) -> np.ndarray:
     """pandas' per-value hash of a float array (``hash_array``: NaN and −0.0 canonicalised, then
-    the value's bits mixed by invertible steps), computed in place on one copy of the bits."""
+    the value's bits mixed by invertible steps), computed in ``out`` (uint64, allocated when
+    None) with ``scratch`` (uint64, same length) for the shifts: no other temporaries."""
     values = np.ascontiguousarray(values)
     width = values.dtype.itemsize
     bits = values.view(f"u{width}")
-    out = bits.astype(np.uint64)
-    nan, zero = np.array(np.nan, dtype=values.dtype).view(f"u{width}"), np.array(-0.0, dtype=values.dtype).view(
-        f"u{width}")
-    out[np.isnan(values)] = nan
-    out[bits == zero] = 0
-    tmp = np.empty_like(out)
+    out = np.empty(values.shape, dtype=np.uint64) if out is None else out
+    scratch = np.empty_like(out) if scratch is None else scratch
+    out[:] = bits
+    mask = scratch.view(np.bool_)[:values.size]   # the scratch's first bytes, before the shifts use it
+    nan, zero = (np.array(v, dtype=values.dtype).view(f"u{width}") for v in (np.nan, -0.0))
+    np.isnan(values, out=mask)
+    out[mask] = nan
+    np.equal(bits, zero, out=mask)
+    out[mask] = 0
     for shift, factor in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB), (31, None)):
-        np.right_shift(out, np.uint64(shift), out=tmp)
-        out ^= tmp
+        np.right_shift(out, np.uint64(shift), out=scratch)
+        out ^= scratch
         if factor is not None:
             out *= np.uint64(factor)
     return out
 
 
-def _hash_column(values) -> np.ndarray:
-    """The uint64 hash of each value of one column, in its own dtype (a Series or an ndarray)."""
+def _hash_column(values, out: np.ndarray, scratch: np.ndarray) -> None:
+    """The uint64 hash of each value of one column, in its own dtype (a Series or an ndarray), in ``out``."""
     dtype = getattr(values, "dtype", None)
     if isinstance(dtype, np.dtype) and dtype.kind == "f" and dtype.itemsize in (2, 4, 8):
-        return hash_floats(np.asarray(values))
+        hash_floats(np.asarray(values), out, scratch)
+        return
     if not isinstance(values, (pd.Series, pd.Index)):
         values = pd.Series(values, copy=False)
-    return pd.util.hash_pandas_object(values, index=False, categorize=False).to_numpy()
+    out[:] = pd.util.hash_pandas_object(values, index=False, categorize=False).to_numpy()
 
 
 def column_hashes(part, columns: list, n: int | None = None) -> np.ndarray:
@@ -274,8 +279,9 @@ def column_hashes(part, columns: list, n: int | None = None) -> np.ndarray:
     """
     n = len(part) if n is None else int(n)
     H = np.empty((len(columns), n), dtype=np.uint64)
+    scratch = np.empty(n, dtype=np.uint64)
     for j, c in enumerate(columns):
-        H[j] = _hash_column(part[c])
+        _hash_column(part[c], H[j], scratch)
     return H
 
 
