@@ -98,6 +98,7 @@ SETTINGS = [
     ("balanced, P 50000", {"partition_size": 50_000}, None, {}),
     ("balanced, P 12500", {"partition_size": 12_500}, None, {}),
     ("balanced, P 16000", {"partition_size": 16_000}, None, {}),
+    ("balanced, P 20000", {"partition_size": 20_000}, None, {}),
     ("high, partition_size 100000", {"quality": "high", "partition_size": 100_000}, None, {}),
     ("refine='pcl' (P 50000) without improvement", {"refine": "pcl", "partition_size": 50_000}, "balanced",
      {"improve_sweeps": 0}),
