@@ -107,10 +107,7 @@ def _improve(X, labels, k, sweeps, neighbours, active, near):
         # the neighbour lists follow the centroids: after a sweep's swaps they have moved enough
         # that updated lists find a third more of the gain (Gaussian data, 4 sweeps); one descent
         # round from the previous lists does it for a third of the first search's cost
-        cen = np.zeros((C, m))
-        for j in range(m):
-            cen[:, j] = np.bincount(labels, weights=X[:, j], minlength=C)
-        cen /= size[:, None]
+        cen = _centroids(X, labels, size)
         # (only the live cells' lists: only their records are tried, and a cell once dead stays dead)
         live = act if s else np.ones(C, dtype=np.bool_)
         near = neighbour_cells(cen, L) if near is None else descend(cen, near, 1, live)
@@ -131,6 +128,21 @@ def _improve(X, labels, k, sweeps, neighbours, active, near):
 
 
 @nb.njit(cache=True, nogil=True)
+def _centroids(X, labels, size):
+    """Cell centroids, the records summed in row order (as ``np.bincount`` sums them)."""
+    n, m = X.shape
+    cen = np.zeros((size.size, m))
+    for i in range(n):
+        c = labels[i]
+        for j in range(m):
+            cen[c, j] += X[i, j]
+    for c in range(size.size):
+        for j in range(m):
+            cen[c, j] /= size[c]
+    return cen
+
+
+@nb.njit(cache=True, nogil=True)
 def _sweep(Y, ids, size, cen, near, active, changed, k, max_size):
     """One pass over the active cells of the cell-major records ``Y`` (C × cap × m, ``ids`` their
     row numbers); returns (SSE before, SSE after, steps applied).  Updates ``Y``, ``ids``, the
@@ -139,6 +151,7 @@ def _sweep(Y, ids, size, cen, near, active, changed, k, max_size):
     L = near.shape[1]
     sums = np.zeros((C, m))
     R = np.zeros((C, cap))  # ‖y − centroid of its cell‖², kept exact
+    S = np.zeros((C, cap))  # its square root (the swap bound's ‖y − b‖)
     sse0 = 0.0
     for c in range(C):
         for u in range(size[c]):
@@ -148,14 +161,14 @@ def _sweep(Y, ids, size, cen, near, active, changed, k, max_size):
             cen[c, j] = sums[c, j] / size[c]
         for u in range(size[c]):
             R[c, u] = dist2(Y[c, u], cen[c])
+            S[c, u] = np.sqrt(R[c, u])
             sse0 += R[c, u]
     gap = np.empty((L, cap))  # ‖y − a‖² − ‖y − b‖² for y in neighbour cell b
-    rad = np.empty((L, cap))  # ‖y − b‖
     steps = 0
     for a in range(C):
         if not active[a]:
             continue
-        _scratch(Y, a, near, size, cen, R, gap, rad)
+        _scratch(Y, a, near, size, cen, R, gap)
         t = 0
         while t < size[a]:
             x = Y[a, t]
@@ -175,7 +188,7 @@ def _sweep(Y, ids, size, cen, near, active, changed, k, max_size):
                 sx = np.sqrt(dxb)
                 for u in range(nbb):
                     g = gx + gap[jj, u]
-                    if g - w * (sx + rad[jj, u]) ** 2 >= best:
+                    if g - w * (sx + S[b, u]) ** 2 >= best:
                         continue
                     ds = g - w * dist2(x, Y[b, u])
                     if ds < best:
@@ -185,8 +198,8 @@ def _sweep(Y, ids, size, cen, near, active, changed, k, max_size):
                 continue
             steps += 1
             changed[a] = changed[bb] = True
-            _apply(Y, ids, a, t, bb, bu, size, sums, cen, R)
-            _scratch(Y, a, near, size, cen, R, gap, rad)
+            _apply(Y, ids, a, t, bb, bu, size, sums, cen, R, S)
+            _scratch(Y, a, near, size, cen, R, gap)
             if bu >= 0:
                 t += 1  # the swapped-in record now sits at t; a moved-out one was replaced by the last
     sse1 = 0.0
@@ -200,16 +213,15 @@ def _sweep(Y, ids, size, cen, near, active, changed, k, max_size):
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def _scratch(Y, a, near, size, cen, R, gap, rad):
+def _scratch(Y, a, near, size, cen, R, gap):
     for jj in range(near.shape[1]):
         b = near[a, jj]
         for u in range(size[b]):
             gap[jj, u] = dist2(Y[b, u], cen[a]) - R[b, u]
-            rad[jj, u] = np.sqrt(R[b, u])
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def _apply(Y, ids, a, t, b, u, size, sums, cen, R):
+def _apply(Y, ids, a, t, b, u, size, sums, cen, R, S):
     """Record t of cell a goes to cell b; with u ≥ 0, record u of b comes to a in its place."""
     m = Y.shape[2]
     if u >= 0:
@@ -234,6 +246,7 @@ def _apply(Y, ids, a, t, b, u, size, sums, cen, R):
             cen[c, j] = sums[c, j] / size[c]
         for v in range(size[c]):
             R[c, v] = dist2(Y[c, v], cen[c])
+            S[c, v] = np.sqrt(R[c, v])
 
 
 #: First and final auction ε of the PCL step of :func:`polish`, relative to the mean squared error
