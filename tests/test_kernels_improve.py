@@ -40,6 +40,24 @@ def test_cells_stay_k_anonymous_and_sse_never_rises(n, m, k, sweeps, neighbours,
         np.testing.assert_array_equal(labels, start)
 
 
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 300), m=st.integers(1, 6), cells=st.integers(1, 40), exponent=st.integers(-12, 12),
+       seed=st.integers(0, 10_000))
+def test_cell_means_are_the_bincount_sums_bit_for_bit(n, m, cells, exponent, seed):
+    # the sweep's neighbour lists follow these centroids: summed in row order, they are np.bincount's
+    # sums to the bit, so the pass is the same whichever way they are computed
+    from daskmicro.kernels._auction import cell_means
+
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, min(cells, n), n)
+    labels[: min(cells, n)] = np.arange(min(cells, n))   # every cell non-empty
+    X = rng.standard_normal((n, m)) * 10.0 ** exponent + rng.uniform(-1, 1, m) * 10.0 ** (exponent + 3)
+    size = np.bincount(labels).astype(np.int64)
+    want = np.stack([np.bincount(labels, weights=X[:, j], minlength=size.size) for j in range(m)], axis=1)
+    want /= size[:, None]
+    np.testing.assert_array_equal(cell_means(X, labels, size.size)[0], want)
+
+
 def test_improves_mdav_on_census_and_is_deterministic():
     Z = standardize(load_census().to_numpy(dtype=np.float64))[0]
     start = mdav(Z, 5)

@@ -107,7 +107,7 @@ def _improve(X, labels, k, sweeps, neighbours, active, near):
         # the neighbour lists follow the centroids: after a sweep's swaps they have moved enough
         # that updated lists find a third more of the gain (Gaussian data, 4 sweeps); one descent
         # round from the previous lists does it for a third of the first search's cost
-        cen = _centroids(X, labels, size)
+        cen = cell_means(X, labels, C)[0]   # summed in row order: np.bincount's sums, bit for bit
         # (only the live cells' lists: only their records are tried, and a cell once dead stays dead)
         live = act if s else np.ones(C, dtype=np.bool_)
         near = neighbour_cells(cen, L) if near is None else descend(cen, near, 1, live)
@@ -125,21 +125,6 @@ def _improve(X, labels, k, sweeps, neighbours, active, near):
         # changed, can find a new step in the next sweep
         act = act & (changed | changed[near].any(axis=1))
     return labels, info
-
-
-@nb.njit(cache=True, nogil=True)
-def _centroids(X, labels, size):
-    """Cell centroids, the records summed in row order (as ``np.bincount`` sums them)."""
-    n, m = X.shape
-    cen = np.zeros((size.size, m))
-    for i in range(n):
-        c = labels[i]
-        for j in range(m):
-            cen[c, j] += X[i, j]
-    for c in range(size.size):
-        for j in range(m):
-            cen[c, j] /= size[c]
-    return cen
 
 
 @nb.njit(cache=True, nogil=True)
