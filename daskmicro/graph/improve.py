@@ -14,10 +14,13 @@ from __future__ import annotations
 import operator
 import time
 
-from ..kernels import improve as ki
-from .fanout import FanoutResult
+import numpy as np
 
-__all__ = ["improve_cells"]
+from ..kernels import improve as ki
+from ..kernels import topcell as kt
+from .fanout import FanoutConfig, FanoutResult
+
+__all__ = ["improve_cells", "joint_top_cells", "can_join"]
 
 
 def _info(results):
@@ -48,6 +51,61 @@ def improve_cells(client, fo: FanoutResult, k: int, sweeps: int, neighbours: int
     infos = client.gather(client.map(_info, joint))
     fo.results = results
     timings["improve"] = time.perf_counter() - t0
+    return _summary(infos, sweeps, neighbours, pcl_iter, post_sweeps)
+
+
+def joint_top_cells(client, tops: list, cfg: FanoutConfig, sweeps: int, neighbours: int, timings: dict,
+                    pcl_iter: int = 0, post_sweeps: int = 0) -> tuple[FanoutResult, dict]:
+    """Macroaggregation, fan-out and improvement of each top cell in one task
+    (:func:`daskmicro.kernels.topcell.top_cell_cells`): the same cells as :func:`fan_out` followed by
+    :func:`improve_cells`, for top cells that do not depend on one another (:func:`can_join`).
+    Returns the fan-out's result (each partition's improved cells) and the stage summary; records
+    ``timings["top cells"]``.  Empties ``tops``.
+    """
+    t0 = time.perf_counter()
+    params = dict(cfg.method_params.get(cfg.distal_method, {}))
+    given, done = tops, client.map(kt.top_cell_cells, tops, partition_size=cfg.partition_size,
+                                   method=cfg.distal_method, k=cfg.k, params=params, sweeps=sweeps,
+                                   neighbours=neighbours, pcl_iter=pcl_iter, post_sweeps=post_sweeps,
+                                   macro=cfg.macro, macro_iter=cfg.macro_iter)
+    given.clear()
+    layouts = client.gather(client.map(_layout, done))  # waits, surfacing any task error here
+    results, partitions = [], []
+    for t, (fut, (_, size, _, groups, rows, _)) in enumerate(zip(done, layouts)):
+        for j, (g, r) in enumerate(zip(groups, rows)):
+            results.append(client.submit(_result, fut, j))
+            partitions.append((t, g, "distal", r))
+    sse = np.concatenate([lay[2] for lay in layouts]) if layouts else np.zeros(0)
+    size = np.concatenate([lay[1] for lay in layouts]) if layouts else np.zeros(0, dtype=np.int64)
+    timings["top cells"] = time.perf_counter() - t0
+    fo = FanoutResult(results=results, partitions=partitions, n_top=len(done), macro_sse=sse, macro_size=size,
+                      n_distal_macro=int(sse.size), pca=None, timings=timings)
+    return fo, _summary([lay[5] for lay in layouts], sweeps, neighbours, pcl_iter, post_sweeps)
+
+
+def can_join(client, cfg: FanoutConfig, n_top: int) -> bool:
+    """Whether :func:`joint_top_cells` may replace the fan-out and the improvement stage: every top
+    cell independent of the others (ν = 1: no proximal/distal split, whose macrocell ranking and
+    PCA span all top cells; no SSE threshold; groups by ``partition_size``; no participation
+    column) and at least as many top cells as worker threads, so that one task per top cell keeps
+    every thread busy."""
+    independent = (cfg.nu >= 1.0 and cfg.sse_threshold is None and cfg.partition_size is not None
+                   and cfg.max_cell_failure is None)
+    threads = sum(int(w.get("nthreads", 1)) for w in client.scheduler_info().get("workers", {}).values())
+    return independent and n_top >= max(threads, 1)
+
+
+def _layout(cells):
+    rows = [int(r.rowids.size) for r in cells.results]
+    info = cells.results[0].info.get("improve", {}) if cells.results else {}
+    return cells.macro_group, cells.macro_size, cells.macro_sse, cells.groups, rows, info
+
+
+def _result(cells, j):
+    return cells.results[j]
+
+
+def _summary(infos, sweeps, neighbours, pcl_iter, post_sweeps) -> dict:
     before = sum(i.get("sse_before", 0.0) for i in infos)
     after = sum(i.get("sse_after", 0.0) for i in infos)
     return {

@@ -44,6 +44,7 @@ from ..config import DEFAULT_MAX_TASK_ROWS, DEFAULT_TASK_ROWS, DEFAULTS
 from ..errors import ParameterError
 from .fanout import FanoutConfig, fan_out, top_cells
 from .gather import gather_release
+from .improve import can_join, improve_cells, joint_top_cells
 from .ingest import ingest
 from .participation import attach_participation, check_participation, failure_summary
 
@@ -208,6 +209,26 @@ def plan_layout(cfg: PipelineConfig, ing, keep_parts: bool | None = None):
     return cfg, fcfg, task_rows
 
 
+def _staged(client, tops, cfg: PipelineConfig, fcfg: FanoutConfig, timings, column, pbar, m_used):
+    """The fan-out, then each later stage that the run asks for as its own tasks (participation
+    failures, PCL refinement, improvement); returns (FanoutResult, refine, improve, probabilistic)."""
+    fo = fan_out(client, tops, fcfg, timings)
+    probabilistic = refine_info = improve_info = None
+    if column is not None:
+        probabilistic = failure_summary(client, fo, cfg.k, column, pbar, m_used)
+    parts = fo.parts
+    if cfg.refine is not None and fcfg.keep_parts:
+        from .refine import refine
+
+        refine_info = refine(client, fo, cfg.k, cfg.refine, cfg.refine_iter, timings)
+    if cfg.improve_sweeps > 0 and parts is not None and column is None:
+        fo.parts = parts
+        improve_info = improve_cells(client, fo, cfg.k, cfg.improve_sweeps, cfg.improve_neighbours, timings,
+                                     cfg.improve_pcl_iter, cfg.improve_post_sweeps)
+    fo.parts = None
+    return fo, refine_info, improve_info, probabilistic
+
+
 def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row_id: bool, progress=None,
                  participation=None, figures=None, check: bool = True):
     """Run the pipeline on ``ddf``; returns (Published, details dict for the report).
@@ -236,24 +257,15 @@ def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row
     if column is not None:
         tops = attach_participation(client, tops, ing, timings)  # takes ing.weights
         fcfg.max_cell_failure = pbar
-    fo = fan_out(client, tops, fcfg, timings)
+    refine_info = improve_info = probabilistic = None
+    if cfg.improve_sweeps > 0 and column is None and cfg.refine is None and can_join(client, fcfg, len(tops)):
+        # each top cell's macroaggregation, partitions and improvement in one task: the same cells
+        fo, improve_info = joint_top_cells(client, tops, fcfg, cfg.improve_sweeps, cfg.improve_neighbours, timings,
+                                           cfg.improve_pcl_iter, cfg.improve_post_sweeps)
+    else:
+        fo, refine_info, improve_info, probabilistic = _staged(client, tops, cfg, fcfg, timings, column, pbar,
+                                                               ing.m_used)
     del tops
-    probabilistic = None
-    if column is not None:
-        probabilistic = failure_summary(client, fo, cfg.k, column, pbar, ing.m_used)
-    refine_info = improve_info = None
-    parts = fo.parts
-    if cfg.refine is not None and fcfg.keep_parts:
-        from .refine import refine
-
-        refine_info = refine(client, fo, cfg.k, cfg.refine, cfg.refine_iter, timings)
-    if cfg.improve_sweeps > 0 and parts is not None and column is None:
-        from .improve import improve_cells
-
-        fo.parts = parts
-        improve_info = improve_cells(client, fo, cfg.k, cfg.improve_sweeps, cfg.improve_neighbours, timings,
-                                     cfg.improve_pcl_iter, cfg.improve_post_sweeps)
-    fo.parts = parts = None
     pub = gather_release(client, ddf, qi, ing, fo, cfg.k, seed, keep_row_id, timings, figures, check, task_rows)
     timings["total"] = time.perf_counter() - t_all
     sst = float(ing.n * max(ing.m_used, 1))
