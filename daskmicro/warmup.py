@@ -33,7 +33,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from . import allocator
+from .allocator import tune as tune_allocator
 from .compile_cache import cache_dir, configure
 
 __all__ = ["warm_up", "warm", "warm_workers", "run_units", "lock_dir", "Unit", "units", "kernel_sets", "KERNEL_SETS", "STEPS", "COSTS"]
@@ -271,7 +271,7 @@ def warm(sets: Iterable[str] = ("mdav",), lock: bool = True) -> dict:
     "cache_dir", "pid", "allocator": whether the allocator was tuned (:func:`daskmicro.allocator.tune`)}``.
     Safe to call in many processes at once (see the module's doc)."""
     configure()
-    tuned = allocator.tune()
+    tuned = tune_allocator()
     t0 = time.perf_counter()
     done = run_units(units(sets), lock_dir() if lock else None)
     return {"seconds": time.perf_counter() - t0, "compiled": [n for n, c in done.items() if c],

@@ -53,7 +53,7 @@ def test_a_terminal_shows_live_progress_and_every_stage(table, tmp_path):
     rc, out = _run_in_pty(["anonymize", str(table), str(tmp_path / "out"), *ARGS])
     assert rc == 0, out[-2000:]
     assert "working …" in out and "\r" in out          # the live line, rewritten in place
-    for stage in ("pre-scan", "fan_out", "write + verify"):
+    for stage in ("pre-scan", "cells", "write + verify"):   # one task per top cell: one "cells" stage
         assert f"  {stage}" in out
     assert "anonymized 3,000 records" in out
 
@@ -90,7 +90,7 @@ def test_a_workflow_run_shows_progress_like_anonymize(table, tmp_path):
     rc, out = _run_in_pty(["run", _spec(tmp_path, table)])
     assert rc == 0, out[-2000:]
     assert "working …" in out and "\r" in out
-    for stage in ("pre-scan", "fan_out", "write + verify", "commit"):
+    for stage in ("pre-scan", "cells", "write + verify", "commit"):
         assert f"  {stage}" in out
     assert "committed 3,000 rows" in out
 

@@ -55,13 +55,19 @@ def test_same_release_for_1_2_4_workers_and_any_chunking(data, qi, client2, nu):
     # the default quality's improvement stage ran on every top cell and moved records (issue 20)
     imp = rep.pipeline["improve"]
     assert imp["top_cells"] == 3 and imp["steps"] > 0 and imp["sse_after"] < imp["sse_before"]
+    # ν = 1 with 3 top cells and 2 worker threads: one task per top cell (graph.improve.joint_top_cells);
+    # ν = 0.5 ranks the macrocells of all top cells together: the staged fan-out
+    assert ("cells" in rep.timings) == (nu == 1.0) and ("fan_out" in rep.timings) == (nu != 1.0)
     for npartitions in (1, 7):
         other, _ = _run(data, qi, client2, npartitions, nu=nu)
         pd.testing.assert_frame_equal(other, reference)
     for workers in (1, 4) if nu == 1.0 else ():  # (the worker count plays no part in ν's role)
         with process_client(workers) as client:
-            other, _ = _run(data, qi, client, 5, nu=nu)
+            other, rep_w = _run(data, qi, client, 5, nu=nu)
         pd.testing.assert_frame_equal(other, reference)
+        # 4 worker threads for 3 top cells: the staged tasks (fan-out, then the improvement stage),
+        # the same release as the joint tasks above
+        assert ("fan_out" in rep_w.timings and "improve" in rep_w.timings) == (workers == 4)
 
 
 def test_quality_high_same_release_for_1_2_workers_and_any_chunking(data, qi, client2):

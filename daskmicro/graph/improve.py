@@ -60,7 +60,7 @@ def joint_top_cells(client, tops: list, cfg: FanoutConfig, sweeps: int, neighbou
     (:func:`daskmicro.kernels.topcell.top_cell_cells`): the same cells as :func:`fan_out` followed by
     :func:`improve_cells`, for top cells that do not depend on one another (:func:`can_join`).
     Returns the fan-out's result (each partition's improved cells) and the stage summary; records
-    ``timings["top cells"]``.  Empties ``tops``.
+    ``timings["cells"]``.  Empties ``tops``.
     """
     t0 = time.perf_counter()
     params = dict(cfg.method_params.get(cfg.distal_method, {}))
@@ -77,7 +77,7 @@ def joint_top_cells(client, tops: list, cfg: FanoutConfig, sweeps: int, neighbou
             partitions.append((t, g, "distal", r))
     sse = np.concatenate([lay[2] for lay in layouts]) if layouts else np.zeros(0)
     size = np.concatenate([lay[1] for lay in layouts]) if layouts else np.zeros(0, dtype=np.int64)
-    timings["top cells"] = time.perf_counter() - t0
+    timings["cells"] = time.perf_counter() - t0
     fo = FanoutResult(results=results, partitions=partitions, n_top=len(done), macro_sse=sse, macro_size=size,
                       n_distal_macro=int(sse.size), pca=None, timings=timings)
     return fo, _summary([lay[5] for lay in layouts], sweeps, neighbours, pcl_iter, post_sweeps)

@@ -275,7 +275,7 @@ def _pipeline_group(client, cfg, sel, meta, g, k, seed, progress, scale=None):
         "min_cell_size": pub.min_cell_size, "max_cell_size": pub.max_cell_size,
         "cell_size_counts": pub.cell_size_counts, "information_loss": details["information_loss"],
         "seconds": sum(t.get(s, 0.0) for s in ("top_level", "macroaggregation", "split", "fan_out", "refine",
-                                                "improve", "top cells")),
+                                                "improve", "cells")),
         "constant_columns": details["constant_columns"], "dtype_changes": {},
         "n_components": pca.get("n_components"), "eigenvalues": pca.get("eigenvalues"),
         "pca_energy_loss": pca.get("energy_loss"), "pipeline": details,
