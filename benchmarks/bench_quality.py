@@ -143,7 +143,7 @@ def pipeline_table(client, n: int, data: str, tmp: Path, only, with_refine=False
         t = rep.timings
         stages = " ".join(f"{s}={v:.1f}" for s, v in t.items() if s != "total" and v >= 0.05)
         print(f"{label:<40} {load:5.1f} {wall:7.2f} {cpu:6.1f} {rep.information_loss:7.4f} {ratio:8.4f} "
-              f"{t.get('improve', 0.0):9.2f}  {stages}", flush=True)
+              f"{t.get('improve', float('nan')):9.2f}  {stages}", flush=True)
 
 
 def census_table():

@@ -7,6 +7,11 @@ PCL iterations and moves again (:func:`daskmicro.kernels.improve.improve_partiti
 partitions and across the borders between them, which the per-partition tasks cannot see.  A
 top cell's records all live in its tasks, so the stage depends only on the records: the result
 does not depend on the chunking or the number of workers.
+
+:func:`joint_top_cells` runs a top cell's macroaggregation, partitions and improvement as one task
+(:func:`daskmicro.kernels.topcell.top_cell_cells`) where :func:`can_join` allows it: the same
+cells as the fan-out followed by :func:`improve_cells`, without the partitions' trips between
+workers and through the scheduler.
 """
 
 from __future__ import annotations

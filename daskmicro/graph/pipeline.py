@@ -22,6 +22,10 @@ iterations per level instead of plain MDAV at size K.  Last, ``improve_sweeps`` 
 run's ``quality``) adds the improvement stage (:mod:`daskmicro.graph.improve`): each top cell's
 cells improved jointly by moves and swaps between neighbouring cells, across partition borders,
 and by ``improve_pcl_iter`` PCL iterations and ``improve_post_sweeps`` passes more after them.
+When the top cells do not depend on one another (ν = 1, no SSE threshold, no participation, no
+refinement) and there are at least as many as worker threads, each top cell's macroaggregation,
+partitions and improvement run as one task instead (:func:`~daskmicro.graph.improve.joint_top_cells`,
+one ``cells`` stage): the same cells, without the partitions' trips between workers.
 
 Per-record participation (``participation=`` an object with ``column`` and ``max_cell_failure``;
 §V-B of ``003_0edb38f823409d2d.txt``): the π_j column is checked at ingest and fetched by the top
