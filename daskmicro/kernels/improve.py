@@ -93,13 +93,7 @@ def _improve(X, labels, k, sweeps, neighbours, active, near):
     if L < 1 or m == 0 or sweeps < 1:
         return labels, info
     # cell-major copies: a cell's records are contiguous, so a neighbour cell is one short read
-    cap = max(2 * k - 1, int(size.max()))
-    order = np.argsort(labels, kind="stable")
-    slot = np.arange(n) - np.concatenate([[0], np.cumsum(size)[:-1]])[labels[order]]
-    ids = np.full((C, cap), -1, dtype=np.int64)
-    ids[labels[order], slot] = order
-    Y = np.zeros((C, cap, m))
-    Y[labels[order], slot] = X[order]
+    Y, ids = _cell_major(X, labels, C, max(2 * k - 1, int(size.max())))
     act = np.ones(C, dtype=np.bool_) if active is None else np.asarray(active, dtype=np.bool_)
     if near is not None:
         near = np.ascontiguousarray(near[:, :L], dtype=np.int64)
@@ -125,6 +119,24 @@ def _improve(X, labels, k, sweeps, neighbours, active, near):
         # changed, can find a new step in the next sweep
         act = act & (changed | changed[near].any(axis=1))
     return labels, info
+
+
+@nb.njit(cache=True, nogil=True)
+def _cell_major(X, labels, C, cap):
+    """(Y, ids): the records cell by cell, ``Y[c, :size_c]`` the rows of cell c in row order and
+    ``ids`` their row numbers (−1 in the free slots)."""
+    n, m = X.shape
+    Y = np.zeros((C, cap, m))
+    ids = np.full((C, cap), -1, np.int64)
+    fill = np.zeros(C, np.int64)
+    for i in range(n):
+        c = labels[i]
+        s = fill[c]
+        fill[c] = s + 1
+        ids[c, s] = i
+        for j in range(m):
+            Y[c, s, j] = X[i, j]
+    return Y, ids
 
 
 @nb.njit(cache=True, nogil=True)
