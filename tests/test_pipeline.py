@@ -87,9 +87,11 @@ def test_quality_high_same_release_for_1_2_workers_and_any_chunking(data, qi, cl
     assert rep.min_cell_size >= 3 and len(reference) == N
     other, _ = run(client2, 7)
     pd.testing.assert_frame_equal(other, reference)
-    with process_client(1) as client:
-        other, _ = run(client, 2)
-    pd.testing.assert_frame_equal(other, reference)
+    for workers in (1, 4):  # one task per top cell on 1 worker; the staged fan-out and stage on 4 threads
+        with process_client(workers) as client:
+            other, rep_w = run(client, 2)
+        pd.testing.assert_frame_equal(other, reference)
+        assert ("improve" in rep_w.timings) == (rep.pipeline["top_cells"] < workers)
 
 
 def test_recursive_top_level_is_deterministic_and_k_anonymous(data, qi, client2):
