@@ -33,7 +33,6 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from .allocator import tune as tune_allocator
 from .compile_cache import cache_dir, configure
 
 __all__ = ["warm_up", "warm", "warm_workers", "run_units", "lock_dir", "Unit", "units", "kernel_sets", "KERNEL_SETS", "STEPS", "COSTS"]
@@ -268,15 +267,12 @@ def warm(sets: Iterable[str] = ("mdav",), lock: bool = True) -> dict:
     """Compile (or load from the cache) the units of the kernel sets ``sets`` in this process.
 
     Returns ``{"seconds", "compiled": [units compiled here], "loaded": [units loaded from the cache],
-    "cache_dir", "pid", "allocator": whether the allocator was tuned (:func:`daskmicro.allocator.tune`)}``.
-    Safe to call in many processes at once (see the module's doc)."""
+    "cache_dir", "pid"}``. Safe to call in many processes at once (see the module's doc)."""
     configure()
-    tuned = tune_allocator()
     t0 = time.perf_counter()
     done = run_units(units(sets), lock_dir() if lock else None)
     return {"seconds": time.perf_counter() - t0, "compiled": [n for n, c in done.items() if c],
-            "loaded": [n for n, c in done.items() if not c], "cache_dir": cache_dir(), "pid": os.getpid(),
-            "allocator": tuned}
+            "loaded": [n for n, c in done.items() if not c], "cache_dir": cache_dir(), "pid": os.getpid()}
 
 
 def warm_workers(client, sets: list[str], progress: Callable[[str, float], None] | None = None) -> dict:
@@ -291,8 +287,7 @@ def warm_workers(client, sets: list[str], progress: Callable[[str, float], None]
     results = list(per_worker.values())
     out = {"seconds": seconds, "workers": {str(w): r["seconds"] for w, r in per_worker.items()},
            "cache_dir": next((r["cache_dir"] for r in results if r.get("cache_dir")), None),
-           "compiled": any(r["compiled"] for r in results), "kernel_sets": list(sets),
-           "allocator_tuned": sum(bool(r.get("allocator")) for r in results)}
+           "compiled": any(r["compiled"] for r in results), "kernel_sets": list(sets)}
     if progress is not None:
         progress("kernel compile" if out["compiled"] else "kernel load", seconds)
     return out

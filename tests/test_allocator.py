@@ -1,6 +1,6 @@
-"""The allocator of the processes a run computes in (daskmicro.allocator): after a run's warm-up, a
-Dask worker serves large arrays from its heap instead of mapping each one afresh — checked on real
-worker processes of a LocalCluster by what glibc itself reports (``mallinfo2``), not by timing."""
+"""The allocator of the kernel tasks (daskmicro.allocator): inside them a Dask worker serves arrays of
+a few MiB from its heap instead of mapping each one afresh, and maps them again after — checked on
+real worker processes of a LocalCluster by what glibc itself reports (``mallinfo2``), not by timing."""
 
 import ctypes
 import os
@@ -12,7 +12,6 @@ import pytest
 from distributed import Client, LocalCluster
 
 from daskmicro import allocator
-from daskmicro.warmup import warm_workers
 
 
 class _MallInfo2(ctypes.Structure):
@@ -42,27 +41,30 @@ def mapped_while_held(nbytes: int) -> dict:
     return {"gained": int(gained), "trim_env": os.environ.get("MALLOC_TRIM_THRESHOLD_")}
 
 
-def test_a_runs_warm_up_makes_dask_workers_reuse_large_arrays():
-    size = 4 << 20  # 4 MiB: above the 128 KiB threshold Dask's environment pins, below the tuned 32 MiB
+def mapped_inside_and_after(nbytes: int) -> dict:
+    """In this process: bytes newly mapped for an array of ``nbytes`` inside allocator.reusing() and after it."""
+    with allocator.reusing() as changed:
+        inside = mapped_while_held(nbytes)["gained"]
+    return {"changed": changed, "inside": inside, "after": mapped_while_held(nbytes)["gained"]}
+
+
+def test_kernel_tasks_reuse_large_arrays_on_dask_workers_and_give_them_back_after():
+    size = 2 << 20  # 2 MiB: above the 128 KiB threshold Dask's environment pins, below the 4 MiB inside
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             Client(cluster) as client:
-        before = client.run(mapped_while_held, size)
-        for got in before.values():
-            if got["trim_env"] is not None:  # Dask's nanny set a malloc variable: the dynamic threshold is off
-                assert got["gained"] >= size
-        entry = warm_workers(client, ["mdav"])
-        assert entry["allocator_tuned"] == 2
-        # in a task (the worker's task thread, its own arena) and in the worker's main thread
-        assert client.submit(mapped_while_held, size, pure=False).result()["gained"] == 0
-        assert all(v["gained"] == 0 for v in client.run(mapped_while_held, size).values())
+        before = client.submit(mapped_while_held, size, pure=False).result()
+        assert before["trim_env"] is not None            # Dask's nanny pinned the threshold ...
+        assert before["gained"] >= size                  # ... so a 2 MiB array is mapped afresh
+        got = client.submit(mapped_inside_and_after, size, pure=False).result()
+        assert got == {"changed": True, "inside": 0, "after": got["after"]} and got["after"] >= size
 
 
-def test_an_owners_own_setting_is_left_alone():
-    code = "from daskmicro import allocator; print(allocator.tune())"
-    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
-    env.pop("MALLOC_MMAP_THRESHOLD_")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "True"
-    assert allocator.MMAP_THRESHOLD == 32 << 20
+def test_nothing_changes_where_glibc_adjusts_by_itself_or_the_owner_chose():
+    code = "from daskmicro import allocator\nwith allocator.reusing() as c: print(c)"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    for extra, want in (({}, "False"), ({"MALLOC_TRIM_THRESHOLD_": "65536"}, "True"),
+                        ({"MALLOC_TRIM_THRESHOLD_": "65536", "MALLOC_MMAP_THRESHOLD_": "131072"}, "False")):
+        out = subprocess.run([sys.executable, "-c", code], env={**env, **extra}, capture_output=True, text=True,
+                             check=True)
+        assert out.stdout.strip() == want, extra
+    assert allocator.MMAP_THRESHOLD == 4 << 20

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..allocator import reusing
 from ..kernels import chunked as ck
 from ..kernels import partition as kp
 from ..kernels import participation as kpart
@@ -255,7 +256,7 @@ def fan_out(client, tops: list, cfg: FanoutConfig, timings: dict) -> FanoutResul
                     params.update(prox_params)
                 part = client.submit(kp.extract, tops[t], int(g), mask)
                 if cfg.max_cell_failure is None:
-                    results.append(client.submit(kp.run_partition, part, method, cfg.k, params))
+                    results.append(client.submit(_run_partition, part, method, cfg.k, params))
                 else:
                     results.append(client.submit(kpart.grow_partition, part, method, cfg.k, cfg.max_cell_failure,
                                                  params))
@@ -277,6 +278,11 @@ def fan_out(client, tops: list, cfg: FanoutConfig, timings: dict) -> FanoutResul
         timings=timings,
         parts=parts if cfg.keep_parts else None,
     )
+
+
+def _run_partition(part, method, k, params):
+    with reusing():  # the method's work arrays reused (daskmicro.allocator)
+        return kp.run_partition(part, method, k, params)
 
 
 def _n_cells(res) -> int:

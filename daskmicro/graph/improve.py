@@ -21,6 +21,7 @@ import time
 
 import numpy as np
 
+from ..allocator import reusing
 from ..kernels import improve as ki
 from ..kernels import topcell as kt
 from .fanout import FanoutConfig, FanoutResult
@@ -69,7 +70,7 @@ def joint_top_cells(client, tops: list, cfg: FanoutConfig, sweeps: int, neighbou
     """
     t0 = time.perf_counter()
     params = dict(cfg.method_params.get(cfg.distal_method, {}))
-    given, done = tops, client.map(kt.top_cell_cells, tops, partition_size=cfg.partition_size,
+    given, done = tops, client.map(_joint, tops, partition_size=cfg.partition_size,
                                    method=cfg.distal_method, k=cfg.k, params=params, sweeps=sweeps,
                                    neighbours=neighbours, pcl_iter=pcl_iter, post_sweeps=post_sweeps,
                                    macro=cfg.macro, macro_iter=cfg.macro_iter)
@@ -98,6 +99,11 @@ def can_join(client, cfg: FanoutConfig, n_top: int) -> bool:
                    and cfg.max_cell_failure is None)
     threads = sum(int(w.get("nthreads", 1)) for w in client.scheduler_info().get("workers", {}).values())
     return independent and n_top >= max(threads, 1)
+
+
+def _joint(top, **kw):
+    with reusing():
+        return kt.top_cell_cells(top, **kw)
 
 
 def _layout(cells):
@@ -135,4 +141,5 @@ def _seconds(infos) -> dict:
 
 
 def _run(parts, results, k, sweeps, neighbours, pcl_iter, post_sweeps):
-    return ki.improve_partitions(parts, results, k, sweeps, neighbours, pcl_iter, post_sweeps)
+    with reusing():
+        return ki.improve_partitions(parts, results, k, sweeps, neighbours, pcl_iter, post_sweeps)

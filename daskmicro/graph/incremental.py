@@ -36,7 +36,6 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from ..allocator import tune as tune_allocator
 from ..errors import InputError, redact
 from ..io.qi import check_qi, qi_matrix  # the same checks and messages as anonymize()
 from ..kernels import centroids, information_loss, mdav, standardize
@@ -365,7 +364,6 @@ def calibrate_on(client, m: int, k: int, kernel: Callable, sizes=(5000, 10000, 2
 
 
 def _warm(increment: str, kernel: Callable) -> None:
-    tune_allocator()
     Z = np.random.default_rng(0).normal(size=(40, 2))
     lb = np.asarray(kernel(Z[:20], 2), dtype=np.int64)
     if increment != "2mdav":
