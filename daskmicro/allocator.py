@@ -10,8 +10,8 @@ back to the system).  Every array over 128 KiB is then mapped and faulted in aga
 kernels' per-partition and per-iteration work arrays (MDAV's walk lists and tree rebuilds, the
 improvement pass's cell-major copies) cost a third more in such a worker than in a plain process —
 one 250,000-record top cell (macroaggregation, MDAV in ten partitions, the improvement pass) took
-2.1–2.2 s in a worker against 1.55–1.75 s in a plain process, and 1.6–1.7 s in the worker once
-:func:`tune` had run (``benchmarks/README.md``, "The allocator of Dask's workers").
+2.1–2.6 s in a worker against 1.55–1.75 s in a plain process, and 1.6–1.7 s in the worker with the
+threshold raised (``benchmarks/README.md``, issue 20, stop 31).
 
 :func:`reusing` sets the threshold at :data:`MMAP_THRESHOLD` (4 MiB) while a kernel task runs — above
 the kernels' repeated work arrays, below the chunks and top cells — and puts glibc's 128 KiB back after
@@ -21,6 +21,8 @@ and a 16M run's peak rose from 3590 to 4937 MiB over its start (5589 MiB at glib
 It does nothing where no malloc variable pinned the threshold (glibc adjusts it by itself there),
 where the environment names ``MALLOC_MMAP_THRESHOLD_`` (the owner chose), off Linux or on another C
 library.  Used by the pipeline's kernel tasks (:mod:`daskmicro.graph.improve`, :mod:`daskmicro.graph.fanout`).
+The setting is the process's: in a worker of several threads a task that ends puts 128 KiB back while
+another may still run — which costs that task speed, never a result.
 """
 
 from __future__ import annotations
