@@ -211,18 +211,24 @@ class TupleCounts:
         return object.__sizeof__(self) + self.hashes.nbytes + self.counts.nbytes + self.tuples.nbytes
 
 
+def _runs(hashes):
+    """(order, sorted hashes, first-of-its-hash flag per sorted row, their positions): the rows
+    sorted by hash, stably, as ``np.unique`` orders them (at least one row)."""
+    order = np.argsort(hashes, kind="stable")
+    sorted_ = hashes[order]
+    new = np.empty(hashes.size, dtype=bool)
+    new[0] = True
+    np.not_equal(sorted_[1:], sorted_[:-1], out=new[1:])
+    return order, sorted_, new, np.flatnonzero(new)
+
+
 def _group(hashes, counts, tuples, collision):
     """Rows with equal hashes grouped (sorted by hash, the first row of each hash its
     representative, as ``np.unique`` gives them) and every row checked against its representative."""
     n = hashes.size
     if n == 0:
         return TupleCounts(hashes, np.asarray(counts, dtype=np.int64), tuples, collision)
-    order = np.argsort(hashes, kind="stable")
-    sorted_ = hashes[order]
-    new = np.empty(n, dtype=bool)
-    new[0] = True
-    np.not_equal(sorted_[1:], sorted_[:-1], out=new[1:])
-    starts = np.flatnonzero(new)
+    order, sorted_, new, starts = _runs(hashes)
     reps = tuples[order[starts]]
     if not collision and starts.size < n:  # every row of a hash carries the tuple of the row before it
         in_order = tuples[order]
@@ -311,12 +317,7 @@ def tuple_counts(part, columns: list, n: int | None = None) -> TupleCounts:
     hashes = _combine(H)
     if n == 0:
         return TupleCounts(hashes, np.empty(0, np.int64), np.empty((0, H.shape[0]), np.uint64))
-    order = np.argsort(hashes, kind="stable")
-    sorted_ = hashes[order]
-    new = np.empty(n, dtype=bool)
-    new[0] = True
-    np.not_equal(sorted_[1:], sorted_[:-1], out=new[1:])
-    starts = np.flatnonzero(new)
+    order, sorted_, new, starts = _runs(hashes)
     collision = False
     if starts.size < n:
         buf, same = np.empty(n, dtype=np.uint64), np.empty(n - 1, dtype=bool)
