@@ -25,6 +25,7 @@ from ..allocator import reusing
 from ..kernels import improve as ki
 from ..kernels import topcell as kt
 from .fanout import FanoutConfig, FanoutResult
+from .release import worker_threads
 
 __all__ = ["improve_cells", "joint_top_cells", "can_join"]
 
@@ -77,7 +78,7 @@ def joint_top_cells(client, tops: list, cfg: FanoutConfig, sweeps: int, neighbou
     given.clear()
     layouts = client.gather(client.map(_layout, done))  # waits, surfacing any task error here
     results, partitions = [], []
-    for t, (fut, (_, size, _, groups, rows, _)) in enumerate(zip(done, layouts)):
+    for t, (fut, (_, _, _, groups, rows, _)) in enumerate(zip(done, layouts)):
         for j, (g, r) in enumerate(zip(groups, rows)):
             results.append(client.submit(_result, fut, j))
             partitions.append((t, g, "distal", r))
@@ -97,8 +98,7 @@ def can_join(client, cfg: FanoutConfig, n_top: int) -> bool:
     every thread busy."""
     independent = (cfg.nu >= 1.0 and cfg.sse_threshold is None and cfg.partition_size is not None
                    and cfg.max_cell_failure is None)
-    threads = sum(int(w.get("nthreads", 1)) for w in client.scheduler_info().get("workers", {}).values())
-    return independent and n_top >= max(threads, 1)
+    return independent and n_top >= max(worker_threads(client), 1)
 
 
 def _joint(top, **kw):
