@@ -118,11 +118,17 @@ def auction(benefit, cand, start, price, holder, eps_phases, spread, max_bids):
     n, w = cand.shape
     slot_cell, where = _slots(start, holder)
     queue = np.empty(n, np.int64)
+    # each cell's cheapest slot price (its heap's top), kept beside the heaps: a bid reads it for
+    # every candidate, and one value per cell stays in cache where the slots' prices do not
+    ncell = start.shape[0] - 1
+    cost = np.empty(ncell)
     bids = 0
     for phase in range(eps_phases.shape[0]):
         eps = eps_phases[phase]
         head = 0
         count = _unseat(benefit, cand, start, price, holder, where, slot_cell, queue, eps)
+        for q in range(ncell):
+            cost[q] = price[start[q]]
         while count > 0:
             if bids >= max_bids:
                 break
@@ -138,7 +144,7 @@ def auction(benefit, cand, start, price, holder, eps_phases, spread, max_bids):
                 q = cand[i, j]
                 if q < 0:
                     continue
-                v = benefit[i, j] - price[start[q]]
+                v = benefit[i, j] - cost[q]
                 if v > w1:
                     w2 = w1
                     w1 = v
@@ -165,6 +171,7 @@ def auction(benefit, cand, start, price, holder, eps_phases, spread, max_bids):
             if evicted >= 0:
                 where[evicted] = -1
             _sift_down(price, holder, where, lo, size, np.int64(0))
+            cost[q] = price[lo]
             bids += 1
             if evicted >= 0:
                 tail = head + count

@@ -250,8 +250,13 @@ def _apply(Y, ids, a, t, b, u, size, sums, cen, R, S):
 #: per record (:func:`.pcl.pcl`'s ``auction_eps``).  Two PCL iterations from improved cells of
 #: 250 000 records (k = 10): census-like 57.2 M bids with (0.25, 0.1), 11.2 M with (4, 0.25), same
 #: SSE to 0.1 %; correlated Gaussian 5.3 M and 5.7 M.  Records with equal values bid each other up
-#: by ε at a time: a coarse first phase settles most prices in few bids.
-POLISH_AUCTION_EPS = (4.0, 0.25)
+#: by ε at a time: a coarse first phase settles most prices in few bids.  The whole pass over a
+#: top cell of 500 000 (Gaussian / census-like; SSE of the pass, PCL step's seconds): (4, 0.25)
+#: 613 177 / 84 185 in 5.5 / 7.4 s; (2, 0.5), two phases, 613 115 / 84 031 in 4.7 / 5.7 s;
+#: (4, 1) 616 931 / 84 189; (2, 1) 616 180 / 84 168; (0.5, 0.5) 613 222 / 84 059 in 3.9 / 8.4 s.
+#: A final ε of 0.5 leaves the SSE where 0.25 does (the auction's n·ε bound is far above what
+#: either loses); 1 loses 0.6 % on Gaussian data.
+POLISH_AUCTION_EPS = (2.0, 0.5)
 #: Nearest centroids tried per record in that PCL step.  Whole 1M runs of ``quality="high"``
 #: (k = 10): 6 candidates cost 15.2 / 15.1 CPU s of PCL against 17.4 / 17.8 with 8 (Gaussian /
 #: census-like) at the same information loss to 4 digits; 4 cost 17.3 / 16.1 s (fewer options,
