@@ -38,20 +38,23 @@ DESCENT_ROUNDS = 2
 APPROXIMATE_DIMS, APPROXIMATE_EPS = 7, 3.0
 
 
-def neighbour_cells(cen: np.ndarray, L: int, rounds: int = DESCENT_ROUNDS) -> np.ndarray:
+def neighbour_cells(cen: np.ndarray, L: int, rounds: int = DESCENT_ROUNDS, approximate: bool | None = None) -> np.ndarray:
     """About the ``L`` cells with the nearest centroids to each cell's own (itself excluded).
 
     Exact k-nearest search among thousands of centroids in 10+ dimensions costs more than the
     sweeps themselves, so: a k-d tree in the leading ``PROJECTED_DIMS`` principal axes of the
     centroids gives first lists (approximate, in ``APPROXIMATE_DIMS`` axes, when descent rounds
-    follow), and ``rounds`` (default ``DESCENT_ROUNDS``) rounds of neighbour-of-neighbour descent
-    (Dong, Charikar & Li, *Efficient k-nearest neighbor graph construction*, WWW 2011) measured
-    in all dimensions improve them.  Deterministic: depends only on the centroids.
+    follow, or with ``approximate`` when the caller runs them later), and ``rounds`` (default
+    ``DESCENT_ROUNDS``) rounds of neighbour-of-neighbour descent (Dong, Charikar & Li, *Efficient
+    k-nearest neighbor graph construction*, WWW 2011) measured in all dimensions improve them.
+    Deterministic: depends only on the centroids.
     """
     from scipy.spatial import cKDTree
 
     C, m = cen.shape
-    dims, eps = (APPROXIMATE_DIMS, APPROXIMATE_EPS) if rounds > 0 else (PROJECTED_DIMS, 0.0)
+    if approximate is None:
+        approximate = rounds > 0
+    dims, eps = (APPROXIMATE_DIMS, APPROXIMATE_EPS) if approximate else (PROJECTED_DIMS, 0.0)
     c0 = cen - cen.mean(axis=0)
     _, V = np.linalg.eigh(c0.T @ c0)
     P = np.ascontiguousarray(c0 @ V[:, ::-1][:, :min(m, dims)])

@@ -161,33 +161,42 @@ def _sweep(Y, ids, size, cen, near, active, changed, k, max_size):
             S[c, u] = np.sqrt(R[c, u])
             sse0 += R[c, u]
     gap = np.empty((L, cap))  # ‖y − a‖² − ‖y − b‖² for y in neighbour cell b
+    nb_cen = np.empty((m, L))  # the neighbours' centroids, one row per coordinate
+    dxb = np.empty(L)  # ‖x − b‖² for every neighbour b
+    lower = np.empty(cap)  # the swap bound for every record of one neighbour
     steps = 0
     for a in range(C):
         if not active[a]:
             continue
-        _scratch(Y, a, near, size, cen, R, gap)
+        _scratch(Y, a, near, size, cen, R, gap, nb_cen)
         t = 0
         while t < size[a]:
             x = Y[a, t]
             rx = R[a, t]
             best, bb, bu = -1e-12 * (1.0 + rx), -1, -1
             na = size[a]
+            dxb[:] = 0.0
+            for j in range(m):  # ‖x − b‖² for all neighbours at once, summed in dist2's order
+                xj = x[j]
+                for jj in range(L):
+                    d = xj - nb_cen[j, jj]
+                    dxb[jj] += d * d
             for jj in range(L):
                 b = near[a, jj]
                 nbb = size[b]
-                dxb = dist2(x, cen[b])
                 if na > k and nbb < max_size:
-                    dm = nbb / (nbb + 1.0) * dxb - na / (na - 1.0) * rx
+                    dm = nbb / (nbb + 1.0) * dxb[jj] - na / (na - 1.0) * rx
                     if dm < best:
                         best, bb, bu = dm, b, -1
-                gx = dxb - rx
+                gx = dxb[jj] - rx
                 w = 1.0 / na + 1.0 / nbb
-                sx = np.sqrt(dxb)
+                sx = np.sqrt(dxb[jj])
+                for u in range(nbb):  # the bounds first, vectorised; the exact change where they allow
+                    lower[u] = gx + gap[jj, u] - w * (sx + S[b, u]) ** 2
                 for u in range(nbb):
-                    g = gx + gap[jj, u]
-                    if g - w * (sx + S[b, u]) ** 2 >= best:
+                    if lower[u] >= best:
                         continue
-                    ds = g - w * dist2(x, Y[b, u])
+                    ds = gx + gap[jj, u] - w * dist2(x, Y[b, u])
                     if ds < best:
                         best, bb, bu = ds, b, u
             if bb < 0:
@@ -196,7 +205,7 @@ def _sweep(Y, ids, size, cen, near, active, changed, k, max_size):
             steps += 1
             changed[a] = changed[bb] = True
             _apply(Y, ids, a, t, bb, bu, size, sums, cen, R, S)
-            _scratch(Y, a, near, size, cen, R, gap)
+            _scratch(Y, a, near, size, cen, R, gap, nb_cen)
             if bu >= 0:
                 t += 1  # the swapped-in record now sits at t; a moved-out one was replaced by the last
     sse1 = 0.0
@@ -210,9 +219,13 @@ def _sweep(Y, ids, size, cen, near, active, changed, k, max_size):
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def _scratch(Y, a, near, size, cen, R, gap):
+def _scratch(Y, a, near, size, cen, R, gap, nb_cen):
+    """Cell a's scratch: ``gap`` (‖y − a‖² − ‖y − b‖² for the records y of every neighbour b) and
+    ``nb_cen`` (the neighbours' centroids, transposed)."""
     for jj in range(near.shape[1]):
         b = near[a, jj]
+        for j in range(cen.shape[1]):
+            nb_cen[j, jj] = cen[b, j]
         for u in range(size[b]):
             gap[jj, u] = dist2(Y[b, u], cen[a]) - R[b, u]
 
@@ -285,9 +298,12 @@ def polish(X, labels, k: int, sweeps: int, neighbours: int = DEFAULT_NEIGHBOURS,
     graph = None
     if pcl_iter > 0 and C > EXACT_MAX_CELLS:
         # one neighbour search for the whole pass: the moves take the nearest ``neighbours`` of
-        # each list, PCL's candidate search all of them; each step updates them by a descent round
+        # each list, PCL's candidate search all of them; each step updates them by a descent round,
+        # so the search itself is the approximate one (on a top cell of 500 000, k = 10: 0.3 s
+        # instead of 0.65, and the pass ends 0.26 % lower on Gaussian data, 0.04 % higher on
+        # census-like)
         cen, _ = cell_means(X, np.asarray(labels, dtype=np.int64), C)
-        graph = neighbour_cells(cen, min(max(HOP_NEIGHBOURS, neighbours), C - 1), 0)
+        graph = neighbour_cells(cen, min(max(HOP_NEIGHBOURS, neighbours), C - 1), 0, approximate=True)
     new, info = _improve(X, labels, k, sweeps, neighbours, None, graph)
     info["seconds"] = {"moves": time.perf_counter() - t0}
     if pcl_iter > 0 and info["sweeps"] > 0:
