@@ -2,6 +2,7 @@
 
     python benchmarks/bench_quality.py                      # 1M census-like + 1M Gaussian (m = 13), k = 10; Census, EIA
     python benchmarks/bench_quality.py --n 2e5 --only default,high --no-census       # a quick look
+    python benchmarks/bench_quality.py --only "default,quality='high'" --no-census --rounds 3   # the time ratio
 
 1. **1M census-like and 1M correlated Gaussian** (m = 13), k = 10, Parquet lake in → committed
    Parquet lake out (``anonymize_file``, 2 worker processes, warm): per setting the wall time,
@@ -119,31 +120,59 @@ def cpu_seconds() -> float:
     return total
 
 
-def pipeline_table(client, n: int, data: str, tmp: Path, only, with_refine=False):
+def run_setting(client, lake, qi, out, kw, name, over):
+    """One run of one setting: (wall s, CPU s, report); the release is checked and removed."""
+    with quality_override(name, **over):
+        t0, c0 = time.perf_counter(), cpu_seconds()
+        rep = anonymize_file(lake, out, qi, K, seed=0, client=client, dask_report=False, **kw)
+        wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
+    assert rep.verified and (out / "_SUCCESS").exists() and rep.min_cell_size >= K
+    shutil.rmtree(out, ignore_errors=True)
+    return wall, cpu, rep
+
+
+def pipeline_table(client, n: int, data: str, tmp: Path, only, with_refine=False, rounds: int = 1):
+    """The table of one data set.  With ``rounds`` > 1 the settings run in turn, round after
+    round (so that a slow spell of the shared machine falls on all of them), and each row shows
+    the median run (its wall time, CPU time and stages) and the range of the wall times."""
     lake = make_lake(n, data)
     import pyarrow.parquet as pq
 
     qi = list(pq.read_schema(sorted(lake.glob("*.parquet"))[0]).names)  # the columns of the (cached) lake
     ref = cached_reference_il(n, K, 0, data)
     print(f"\n{data}, n = {n:,} × 13, k = {K}, Parquet lake in → committed Parquet lake out; exact MDAV IL: "
-          + (f"{ref:.4f}" if ref else "not cached (run exact_reference.py)"))
-    print(f"{'setting':<40} {'load':>5} {'wall s':>7} {'CPU s':>6} {'IL':>7} {'× exact':>8} {'improve s':>9}  stages (s)")
-    for i, (label, kw, name, over) in enumerate(SETTINGS):
-        if (only and not any(o in label for o in only)) or ("refine" in label and not with_refine):
-            continue
-        load = os.getloadavg()[0]
-        out = tmp / f"out-{data}-{i}"
-        with quality_override(name, **over):
-            t0, c0 = time.perf_counter(), cpu_seconds()
-            rep = anonymize_file(lake, out, qi, K, seed=0, client=client, dask_report=False, **kw)
-            wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
-        assert rep.verified and (out / "_SUCCESS").exists() and rep.min_cell_size >= K
-        shutil.rmtree(out, ignore_errors=True)
-        ratio = rep.information_loss / ref if ref else float("nan")
-        t = rep.timings
-        stages = " ".join(f"{s}={v:.1f}" for s, v in t.items() if s != "total" and v >= 0.05)
-        print(f"{label:<40} {load:5.1f} {wall:7.2f} {cpu:6.1f} {rep.information_loss:7.4f} {ratio:8.4f} "
-              f"{t.get('improve', float('nan')):9.2f}  {stages}", flush=True)
+          + (f"{ref:.4f}" if ref else "not cached (run exact_reference.py)")
+          + (f"; median of {rounds} rounds, settings in turn" if rounds > 1 else ""))
+    print(f"{'setting':<40} {'load':>5} {'wall s':>7} {'CPU s':>6} {'IL':>7} {'× exact':>8} {'improve s':>9}  "
+          + ("range s  " if rounds > 1 else "") + "stages (s)")
+    chosen = [(i, s) for i, s in enumerate(SETTINGS)
+              if not ((only and not any(o in s[0] for o in only)) or ("refine" in s[0] and not with_refine))]
+    runs = {i: [] for i, _ in chosen}
+    for r in range(rounds):
+        for i, (label, kw, name, over) in chosen:
+            load = os.getloadavg()[0]
+            runs[i].append((load, *run_setting(client, lake, qi, tmp / f"out-{data}-{i}", kw, name, over)))
+            if rounds == 1:
+                _print_row(label, runs[i], ref)
+    if rounds > 1:
+        for i, (label, *_) in chosen:
+            _print_row(label, runs[i], ref)
+        walls = {SETTINGS[i][0]: float(np.median([w for _, w, _, _ in runs[i]])) for i, _ in chosen}
+        high, default = walls.get("quality='high'"), walls.get("default (quality='balanced')")
+        if high and default:
+            print(f"quality='high' / default, median wall times: {high / default:.3f}")
+
+
+def _print_row(label, runs, ref):
+    """A table row: the median run by wall time (the only one with a single round)."""
+    walls = [w for _, w, _, _ in runs]
+    load, wall, cpu, rep = sorted(runs, key=lambda run: run[1])[(len(runs) - 1) // 2]
+    ratio = rep.information_loss / ref if ref else float("nan")
+    t = rep.timings
+    stages = " ".join(f"{s}={v:.1f}" for s, v in t.items() if s != "total" and v >= 0.05)
+    spread = f"{min(walls):.1f}–{max(walls):.1f}  " if len(runs) > 1 else ""
+    print(f"{label:<40} {load:5.1f} {wall:7.2f} {cpu:6.1f} {rep.information_loss:7.4f} {ratio:8.4f} "
+          f"{t.get('improve', float('nan')):9.2f}  {spread}{stages}", flush=True)
 
 
 def census_table():
@@ -181,6 +210,8 @@ def main():
     ap.add_argument("--no-census", action="store_true", help="skip the small reference sets (Census, EIA)")
     ap.add_argument("--small-only", action="store_true", help="only the small reference sets (Census, EIA)")
     ap.add_argument("--with-refine", action="store_true", help="also the refine='pcl' settings (each 1–2 min)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run the settings in turn this many times and show the median (default 1)")
     a = ap.parse_args()
     only = a.only.split(",") if a.only else None
     from distributed import Client
@@ -204,7 +235,7 @@ def main():
     CACHE.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
         for data in a.data:
-            pipeline_table(client, int(a.n), data, Path(tmp), only, a.with_refine)
+            pipeline_table(client, int(a.n), data, Path(tmp), only, a.with_refine, a.rounds)
     print(f"\nload average at the end: {' '.join(f'{v:.1f}' for v in os.getloadavg())}")
     client.close()
     cluster.close()
