@@ -115,6 +115,28 @@ def test_nearest_cells_are_the_nearest_within_two_steps_sorted(K, m, L, seed, ma
         assert all((a, p) < (b, q) for a, b, p, q in zip(got, got[1:], cell[i], cell[i, 1:]))
 
 
+@pytest.mark.parametrize("approximate", [False, True])
+def test_neighbour_lists_are_valid_and_descent_brings_the_approximate_search_near_the_exact(approximate):
+    """The pass's own search (approximate, descent rounds after it) and the exact one in few axes:
+    every row L distinct other cells sorted by (distance, id); after two descent rounds in all 13
+    dimensions most of each cell's true L nearest are listed (measured: 0.93 exact in 5 axes, 0.91
+    approximate in 7; 0.37 / 0.46 of them before the rounds)."""
+    cen = correlated_gaussian(3000, 13, seed=2)
+    L = 12
+    near = neighbour_cells(cen, L, 0, approximate=approximate)
+    d2 = ((cen[:, None, :] - cen[near]) ** 2).sum(axis=2)
+    assert near.shape == (3000, L) and near.min() >= 0 and near.max() < 3000
+    assert not (near == np.arange(3000)[:, None]).any()
+    assert all(len(set(row)) == L for row in near)
+    assert np.all((np.diff(d2, axis=1) > 0) | ((np.diff(d2, axis=1) == 0) & (np.diff(near, axis=1) > 0)))
+    refined = descend(cen, near.copy(), 2, np.ones(3000, dtype=bool))
+    full = ((cen[:, None, :] - cen[None, :, :]) ** 2).sum(axis=2)
+    np.fill_diagonal(full, np.inf)
+    exact = np.argsort(full, axis=1, kind="stable")[:, :L]
+    recall = np.mean([len(set(a) & set(b)) / L for a, b in zip(refined, exact)])
+    assert recall > 0.85, recall
+
+
 def test_descend_on_live_cells_only_changes_their_lists():
     rng = np.random.default_rng(5)
     cen = rng.standard_normal((400, 5))
