@@ -148,7 +148,7 @@ def pipeline_table(client, n: int, data: str, tmp: Path, only, with_refine=False
     chosen = [(i, s) for i, s in enumerate(SETTINGS)
               if not ((only and not any(o in s[0] for o in only)) or ("refine" in s[0] and not with_refine))]
     runs = {i: [] for i, _ in chosen}
-    for r in range(rounds):
+    for _ in range(rounds):
         for i, (label, kw, name, over) in chosen:
             load = os.getloadavg()[0]
             runs[i].append((load, *run_setting(client, lake, qi, tmp / f"out-{data}-{i}", kw, name, over)))

@@ -57,8 +57,8 @@ DEFAULTS = {
 #: neighbouring cells with ``improve_neighbours`` cells tried per record, then ``improve_pcl_iter``
 #: noiseless PCL iterations (a joint reassignment under the size constraint) and
 #: ``improve_post_sweeps`` passes more (with at most
-#: :data:`~daskmicro.kernels.improve.POST_PCL_NEIGHBOURS` cells per record) — a pipeline stage over each top cell's partitions jointly,
-#: so that it also works across their borders.  ``partition_size`` and ``task_rows``: the
+#: :data:`~daskmicro.kernels.improve.POST_PCL_NEIGHBOURS` cells per record) — a pipeline stage
+#: over each top cell's partitions jointly, so that it also works across their borders.  ``partition_size`` and ``task_rows``: the
 #: partitioned method's partition size and top-cell size when none is given (the improvement
 #: repairs most of what smaller partitions cost, and their MDAV is cheaper; larger top cells leave
 #: fewer borders the stage cannot cross); ``one_task``: whether groups small enough for one task

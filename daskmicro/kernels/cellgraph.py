@@ -38,7 +38,8 @@ DESCENT_ROUNDS = 2
 APPROXIMATE_DIMS, APPROXIMATE_EPS = 7, 3.0
 
 
-def neighbour_cells(cen: np.ndarray, L: int, rounds: int = DESCENT_ROUNDS, approximate: bool | None = None) -> np.ndarray:
+def neighbour_cells(cen: np.ndarray, L: int, rounds: int = DESCENT_ROUNDS,
+                    approximate: bool | None = None) -> np.ndarray:
     """About the ``L`` cells with the nearest centroids to each cell's own (itself excluded).
 
     Exact k-nearest search among thousands of centroids in 10+ dimensions costs more than the
@@ -75,13 +76,7 @@ def descend(cen, near, rounds, active):
     for c in range(C):
         for jj in range(L):
             dist[c, jj] = dist2(cen[c], cen[near[c, jj]])
-        for i in range(1, L):  # insertion sort by (distance, cell)
-            d, b = dist[c, i], near[c, i]
-            p = i - 1
-            while p >= 0 and (dist[c, p] > d or (dist[c, p] == d and near[c, p] > b)):
-                dist[c, p + 1], near[c, p + 1] = dist[c, p], near[c, p]
-                p -= 1
-            dist[c, p + 1], near[c, p + 1] = d, b
+        _sort_by_distance(dist[c], near[c])
     seen = np.empty(C, np.int64)  # seen[b] == c: cell b already measured (or listed) for cell c
     for _ in range(rounds):
         old = near.copy()
@@ -142,8 +137,8 @@ def nearest_cells(X, C, home, near, out_cell, out_d2):
     Records are taken home cell by home cell: the cells within two steps (about 330 with 24
     neighbours per cell) are collected and copied together once per home cell, as float32 offsets
     from the home centroid (small numbers wherever the cells lie, so that float32 keeps their
-    differences), and every record of the home is measured against all of them in float32, eight
-    to a vector instead of four; the ``L`` nearest by that measure are measured again in float64
+    differences), and every record of the home is measured against all of them in float32, twice as
+    many to a vector as float64; the ``L`` nearest by that measure are measured again in float64
     and sorted.  The choice can differ from float64's only among cells whose distances agree to
     float32's rounding.  Measured on 100 000 correlated Gaussian records (13 dimensions, 10 000
     cells, 16 neighbours per cell): 80 % of the exact 8 nearest found, in 0.25 s where scipy's
@@ -209,10 +204,15 @@ def nearest_cells(X, C, home, near, out_cell, out_d2):
 def _exact_sorted(x, C, cells, d2):
     """``d2`` the float64 squared distances from ``x`` to ``cells`` (+inf for −1), both sorted by
     (distance, cell id) in place."""
-    L = cells.shape[0]
-    for j in range(L):
+    for j in range(cells.shape[0]):
         d2[j] = dist2(x, C[cells[j]]) if cells[j] >= 0 else np.inf
-    for j in range(1, L):
+    _sort_by_distance(d2, cells)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _sort_by_distance(d2, cells):
+    """Insertion sort of ``d2`` and ``cells`` together by (distance, cell id), in place."""
+    for j in range(1, d2.shape[0]):
         d, c = d2[j], cells[j]
         p = j - 1
         while p >= 0 and (d2[p] > d or (d2[p] == d and cells[p] > c)):
