@@ -337,7 +337,7 @@ class Adjuster:
     """Cost adjustment + cost-sensitive nearest-neighbour step for a fixed set of capacities."""
 
     def __init__(self, K, k, n, scale_per_sample, n_candidates, cloud=1, eps_final=_EPS_FINAL,
-                 eps_first=None, graph=None):
+                 eps_first=None, graph=None, rescale_warm=True):
         self.K = K
         self.r = (n - K * k) * cloud
         cap = np.full(K + (1 if self.r > 0 else 0), k * cloud, dtype=np.int64)
@@ -348,6 +348,12 @@ class Adjuster:
         self.scale = max(scale_per_sample, 1e-300)
         self.eps_final = eps_final
         self.eps_first = max(_EPS_FIRST if eps_first is None else eps_first, eps_final)
+        # with ``rescale_warm`` False, a call after the first (prices warm from the previous one)
+        # runs a single phase at the final ε: ε-scaling keeps a cold start from price wars, and
+        # warm prices already meet the final ε's slackness for every record whose benefits have
+        # barely moved (see improve.POLISH_AUCTION_EPS for what it measured)
+        self.rescale_warm = rescale_warm
+        self.calls = 0
         self.bids = 0
         self.failed = False
         self.graph = graph  # the cells' neighbour lists (many cells only), kept between calls
@@ -355,7 +361,8 @@ class Adjuster:
     def assign(self, P, C, home, backbone):
         cand, benefit, self.graph = _candidates(P, C, home, backbone, self.n_candidates, self.r > 0, self.graph)
         eps = []
-        e = self.eps_first * self.scale
+        e = (self.eps_first if self.rescale_warm or self.calls == 0 else self.eps_final) * self.scale
+        self.calls += 1
         while e > self.eps_final * self.scale:
             eps.append(e)
             e /= _EPS_STEP

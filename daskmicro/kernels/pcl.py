@@ -333,14 +333,15 @@ def _start(X, k, init, n_cells):
 
 
 def _noiseless_stage(X, k, K, C, labels, scale, n_candidates, max_iter, tol, best_sse, info, eps, graph=None,
-                     eps_first=None):
+                     eps_first=None, rescale_warm=True):
     """Noiseless PCL (§3.3) from the (possibly annealed) reconstruction values ``C``; returns the
     best labels seen (``labels`` themselves unless an iteration improves on ``best_sse``) and the
     cells' last neighbour lists (None with few cells), and fills ``info``.  ``graph``: starting
     neighbour lists of the cells (see :meth:`._auction.Adjuster.assign`)."""
     n = X.shape[0]
     best_labels = labels
-    adj = Adjuster(K, k, n, scale, n_candidates, eps_final=eps, eps_first=eps_first, graph=graph)
+    adj = Adjuster(K, k, n, scale, n_candidates, eps_final=eps, eps_first=eps_first, graph=graph,
+                   rescale_warm=rescale_warm)
     history = []
     backbone = labels
     home = None  # first iteration: searched from the starting cells (see _auction._candidates)
@@ -376,12 +377,14 @@ def _noiseless_stage(X, k, K, C, labels, scale, n_candidates, max_iter, tol, bes
 
 
 def refine_partition(X, labels, k: int, max_iter: int, auction_eps: float = 1e-6, graph=None, eps_first=None,
-                     n_candidates: int = N_CANDIDATES):
+                     n_candidates: int = N_CANDIDATES, rescale_warm: bool = True):
     """Noiseless PCL iterations (§3.3) from a partition: ``pcl(X, k, init=labels, noisy=False,
     max_iter=max_iter, auction_eps=auction_eps)``, with the cells' neighbour lists passed in and
     out so that a caller that has them (the improvement pass) does not search them again, and
-    the auction's first ε (same unit as ``auction_eps``; default 0.25) and the candidates per
-    record (:func:`pcl`'s ``n_candidates``) settable.
+    the auction's first ε (same unit as ``auction_eps``; default 0.25), the candidates per
+    record (:func:`pcl`'s ``n_candidates``) and whether iterations after the first scale ε down
+    again from the first ε (``rescale_warm``; False: one phase at the final ε from the previous
+    iteration's prices) settable.
 
     ``X`` float64 (n, m) and ``labels`` int64 cells 0 … K−1 of ≥ k records each, as checked by
     the caller; ``graph`` (K, L) int64 neighbour lists or None.  Returns (labels, PCLInfo,
@@ -396,7 +399,7 @@ def refine_partition(X, labels, k: int, max_iter: int, auction_eps: float = 1e-6
         info.sse, info.sse_history = sse0, np.array([sse0])
         return labels, info, graph
     best, graph = _noiseless_stage(X, k, K, C, labels, sse0 / n, int(n_candidates), int(max_iter), TOL, sse0, info,
-                                   float(auction_eps), graph, eps_first)
+                                   float(auction_eps), graph, eps_first, rescale_warm)
     return best, info, graph
 
 
