@@ -13,11 +13,16 @@ one 250,000-record top cell (macroaggregation, MDAV in ten partitions, the impro
 2.1–2.6 s in a worker against 1.55–1.75 s in a plain process, and 1.6–1.7 s in the worker with the
 threshold raised (``benchmarks/README.md``, issue 20, stop 31).
 
-:func:`reusing` sets the threshold at :data:`MMAP_THRESHOLD` (4 MiB) while a kernel task runs — above
-the kernels' repeated work arrays, below the chunks and top cells — and puts glibc's 128 KiB back after
-it, with ``malloc_trim``, so that what the task freed goes back to the system as Dask intends: set for
-the whole process, the other stages' freed pieces (a few MiB each at the top level) stayed in the heaps,
-and a 16M run's peak rose from 3590 to 4937 MiB over its start (5589 MiB at glibc's 32 MiB ceiling).
+:func:`reusing` sets the threshold at :data:`MMAP_THRESHOLD` (glibc's ceiling, 32 MiB) while a kernel
+task runs, and the trim threshold — how much free memory the top of a heap may hold before glibc gives it
+back, 64 KiB under the nanny's variable, so that the heap a task grows is handed back and faulted in
+again over and over — at :data:`TRIM_THRESHOLD` (1 GiB); after the task it puts glibc's 128 KiB and the
+environment's trim threshold back and calls ``malloc_trim``, so that what the task freed goes back to the
+system as Dask intends.  (Set for the whole process, the other stages' freed pieces stayed in the heaps,
+and a 16M run's peak rose from 3590 to 4937 MiB, 5589 MiB at the 32 MiB ceiling.)  One 500,000-record
+top cell of ``quality="high"`` in a worker (Gaussian, k = 10): 150 000–200 000 page faults and 0.9–1.1 s
+of system time with a 4 MiB threshold and the nanny's trim threshold, 70 000–80 000 and 0.4–0.7 s with
+both raised (what remains: arrays over 32 MiB, always mapped).
 It does nothing where no malloc variable pinned the threshold (glibc adjusts it by itself there),
 where the environment names ``MALLOC_MMAP_THRESHOLD_`` (the owner chose), off Linux or on another C
 library.  Used by the pipeline's kernel tasks (:mod:`daskmicro.graph.improve`, :mod:`daskmicro.graph.fanout`).
@@ -35,11 +40,15 @@ import sys
 __all__ = ["reusing", "MMAP_THRESHOLD"]
 
 #: glibc's ``M_MMAP_THRESHOLD`` parameter of ``mallopt``, the value :func:`reusing` gives it while a
-#: kernel task runs (bytes), and glibc's own fixed value, put back after.  At 4 MiB one 250,000-record
-#: top cell runs as fast as in a plain process (the kernels' repeated arrays are smaller).
+#: kernel task runs (bytes: glibc's ceiling on 64-bit), and glibc's own fixed value, put back after.
 _M_MMAP_THRESHOLD = -3
-MMAP_THRESHOLD = 4 * 1024 * 1024
+MMAP_THRESHOLD = 32 * 1024 * 1024
 _GLIBC_THRESHOLD = 128 * 1024
+#: glibc's ``M_TRIM_THRESHOLD``, the value :func:`reusing` gives it while a kernel task runs (bytes), and
+#: glibc's default, put back after where the environment did not name one.
+_M_TRIM_THRESHOLD = -1
+TRIM_THRESHOLD = 1024 * 1024 * 1024
+_GLIBC_TRIM = 128 * 1024
 #: The variables that turn glibc's dynamic threshold off (Dask's nanny sets the first).
 _PINNING = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "MALLOC_MMAP_MAX_")
 
@@ -67,9 +76,12 @@ def reusing():
     if libc is None:
         yield False
         return
+    trim = os.environ.get("MALLOC_TRIM_THRESHOLD_", "")
     libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+    libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
     try:
         yield True
     finally:
         libc.mallopt(_M_MMAP_THRESHOLD, _GLIBC_THRESHOLD)
+        libc.mallopt(_M_TRIM_THRESHOLD, int(trim) if trim.isdigit() else _GLIBC_TRIM)
         libc.malloc_trim(0)
