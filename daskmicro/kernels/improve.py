@@ -121,14 +121,22 @@ def _improve(X, labels, k, sweeps, neighbours, active, near):
     return labels, info
 
 
-@nb.njit(cache=True, nogil=True)
 def _cell_major(X, labels, C, cap):
     """(Y, ids): the records cell by cell, ``Y[c, :size_c]`` the rows of cell c in row order and
-    ``ids`` their row numbers (−1 in the free slots)."""
-    n, m = X.shape
-    Y = np.zeros((C, cap, m))
+    ``ids`` their row numbers (−1 in the free slots).  Allocated by numpy, which asks the kernel for
+    huge pages for large arrays (numba's allocations go through malloc, which does not): ``Y`` is the
+    pass's largest array (100 MB for a top cell of 500,000 records in 13 dimensions), read at
+    random, and mapped afresh by every call; in 4 KiB pages that was 24,000 page faults a call."""
+    Y = np.zeros((C, cap, X.shape[1]))
     ids = np.full((C, cap), -1, np.int64)
-    fill = np.zeros(C, np.int64)
+    _fill_cell_major(X, labels, Y, ids)
+    return Y, ids
+
+
+@nb.njit(cache=True, nogil=True)
+def _fill_cell_major(X, labels, Y, ids):
+    n, m = X.shape
+    fill = np.zeros(Y.shape[0], np.int64)
     for i in range(n):
         c = labels[i]
         s = fill[c]
@@ -136,7 +144,6 @@ def _cell_major(X, labels, C, cap):
         ids[c, s] = i
         for j in range(m):
             Y[c, s, j] = X[i, j]
-    return Y, ids
 
 
 @nb.njit(cache=True, nogil=True)
