@@ -69,7 +69,7 @@ QUALITY = {
     "balanced": {"improve_sweeps": 3, "improve_neighbours": 8, "improve_pcl_iter": 0, "improve_post_sweeps": 0,
                  "partition_size": 25_000, "task_rows": DEFAULT_TASK_ROWS, "one_task": False},  # partitioned only
     "high": {"improve_sweeps": 2, "improve_neighbours": 16, "improve_pcl_iter": 2, "improve_post_sweeps": 2,
-             "partition_size": 50_000, "task_rows": 2 * DEFAULT_TASK_ROWS, "one_task": True},
+             "partition_size": 25_000, "task_rows": 2 * DEFAULT_TASK_ROWS, "one_task": True},
 }
 QUALITIES = tuple(QUALITY)
 

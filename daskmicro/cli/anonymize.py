@@ -53,7 +53,7 @@ def add_parser(sub, fmt) -> None:
     p.add_argument("--n-components", type=positive_int, metavar="M", help="pca-mdav and proximal records: number of principal components to keep (instead of --energy-loss)")
     p.add_argument("--K", dest="K", type=int, metavar="K", help="partitioned, proximal-distal: macrocell size, > k (default 1000)")
     p.add_argument("--nu", type=float, metavar="NU", help="partitioned, proximal-distal: fraction of macrocells (highest SSE) microaggregated without PCA, in [0, 1]")
-    p.add_argument("--partition-size", type=int, metavar="N", help="partitioned: records per partition, ≥ K (default 25000 with --quality balanced, 50000 with high)")
+    p.add_argument("--partition-size", type=int, metavar="N", help="partitioned: records per partition, ≥ K (default 25000)")
     p.add_argument("--task-rows", type=int, metavar="N", help="partitioned: records per top-level task (default 250000 with --quality balanced, 500000 with high)")
     p.add_argument("--max-task-rows", type=int, metavar="N", help="largest input the one-task methods accept (default 1000000)")
     p.add_argument("--quality", choices=list(QUALITIES), help="balanced (default): the partitioned pipeline improves its cells to exact MDAV's distortion; high: moves, PCL iterations and moves again, also after one-task methods (10-15 %% below exact MDAV, about twice the time)")

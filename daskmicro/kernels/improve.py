@@ -290,8 +290,13 @@ POLISH_CANDIDATES = 6
 #: PCL has made the long chains of moves, what is left is short-range.  A top cell of 500 000
 #: (k = 10, 2 × 16 moves and 2 PCL iterations before; SSE of the pass, Gaussian / census-like):
 #: 2 sweeps × 16 611 540 / 84 063 in 1.2 / 1.0 s; × 10 612 306 / 84 152; × 8 612 674 / 84 191 in
-#: 0.7 / 0.6 s; 1 sweep × 16 612 698 / 84 239 in 0.8 / 0.6 s.
-POST_PCL_NEIGHBOURS = 8
+#: 0.7 / 0.6 s; 1 sweep × 16 612 698 / 84 239 in 0.8 / 0.6 s.  With partitions of 25,000 (stop
+#: 33: MDAV in the partitions 1.5–1.8 s instead of 2.2–2.9 s per top cell), after the second PCL
+#: iteration's single auction phase: × 8 614 126 / 84 576; × 12 613 336 / 84 500 (+0.3 s);
+#: × 16 612 803 / 84 451 (+0.5–0.65 s).  12, with 25,000, loses 0.02 % of the 1M Gaussian run's
+#: information loss to 50,000 with 8 (0.8985 against 0.8983 of exact MDAV's) for ~0.45 s less per
+#: top cell.
+POST_PCL_NEIGHBOURS = 12
 
 
 def polish(X, labels, k: int, sweeps: int, neighbours: int = DEFAULT_NEIGHBOURS, pcl_iter: int = 0,
