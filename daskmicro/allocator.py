@@ -26,7 +26,7 @@ both raised (what remains: arrays over 32 MiB, always mapped).
 It does nothing where no malloc variable pinned the threshold (glibc adjusts it by itself there),
 where the environment names ``MALLOC_MMAP_THRESHOLD_`` (the owner chose), off Linux or on another C
 library.  Used by the pipeline's kernel tasks (:mod:`daskmicro.graph.improve`, :mod:`daskmicro.graph.fanout`).
-The setting is the process's: in a worker of several threads a task that ends puts 128 KiB back while
+The settings are the process's: in a worker of several threads a task that ends puts both back while
 another may still run — which costs that task speed, never a result.
 """
 
