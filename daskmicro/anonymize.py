@@ -106,7 +106,8 @@ def anonymize(
         proximal (PCA-MDAV).  Default 1.0 (MDAV everywhere) for "partitioned", 0.4 for
         "proximal-distal".  ν = 0 is PCA-MDAV everywhere.
     partition_size : int, optional
-        "partitioned": records per partition, at least K (default 25,000).  Larger partitions cost more time and less distortion.
+        "partitioned": records per partition, at least K (default 25,000).  Larger partitions
+        cost more time and less distortion.
     task_rows : int, optional
         "partitioned": records per top-level task (default 250,000 with ``quality`` "balanced",
         500,000 with "high").

@@ -58,10 +58,10 @@ DEFAULTS = {
 #: noiseless PCL iterations (a joint reassignment under the size constraint) and
 #: ``improve_post_sweeps`` passes more (with at most
 #: :data:`~daskmicro.kernels.improve.POST_PCL_NEIGHBOURS` cells per record) — a pipeline stage
-#: over each top cell's partitions jointly, so that it also works across their borders.  ``partition_size`` and ``task_rows``: the
-#: partitioned method's partition size and top-cell size when none is given (the improvement
-#: repairs most of what smaller partitions cost, and their MDAV is cheaper; larger top cells leave
-#: fewer borders the stage cannot cross); ``one_task``: whether groups small enough for one task
+#: over each top cell's partitions jointly, so that it also works across their borders.
+#: ``partition_size`` and ``task_rows``: the partitioned method's partition size and top-cell
+#: size when none is given (the improvement repairs most of what smaller partitions cost, and
+#: their MDAV is cheaper; larger top cells leave fewer borders the stage cannot cross); ``one_task``: whether groups small enough for one task
 #: (exact MDAV, PCA-MDAV, PCL) get the same pass.  "balanced" keeps the named one-task methods exact
 #: and brings the partitioned pipeline to exact MDAV's distortion; "high" spends about twice the
 #: time for 10–15 % less.  Measured in benchmarks/README.md.

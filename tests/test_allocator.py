@@ -5,6 +5,7 @@ real worker processes of a LocalCluster by what glibc itself reports (``mallinfo
 
 import contextlib
 import ctypes
+import json
 import os
 import subprocess
 import sys
@@ -86,8 +87,6 @@ def test_the_heap_a_kernel_task_grows_stays_while_it_runs_and_goes_back_after():
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
     out = subprocess.run([sys.executable, "-c", code], env={**env, "MALLOC_TRIM_THRESHOLD_": "65536"},
                          capture_output=True, text=True, check=True)
-    import json
-
     plain, kept = json.loads(out.stdout)
     half = 8 << 20
     assert plain["freed"] <= plain["held"] - half                                  # given back at once

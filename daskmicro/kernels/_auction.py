@@ -353,7 +353,7 @@ class Adjuster:
         # warm prices already meet the final ε's slackness for every record whose benefits have
         # barely moved (see improve.POLISH_AUCTION_EPS for what it measured)
         self.rescale_warm = rescale_warm
-        self.calls = 0
+        self.warm = False  # prices left by an earlier call
         self.bids = 0
         self.failed = False
         self.graph = graph  # the cells' neighbour lists (many cells only), kept between calls
@@ -361,8 +361,8 @@ class Adjuster:
     def assign(self, P, C, home, backbone):
         cand, benefit, self.graph = _candidates(P, C, home, backbone, self.n_candidates, self.r > 0, self.graph)
         eps = []
-        e = (self.eps_first if self.rescale_warm or self.calls == 0 else self.eps_final) * self.scale
-        self.calls += 1
+        e = (self.eps_final if self.warm and not self.rescale_warm else self.eps_first) * self.scale
+        self.warm = True
         while e > self.eps_final * self.scale:
             eps.append(e)
             e /= _EPS_STEP
