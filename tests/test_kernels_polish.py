@@ -137,6 +137,31 @@ def test_neighbour_lists_are_valid_and_descent_brings_the_approximate_search_nea
     assert recall > 0.85, recall
 
 
+@settings(max_examples=30, deadline=None)
+@given(C=st.integers(2, 120), m=st.integers(1, 14), L=st.integers(1, 9), seed=st.integers(0, 10_000),
+       kind=st.sampled_from(["normal", "grid", "duplicates"]), magnitude=st.integers(-6, 8))
+def test_a_descent_round_keeps_the_nearest_of_the_lists_and_their_lists(C, m, L, seed, kind, magnitude):
+    """One round, checked against its definition: every cell's new list is the L nearest other cells
+    of its list and its neighbours' lists, by squared distance summed coordinate by coordinate in
+    float64, ties by cell id — exact ties (grid, duplicate centroids) and any scale included."""
+    rng = np.random.default_rng(seed)
+    L = min(L, C - 1)
+    cen = records(rng, C, m, kind, 10.0 ** magnitude)
+    start = np.array([rng.permutation(np.delete(np.arange(C), c))[:L] for c in range(C)], dtype=np.int64)
+
+    def d2(a, b):
+        total = 0.0
+        for j in range(m):
+            total += (cen[a, j] - cen[b, j]) ** 2
+        return total
+
+    got = descend(cen, start.copy(), 1, np.ones(C, dtype=bool))
+    for c in range(C):
+        reach = ({*start[c], *start[start[c]].ravel()} - {c})
+        expect = sorted(reach, key=lambda b: (d2(c, b), b))[:L]
+        assert list(got[c]) == expect
+
+
 def test_descend_on_live_cells_only_changes_their_lists():
     rng = np.random.default_rng(5)
     cen = rng.standard_normal((400, 5))
