@@ -32,7 +32,7 @@ from numba import njit
 from scipy.spatial import cKDTree
 
 from .cellgraph import descend, nearest_cells, neighbour_cells
-from ._prefetch import prefetch_row
+from ._prefetch import prefetch, prefetch_row
 
 __all__ = ["auction", "new_prices", "Adjuster", "cell_means", "sse_of", "EPS_NOISY"]
 
@@ -48,11 +48,14 @@ _EPS_FIRST = 0.25  # first auction ε, same unit
 # ε, and the clouds only steer the reconstruction values, so near-optimality is not needed here
 EPS_NOISY = 1e-1
 _EPS_STEP = 4.0  # ε is divided by this between auction phases (4 measured ~10 % faster than 8)
-# bidders ahead in the queue whose rows (candidates, benefits) are prefetched: an evicted bidder's
-# rows lie anywhere in 2 × 28 MB (500 000 records × 7 columns); the auctions of two PCL iterations
-# on a top cell of 500 000 (k = 10) took 1.27 s with 10 ahead, 1.76 s without (Gaussian), 3.5 /
-# 4.3 s (census-like); 8 and 10 measured alike, 16 and 32 slower
-_AHEAD = 10
+# Prefetch distances of the auction's bidders (:func:`_prefetch_bidders`): the rows (candidates,
+# benefits) of the bidder ``_AHEAD`` places ahead in the queue, and the slot heaps of the nearest
+# ``_HEAPS_OF`` candidate cells of the bidder ``_HEAPS_AHEAD`` places ahead, whose row has arrived
+# by then.  An evicted bidder's rows lie anywhere in 2 × 28 MB (500 000 records × 7 columns), its
+# cell's heap anywhere in 2 × 4 MB.  The auctions of two PCL iterations on a top cell of 500 000
+# (k = 10; Gaussian / census-like): 1.76 / 4.3 s without; rows only, 10 ahead, 1.15–1.2 / 3.05–3.3 s
+# (8 alike, 16 and 32 slower); and the two nearest cells' heaps 4 ahead 0.87–0.92 / 2.73–2.84 s.
+_AHEAD, _HEAPS_AHEAD, _HEAPS_OF = 10, 4, 2
 
 
 def new_prices(capacity: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -139,12 +142,7 @@ def auction(benefit, cand, start, price, holder, eps_phases, spread, max_bids):
                 break
             i = queue[head]
             if count > _AHEAD:
-                ahead = head + _AHEAD
-                if ahead >= n:
-                    ahead -= n
-                nxt = queue[ahead]
-                prefetch_row(cand, nxt)
-                prefetch_row(benefit, nxt)
+                _prefetch_bidders(queue, head, n, cand, benefit, start, price, holder)
             head += 1
             if head == n:
                 head = 0
@@ -194,6 +192,30 @@ def auction(benefit, cand, start, price, holder, eps_phases, spread, max_bids):
         if where[i] >= 0:
             cell[i] = slot_cell[where[i]]
     return cell, bids
+
+
+@njit(cache=True, inline="always")
+def _prefetch_bidders(queue, head, n, cand, benefit, start, price, holder):
+    """Prefetch for the bidders queued ahead of ``queue[head]`` (at least ``_AHEAD`` of them): the
+    rows of the one ``_AHEAD`` places ahead, the first and last slots of the nearest cells' heaps of
+    the one ``_HEAPS_AHEAD`` places ahead.  Hints only: no value changes."""
+    ahead = head + _AHEAD
+    if ahead >= n:
+        ahead -= n
+    prefetch_row(cand, queue[ahead])
+    prefetch_row(benefit, queue[ahead])
+    ahead = head + _HEAPS_AHEAD
+    if ahead >= n:
+        ahead -= n
+    b = queue[ahead]
+    for j in range(min(_HEAPS_OF, cand.shape[1])):
+        q = cand[b, j]
+        if q >= 0:
+            lo, hi = start[q], start[q + 1] - 1
+            prefetch(price, lo)
+            prefetch(holder, lo)
+            prefetch(price, hi)
+            prefetch(holder, hi)
 
 
 @njit(cache=True)
