@@ -30,8 +30,9 @@ MAX_CONNECT_TIMEOUT = 3600.0
 #: allocator (mimalloc) keeps what it freed after a Parquet read; the system allocator, which
 #: Dask's nanny already trims, gives it back.  Measured on 4,000,000 rows (bench_pipeline.py's
 #: profile): peak memory over the run 2.1× instead of 3.8× the raw QI bytes.  On a cluster of
-#: your own, set the same variable in the workers' environment.
-WORKER_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "system"}
+#: your own, set the same variable in the workers' environment.  ``DASKMICRO_LOCAL_WORKER`` marks the
+#: workers as daskmicro's own (see :class:`TaskLogFilter`).
+WORKER_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "system", "DASKMICRO_LOCAL_WORKER": "1"}
 
 
 #: Memory of a worker before its largest task: the interpreter, numpy, pandas, pyarrow, the
@@ -71,14 +72,25 @@ def worker_memory_limit(task_bytes: int, n_workers: int) -> int:
 _REFUSALS = ("InputError(", "ParameterError(")
 
 
+#: What a worker logs, with a traceback, when a heartbeat finds the scheduler gone: on the workers of a
+#: LocalCluster that daskmicro started, only ever the race of the cluster's own shutdown (the scheduler
+#: lives in the process that closes it), which would follow a one-line refusal on the terminal.
+_HEARTBEAT_LOST = "Failed to communicate with scheduler during heartbeat"
+
+
 class TaskLogFilter(logging.Filter):
     """Keeps data out of Dask's logs: a failed task is logged by ``distributed.worker`` with
     ``repr`` of its arguments — pieces of the input or of the release — and the exception's
     text; the arguments are withheld and numbers and quoted literals of the texts redacted
     (:func:`daskmicro.errors.redact`); a task refusing its input (:class:`InputError`,
-    :class:`ParameterError`) is not logged at all.  Everything else passes unchanged."""
+    :class:`ParameterError`) is not logged at all.  On daskmicro's own LocalCluster workers
+    (``DASKMICRO_LOCAL_WORKER=1``, :data:`WORKER_ENV`) the heartbeat lost at the cluster's shutdown
+    is not logged either.  Everything else passes unchanged."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str) and record.msg.startswith(_HEARTBEAT_LOST) \
+                and os.environ.get("DASKMICRO_LOCAL_WORKER") == "1":
+            return False
         if isinstance(record.msg, str) and record.msg.startswith("Compute Failed") and isinstance(record.args, tuple) \
                 and len(record.args) == 5:
             key, state, _task, exc, tb = record.args

@@ -30,3 +30,29 @@ def test_cluster_client_starts_and_closes_its_own_local_cluster():
     assert client.status == "closed"
     with pytest.raises(Exception):
         distributed.Client(address, timeout=1)
+
+
+def _heartbeat_record_passes():
+    import logging
+
+    log = logging.getLogger("distributed.worker")
+    record = log.makeRecord(log.name, logging.ERROR, __file__, 1,
+                            "Failed to communicate with scheduler during heartbeat.", (), None)
+    other = log.makeRecord(log.name, logging.ERROR, __file__, 1, "Worker stream died", (), None)
+    return bool(log.filter(record)), bool(log.filter(other))
+
+
+def test_own_workers_do_not_log_the_heartbeat_lost_at_shutdown_and_others_still_do(monkeypatch):
+    """The shutdown race that put a worker's traceback under a one-line refusal: dropped on the
+    workers daskmicro starts (and nothing else there), kept on any other worker."""
+    from daskmicro.cluster import TaskLogFilter
+
+    assert WORKER_ENV["DASKMICRO_LOCAL_WORKER"] == "1"
+    with cluster_client(n_workers=1) as client:
+        assert list(client.run(_heartbeat_record_passes).values()) == [(False, True)]
+    monkeypatch.delenv("DASKMICRO_LOCAL_WORKER", raising=False)
+    import logging
+
+    record = logging.LogRecord("distributed.worker", logging.ERROR, __file__, 1,
+                               "Failed to communicate with scheduler during heartbeat.", (), None)
+    assert TaskLogFilter().filter(record)
