@@ -212,10 +212,11 @@ def _prefetch_bidders(queue, head, n, cand, benefit, start, price, holder):
         q = cand[b, j]
         if q >= 0:
             lo, hi = start[q], start[q + 1] - 1
-            prefetch(price, lo)
-            prefetch(holder, lo)
-            prefetch(price, hi)
-            prefetch(holder, hi)
+            if hi >= lo:  # a cell with slots (every cell has k or more)
+                prefetch(price, lo)
+                prefetch(holder, lo)
+                prefetch(price, hi)
+                prefetch(holder, hi)
 
 
 @njit(cache=True)
