@@ -88,11 +88,10 @@ class TaskLogFilter(logging.Filter):
     is not logged either.  Everything else passes unchanged."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if isinstance(record.msg, str) and record.msg.startswith(_HEARTBEAT_LOST) \
-                and os.environ.get("DASKMICRO_LOCAL_WORKER") == "1":
+        text = record.msg if isinstance(record.msg, str) else ""
+        if text.startswith(_HEARTBEAT_LOST) and os.environ.get("DASKMICRO_LOCAL_WORKER") == "1":
             return False
-        if isinstance(record.msg, str) and record.msg.startswith("Compute Failed") and isinstance(record.args, tuple) \
-                and len(record.args) == 5:
+        if text.startswith("Compute Failed") and isinstance(record.args, tuple) and len(record.args) == 5:
             key, state, _task, exc, tb = record.args
             if str(exc).startswith(_REFUSALS):  # refused input: the caller gets it as one line, not a log
                 return False
