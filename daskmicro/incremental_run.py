@@ -186,6 +186,10 @@ def anonymize_incremental(
 
     own_cluster = client is None and _default_client() is None
     workers = worker_settings(memory_limit, spill_directory, own_cluster)
+    if workers.get("spill_directory") is not None:
+        from .io.paths import check_spill
+
+        check_spill(workers["spill_directory"], [src.path])
     with cluster_client(client or _default_client(), **workers) as c:
         warm_up(c, "nn" if increment in FIXED_INCREMENTS else increment, kernel or default_kernel)
         step("workers ready")

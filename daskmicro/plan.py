@@ -152,10 +152,12 @@ def _sink(output) -> str:
 
 def _outputs(cfg, sink, output, report_path, input, perf_wanted, existing_ok=()):
     """Every path the run writes, checked against the input and each other before any work."""
-    from .io.paths import Output, check_outputs
+    from .io.paths import Output, check_outputs, check_spill
     from .report import dask_report
 
+    inputs = [input] if input is not None else []
     if sink == "memory":
+        check_spill(cfg.spill_directory, inputs)
         return None, None
     outputs = [Output(Path(output), "output", directory=sink == "lake")]
     perf_path = None
@@ -168,7 +170,8 @@ def _outputs(cfg, sink, output, report_path, input, perf_wanted, existing_ok=())
         if perf_wanted:
             perf_path = dask_report.performance_report_path(report_path)
             outputs.append(Output(perf_path, "Dask performance report"))
-    check_outputs([input] if input is not None else [], outputs, cfg.overwrite, existing_ok=existing_ok)
+    check_outputs(inputs, outputs, cfg.overwrite, existing_ok=existing_ok)
+    check_spill(cfg.spill_directory, inputs, outputs)
     return (Path(report_path) if report_path else None), perf_path
 
 

@@ -51,7 +51,7 @@ def build_report(cfg, ex, source, client) -> Report:
     qi = list(cfg.qi)
     reports = [None if i is None else group_report(cfg, i, i.get("observed", qi), ex.k) for i in ex.infos]
     done = [r for r in reports if r is not None]
-    single = len(ex.groups) == 1 and len(done) == 1 and not cfg.strata and cfg.missing != "separate" \
+    single = len(ex.groups) == 1 and len(done) == 1 and not ex.strata and cfg.missing != "separate" \
         and done[0].n == ex.n
     if single:
         report = done[0]
@@ -68,8 +68,8 @@ def build_report(cfg, ex, source, client) -> Report:
             constant_columns=sorted({c for r in done for c in r.constant_columns}, key=str),
             k_anonymity=None, rows=None, keep_row_id=bool(cfg.keep_row_id),
         )
-        if cfg.strata or cfg.missing == "separate" or len(ex.groups) > 1:
-            report.strata = strata_summary(list(cfg.strata), cfg.missing, cfg.merge_small_strata, ex.groups, reports)
+        if ex.strata or cfg.missing == "separate" or len(ex.groups) > 1:
+            report.strata = strata_summary(list(ex.strata), cfg.missing, cfg.merge_small_strata, ex.groups, reports)
         sizes, counts = ex.tuple_sizes
         report.cell_size_counts = {int(s): int(c) for s, c in zip(sizes, counts)}
     report.k_anonymity, report.rows, report.seed = ex.k_check, ex.rows_check, int(cfg.seed)

@@ -24,6 +24,7 @@ import pandas as pd
 from ..config import AUTO_EXACT_ROWS, DEFAULT_TASK_ROWS, ONE_TASK_METHODS as ONE_TASK
 from ..errors import InputError, ParameterError
 from ..io import commit as cm
+from ..io import hive
 from ..io import layout as lay
 from ..io.shuffle import COUNTS_DIR, SHUFFLE_DIR
 from ..io.source import RID
@@ -65,6 +66,7 @@ class Execution:
     meta: object = None
     compile: dict | None = None  # the kernel warm-up, apart from the stages (warmup.warm_workers)
     scale: object = None        # bins of the report's before/after figures (kernels.figures.Scale)
+    strata: list = field(default_factory=list)   # stratum columns, partition columns of the release included
 
 
 # --------------------------------------------------------------------------- memory
@@ -312,6 +314,7 @@ class _Layout:
     partition_by: list
     part_counts: dict
     row0s: np.ndarray
+    strata: list            # the strata columns, then the partition columns that are not strata
     rows: list
     scale: object = None    # mean and spread of each QI: the bins of the report's figures
 
@@ -321,7 +324,7 @@ def execute(client, source, cfg, sink: str, output=None, progress=None) -> Execu
     "file" or "memory" (a frame).  Nothing is committed here (see :mod:`daskmicro.plan`)."""
     timings = {}
     t0 = time.perf_counter()
-    lay_ = _prescan(client, source, cfg)
+    lay_ = _prescan(client, source, cfg, sink)
     timings["pre-scan"] = _tick(progress, "pre-scan", t0)
     # the kernels of the methods that run, compiled or loaded on every worker before the stages
     q = cfg.improve_settings
@@ -340,22 +343,29 @@ def execute(client, source, cfg, sink: str, output=None, progress=None) -> Execu
     t0 = time.perf_counter()
     ex = Execution(n=lay_.n, k=lay_.k, groups=lay_.groups, infos=infos, labels=lay_.labels, k_check=None,
                    rows_check=None, tuple_sizes=None, timings=timings, inputs=inputs, meta=meta, compile=compiled,
-                   scale=lay_.scale)
+                   scale=lay_.scale, strata=lay_.strata)
     _release(client, source, cfg, lay_, sink, output, releases, ex)
     name = "write + verify" if sink == "lake" else "collect + verify"
     timings[name] = _tick(progress, name, t0)
     return ex
 
 
-def _prescan(client, source, cfg) -> _Layout:
-    """Scan every piece once (counts only), check the values, plan the groups."""
-    qi, strata = list(cfg.qi), list(cfg.strata)
-    partition_by = list(cfg.partition_by) if cfg.partition_by is not None else [
+def _prescan(client, source, cfg, sink) -> _Layout:
+    """Scan every piece once (counts only), check the values, plan the groups.
+
+    A partitioned directory release publishes each hive partition as a directory that readers
+    may read on its own and that they read back as a column: the partition columns are strata
+    (no cell spans two partitions), so the release is k-anonymous as a hive reader sees it."""
+    qi = list(cfg.qi)
+    partition_by = [] if sink != "lake" else list(cfg.partition_by) if cfg.partition_by is not None else [
         c for c in source.partition_fields if c in source.columns and c not in qi]
-    keys = list(dict.fromkeys(strata + partition_by))
+    hive.check_names(partition_by)
+    strata = list(dict.fromkeys(list(cfg.strata) + partition_by))
+    keys = strata
     source.attach(client)
     scans = client.gather(client.compute([source.scan_task(i, qi, keys) for i in range(len(source.files))]))
     n = check_scan(scans, qi, cfg.missing, getattr(source, "path", None))
+    _check_partition_values(scans, keys, partition_by)
     if cfg.per_record_participation:
         _check_participation_column(client, source, cfg.participation)
     k = _n_min(cfg, n)
@@ -370,7 +380,7 @@ def _prescan(client, source, cfg) -> _Layout:
     _check_groups(client, cfg, groups)
     row0s = np.concatenate([[0], np.cumsum([s["rows"] for s in scans])[:-1]]).astype(np.int64)
     return _Layout(n=n, k=k, groups=groups, labels=labels, partition_by=partition_by, part_counts=part_counts,
-                   row0s=row0s, rows=[s["rows"] for s in scans],
+                   row0s=row0s, strata=strata, rows=[s["rows"] for s in scans],
                    scale=scale_from_moments(qi, [s.get("moments") for s in scans]))
 
 
@@ -380,7 +390,7 @@ def _cells(client, source, cfg, lay_: _Layout, stage):
     import dask
     from dask.delayed import Delayed
 
-    qi, strata, n, k = list(cfg.qi), list(cfg.strata), lay_.n, lay_.k
+    qi, strata, n, k = list(cfg.qi), lay_.strata, lay_.n, lay_.k
     pieces = [source.read_task(i, source.columns, int(lay_.row0s[i])) for i in range(len(source.files))
               if lay_.rows[i]]
     meta = client.compute(dask.delayed(_empty_like)(pieces[0])).result()
@@ -421,7 +431,7 @@ def _release(client, source, cfg, lay_: _Layout, sink, output, releases, ex: Exe
     the tuple an intruder sees) and fill in ``ex``."""
     import dask
 
-    qi, strata, n, k, partition_by = list(cfg.qi), list(cfg.strata), lay_.n, lay_.k, lay_.partition_by
+    qi, strata, n, k, partition_by = list(cfg.qi), lay_.strata, lay_.n, lay_.k, lay_.partition_by
     published = list(dict.fromkeys(strata + qi))
     expected = cm.range_checksum(n)
     names = list(source.columns) + (["row_id"] if cfg.keep_row_id else [])
@@ -475,6 +485,19 @@ def _tick(progress, name, t0) -> float:
     if progress is not None:
         progress(name, seconds)
     return seconds
+
+
+def _check_partition_values(scans, keys, partition_by) -> None:
+    """Refuse partition values that hive readers would read back as other values (:mod:`daskmicro.io.hive`)."""
+    for col in partition_by:
+        counts: dict = {}
+        for s in scans:
+            for combo, c in s["combos"].items():
+                v = combo[keys.index(col)]
+                if hive.value_text(v) in ("", hive.NULL):
+                    counts[hive.value_text(v)] = counts.get(hive.value_text(v), 0) + c
+        for text, c in counts.items():
+            hive.check_value(col, text, c)
 
 
 def _partition_counts(scans, keys, strata, partition_by, labels) -> dict:

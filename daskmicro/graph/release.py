@@ -18,8 +18,10 @@ import pandas as pd
 
 from ..errors import VerificationError
 from ..io import commit as cm
+from ..io import hive
 from ..io import layout as lay
 from ..io import shuffle as sh
+from ..io.paths import inside
 from ..io.source import RID
 
 __all__ = ["promised_schema", "file_cuts", "write_and_verify", "collect", "dask_release", "tuple_sizes",
@@ -162,7 +164,11 @@ def write_and_verify(client, releases, files, schema, columns, k, seed, partitio
     del written  # written and reported: a worker lost later must not run them again (the fragments go now)
     inflight.clear()
     sh.remove_fragments(staging)
-    keep = [(p, r, dict(zip(partition_by, key))) for p, r, (key, _) in zip(paths, results, order) if r["rows"]]
+    # the partition values as a hive reader reads them: decoded from the directory names written
+    keep = [(p, r, _hive_constants(files[key][0])) for p, r, (key, _) in zip(paths, results, order) if r["rows"]]
+    for p, _, _ in keep:
+        if not inside(p, staging):  # a path made from data never leaves the release
+            raise VerificationError("a release file's path leads outside the staging directory")
     k_check, sizes, same, rows_read = _verify_files(client, [(p, c, r["rows"]) for p, r, c in keep], schema,
                                                     columns, k, n, staging, inflight)
     cm.check_written(results, n, expected, same, k_check, rows_read)
@@ -170,6 +176,11 @@ def write_and_verify(client, releases, files, schema, columns, k, seed, partitio
                for p, r, _ in keep]
     return {"files": listing, "k_check": k_check, "rows_check": RowCheck(ok=True, rows_in=n, rows_out=rows_read),
             "tuple_sizes": sizes}
+
+
+def _hive_constants(rel: str) -> dict:
+    """``{column: value}`` of a partition directory ``rel`` as hive readers decode it."""
+    return dict(kv for kv in map(hive.parse_segment, rel.split("/") if rel else []) if kv is not None)
 
 
 #: Fewest rows of a written file checked by one task when the run has fewer files than worker

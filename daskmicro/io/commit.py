@@ -37,6 +37,7 @@ import pandas as pd
 from ..errors import VerificationError
 from ..publish import shuffle_keys
 from .interrupt import check as check_interrupt
+from .paths import inside
 from .tables import arrow_to_pandas, dump_json, write_json_atomic
 
 __all__ = ["SUCCESS", "OWNER", "verify_file", "commit", "range_checksum",
@@ -76,6 +77,9 @@ def open_staging(target: Path, subdirs=()) -> Path:
                                              "started": time.time()}), encoding="utf-8")
     for rel in subdirs:
         if rel:
+            if not inside(staging / rel, staging):  # resolved, not compared as text
+                discard_staging(staging)
+                raise VerificationError("a release directory made from the data would lie outside the release")
             (staging / rel).mkdir(parents=True, exist_ok=True)
     return staging
 

@@ -16,12 +16,13 @@ client picks the exact ones.  The passes read only the row ids and the partition
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 import pandas as pd
 
+from ..errors import InputError
 from ..publish import shuffle_keys
+from . import hive
 from .source import RID
 
 __all__ = ["HIST_BITS", "KEY_COLUMN", "plan_files", "file_index", "split_piece", "pick", "piece_keys", "key_histogram", "merge_histograms",
@@ -48,19 +49,19 @@ def _groups(df: pd.DataFrame, partition_by: list):
     return [(tuple(_plain(v) for v in (k if isinstance(k, tuple) else (k,))), idx) for k, idx in codes.items()]
 
 
-def _dir_value(v) -> str:
-    return "__HIVE_DEFAULT_PARTITION__" if v is None else str(v)
-
-
 def plan_files(partition_by: list, partition_counts: dict, rows_per_file: int, cuts: dict | None = None) -> dict:
     """``{partition value tuple: (relative directory, number of files, cut keys)}``.
 
     With ``cuts`` (:func:`cut_keys`) file ``i`` of a partition holds the keys in
     ``[cuts[i-1], cuts[i])``; without, the partition is one file.
     """
-    out = {}
+    out, seen = {}, set()
     for key, n in partition_counts.items():
-        rel = os.path.join(*[f"{c}={_dir_value(v)}" for c, v in zip(partition_by, key)]) if partition_by else ""
+        rel = hive.relative_dir(partition_by, key) if partition_by else ""
+        if rel in seen:  # two values with one text (1 and "1" in one object column): one directory
+            raise InputError(f"partition column(s) {', '.join(map(repr, partition_by))}: two different values "
+                             "would be written as one hive directory (mixed types in one column); cast the column first")
+        seen.add(rel)
         c = np.empty(0, np.uint64) if cuts is None else cuts.get(key, np.empty(0, np.uint64))
         out[key] = (rel, max(1, math.ceil(n / rows_per_file)) if cuts is not None else 1, c)
     return out

@@ -12,8 +12,14 @@ work starts, :func:`check_outputs` refuses, in one line naming the path:
 * an existing output without ``overwrite``, or an existing output of the other kind (a
   directory where a file is to be written, or the reverse).
 
-Paths are compared after resolving symbolic links, and existing files also by identity
-(:func:`os.path.samefile`), so a link or a hard link to the input is caught as well.
+Inputs are compared by identity, not by name: every file and directory a directory input holds
+(the files a lake reader opens, through symbolic links) and the input itself are known by their
+device and inode, and an output is refused when it, anything inside an existing output, or any
+directory above it is one of them — so a link, a hard link or a bind mount of an input is caught
+however it is reached.  Paths are also compared after resolving symbolic links.
+
+A spill directory (``spill``) must exist already and lie outside every input and output: the
+workers write their scratch files there.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from pathlib import Path
 
 from ..errors import ParameterError
 
-__all__ = ["Output", "check_outputs", "check_against_inputs"]
+__all__ = ["Output", "check_outputs", "check_against_inputs", "check_spill", "inside"]
 
 
 class Output:
@@ -51,6 +57,84 @@ def _same(a: Path, b: Path) -> bool:
 def _inside(child: Path, parent: Path) -> bool:
     c, p = _resolved(child), _resolved(parent)
     return c != p and c.is_relative_to(p)
+
+
+def inside(path, root) -> bool:
+    """Whether ``path`` lies inside the directory ``root`` once both are resolved (links followed,
+    ``..`` applied): the test a writer makes before it creates or writes a path built from data."""
+    c, p = _resolved(Path(path)), _resolved(Path(root))
+    return c != p and c.is_relative_to(p)
+
+
+def _identity(path) -> tuple | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+class _Identities:
+    """Device and inode of every input file and of every directory an input is or holds."""
+
+    def __init__(self, inputs):
+        self.files: set = set()
+        self.dirs: set = set()
+        for inp in inputs:
+            if inp.is_dir():
+                for dirpath, _, filenames in os.walk(inp):
+                    self.dirs.add(_identity(dirpath))
+                    self.files.update(_identity(os.path.join(dirpath, f)) for f in filenames)
+            else:
+                self.files.add(_identity(inp))
+        self.files.discard(None)
+        self.dirs.discard(None)
+
+    def clash(self, path: Path) -> str | None:
+        """How ``path`` (an output, existing or not) meets an input, or None."""
+        me = _identity(path)
+        if me is not None and me in self.files:
+            return "is an input file"
+        if me is not None and me in self.dirs:
+            return "is an input directory"
+        for above in _resolved(path).parents:
+            if _identity(above) in self.dirs:
+                return "lies inside an input directory"
+        if me is not None and path.is_dir():
+            either = self.files | self.dirs
+            for dirpath, dirnames, filenames in os.walk(path):
+                for name in dirnames + filenames:
+                    if _identity(os.path.join(dirpath, name)) in either:
+                        return "would contain an input file"
+        return None
+
+
+def _by_identity(out: Output, ids: _Identities, inputs) -> None:
+    why = ids.clash(out.path)
+    if why is not None:
+        named = ", ".join(str(p) for p in inputs)
+        raise ParameterError(f"the {out.what} {why} (of {named}), reached through a link or mount: {out.path} "
+                             "(choose another path; the input is never replaced)")
+
+
+def check_spill(spill, inputs=(), outputs=()) -> None:
+    """Refuse a spill directory that does not exist, is not a directory, or lies inside, around
+    or at an input or an output (compared by identity as well as by resolved path)."""
+    if spill is None:
+        return
+    p = Path(spill)
+    if not p.is_dir():
+        raise ParameterError(f"spill directory (--spill-dir) does not exist or is not a directory: {p} "
+                             "(create it first)")
+    inputs = [Path(i) for i in inputs if i is not None]
+    out = Output(p, "spill directory (--spill-dir)", directory=True)
+    for inp in inputs:
+        if inp.exists():
+            _against_input(out, inp)
+    _by_identity(out, _Identities([i for i in inputs if i.exists()]), inputs)
+    for other in outputs:
+        if other is not None:
+            _against_output(out, other)
 
 
 def _against_input(out: Output, inp: Path) -> None:
@@ -113,6 +197,9 @@ def check_outputs(inputs, outputs, overwrite: bool = False, hint: str = "use --o
         for inp in inputs:
             if inp.exists():
                 _against_input(out, inp)
+    ids = _Identities([i for i in inputs if i.exists()])
+    for out in outputs:
+        _by_identity(out, ids, inputs)
     for i, a in enumerate(outputs):
         for b in outputs[i + 1:]:
             _against_output(a, b)
@@ -128,3 +215,6 @@ def check_against_inputs(inputs, outputs) -> None:
         for inp in inputs:
             if inp.exists():
                 _against_input(out, inp)
+    ids = _Identities([i for i in inputs if i.exists()])
+    for out in outputs:
+        _by_identity(out, ids, inputs)

@@ -21,6 +21,7 @@ import pandas as pd
 
 from ..errors import InputError, ParameterError
 from ..kernels.figures import moments as figure_moments
+from . import hive as hive_dirs
 from .filters import parse_filters
 from .qi import qi_frame_matrix
 from .tables import CSV_SUFFIXES, PARQUET_SUFFIXES, arrow_to_pandas, check_csv_header, one_line
@@ -168,14 +169,15 @@ def _schema_difference(a, b) -> str:
 def _hive_fields(root: Path, files: list) -> list:
     """Hive keys from the directory names (key=value) between ``root`` and each file."""
     keys = None
-    for f in files:
+    for i, f in enumerate(files):
         parts = Path(f).relative_to(root).parts[:-1]
-        these = [p.split("=", 1)[0] for p in parts if "=" in p]
+        these = [kv[0] for kv in map(hive_dirs.parse_segment, parts) if kv is not None]
         if keys is None:
             keys = these
-        elif these != keys:
-            raise InputError(f"hive partition directories of {f} ({'/'.join(these) or 'none'}) differ from "
-                             f"those of {files[0]} ({'/'.join(keys) or 'none'})")
+        elif these != keys:  # the directory names hold data: named by position, not by path
+            raise InputError(f"hive partition directories of the lake {root} differ between its data files "
+                             f"(file {i + 1} of {len(files)}: key(s) {', '.join(map(repr, these)) or 'none'}; "
+                             f"file 1: {', '.join(map(repr, keys)) or 'none'})")
     return keys or []
 
 
@@ -254,9 +256,10 @@ def _hive_field(root: Path, files, key):
     values = set()
     for f in files:
         for p in Path(f).relative_to(root.resolve()).parts[:-1]:
-            if p.startswith(key + "="):
-                values.add(p.split("=", 1)[1])
-    ints = all(v.lstrip("-").isdigit() for v in values) and values
+            kv = hive_dirs.parse_segment(p)
+            if kv is not None and kv[0] == key and kv[1] is not None:
+                values.add(kv[1])
+    ints = all(v.lstrip("-").isdigit() and v.lstrip("-").isascii() for v in values) and values
     return pa.field(key, pa.int64() if ints else pa.string())
 
 
@@ -269,12 +272,12 @@ def _read_table(file, fmt, root, full_schema, hive, expr, columns):
     if hive:
         values = {}
         for p in Path(file).relative_to(Path(root).resolve()).parts[:-1]:
-            if "=" in p:
-                key, val = p.split("=", 1)
-                values[key] = val
+            kv = hive_dirs.parse_segment(p)
+            if kv is not None:
+                values[kv[0]] = kv[1]
         for key in hive:
             f = full_schema.field(key)
-            v = int(values[key]) if pa.types.is_integer(f.type) else values[key]
+            v = int(values[key]) if pa.types.is_integer(f.type) and values[key] is not None else values[key]
             table = table.append_column(f, pa.array([v] * table.num_rows, type=f.type))
     if expr is not None:
         table = table.filter(expr)
