@@ -114,7 +114,7 @@ def anonymize_incremental(
     progress : callable, optional
         Called as ``progress(event, seconds since the call)`` at each step.
     time_column : column label, optional
-        DataFrame source: the arrival-time column (published unchanged, like any non-QI column).
+        DataFrame source: the arrival-time column (read to schedule the stages, never published).
     time_model : schedule.TimeModel or (a, beta), optional
         Running time ``t(n) = a·nᵝ`` seconds of the base method, for ν* when neither ``nu``
         nor ``zeta`` is given, and as the predicted t_ref of the report.

@@ -57,8 +57,11 @@ def open_input(cfg: RunConfig, data=None, input=None):
     if data is not None:
         source = open_frame(data, list(cfg.columns) if cfg.columns else None, list(cfg.drop), list(cfg.filters))
     else:
+        named = list(cfg.qi) + list(cfg.strata) + list(cfg.partition_by or ())
+        if cfg.per_record_participation:
+            named.append(cfg.participation)
         source = open_source(Path(input), list(cfg.filters), list(cfg.columns) if cfg.columns else None,
-                             list(cfg.drop))
+                             list(cfg.drop), needed=named)
     _check_columns(cfg, source)
     return source
 

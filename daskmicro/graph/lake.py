@@ -434,7 +434,9 @@ def _release(client, source, cfg, lay_: _Layout, sink, output, releases, ex: Exe
     qi, strata, n, k, partition_by = list(cfg.qi), lay_.strata, lay_.n, lay_.k, lay_.partition_by
     published = list(dict.fromkeys(strata + qi))
     expected = cm.range_checksum(n)
-    names = list(source.columns) + (["row_id"] if cfg.keep_row_id else [])
+    # the per-record participation probabilities are an input of the run, never published
+    hidden = [cfg.participation] if cfg.per_record_participation else []
+    names = [c for c in source.columns if c not in hidden] + (["row_id"] if cfg.keep_row_id else [])
     live = [i for i in range(len(source.files)) if lay_.rows[i]]
     if sink == "lake":  # exact file sizes: cut keys by rank (io/layout)
         keyed = [source.read_task(i, list(dict.fromkeys(partition_by + (strata if lay_.labels else []))),
@@ -443,7 +445,7 @@ def _release(client, source, cfg, lay_: _Layout, sink, output, releases, ex: Exe
             keyed = [dask.delayed(publish_strata, pure=True)(p, strata, lay_.labels) for p in keyed]
         files = lay.plan_files(partition_by, lay_.part_counts, cfg.rows_per_file,
                                file_cuts(client, keyed, cfg.seed, partition_by, cfg.rows_per_file))
-        schema = promised_schema(source, qi, partition_by, cfg.keep_row_id, lay_.labels)
+        schema = promised_schema(source, qi, partition_by, cfg.keep_row_id, lay_.labels, hidden)
         ex.staging = cm.open_staging(output, [rel for rel, _, _ in files.values()] + [SHUFFLE_DIR, COUNTS_DIR])
         inflight: list = []
         try:

@@ -27,13 +27,14 @@ from ..io.source import RID
 __all__ = ["promised_schema", "file_cuts", "write_and_verify", "collect", "dask_release", "tuple_sizes",
            "bucketed_verdict"]
 
-def promised_schema(source, qi, partition_by, keep_row_id, labels=None):
-    """The Arrow schema of the written files: integer QIs become float64, merged strata text."""
+def promised_schema(source, qi, partition_by, keep_row_id, labels=None, hidden=()):
+    """The Arrow schema of the written files: integer QIs become float64, merged strata text;
+    partition columns (published by the directories) and ``hidden`` columns left out."""
     import pyarrow as pa
 
     fields = []
     for f in source.schema:
-        if f.name in partition_by:
+        if f.name in partition_by or f.name in hidden:
             continue
         if f.name in (labels or {}):
             f = pa.field(f.name, pa.string())

@@ -181,7 +181,7 @@ def _hive_fields(root: Path, files: list) -> list:
     return keys or []
 
 
-def open_source(path, filters=(), columns=None, drop=()) -> LakeSource:
+def open_source(path, filters=(), columns=None, drop=(), needed=()) -> LakeSource:
     """Open and check a lake input.
 
     Parameters
@@ -196,6 +196,9 @@ def open_source(path, filters=(), columns=None, drop=()) -> LakeSource:
         Projection: the columns to read (default all).
     drop : sequence of str
         Columns to leave out (direct identifiers); they must exist.
+    needed : sequence of str
+        Columns the run names (QIs, strata, …): read even when the file stores them as its
+        pandas index, which is otherwise never read (row labels, often an identifier).
 
     Raises
     ------
@@ -227,6 +230,7 @@ def open_source(path, filters=(), columns=None, drop=()) -> LakeSource:
         files, hive = [str(path.resolve())], []
     files = [str(Path(f).resolve()) for f in files]
     first = _file_schema(files[0], fmt)
+    index = _stored_index(_pq_schema(files[0])) if fmt == "parquet" else []
     for f in files[1:]:
         s = _file_schema(f, fmt)
         if not s.equals(first):
@@ -240,13 +244,30 @@ def open_source(path, filters=(), columns=None, drop=()) -> LakeSource:
         unknown = [c for c in cols if c not in names]
         if unknown:
             raise ParameterError(f"{label}: unknown column(s) {', '.join(map(repr, unknown))}")
-    keep = [c for c in (columns or names) if c not in set(drop or ())]
+    # a pandas index stored in the file is row labels, not data: never read unless named
+    index = [c for c in index if c not in set(columns or ()) | set(needed)]
+    keep = [c for c in (columns or names) if c not in set(drop or ()) and c not in index]
     if not keep:
         raise ParameterError("no column left to read after --columns/--drop")
     expr = parse_filters(filters, full)
     schema = pa.schema([full.field(c) for c in keep])
     return LakeSource(path=path, files=files, fmt=fmt, schema=schema, full_schema=full,
                       partition_fields=hive, filter=expr, filter_text=list(filters or ()))
+
+
+def _pq_schema(path):
+    import pyarrow.parquet as pq
+
+    return pq.read_schema(path)
+
+
+def _stored_index(schema) -> list:
+    """The columns a Parquet file's pandas metadata marks as its stored index."""
+    try:
+        meta = schema.pandas_metadata or {}
+    except Exception:  # no or unreadable pandas metadata: nothing is an index
+        return []
+    return [c for c in meta.get("index_columns", []) if isinstance(c, str) and c in schema.names]
 
 
 def _hive_field(root: Path, files, key):

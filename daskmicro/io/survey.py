@@ -275,7 +275,8 @@ class SurveyFrame:
             raise InputError(f"time_column {time_column!r} must hold POSIX seconds or datetimes, not {col.dtype}")
         self.time_column = time_column
         order = np.argsort(times, kind="stable")
-        self.frame = df.iloc[order].reset_index(drop=True)
+        # arrival times are near-unique per record: they schedule the stages and are never published
+        self.frame = df.drop(columns=[time_column]).iloc[order].reset_index(drop=True)
         self.times = times[order]
         self.total_rows = len(df)
         self.close_at = float(self.times[-1]) if close_at is None else close_at

@@ -1,0 +1,69 @@
+"""Columns that describe records rather than hold their data are never published.
+
+* a pandas index stored in a Parquet file (often an identifier: ``set_index("ssn")``) is row
+  labels, not a column: it is not read unless a run names it (as a QI, a stratum, …);
+* the per-record participation probabilities are an input of the run, not part of the release;
+* the arrival times of an incremental survey (near-unique per record) schedule the stages only.
+
+Each is checked on every kind of output (a Parquet file, a directory release, an in-memory frame).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from daskmicro import anonymize, anonymize_file, anonymize_incremental
+
+
+def _data(n=120, seed=0):
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"x": rng.normal(size=n), "y": rng.normal(size=n), "region": rng.choice(["n", "s"], n),
+                         "ssn": [f"{100000 + i}-SECRET" for i in range(n)]})
+
+
+@pytest.mark.parametrize("out", ["rel.parquet", "rel"])
+@pytest.mark.parametrize("index", ["named", "range"])
+def test_a_stored_index_is_never_published(tmp_path, out, index):
+    df = _data()
+    df = df.set_index("ssn") if index == "named" else df.drop(columns="ssn").set_axis(np.arange(500, 620))
+    df.to_parquet(tmp_path / "in.parquet")   # the index is stored, with pandas metadata
+    anonymize_file(tmp_path / "in.parquet", tmp_path / out, qi=["x", "y"], k=4)
+    got = pd.read_parquet(tmp_path / out)
+    assert sorted(got.columns) == ["region", "x", "y"]
+    text = (tmp_path / out).read_bytes() if out.endswith(".parquet") else b"".join(
+        p.read_bytes() for p in (tmp_path / out).rglob("*") if p.is_file())
+    assert b"SECRET" not in text
+
+
+def test_a_stored_index_named_by_the_run_is_read(tmp_path):
+    df = _data().drop(columns="ssn").set_index("region")
+    df.to_parquet(tmp_path / "in.parquet")
+    anonymize_file(tmp_path / "in.parquet", tmp_path / "rel.parquet", qi=["x", "y"], k=4, strata=["region"])
+    got = pd.read_parquet(tmp_path / "rel.parquet")
+    assert sorted(got.columns) == ["region", "x", "y"]
+    assert got.region.value_counts().to_dict() == df.index.value_counts().to_dict()
+
+
+@pytest.mark.parametrize("out", [None, "rel.parquet", "rel"])
+def test_participation_column_is_not_published(tmp_path, out):
+    df = _data().drop(columns="ssn")
+    df["pi"] = np.random.default_rng(1).uniform(0.8, 1.0, len(df))
+    opts = dict(qi=["x", "y"], k=3, participation="pi", max_cell_failure=0.2)
+    if out is None:
+        got, _ = anonymize(df, **opts)
+    else:
+        df.to_parquet(tmp_path / "in.parquet", index=False)
+        anonymize_file(tmp_path / "in.parquet", tmp_path / out, **opts)
+        got = pd.read_parquet(tmp_path / out)
+    assert "pi" not in got.columns and len(got) == len(df)
+
+
+def test_arrival_times_are_not_published():
+    df = _data(200).drop(columns="ssn")
+    df["ts"] = 1.0e9 + np.arange(len(df), dtype=float)   # a survey already over: stages run at once
+    release, report = anonymize_incremental(df, ["x", "y"], 4, nu=0.25, time_column="ts", seed=0)
+    release = release.compute() if hasattr(release, "compute") else release
+    assert "ts" not in release.columns and len(release) == len(df)
+    assert report.verified
