@@ -122,5 +122,4 @@ def masked_path(path) -> str:
     import os
 
     parts = os.fsdecode(path).split(os.sep)
-    return os.sep.join(p.split("=", 1)[0] + "=…" if "=" in p and i < len(parts) - 1 else p
-                       for i, p in enumerate(parts))
+    return os.sep.join(p.split("=", 1)[0] + "=…" if "=" in p else p for p in parts)
