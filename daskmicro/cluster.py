@@ -12,13 +12,15 @@ import contextlib
 import logging
 import math
 import os
+import re
 import time
+import warnings
 
-from .errors import ParameterError, redact
+from .errors import ParameterError, describe_text
 
 __all__ = ["cluster_client", "connect_timeout", "default_workers", "local_cluster", "WORKER_ENV", "CONNECT_TIMEOUT",
            "TaskLogFilter", "quiet_task_logs", "worker_memory_limit", "given_client_refusal", "WORKER_BASE_BYTES",
-           "TASK_FACTOR"]
+           "TASK_FACTOR", "QUIET_ENV", "quiet_run"]
 
 #: Seconds allowed to reach a Dask scheduler and complete Dask's handshake with it, unless the
 #: caller gives ``timeout=`` or the environment sets ``DASKMICRO_CONNECT_TIMEOUT``.
@@ -67,6 +69,13 @@ def worker_memory_limit(task_bytes: int, n_workers: int) -> int:
     return int(min(share, max(need, share // 2)))
 
 
+#: Set (to ``1``) while a run is quiet (:func:`quiet_run`); the worker processes of a LocalCluster
+#: started meanwhile inherit it and log nothing at all.
+QUIET_ENV = "DASKMICRO_QUIET"
+
+#: Loggers of ``distributed`` that report a failed task (worker) or its result (client, scheduler).
+_TASK_LOGGERS = ("distributed.worker", "distributed.client", "distributed.scheduler")
+
 #: Exception texts of daskmicro's refusals (bad input or parameters): a task raising one is not a
 #: failure to log on the worker, since the client re-raises it and the CLI prints it in one line.
 _REFUSALS = ("InputError(", "ParameterError(")
@@ -78,16 +87,29 @@ _REFUSALS = ("InputError(", "ParameterError(")
 _HEARTBEAT_LOST = "Failed to communicate with scheduler during heartbeat"
 
 
+def _frames(tb) -> str:
+    """The functions of a traceback's text, outermost first: no source line, file or value."""
+    return " < ".join(reversed(re.findall(r"\bin (\w[\w.<>]*)", str(tb)))) or "(withheld)"
+
+
+def _local_quiet() -> bool:
+    return os.environ.get(QUIET_ENV) == "1" and os.environ.get("DASKMICRO_LOCAL_WORKER") == "1"
+
+
 class TaskLogFilter(logging.Filter):
     """Keeps data out of Dask's logs: a failed task is logged by ``distributed.worker`` with
-    ``repr`` of its arguments — pieces of the input or of the release — and the exception's
-    text; the arguments are withheld and numbers and quoted literals of the texts redacted
-    (:func:`daskmicro.errors.redact`); a task refusing its input (:class:`InputError`,
+    ``repr`` of its arguments — pieces of the input or of the release — the exception's text and
+    its traceback; the arguments are withheld, the exception is given by its type alone
+    (:func:`daskmicro.errors.describe_text`: another library's message may quote a row) and the
+    traceback by its functions; a task refusing its input (:class:`InputError`,
     :class:`ParameterError`) is not logged at all.  On daskmicro's own LocalCluster workers
     (``DASKMICRO_LOCAL_WORKER=1``, :data:`WORKER_ENV`) the heartbeat lost at the cluster's shutdown
-    is not logged either.  Everything else passes unchanged."""
+    is not logged either, and nothing is during a quiet run (:func:`quiet_run`).  Everything else
+    passes unchanged."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if _local_quiet():
+            return False
         text = record.msg if isinstance(record.msg, str) else ""
         if text.startswith(_HEARTBEAT_LOST) and os.environ.get("DASKMICRO_LOCAL_WORKER") == "1":
             return False
@@ -95,16 +117,46 @@ class TaskLogFilter(logging.Filter):
             key, state, _task, exc, tb = record.args
             if str(exc).startswith(_REFUSALS):  # refused input: the caller gets it as one line, not a log
                 return False
-            record.args = (key, state, "(arguments withheld by daskmicro: they hold data)", redact(str(exc)),
-                           redact(str(tb)))
+            record.args = (key, state, "(arguments withheld by daskmicro: they hold data)", describe_text(exc),
+                           _frames(tb))
         return True
 
 
 def quiet_task_logs() -> None:
-    """Install :class:`TaskLogFilter` in this process (idempotent)."""
-    log = logging.getLogger("distributed.worker")
-    if not any(isinstance(f, TaskLogFilter) for f in log.filters):
-        log.addFilter(TaskLogFilter())
+    """Install :class:`TaskLogFilter` in this process (idempotent); in a worker process of a quiet
+    run's LocalCluster, silence logging and warnings altogether."""
+    for name in _TASK_LOGGERS:
+        log = logging.getLogger(name)
+        if not any(isinstance(f, TaskLogFilter) for f in log.filters):
+            log.addFilter(TaskLogFilter())
+    if _local_quiet():
+        logging.disable(logging.CRITICAL)
+        warnings.simplefilter("ignore")
+
+
+@contextlib.contextmanager
+def quiet_run(quiet: bool = True):
+    """Nothing on stderr but what the caller prints itself while the block runs: no log record of
+    any library (Dask's task failures, its nanny and scheduler lines at shutdown), no warning, in
+    this process and in the worker processes of a LocalCluster started inside the block (they
+    inherit :data:`QUIET_ENV`).  Restores logging, warnings and the environment on exit."""
+    if not quiet:
+        yield
+        return
+    previous_env = os.environ.get(QUIET_ENV)
+    previous_level = logging.root.manager.disable
+    os.environ[QUIET_ENV] = "1"
+    logging.disable(logging.CRITICAL)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logging.disable(previous_level)
+        if previous_env is None:
+            os.environ.pop(QUIET_ENV, None)
+        else:
+            os.environ[QUIET_ENV] = previous_env
 
 
 def _quiet_workers(client) -> None:
@@ -139,9 +191,11 @@ def local_cluster(n_workers: int | None = None, processes: bool = True, dashboar
 
     if spill_directory is not None:
         kwargs["local_directory"] = str(spill_directory)
+    quiet = os.environ.get(QUIET_ENV) == "1"
     if processes:
-        kwargs["env"] = {**WORKER_ENV, **kwargs.get("env", {})}
-    kwargs.setdefault("silence_logs", 40)
+        extra = {QUIET_ENV: "1", "PYTHONWARNINGS": "ignore"} if quiet else {}
+        kwargs["env"] = {**WORKER_ENV, **extra, **kwargs.get("env", {})}
+    kwargs.setdefault("silence_logs", logging.CRITICAL + 10 if quiet else logging.ERROR)
     return LocalCluster(n_workers=n_workers or default_workers(), threads_per_worker=1, processes=processes,
                         dashboard_address=dashboard_address, **kwargs)
 

@@ -6,7 +6,8 @@ A *stratum* is the set of records sharing the values of the ``strata`` columns (
 (which QI columns are missing): each pattern group is microaggregated on its observed columns
 and the gaps stay missing (never a sentinel value).  A group is the unit of work of the fan-out.
 
-Small strata.  A stratum with fewer than k records is refused (named in the error) unless
+Small strata.  A stratum with fewer than k records is refused (named by its position in key
+order and its columns, never by its values: a stratum's values are data) unless
 ``merge_small_strata`` is set: then, with strata ordered by their key values, the smallest
 stratum under k is merged with its adjacent stratum holding fewer records (the previous one on a
 tie), repeatedly, until every group has at least k records.  Adjacency in key order is the
@@ -38,7 +39,7 @@ class Group:
     pattern: int          # bit j set = QI column j missing
     observed: list        # QI columns observed in this group
     n: int
-    label: str            # for reports and errors: stratum names and missing columns, no QI values
+    label: str            # for reports and errors: stratum positions, columns and missing columns, no values
 
     def to_dict(self) -> dict:
         return {"group": self.label, "n": int(self.n), "observed": list(self.observed)}
@@ -56,10 +57,16 @@ def _sort_key(t):
     return tuple((v is None, "" if v is None else v) for v in t)
 
 
-def stratum_label(cols, key) -> str:
+def stratum_label(cols, positions, count: int) -> str:
+    """How messages and reports name strata: by their positions in key order (1-based) among
+    ``count`` and their columns — never by their values, which are data (a label, a date, a
+    measurement)."""
     if not cols:
         return "all records"
-    return ",".join(f"{c}={v}" for c, v in zip(cols, key))
+    where = f"column{'s' if len(cols) > 1 else ''} {', '.join(map(str, cols))}"
+    if len(positions) == 1:
+        return f"stratum {positions[0]} of {count} ({where})"
+    return f"strata {'+'.join(map(str, positions))} of {count} ({where})"
 
 
 def check_strata(strata, qi, columns, partition_by=()) -> list:
@@ -102,14 +109,16 @@ def plan_groups(counts: dict, strata: list, qi: list, k: int, merge_small: bool 
     for (key, _), n in counts.items():
         sizes[key] = sizes.get(key, 0) + n
     units = [[key] for key in sorted(sizes, key=_sort_key)]
+    position = {u[0]: i + 1 for i, u in enumerate(units)}
+    count = len(units)
     total = lambda u: sum(sizes[s] for s in u)  # noqa: E731
     if strata:
         small = [u for u in units if total(u) < k]
         if small and not merge_small:
             u = small[0]
             raise ParameterError(
-                f"stratum {stratum_label(strata, u[0])} has {total(u)} record(s), fewer than k = {k} "
-                f"({len(small)} such strata; use --merge-small-strata to merge them with a neighbour)"
+                f"{stratum_label(strata, [position[u[0]]], count)} in key order has {total(u)} record(s), fewer "
+                f"than k = {k} ({len(small)} such strata; use --merge-small-strata to merge them with a neighbour)"
             )
         while len(units) > 1:
             small = [i for i, u in enumerate(units) if total(u) < k]
@@ -125,7 +134,7 @@ def plan_groups(counts: dict, strata: list, qi: list, k: int, merge_small: bool 
     groups = []
     for u in units:
         members = set(u)
-        label = " + ".join(stratum_label(strata, s) for s in u)
+        label = stratum_label(strata, [position[s] for s in u], count)
         by_pattern: dict = {}
         for (key, pat), n in counts.items():
             if key in members:

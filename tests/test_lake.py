@@ -146,7 +146,7 @@ BAD = {
     "mixed-schemas": (_mixed, [], ["schema of", "f2.parquet", "'y'"]),
     "missing-path": (_missing_path, [], ["not found", "nope"]),
     "unknown-qi": (_same, ["--qi", "x,zz"], ["'zz'"]),
-    "small-stratum": (_same, ["--strata", "s", "--k", "41"], ["stratum s=", "fewer than k = 41", "--merge-small-strata"]),
+    "small-stratum": (_same, ["--strata", "s", "--k", "41"], ["stratum 1 of", "(column s)", "fewer than k = 41", "--merge-small-strata"]),
     "bad-filter": (_same, ["--filter", "year >> 3"], ["--filter"]),
     "filter-unknown-column": (_same, ["--filter", "zz=1"], ["'zz'"]),
     "drop-a-qi": (_same, ["--drop", "x"], ["--drop", "'x'"]),
@@ -271,10 +271,11 @@ def test_merge_small_strata(tmp_path, client):
     df = frame(100).assign(s=["a"] * 60 + ["b"] * 2 + ["c"] * 38)
     src = write_files(tmp_path / "in", df)
     code, err = run([src, tmp_path / "o1", "--qi", "x,y", "--k", "3", "--strata", "s"], client)
-    assert code == 2 and "stratum s=b has 2 record(s)" in err
+    assert code == 2 and "stratum 2 of 3 (column s) in key order has 2 record(s)" in err
+    assert "s=b" not in err                                    # a stratum's value is data: never in a message
     assert run([src, tmp_path / "o2", "--qi", "x,y", "--k", "3", "--strata", "s", "--merge-small-strata"], client)[0] == 0
     groups = json.loads((tmp_path / "o2/_report.json").read_text())["strata"]["groups"]
-    assert [g["group"] for g in groups] == ["s=a", "s=b + s=c"]
+    assert [g["group"] for g in groups] == ["stratum 1 of 3 (column s)", "strata 2+3 of 3 (column s)"]
 
 
 def test_missing_separate_keeps_gaps(tmp_path, client):

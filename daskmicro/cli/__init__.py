@@ -75,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (InputError, ParameterError, VerificationError) as exc:
         error(" ".join(str(exc).split()) or type(exc).__name__)  # our messages: names and counts only
         return EXIT_USAGE
-    except (ValueError, OSError) as exc:  # another library's words: redacted, they may quote a value
+    except (ValueError, OSError) as exc:  # another library's words: described, never quoted (they may quote a value)
         error(describe(exc))
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -55,7 +55,8 @@ class StageProgress:
     On a terminal a live line shows that work is going on and for how long (refreshed every
     0.2 s once a stage has run for a second), replaced by each stage's final line when it ends,
     so there is no silent gap; elsewhere (a pipe, a log file) only the final lines; with
-    ``quiet`` nothing at all.  Use as a context manager around the run.
+    ``quiet`` nothing at all — no log line of Dask and no warning either
+    (:func:`daskmicro.cluster.quiet_run`).  Use as a context manager around the run.
     """
 
     FRAMES = "|/-\\"
@@ -74,9 +75,14 @@ class StageProgress:
         self._shown = False
 
     def __enter__(self):
+        import contextlib
         import threading
         import time
 
+        from ..cluster import quiet_run
+
+        self._quiet = contextlib.ExitStack()
+        self._quiet.enter_context(quiet_run(self.quiet))  # no log line or warning either
         self._since = time.perf_counter()
         if self.live:
             self._thread = threading.Thread(target=self._tick, name="daskmicro-progress", daemon=True)
@@ -89,6 +95,7 @@ class StageProgress:
             self._thread.join(timeout=1.0)
         with self._lock:
             self._clear()
+        self._quiet.close()
         return False
 
     def _clear(self) -> None:

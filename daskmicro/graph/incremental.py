@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from ..errors import InputError, redact
+from ..errors import InputError, describe
 from ..io.qi import check_qi, qi_matrix  # the same checks and messages as anonymize()
 from ..kernels import centroids, information_loss, mdav, standardize
 from ..kernels.incremental import increment as increment_kernel
@@ -95,7 +95,7 @@ def read_chunk(chunk, qi: list) -> Chunk:
             try:
                 frames.append(pq.read_table(path).to_pandas())
             except (OSError, ValueError) as exc:
-                raise InputError(f"unreadable Parquet file {Path(path).name}: {redact(str(exc))}") from None
+                raise InputError(f"unreadable Parquet file {Path(path).name}: {describe(exc)}") from None
         frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if len(frame):
         check_qi(frame, qi)

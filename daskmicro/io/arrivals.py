@@ -37,7 +37,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import InputError, ParameterError, redact
+from ..errors import InputError, ParameterError, describe, masked_path
 
 __all__ = [
     "PROFILES",
@@ -301,7 +301,7 @@ def read_manifest(lake_dir) -> dict | None:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise InputError(f"unreadable lake manifest {path}: {redact(str(exc))}") from None
+        raise InputError(f"unreadable lake manifest {path}: {describe(exc)}") from None
 
 
 def survey_clock(lake_dir) -> float | None:
@@ -347,7 +347,7 @@ def arrived(lake_dir, until: float | None = None) -> list[Arrival]:
         try:
             rows = pq.read_metadata(path).num_rows
         except (OSError, pa.ArrowException) as exc:
-            raise InputError(f"unreadable Parquet file in the lake: {path}: {redact(str(exc))}") from None
+            raise InputError(f"unreadable Parquet file in the lake: {masked_path(path)}: {describe(exc)}") from None
         out.append(Arrival(path=path, index=index, offset=offset, rows=rows))
     out.sort(key=lambda a: (math.inf if a.offset is None else a.offset, a.path.name))
     return out

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError, ParameterError
+from ..errors import InputError, ParameterError, describe, masked_path
 from ..kernels.figures import moments as figure_moments
 from . import hive as hive_dirs
 from .filters import parse_filters
@@ -101,7 +101,7 @@ def _file_schema(path: str, fmt: str):
     import pyarrow.dataset as ds
 
     if os.path.getsize(path) == 0:
-        raise InputError(f"empty file (0 bytes): {path}")
+        raise InputError(f"empty file (0 bytes): {masked_path(path)}")
     try:
         if fmt == "parquet":
             import pyarrow.parquet as pq
@@ -113,11 +113,11 @@ def _file_schema(path: str, fmt: str):
     except InputError:
         raise
     except Exception as exc:  # ArrowInvalid, OSError, ...
-        raise InputError(f"cannot read {path}: {one_line(exc)}") from None
+        raise InputError(f"cannot read {masked_path(path)}: {one_line(exc)}") from None
     names = schema.names
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
-        raise InputError(f"duplicate column name(s) {', '.join(map(repr, dup))} in {path}")
+        raise InputError(f"duplicate column name(s) {', '.join(map(repr, dup))} in {masked_path(path)}")
     if fmt == "csv":
         _refuse_rounded_integers(path, schema)
     return schema.remove_metadata()
@@ -147,10 +147,10 @@ def _refuse_rounded_integers(path: str, schema) -> None:
                 if count:
                     bad[c] = bad.get(c, 0) + count
     except Exception as exc:  # ArrowInvalid, OSError, ...
-        raise InputError(f"cannot read {path}: {one_line(exc)}") from None
+        raise InputError(f"cannot read {masked_path(path)}: {one_line(exc)}") from None
     if bad:
         cols = ", ".join(f"{c!r} ({n})" for c, n in bad.items())
-        raise InputError(f"column(s) of {path} holding integers beyond ±2^53, which would be read as rounded "
+        raise InputError(f"column(s) of {masked_path(path)} holding integers beyond ±2^53, which would be read as rounded "
                          f"floats: {cols}; subtract an offset or rescale them (or write them as text) first")
 
 
@@ -169,15 +169,14 @@ def _schema_difference(a, b) -> str:
 def _hive_fields(root: Path, files: list) -> list:
     """Hive keys from the directory names (key=value) between ``root`` and each file."""
     keys = None
-    for i, f in enumerate(files):
+    for f in files:
         parts = Path(f).relative_to(root).parts[:-1]
         these = [kv[0] for kv in map(hive_dirs.parse_segment, parts) if kv is not None]
         if keys is None:
             keys = these
-        elif these != keys:  # the directory names hold data: named by position, not by path
-            raise InputError(f"hive partition directories of the lake {root} differ between its data files "
-                             f"(file {i + 1} of {len(files)}: key(s) {', '.join(map(repr, these)) or 'none'}; "
-                             f"file 1: {', '.join(map(repr, keys)) or 'none'})")
+        elif these != keys:
+            raise InputError(f"hive partition directories of {masked_path(f)} ({'/'.join(these) or 'none'}) differ "
+                             f"from those of {masked_path(files[0])} ({'/'.join(keys) or 'none'})")
     return keys or []
 
 
@@ -234,7 +233,8 @@ def open_source(path, filters=(), columns=None, drop=(), needed=()) -> LakeSourc
     for f in files[1:]:
         s = _file_schema(f, fmt)
         if not s.equals(first):
-            raise InputError(f"schema of {f} differs from that of {files[0]}: {_schema_difference(first, s)}")
+            raise InputError(f"schema of {masked_path(f)} differs from that of {masked_path(files[0])}: "
+                             f"{_schema_difference(first, s)}")
     clash = [k for k in hive if k in first.names]
     if clash:
         raise InputError(f"hive partition key(s) {', '.join(map(repr, clash))} also stored as column(s) in the files")
@@ -285,6 +285,19 @@ def _hive_field(root: Path, files, key):
 
 
 def _read_table(file, fmt, root, full_schema, hive, expr, columns):
+    """One file's table; an unreadable file (a malformed CSV row past the pre-scan's first block, a
+    damaged Parquet page) is an :class:`InputError` naming the file and the position, never the row."""
+    import pyarrow as pa
+
+    try:
+        return _read_file(file, fmt, root, full_schema, hive, expr, columns)
+    except MemoryError:
+        raise
+    except (pa.lib.ArrowException, OSError, ValueError) as exc:
+        raise InputError(f"cannot read {masked_path(file)}: {describe(exc)}") from None
+
+
+def _read_file(file, fmt, root, full_schema, hive, expr, columns):
     import pyarrow as pa
     import pyarrow.dataset as ds
 

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pandas.api import types as ptypes
 
-from ..errors import InputError, ParameterError, redact
+from ..errors import InputError, ParameterError, describe, masked_path
 from .arrivals import ARRIVAL_NAME, CLOSED, is_closed, read_manifest
 
 __all__ = ["SurveyTimeoutError", "SurveyLake", "SurveyFrame", "open_survey", "to_epoch"]
@@ -143,7 +143,7 @@ class SurveyLake:
                 try:
                     rows = self._rows[name] = pq.read_metadata(entry.path).num_rows
                 except (OSError, pa.ArrowException) as exc:
-                    raise InputError(f"unreadable Parquet file in the lake: {entry.path}: {redact(str(exc))}") from None
+                    raise InputError(f"unreadable Parquet file in the lake: {masked_path(entry.path)}: {describe(exc)}") from None
             out.append((offset, name, Path(entry.path), rows))
         out.sort(key=lambda e: (e[0], e[1]))
         return [(p, r) for _, _, p, r in out]

@@ -24,7 +24,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError, redact
+from ..errors import InputError, describe
 from .interrupt import check as check_interrupt
 
 __all__ = [
@@ -56,8 +56,9 @@ def table_format(path) -> str | None:
 
 
 def one_line(exc: BaseException) -> str:
-    """Another library's error on one line, numbers and quoted literals redacted (never a value)."""
-    return redact(str(exc)) or type(exc).__name__
+    """Another library's error on one line: its type and a data-free description
+    (:func:`daskmicro.errors.describe`), never its message verbatim (it may quote a row)."""
+    return describe(exc)
 
 
 def read_table(path) -> pd.DataFrame:

@@ -79,7 +79,10 @@ def as_records(X, name: str = "X") -> np.ndarray:
 
     Values must be finite and within ±:data:`~daskmicro.kernels.bounds.MAX_ABS`.
     """
-    X = np.asarray(X, dtype=np.float64)
+    try:
+        X = np.asarray(X, dtype=np.float64)
+    except (TypeError, ValueError):  # numpy's message quotes the value
+        raise ValueError(f"{name} must hold numbers only") from None
     if X.ndim == 1:
         X = X[:, None]
     if X.ndim != 2:

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError, ParameterError
+from ..errors import InputError, ParameterError, describe
 from ..kernels.metrics import Standardization
 from .effective import cell_failure, check_anonymity, check_max_cell_failure, check_participation
 from .probabilistic import weighted_centroids
@@ -405,7 +405,7 @@ def load_spec(source, expected_checksum: str | None = None) -> dict:
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(f"cannot read spec {path}: {' '.join(str(exc).split())}") from None
+            raise InputError(f"cannot read spec {path}: {describe(exc)}") from None
         try:
             spec = json.loads(text, parse_constant=lambda name: _fail(where, f"non-finite number {name}"))
         except json.JSONDecodeError as exc:

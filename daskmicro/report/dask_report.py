@@ -14,6 +14,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from ..errors import describe
+
 __all__ = ["DaskPerformanceReport", "performance_report_path", "relative_link"]
 
 #: Name of the performance report inside a directory output (lake or demo run directory).
@@ -69,7 +71,7 @@ class DaskPerformanceReport:
                 recorder.__exit__(None, None, None)
                 self.html = path.read_text(encoding="utf-8")
             except Exception as exc:  # e.g. bokeh missing on the scheduler: the run itself is fine
-                self.error = f"Dask performance report not written: {' '.join(str(exc).split())}"
+                self.error = f"Dask performance report not written: {describe(exc)}"
 
     @property
     def available(self) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..errors import InputError, redact
+from ..errors import InputError, describe
 from .html import render_html
 
 __all__ = ["find_report", "write_report"]
@@ -91,7 +91,7 @@ def write_report(path, output=None, *, overwrite: bool = True) -> Path:
     try:
         report = json.loads(source.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"cannot read {source}: {redact(str(exc))}") from None
+        raise InputError(f"cannot read {source}: {describe(exc)}") from None
     if not isinstance(report, dict):
         raise InputError(f"{source} does not hold a report object")
     page = render_html(_rebase_links(report, source, target))
@@ -101,5 +101,5 @@ def write_report(path, output=None, *, overwrite: bool = True) -> Path:
         tmp.replace(target)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        raise InputError(f"cannot write {target}: {redact(str(exc))}") from None
+        raise InputError(f"cannot write {target}: {describe(exc)}") from None
     return target
