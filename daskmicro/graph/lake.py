@@ -495,9 +495,8 @@ def _check_partition_values(scans, keys, partition_by) -> None:
         counts: dict = {}
         for s in scans:
             for combo, c in s["combos"].items():
-                v = combo[keys.index(col)]
-                if hive.value_text(v) in ("", hive.NULL):
-                    counts[hive.value_text(v)] = counts.get(hive.value_text(v), 0) + c
+                v = hive.value_text(combo[keys.index(col)])
+                counts[v] = counts.get(v, 0) + c
         for text, c in counts.items():
             hive.check_value(col, text, c)
 

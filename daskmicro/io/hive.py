@@ -9,8 +9,9 @@ partition is exactly one directory below the release.  A null is hive's null par
 
 What hive readers cannot give back is refused before any work (:func:`check_values`,
 :func:`check_names`): a column name that readers skip (one starting with ``.`` or ``_``), an
-empty text value (pyarrow reads it as an empty text, Spark as a null, Dask fails on it) and the
-text ``__HIVE_DEFAULT_PARTITION__`` itself (read back as a null).
+empty text value (pyarrow reads it as an empty text, Spark as a null, Dask fails on it), the
+text ``__HIVE_DEFAULT_PARTITION__`` itself (read back as a null) and a value whose encoded name
+is longer than a file system allows.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ __all__ = ["NULL", "segment", "relative_dir", "parse_segment", "check_names", "c
 
 #: Hive's directory name for a null partition value.
 NULL = "__HIVE_DEFAULT_PARTITION__"
+#: Longest directory name most file systems take (bytes).
+MAX_NAME_BYTES = 255
 
 
 def value_text(v) -> str | None:
@@ -76,6 +79,9 @@ def check_value(column: str, value, count: int) -> None:
     if text == "":
         raise InputError(f"partition column {column!r}: {count} record(s) hold an empty text, which hive readers "
                          "read back differently (as an empty text, a null or an error); fill or drop them first")
+    if len(segment(column, value).encode()) > MAX_NAME_BYTES:
+        raise InputError(f"partition column {column!r}: {count} record(s) hold a value whose encoded directory name "
+                         f"exceeds {MAX_NAME_BYTES} bytes, the file system's limit; partition by a shorter column")
     if text == NULL:
         raise InputError(f"partition column {column!r}: {count} record(s) hold the text hive reserves for a null "
                          "partition, which readers would read back as a null; recode it first")
