@@ -17,9 +17,9 @@ Publish a k-anonymous release of a CSV or Parquet table.
 The quasi-identifier (QI) columns named by --qi are z-scored, grouped into cells of at least k
 similar records (between k and 2k-1 with MDAV), and each record's QI values are replaced by its
 cell's centroid in the original units.  Every other column passes through unchanged; the rows
-are shuffled with a recorded seed.  Before anything is written the release is verified (every
+are shuffled with a seed kept in a private run record.  Before anything is written the release is verified (every
 published QI tuple occurs at least k times, rows in = rows out).  The release is written as
-Parquet and a JSON report (parameters, cell sizes, information loss, timing, seed, checks)
+Parquet and a JSON report (parameters, cell sizes, information loss, timing, checks)
 beside it; both appear atomically, or nothing is written at all.
 """
 
@@ -31,8 +31,9 @@ examples:
   daskmicro anonymize survey.csv out.parquet --qi age,income --k 10 --participation 0.75 --max-cell-failure 1e-6
 
 Information loss is 100*SSE/SST on the z-scored QI columns.  Integer QI columns become float64
-(centroids are not integers in general).  The report holds the shuffle seed, which undoes the
-shuffle: keep it private if the input row order means something.
+(centroids are not integers in general).  The shuffle seed, which undoes the shuffle, and the input's
+paths are never published: they go to a private run record under $XDG_STATE_HOME/daskmicro/runs/
+(~/.local/state/daskmicro/runs/), whose path the run prints.
 """
 
 
@@ -61,7 +62,7 @@ def add_parser(sub, fmt) -> None:
     p.add_argument("--refine-iter", type=positive_int, metavar="N", help="--refine pcl: PCL iterations per partition (default 2)")
     p.add_argument("--macro", choices=["mdav", "pcl"], help="macroaggregation inside each top-level task: nested MDAV (default) or MDAV refined by PCL")
     p.add_argument("--macro-iter", type=positive_int, metavar="N", help="--macro pcl: PCL iterations per level (default 2)")
-    p.add_argument("--seed", type=non_negative_int, metavar="S", help="seed of the row shuffle (default: drawn at random and recorded in the report)")
+    p.add_argument("--seed", type=non_negative_int, metavar="S", help="seed of the row shuffle (default: drawn at random; kept in the private run record)")
     p.add_argument("--participation", metavar="P|COLUMN", help="p-probabilistic k-anonymity: probability in (0, 1] that each record takes part, or a column of per-record probabilities (methods mdav, pca-mdav, partitioned); needs --max-cell-failure")
     p.add_argument("--max-cell-failure", type=float, metavar="PBAR", help="with --participation: acceptable probability, in (0, 1), that a cell ends with 1 to K-1 participants")
     p.add_argument("--report", metavar="PATH", help="JSON report to write (default: OUTPUT with suffix .report.json)")

@@ -72,7 +72,7 @@ _PROBABILISTIC_LABELS = {
 _PARAMETER_LABELS = {
     "method": "method", "k": "k — smallest group size promised", "n": "records", "m": "QI columns",
     "m_used": "QI columns that vary (microaggregated)", "qi": "QI columns", "cells": "groups (cells)",
-    "seed": "shuffle seed (keep private: it undoes the row shuffle)", "keep_row_id": "row_id column kept",
+"keep_row_id": "row_id column kept",
     "constant_columns": "constant QI columns (published unchanged)", "dtype_changes": "column type changes",
     "nu": "ν — distal fraction of macrocells", "n_distal": "C_D — distal macrocells",
     "daskmicro_version": "daskmicro version", "created": "created (UTC)",
@@ -100,7 +100,7 @@ def _dtype_text(changes) -> str:
 
 
 def _parameters(r: Mapping) -> str:
-    keys = ("method", "k", "n", "m", "m_used", "qi", "cells", "seed", "keep_row_id", "constant_columns",
+    keys = ("method", "k", "n", "m", "m_used", "qi", "cells", "keep_row_id", "constant_columns",
             "dtype_changes", "nu", "n_distal", "daskmicro_version", "created")
     rows = [(key, r[key]) for key in keys if key in r and r[key] not in (None, [], {})]
     rows = [(_PARAMETER_LABELS.get(key, key), _dtype_text(value) if key == "dtype_changes" else value)

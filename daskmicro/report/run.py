@@ -1,9 +1,10 @@
 """The report of one anonymization run: what was done, how much it cost, and the checks it passed.
 
 A :class:`Report` holds parameters, aggregate metrics and verification results — never a data
-value — so it can be archived and compared across runs.  It does hold the shuffle ``seed``: with
-the seed, anyone can undo the shuffle of the release rows, so keep the report with the data
-owner unless the original record order carries no information.
+value — so it can be archived and compared across runs.  The object holds the shuffle ``seed``
+and the input's paths, but its published form (:meth:`Report.to_dict`: the JSON and HTML
+reports) does not: with the seed anyone could undo the shuffle of the release rows.  They go to
+the private run record (:meth:`Report.run_record`, :mod:`daskmicro.io.runrecord`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,12 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Report"]
+__all__ = ["Report", "PRIVATE_PATHS", "PRIVATE_LAKE"]
+
+#: Paths of a run that locate the input: kept in the private run record only.
+PRIVATE_PATHS = ("input", "source")
+#: Parts of a directory release's record that identify the input files (paths, sizes, times).
+PRIVATE_LAKE = ("input",)
 
 
 def _version() -> str:
@@ -173,7 +179,8 @@ class Report:
         return list(dict.fromkeys(strata + list(self.qi)))
 
     def to_dict(self) -> dict:
-        """JSON-serialisable dictionary: parameters, metrics, checks; no data values."""
+        """The published report as a JSON-serialisable dictionary: parameters, metrics, checks; no
+        data values, no shuffle seed, no input paths (:meth:`run_record` holds those)."""
         out = {
             "daskmicro_version": self.version,
             "created": self.created,
@@ -189,7 +196,6 @@ class Report:
             "information_loss": float(self.information_loss),
             "distortion": float(self.distortion),
             "seconds": float(self.seconds),
-            "seed": int(self.seed),
             "constant_columns": [str(c) for c in self.constant_columns],
             "dtype_changes": {str(c): dict(v) for c, v in self.dtype_changes.items()},
             "keep_row_id": bool(self.keep_row_id),
@@ -210,12 +216,23 @@ class Report:
             out["pipeline"] = self.pipeline
         if self.strata is not None:
             out["strata"] = self.strata
-        if self.lake is not None:
-            out["lake"] = self.lake
+        if self.lake is not None:  # the fingerprint and the files written; the input's identity is private
+            out["lake"] = {key: value for key, value in self.lake.items() if key not in PRIVATE_LAKE}
+            if isinstance(out["lake"].get("configuration"), dict):
+                out["lake"]["configuration"] = {key: value for key, value in out["lake"]["configuration"].items()
+                                                if key != "seed"}
         out.update(self._optional_dict())
-        if self.paths:
-            out["paths"] = {str(key): str(value) for key, value in self.paths.items()}
+        paths = {str(key): str(value) for key, value in (self.paths or {}).items() if key not in PRIVATE_PATHS}
+        if paths:
+            out["paths"] = paths
         return out
+
+    def run_record(self) -> dict:
+        """What the published report leaves out (:mod:`daskmicro.io.runrecord`): the shuffle seed, the
+        input's paths and identity, the configuration as given.  Private: never written to an output."""
+        return {"format": "daskmicro-run-record/1", "created": self.created, "daskmicro_version": self.version,
+                "seed": int(self.seed), "paths": {str(key): str(value) for key, value in (self.paths or {}).items()},
+                "lake": self.lake}
 
     def _optional_dict(self) -> dict:
         out = {}
