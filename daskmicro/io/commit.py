@@ -270,7 +270,6 @@ def commit(staging: Path, target: Path, manifest: dict | None) -> None:
     text = dump_json(manifest) if manifest is not None else None  # serialisable before anything moves
     check_interrupt()     # a run asked to stop never commits
     _recover_journal(target)
-    (staging / OWNER).unlink(missing_ok=True)
     if text is not None:
         (staging / SUCCESS).write_text(text, encoding="utf-8")
     jr.fsync_tree(staging)
@@ -282,6 +281,10 @@ def commit(staging: Path, target: Path, manifest: dict | None) -> None:
     jr.write_journal(target, {"kind": "dir", "state": "forward", "target": str(target.absolute()),
                               "staging": str(staging.absolute()),
                               "old": str(old.absolute()) if old is not None else None})
+    # the owner file goes only now: until the journal names the staging directory, a kill here
+    # leaves a staging folder of a dead process, which the next run sweeps
+    (staging / OWNER).unlink(missing_ok=True)
+    jr.fsync_dir(staging)
     jr.fault("dir.journal")
     try:
         if old is not None:
@@ -344,6 +347,7 @@ def _recover_dir(target: Path, record: dict) -> str | None:
     old = Path(record["old"]) if record.get("old") else None
     done = None
     if staging.is_dir():  # complete and verified (the journal is written after it is): roll forward
+        (staging / OWNER).unlink(missing_ok=True)
         if os.path.lexists(target):
             if old is not None and not os.path.lexists(old):
                 os.replace(target, old)
