@@ -523,13 +523,14 @@ def recover(*targets, sweep: bool = True) -> list:
 def refuse_uncommitted(path) -> None:
     """Refuse (:class:`~daskmicro.errors.InputError`, one line) to read a directory that is a
     daskmicro release but not a committed one: no ``_SUCCESS``, while it holds a ``_report.json``
-    or a commit of it is unresolved (a journal or a moved-aside copy beside it).  A plain
+    or a commit of it is unresolved (a journal, or a moved-aside release with ``_SUCCESS``, beside it).  A plain
     directory of Parquet files (no ``_SUCCESS``, nothing of daskmicro's) is read as it is."""
     path = Path(path)
     if not path.is_dir() or (path / SUCCESS).is_file():
         return
     target = _name(path)
-    if (path / "_report.json").is_file() or jr.journal_path(target).exists() or _old_dirs(target):
+    aside = any((o / SUCCESS).is_file() for o in _old_dirs(target))  # a release moved aside for it
+    if (path / "_report.json").is_file() or jr.journal_path(target).exists() or aside:
         raise InputError(f"not a committed release (no {SUCCESS}; an interrupted run? run daskmicro "
                          f"on it again as the output to recover it): {path}")
 
