@@ -209,6 +209,23 @@ def test_directory_commit_end_to_end_killed(tmp_path, data_input, capsys):
         capsys.readouterr()
 
 
+def test_demo_data_directory_killed_then_recovered_by_a_failing_run(tmp_path, capsys):
+    """``demo-data`` commits its directory as a release is committed, and recovers it first."""
+    out, ref = tmp_path / "D", tmp_path / "ref"
+    assert main(["demo-data", str(out), "--n", "300", "--files", "2", "--seed", "1"]) == 0
+    assert main(["demo-data", str(ref), "--n", "300", "--files", "2", "--seed", "2"]) == 0
+    old, new = tree(out), tree(ref)
+    proc = subprocess.run([sys.executable, "-m", "daskmicro", "demo-data", str(out), "--n", "300", "--files", "2",
+                           "--seed", "2", "--overwrite"], env=env("dir.aside"), cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 137, proc.stderr
+    COVERED.add(("cli-demo-data", True, "dir.aside"))
+    assert not out.exists()
+    assert main(["demo-data", str(out), "--n", "3", "--files", "5"]) == 2  # refused, after the recovery
+    assert tree(out) == new and tree(out) != old and not leftovers(tmp_path, "D")
+    capsys.readouterr()
+
+
 # --------------------------------------------------------------------------- release files
 
 
@@ -331,8 +348,9 @@ def test_legacy_file_leftovers_are_swept(tmp_path, data_input, capsys):
 def test_every_crash_point_was_covered():
     expected = {("dir", True, p) for p in DIR_POINTS} | {("dir", False, p) for p in DIR_POINTS if p != "dir.aside"}
     expected |= {("file", w, p) for p in FILE_POINTS for w in (True, False)}
-    expected |= {("cli-dir", True, "dir.aside"), ("cli-dir", True, "dir.publish"), ("cli-file", True, "file.rename.1")}
+    expected |= {("cli-dir", True, "dir.aside"), ("cli-dir", True, "dir.publish"), ("cli-file", True, "file.rename.1"),
+                 ("cli-demo-data", True, "dir.aside")}
     missing = expected - COVERED
     print(f"crash points covered: {len(COVERED)} of {len(expected)}")
     assert not missing, sorted(missing)
-    assert len(COVERED) == 26
+    assert len(COVERED) == 27
