@@ -346,13 +346,14 @@ def _recover_dir(target: Path, record: dict) -> str | None:
     staging = Path(record["staging"])
     old = Path(record["old"]) if record.get("old") else None
     done = None
-    if staging.is_dir():  # complete and verified (the journal is written after it is): roll forward
+    if staging.is_dir() and os.path.lexists(target) and (old is None or os.path.lexists(old)):
+        # a target the journal did not expect (another run committed one since): it stays
+        _trash(staging)
+        done = f"dropped the interrupted commit of {target} (another release is in place)"
+    elif staging.is_dir():  # complete and verified (the journal is written after it is): roll forward
         (staging / OWNER).unlink(missing_ok=True)
         if os.path.lexists(target):
-            if old is not None and not os.path.lexists(old):
-                os.replace(target, old)
-            else:
-                _trash(target)
+            os.replace(target, old)
             jr.fsync_dir(target.parent)
         os.replace(staging, target)
         done = f"completed the interrupted commit of {target}"
