@@ -200,6 +200,8 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
     from .runreport import build_report
 
     say = say or (lambda line: None)
+    for line in recover_outputs(output, report_path):  # first: whatever this run then does or refuses
+        say(line)
     source = open_input(cfg, data, input)
     sink = _sink(output)
     output = Path(output) if output is not None else None
@@ -224,11 +226,6 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
         client = _memory_run_client(source, workers)
     perf = dask_report.DaskPerformanceReport(enabled=cluster and cfg.dask_report and sink != "memory")
     report_path, perf_path = _outputs(cfg, sink, output, report_path, input, perf.enabled, existing_ok)
-    if sink == "lake":
-        removed = cm.sweep_stale(output)
-        if removed:
-            say(f"removed {len(removed)} staging folder(s) of {output} left by an interrupted run: "
-                f"{', '.join(removed)}")
     started = time.perf_counter()
     if cluster:
         security = _security(cfg)
@@ -260,6 +257,24 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
     if sink == "lake":
         return _commit_lake(cfg, ex, report, output, report_path, perf, __version__, run_fp, input_fp, extra_report)
     return _commit_file(cfg, ex, report, output, report_path, perf, perf_path, extra_report)
+
+
+def recover_outputs(output, report_path=None) -> list:
+    """Resolve interrupted commits of the outputs a run to ``output`` writes (the release, its
+    report, the Dask performance report) and sweep what interrupted runs left of them
+    (:func:`daskmicro.io.commit.recover`); returns the notices."""
+    if output is None:
+        return []
+    from .io.lake import is_lake_target
+    from .report import dask_report
+
+    targets = [Path(output)]
+    if report_path is not None:
+        targets.append(Path(report_path))
+    if not is_lake_target(output):
+        report = Path(report_path) if report_path else Path(output).with_suffix(".report.json")
+        targets += [report, dask_report.performance_report_path(report)]
+    return cm.recover(*dict.fromkeys(targets))
 
 
 def worker_settings(cfg: RunConfig, source) -> dict:

@@ -82,9 +82,15 @@ def _cmd_demo(args) -> int:
     from ..report import write_report
     from ..report.dask_report import DaskPerformanceReport
 
+    from ..io.commit import recover
+
     out_dir = Path(args.output)
     if out_dir.exists() and not out_dir.is_dir():
         raise ParameterError(f"--output is not a directory: {out_dir}")
+    # first: an interrupted commit of the run's files completed or undone, leftovers swept
+    for line in recover(*(out_dir / name for name in ("input.parquet", "release.parquet", "report.json",
+                                                       "dask-report.html", "report.html"))):
+        print(f"daskmicro: {line}", file=sys.stderr)
     started = time.perf_counter()
     data = census_like(args.n, seed=args.seed, with_extra_columns=True)
     qi = list(CENSUS_COLUMNS)
@@ -126,8 +132,12 @@ def _cmd_demo_data(args) -> int:
     from ..datasets import census_like, correlated_gaussian
     from ..io.tables import table_format, write_table_atomic
 
+    from ..io.commit import recover
+
     output = Path(args.output)
     directory = str(args.output).endswith(("/", "\\")) or (output.suffix == "" and table_format(output) is None)
+    for line in recover(output):  # first: an interrupted commit of OUTPUT completed or undone
+        print(f"daskmicro: {line}", file=sys.stderr)
     if not directory:
         if table_format(output) is None:
             raise ParameterError(f"OUTPUT must end in .parquet or .csv, or be a directory: {output}")
@@ -160,31 +170,21 @@ def _cmd_demo_data(args) -> int:
 
 def _write_parts(data, output: Path, files: int) -> None:
     """``data`` in ``files`` consecutive Parquet files ``part-00000.parquet`` … in the directory
-    ``output``: written in a hidden staging sibling, then renamed into place (an existing directory,
-    allowed by --overwrite, is moved aside first and deleted last); on error nothing is left."""
-    import shutil
-    import uuid
-
+    ``output``: written in a hidden staging sibling, then committed as a release is
+    (:func:`daskmicro.io.commit.commit`, without ``_SUCCESS``: it is plain input data): an
+    existing directory, allowed by --overwrite, is moved aside first and deleted last; on error
+    nothing is left."""
     import numpy as np
 
-    tag = uuid.uuid4().hex[:8]
-    staging = output.parent / f".{output.name}.tmp-{tag}"
-    aside = output.parent / f".{output.name}.old-{tag}"
-    staging.mkdir()
+    from ..io import commit as cm
+
+    staging = cm.open_staging(output)
     try:
         bounds = np.linspace(0, len(data), files + 1).round().astype(int)
         for i in range(files):
             part = data.iloc[bounds[i]:bounds[i + 1]]
             part.to_parquet(staging / f"part-{i:05d}.parquet", index=False)
-        if output.exists():
-            output.rename(aside)
-        try:
-            staging.rename(output)
-        except BaseException:
-            if aside.exists():
-                aside.rename(output)
-            raise
+        cm.commit(staging, output, None)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        cm.discard_staging(staging)
         raise
-    shutil.rmtree(aside, ignore_errors=True)

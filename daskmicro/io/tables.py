@@ -7,9 +7,11 @@ Reading: :func:`read_table` accepts a CSV file (``.csv``, ``.csv.gz``), a Parque
 
 Writing: every file is first written to a hidden temporary sibling and then moved into place
 with :func:`os.replace`, which is atomic on POSIX and Windows: a reader sees the old file or the
-new one, never a torn one.  :class:`AtomicBatch` extends this to several files — a release and
-its report — that appear together or not at all (each move is atomic; a crash between two moves
-can only leave the earlier ones in place, never a partial file).
+new one, never a torn one.  Each file is fsynced before it is moved, and its directory after.
+:class:`AtomicBatch` extends this to several files — a release and its report — that appear
+together or not at all: a commit journal (:mod:`daskmicro.io.journal`) naming every
+(temporary file → target) pair is written before the first move, so a crash between two moves
+is completed by the next run (:func:`daskmicro.io.commit.recover`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError, describe
+from . import journal as jr
 from .interrupt import check as check_interrupt
 
 __all__ = [
@@ -133,6 +136,10 @@ def _refuse_duplicates(names, path) -> None:
 def _read_parquet_dir(path: Path) -> pd.DataFrame:
     import pyarrow.dataset as ds
 
+    from .commit import refuse_uncommitted
+
+    refuse_uncommitted(path)  # a daskmicro release is read only once committed
+
     files = [p for p in path.rglob("*") if p.is_file() and p.name.lower().endswith(PARQUET_SUFFIXES)]
     if not files:
         raise InputError(f"directory holds no Parquet files: {path}")
@@ -214,9 +221,11 @@ class AtomicBatch:
         target = Path(path)
         # A unique hidden sibling (same directory, hence same file system, so os.replace is a rename);
         # created by the writer itself so it gets the usual permissions (mkstemp would make it 0600).
-        tmp = target.parent / f".{target.name}.{uuid.uuid4().hex}.tmp"
+        # the pid lets a later run tell a file of a dead process (swept) from one being written
+        tmp = target.parent / f".{target.name}.{uuid.uuid4().hex}.{os.getpid()}.tmp"
         try:
             write(tmp)
+            jr.fsync_file(tmp)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
@@ -268,40 +277,76 @@ class AtomicBatch:
     def commit(self) -> None:
         """Move every staged file into place, all or none.
 
-        A target that is a directory is refused before anything moves.  Each existing target is
-        kept under a hidden sibling name (a hard link, so the target never disappears: each
-        file is still swapped by one atomic rename); if any rename fails, the files already
+        A target that is a directory is refused before anything moves; an interrupted commit of
+        a target is resolved first (:func:`daskmicro.io.commit.recover`).  One file is moved by
+        one atomic rename.  For several, each existing target is kept under a hidden sibling name
+        (a hard link, so the target never disappears) and a journal naming every (temporary →
+        target, old) triple is written beside the first target before the first rename: a crash
+        between renames is rolled forward by the next run, since every temporary file is
+        complete.  If a rename fails here, the journal is switched to "back", the files already
         placed are removed and the old ones put back, so the targets end up all new or all as
-        they were.
+        they were.  Fault points of the tests: ``file.staged``, ``file.aside``, ``file.journal``,
+        ``file.rename.N`` (after the N-th rename), ``file.unjournal``.
         """
+        from .commit import _recover_journal
+
         staged, self._staged = self._staged, []
         try:
             check_interrupt()  # a run asked to stop never commits
             dirs = [str(target) for _, target in staged if target.is_dir() and not target.is_symlink()]
             if dirs:
                 raise InputError(f"cannot replace a directory with a file: {', '.join(dirs)}")
+            for _, target in staged:
+                _recover_journal(target)
+            folders = list(dict.fromkeys(target.parent for _, target in staged))
+            if len(staged) == 1:
+                tmp, target = staged[0]
+                os.replace(tmp, target)
+                jr.fsync_dir(target.parent)
+                return
+            for folder in folders:
+                jr.fsync_dir(folder)
+            jr.fault("file.staged")
             aside: list[tuple[Path, Path]] = []   # (target, where its old version waits)
+            for tmp, target in staged:
+                if os.path.lexists(target):
+                    old = tmp.with_name(tmp.name[: -len(".tmp")] + ".old")
+                    try:
+                        os.link(target, old, follow_symlinks=False)
+                    except OSError:  # a file system without hard links: a copy does as well
+                        shutil.copy2(target, old, follow_symlinks=False)
+                        jr.fsync_file(old)
+                    aside.append((target, old))
+            for folder in folders:
+                jr.fsync_dir(folder)
+            jr.fault("file.aside")
+            olds = dict(aside)
+            first = staged[0][1]
+            pairs = [{"tmp": str(tmp.absolute()), "target": str(target.absolute()),
+                      "old": str(olds[target].absolute()) if target in olds else None} for tmp, target in staged]
+            jr.write_journal(first, {"kind": "files", "state": "forward", "pairs": pairs})
+            jr.fault("file.journal")
             placed: list[Path] = []
             try:
-                for _, target in staged:
-                    if os.path.lexists(target):
-                        old = target.parent / f".{target.name}.{uuid.uuid4().hex}.old"
-                        try:
-                            os.link(target, old, follow_symlinks=False)
-                        except OSError:  # a file system without hard links: a copy does as well
-                            shutil.copy2(target, old, follow_symlinks=False)
-                        aside.append((target, old))
-                for tmp, target in staged:
+                for i, (tmp, target) in enumerate(staged, 1):
                     os.replace(tmp, target)
                     placed.append(target)
+                    jr.fault(f"file.rename.{i}")
+                for folder in folders:
+                    jr.fsync_dir(folder)
             except BaseException:
-                kept = {target for target, _ in aside}
+                jr.write_journal(first, {"kind": "files", "state": "back", "pairs": pairs})
                 for target in placed:
-                    if target not in kept:
+                    if target not in olds:
                         target.unlink(missing_ok=True)
                 for target, old in aside:
                     os.replace(old, target)
+                for folder in folders:
+                    jr.fsync_dir(folder)
+                jr.remove_journal(first)
                 raise
+            jr.remove_journal(first)
+            jr.fault("file.unjournal")
             for _, old in aside:
                 old.unlink(missing_ok=True)
         finally:

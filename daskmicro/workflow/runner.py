@@ -139,8 +139,14 @@ def execute_run(spec: WorkflowSpec, slot: dt.datetime | None = None, client=None
 
     d = spec.data
     key = key or _run_key(spec, slot)
+    from ..io import commit as cm
+
     out, report_path, is_dir = output_paths(spec, slot)
+    # first, whatever the run then does or refuses: an interrupted commit of its outputs resolved
+    for line in cm.recover(out, report_path):
+        print(f"daskmicro: {line}", file=sys.stderr)
     source = Path(fill(d["input"]["path"], spec.name, slot))
+    cm.refuse_uncommitted(source)
     _check_targets(source, out, report_path, is_dir, d["output"]["overwrite"])
     started = time.time()
     tick = time.perf_counter()
@@ -243,8 +249,6 @@ def _commit(client, parts, out: Path, report_path: Path, is_dir: bool, workflow:
     first = parts[0][2]
     columns = list(dict.fromkeys(list(workflow.get("strata") or []) + list(first.qi)))
     if is_dir:
-        for name in commit.sweep_stale(out):
-            print(f"daskmicro: removed staging folder {name} of {out} left by an interrupted run", file=sys.stderr)
         staging = commit.open_staging(out)
         futures = []
         try:
