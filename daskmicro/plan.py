@@ -42,6 +42,7 @@ class Outcome:
     performance_report: Path | None = None
     nothing_to_do: bool = False
     previous: dict | None = None
+    run_record: Path | None = None   # the private run record (seed, input files), outside every output
 
 
 # --------------------------------------------------------------------------- source
@@ -255,8 +256,27 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
                 cm.discard_staging(ex.staging)
             raise
     if sink == "lake":
-        return _commit_lake(cfg, ex, report, output, report_path, perf, __version__, run_fp, input_fp, extra_report)
-    return _commit_file(cfg, ex, report, output, report_path, perf, perf_path, extra_report)
+        outcome = _commit_lake(cfg, ex, report, output, report_path, perf, __version__, run_fp, input_fp,
+                               extra_report)
+    else:
+        outcome = _commit_file(cfg, ex, report, output, report_path, perf, perf_path, extra_report)
+    outcome.run_record = _write_run_record(report, say)
+    return outcome
+
+
+def _write_run_record(report, say):
+    """The private run record of a committed release (:mod:`daskmicro.io.runrecord`); its path."""
+    from .io.runrecord import record_text, write_run_record
+
+    try:
+        path = write_run_record(report.run_record())
+    except OSError as exc:
+        from .errors import describe
+
+        say(record_text(None, describe(exc)))
+        return None
+    say(record_text(path))
+    return path
 
 
 def recover_outputs(output, report_path=None) -> list:
@@ -347,8 +367,9 @@ def _commit_lake(cfg, ex, report, output, report_path, perf, version, run_fp, in
         write_json_atomic(doc, staging / "_report.json")
         manifest = {
             "format": "daskmicro-release/1", "fingerprint": run_fp, "daskmicro_version": version,
-            "committed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "input": input_fp,
-            "configuration": cfg.fingerprint_dict(), "seed": int(cfg.seed),
+            # the input's identity and the seed are private (the run record): a hash of them only
+            "committed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "configuration": {key: v for key, v in cfg.fingerprint_dict().items() if key != "seed"},
             "rows": {"in": int(report.n), "out": int(report.rows.rows_out)},
             "metrics": {"information_loss": float(report.information_loss), "cells": int(report.cells),
                         "min_cell_size": int(report.min_cell_size), "max_cell_size": int(report.max_cell_size),

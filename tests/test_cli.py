@@ -1,6 +1,7 @@
 """The daskmicro command line: results, help, and bad input (exit 2, one line, nothing written)."""
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -43,13 +44,29 @@ def test_census_in_process(census_csv, tmp_path, capsys, k):
     assert report["information_loss"] == pytest.approx(CENSUS_IL[k], abs=0.01)
     for key in ("n", "m", "k", "method", "cells", "min_cell_size", "information_loss", "seconds"):
         assert key in report
-    assert (report["n"], report["m"], report["k"], report["method"], report["seed"]) == (1080, 13, k, "mdav", 1)
+    assert (report["n"], report["m"], report["k"], report["method"]) == (1080, 13, k, "mdav")
+    assert "seed" not in report and "input" not in report.get("paths", {})   # private: the run record has them
     assert report["min_cell_size"] >= k and report["verification"]["passed"]
     release = pd.read_parquet(out)
     assert len(release) == 1080
     assert verify_k_anonymity(release, list(CENSUS_COLUMNS), k)
-    printed = capsys.readouterr().out
-    assert f"{CENSUS_IL[k]:.2f}" in printed and str(out) in printed
+    captured = capsys.readouterr()
+    assert f"{CENSUS_IL[k]:.2f}" in captured.out and str(out) in captured.out
+    record = _run_record(captured.err)
+    assert record["seed"] == 1 and record["paths"]["input"] == str(census_csv)
+    assert oct(record_path(captured.err).stat().st_mode & 0o777) == oct(0o600)
+
+
+def record_path(stderr: str):
+    from pathlib import Path
+
+    found = re.search(r"private run record .*: (\S+)\s*$", stderr, re.M)
+    assert found, stderr
+    return Path(found.group(1))
+
+
+def _run_record(stderr: str) -> dict:
+    return json.loads(record_path(stderr).read_text())
 
 
 def test_census_subprocess(census_csv, tmp_path):
@@ -62,7 +79,8 @@ def test_census_subprocess(census_csv, tmp_path):
     assert proc.returncode == 0, proc.stderr
     data = json.loads(report.read_text())
     assert data["information_loss"] == pytest.approx(CENSUS_IL[10], abs=0.01)
-    assert isinstance(data["seed"], int)  # drawn and recorded
+    assert "seed" not in data  # drawn, and kept in the private run record only
+    assert isinstance(_run_record(proc.stderr)["seed"], int)
     assert verify_k_anonymity(pd.read_parquet(out), list(CENSUS_COLUMNS), 10)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.parquet", "run.json"]
 
@@ -199,7 +217,7 @@ def test_demo(tmp_path, capsys):
     data, release = pd.read_parquet(out / "input.parquet"), pd.read_parquet(out / "release.parquet")
     report = json.loads((out / "report.json").read_text())
     assert len(data) == len(release) == 3000 and list(release.columns) == list(data.columns)
-    assert report["k"] == 4 and report["seed"] == 2 and report["verification"]["passed"]
+    assert report["k"] == 4 and "seed" not in report and report["verification"]["passed"]
     # it ran on a LocalCluster of two worker processes, with several partitions
     assert report["pipeline"]["workers"] == 2 and report["pipeline"]["partitions"] >= 2
     assert "row_id" not in release.columns and report["utility"]["il1s"] > 0

@@ -238,8 +238,10 @@ def test_hive_lake_filter_projection_manifest_noop(tmp_path, client, capsys):
     assert len(rel) == len(keep) and "id" not in rel.columns
     assert verify_k_anonymity(rel, ["x", "y"], 3)
     manifest = json.loads((out / "_SUCCESS").read_text())
-    assert manifest["rows"] == {"in": len(keep), "out": len(keep)} and manifest["seed"] == 3
-    assert manifest["configuration"]["k"] == 3 and len(manifest["input"]["files"]) == 12
+    assert manifest["rows"] == {"in": len(keep), "out": len(keep)}
+    assert manifest["configuration"]["k"] == 3
+    # the seed and the input's files (paths, sizes, times) never ship with the release
+    assert "seed" not in manifest and "seed" not in manifest["configuration"] and "input" not in manifest
     assert {"fingerprint", "daskmicro_version", "metrics", "files"} <= set(manifest)
     stamp = (out / "_SUCCESS").stat().st_mtime_ns
     capsys.readouterr()
@@ -249,7 +251,7 @@ def test_hive_lake_filter_projection_manifest_noop(tmp_path, client, capsys):
     code, err = run(argv[:-1] + ["4"], client)                 # other seed: a different run
     assert code == 2 and "already exists" in err
     assert run(argv[:-1] + ["4", "--overwrite"], client)[0] == 0
-    assert json.loads((out / "_SUCCESS").read_text())["seed"] == 4
+    assert json.loads((out / "_SUCCESS").read_text())["fingerprint"] != manifest["fingerprint"]  # another run
 
 
 def test_strata_drop_keep_row_id(tmp_path, client):
