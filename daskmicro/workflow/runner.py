@@ -222,7 +222,7 @@ def _manifest(staging: Path, report, n: int, workflow: dict) -> dict:
     return {"format": "daskmicro-release/1",
             "fingerprint": commit.fingerprint({"workflow": workflow["spec_digest"], "key": workflow["key"]}),
             "daskmicro_version": __version__, "committed": _time.strftime("%Y-%m-%dT%H:%M:%SZ", _time.gmtime()),
-            "configuration": {"workflow": workflow["name"], "key": workflow["key"]}, "seed": int(report.seed),
+            "configuration": {"workflow": workflow["name"], "key": workflow["key"]},
             "rows": {"in": int(n), "out": int(n)},
             "metrics": {"information_loss": float(report.information_loss), "cells": int(report.cells),
                         "min_cell_size": int(report.min_cell_size), "max_cell_size": int(report.max_cell_size)},
@@ -287,9 +287,16 @@ def _commit(client, parts, out: Path, report_path: Path, is_dir: bool, workflow:
             # verified again as read back from the staged file, stratum columns + QIs together
             batch.release(table, out, columns, first.k_anonymity.k)
             batch.json(doc, report_path)
+    from ..io.runrecord import write_run_record
+
+    try:  # the seeds and the source's path: private, never beside the release
+        record = str(write_run_record({"format": "daskmicro-run-record/1", "workflow": workflow,
+                                       "output": str(out), "parts": [r.run_record() for _, _, r in parts]}))
+    except OSError:
+        record = None
     cells = sum(r.cells for _, _, r in parts)
     il = None
     if len(parts) == 1:
         il = parts[0][2].information_loss
     return {"output": str(out), "report": str(report_path), "rows": int(n), "cells": int(cells),
-            "information_loss": il, "strata": len(parts) if parts[0][0] is not None else 0}
+            "information_loss": il, "strata": len(parts) if parts[0][0] is not None else 0, "run_record": record}
