@@ -195,7 +195,8 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
     """
     from ._version import __version__
     from .cluster import cluster_client, given_client_refusal
-    from .graph.lake import execute
+    from .graph.lake import SMALL_GROUP_ROWS, execute
+    from .runplan import RunPlan
     from .graph.local import InProcess
     from .report import dask_report
     from .runreport import build_report
@@ -204,6 +205,7 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
     for line in recover_outputs(output, report_path):  # first: whatever this run then does or refuses
         say(line)
     source = open_input(cfg, data, input)
+    plan = RunPlan.from_config(cfg, SMALL_GROUP_ROWS)   # resolved once: the executor never sees cfg
     sink = _sink(output)
     output = Path(output) if output is not None else None
     if cfg.partition_by and sink != "lake":
@@ -234,10 +236,10 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
             if client is None and c.dashboard_link:
                 say(f"dask dashboard: {c.dashboard_link}")
             with perf.record():
-                ex = execute(c, source, cfg, sink, output, progress)
+                ex = execute(c, source, plan, sink, output, progress)
             report = build_report(cfg, ex, source, c)
     else:
-        ex = execute(InProcess(), source, cfg, sink, output, progress)
+        ex = execute(InProcess(), source, plan, sink, output, progress)
         report = build_report(cfg, ex, source, None)
     if perf.error:
         say(f"warning: {perf.error}")

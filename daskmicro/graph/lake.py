@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..config import AUTO_EXACT_ROWS, DEFAULT_TASK_ROWS, ONE_TASK_METHODS as ONE_TASK
+from ..config import AUTO_EXACT_ROWS, DEFAULT_TASK_ROWS
 from ..errors import InputError, ParameterError
 from ..io import commit as cm
 from ..io import hive
@@ -132,22 +132,6 @@ def check_scan(scans, qi, missing, what=None) -> int:
     return n
 
 
-def _n_min(cfg, n: int) -> int:
-    """The cell size of a run: k, or the effective anonymity n_min under constant π (003 §V-B)."""
-    pi = cfg.constant_participation
-    if pi is None:
-        return cfg.k
-    from ..privacy.effective import effective_anonymity
-
-    n_min = effective_anonymity(cfg.k, pi, cfg.max_cell_failure).n_min
-    if n_min > n:
-        raise ParameterError(
-            f"k = {cfg.k} with participation {pi:g} and max_cell_failure {cfg.max_cell_failure:g} needs cells of "
-            f"n_min = {n_min} records, more than the {n} records of the input"
-        )
-    return n_min
-
-
 def _pi_check(df, column):
     from ..privacy.failures import participation_chunk_check
 
@@ -175,100 +159,50 @@ def _select(df, strata, qi, group):
     return df[group_mask(df, strata, qi, group)]
 
 
-def _run_one_task(observed, k, method, energy_loss, n_components, pcol, pbar, plain_k, figures, *parts, improve=None):
-    """One group as one task, records in global row id order (independent of the chunking);
-    ``plain_k``: also the information loss of MDAV at this cell size (participation runs);
-    ``figures``: (QI columns, scale) of the report's before/after figures, or None;
-    ``improve``: the :func:`~daskmicro.kernels.improve.polish` settings after the method, or None."""
+def _run_one_task(gp, figures, *parts):
+    """One group as one task (its :class:`~daskmicro.runplan.GroupPlan`), records in global row id
+    order (independent of the chunking); ``figures``: (QI columns, scale) of the report's
+    before/after figures, or None."""
     from ..figures import group_figures
     from ..group import one_task
 
     df = pd.concat(parts, ignore_index=True).sort_values(RID, kind="stable").reset_index(drop=True)
-    out, info = one_task(df, list(observed), k, method, energy_loss, n_components, pcol, pbar, plain_k, improve=improve)
+    part = gp.participation
+    out, info = one_task(df, list(gp.group.observed), gp.k, gp.method, gp.energy_loss, gp.n_components,
+                         part.column if part else None, part.max_cell_failure if part else None, gp.plain_k,
+                         improve=gp.improve.as_tuple() if gp.improve else None)
     if figures is not None:
         info["figures"] = group_figures(df, out, *figures)
     return out, info
-
-
-#: With ``plain_k_reference=None`` the plain-k reference of a participation run is computed for
-#: one-task groups of at most this many records.
-REFERENCE_AUTO_ROWS = 50_000
-
-
-def _one_task_improve(cfg):
-    """(sweeps, neighbours, PCL iterations, sweeps after them) of the improvement pass after a one-task
-    method, or None."""
-    q = cfg.improve_settings
-    if not (q["one_task"] and q["improve_sweeps"]):
-        return None
-    return q["improve_sweeps"], q["improve_neighbours"], q["improve_pcl_iter"], q["improve_post_sweeps"]
-
-
-def _plain_k(cfg, g):
-    """The cell size of the π = 1 reference of a participation run's group, or None."""
-    if cfg.participation is None or cfg.plain_k_reference is False:
-        return None
-    if cfg.plain_k_reference is None and g.n > REFERENCE_AUTO_ROWS:
-        return None
-    return int(cfg.k)
 
 
 def _empty_like(df):
     return df.iloc[:0]
 
 
-def group_method(cfg, g) -> str:
-    """The method a group runs (``auto`` by its size)."""
-    return cfg.group_method(g.n, SMALL_GROUP_ROWS)
-
-
-def _check_groups(client, cfg, groups) -> None:
+def _check_memory(client, plans, task_rows: int) -> None:
     wmem = worker_memory(client)
-    for g in groups:
-        m = group_method(cfg, g)
-        if m in ("mdav", "pca-mdav", "pcl") and g.n > cfg.max_task_rows_or_default:
-            raise ParameterError(
-                f"method {m!r} runs in one task and is limited to max_task_rows = {cfg.max_task_rows_or_default:,} "
-                f"records ({g.label}: n = {g.n:,}); use the scalable method 'partitioned' (with refine='pcl' for "
-                "PCL), or raise max_task_rows")
-        check_memory(m, g.n, len(g.observed), wmem, g.label, cfg.task_rows_or_default)
+    for gp in plans:
+        check_memory(gp.method, gp.group.n, len(gp.group.observed), wmem, gp.group.label, task_rows)
 
 
-def _pipeline_group(client, cfg, sel, meta, g, k, seed, progress, scale=None):
-    """A large group through the partitioned pipeline; (release pieces, figures of its cells)."""
+def _pipeline_group(client, gp, sel, meta, seed, progress, scale=None):
+    """A large group through the partitioned pipeline (its :class:`~daskmicro.runplan.GroupPlan`);
+    (release pieces, figures of its cells)."""
     import dask.dataframe as dd
 
-    from .pipeline import PipelineConfig, run_pipeline
+    from .pipeline import run_pipeline
 
-    m = group_method(cfg, g)
-    quality = cfg.improve_settings
-    size = cfg.partition_size
-    if size is None and m == "partitioned" and (cfg.K is None or cfg.K <= quality["partition_size"]):
-        size = quality["partition_size"]
-    pcfg = PipelineConfig(method=m, k=int(k), K=cfg.K, nu=cfg.nu, partition_size=size,
-                          task_rows=cfg.task_rows_or_default, max_task_rows=cfg.max_task_rows_or_default,
-                          energy_loss=cfg.energy_loss, n_components=cfg.n_components, sse_threshold=cfg.sse_threshold)
-    pcfg.refine, pcfg.macro = cfg.refine, cfg.macro
-    # "balanced" improves the scalable method only: proximal-distal stays Algorithm C as published
-    if m == "partitioned" or quality["one_task"]:
-        pcfg.improve_sweeps, pcfg.improve_neighbours = quality["improve_sweeps"], quality["improve_neighbours"]
-        pcfg.improve_pcl_iter, pcfg.improve_post_sweeps = quality["improve_pcl_iter"], quality["improve_post_sweeps"]
-    if cfg.refine_iter is not None:
-        pcfg.refine_iter = cfg.refine_iter
-    if cfg.macro_iter is not None:
-        pcfg.macro_iter = cfg.macro_iter
-    if cfg.K is not None and cfg.K <= k:
-        raise ParameterError(f"K (macrocell size) must be larger than k = {k} (the cell size), got {cfg.K}")
+    g, m = gp.group, gp.method
     sub = dd.from_delayed(sel, meta=meta, verify_meta=False)
     # check=False: the group's release is not checked on its own; the run's release is, as published
     # (written files, or the collected frame, stratum columns included) before anything is committed
-    part = _Participation(cfg.participation, cfg.max_cell_failure) if cfg.per_record_participation else None
-    pub, details = run_pipeline(client, sub, list(g.observed), pcfg, seed, False, progress, participation=part,
-                                figures=scale, check=False)
+    pub, details = run_pipeline(client, sub, list(g.observed), gp.pipeline.pipeline_config(m, gp.k), seed, False,
+                                progress, participation=gp.participation, figures=scale, check=False)
     reference_il = None
-    if cfg.plain_k_reference and cfg.participation is not None:  # asked for: the same pipeline at plain k
-        pcfg.k = int(cfg.k)
-        _, plain = run_pipeline(client, sub, list(g.observed), pcfg, seed, False, check=False)
+    if gp.reference_k is not None:  # asked for: the same pipeline at plain k
+        _, plain = run_pipeline(client, sub, list(g.observed), gp.pipeline.pipeline_config(m, gp.reference_k), seed,
+                                False, check=False)
         reference_il = plain["information_loss"]
     t = details.pop("timings")  # the run's timings hold them once (one timing model)
     pca = details.get("pca") or {}
@@ -294,12 +228,6 @@ def _pipeline_group(client, cfg, sel, meta, g, k, seed, progress, scale=None):
     return pub.chunks, info  # per input chunk: the release stage cuts them into its pieces
 
 
-@dataclass(frozen=True)
-class _Participation:
-    column: object
-    max_cell_failure: float
-
-
 # --------------------------------------------------------------------------- the run
 
 
@@ -314,105 +242,106 @@ class _Layout:
     partition_by: list
     part_counts: dict
     row0s: np.ndarray
+    qi: list
     strata: list            # the strata columns, then the partition columns that are not strata
     rows: list
+    plans: list = field(default_factory=list)   # one GroupPlan per group (daskmicro.runplan)
     scale: object = None    # mean and spread of each QI: the bins of the report's figures
 
 
-def execute(client, source, cfg, sink: str, output=None, progress=None) -> Execution:
-    """Run ``cfg`` on ``source`` with ``client``; ``sink`` is "lake" (a directory at ``output``),
-    "file" or "memory" (a frame).  Nothing is committed here (see :mod:`daskmicro.plan`)."""
+def execute(client, source, plan, sink: str, output=None, progress=None) -> Execution:
+    """Run ``plan`` (a :class:`~daskmicro.runplan.RunPlan`) on ``source`` with ``client``; ``sink``
+    is "lake" (a directory at ``output``), "file" or "memory" (a frame).  Nothing is committed here
+    (see :mod:`daskmicro.plan`)."""
     timings = {}
     t0 = time.perf_counter()
-    lay_ = _prescan(client, source, cfg, sink)
+    lay_ = _prescan(client, source, plan, sink)
     timings["pre-scan"] = _tick(progress, "pre-scan", t0)
     # the kernels of the methods that run, compiled or loaded on every worker before the stages
-    q = cfg.improve_settings
-    sets = kernel_sets({group_method(cfg, g) for g in lay_.groups}, nu=cfg.nu, refine=cfg.refine, macro=cfg.macro,
+    q = plan.quality
+    sets = kernel_sets({gp.method for gp in lay_.plans}, nu=plan.nu, refine=plan.refine, macro=plan.macro,
                        improve=q["improve_sweeps"] > 0, polish=q["improve_sweeps"] > 0 and q["improve_pcl_iter"] > 0)
     compiled = warm_workers(client, sets, progress)
     t0 = time.perf_counter()
     # one timing model: a run that is one pipeline shows the pipeline's stages, any other run one
     # "cells" stage; each stage is timed once and the same figures go to stdout, JSON and HTML
     g0 = lay_.groups[0]
-    one_pipeline = len(lay_.groups) == 1 and bool(g0.observed) and group_method(cfg, g0) not in ONE_TASK
+    one_pipeline = len(lay_.groups) == 1 and bool(g0.observed) and not lay_.plans[0].one_task
     stage = _StageRecorder(timings, progress) if one_pipeline else None
-    releases, infos, inputs, meta = _cells(client, source, cfg, lay_, stage)
+    releases, infos, inputs, meta = _cells(client, source, plan, lay_, stage)
     if stage is None:
         timings["cells"] = _tick(progress, "cells", t0)
     t0 = time.perf_counter()
     ex = Execution(n=lay_.n, k=lay_.k, groups=lay_.groups, infos=infos, labels=lay_.labels, k_check=None,
                    rows_check=None, tuple_sizes=None, timings=timings, inputs=inputs, meta=meta, compile=compiled,
                    scale=lay_.scale, strata=lay_.strata)
-    _release(client, source, cfg, lay_, sink, output, releases, ex)
+    _release(client, source, plan.release, lay_, sink, output, releases, ex)
     name = "write + verify" if sink == "lake" else "collect + verify"
     timings[name] = _tick(progress, name, t0)
     return ex
 
 
-def _prescan(client, source, cfg, sink) -> _Layout:
+def _prescan(client, source, plan, sink) -> _Layout:
     """Scan every piece once (counts only), check the values, plan the groups.
 
     A partitioned directory release publishes each hive partition as a directory that readers
     may read on its own and that they read back as a column: the partition columns are strata
     (no cell spans two partitions), so the release is k-anonymous as a hive reader sees it."""
-    qi = list(cfg.qi)
-    partition_by = [] if sink != "lake" else list(cfg.partition_by) if cfg.partition_by is not None else [
+    qi, asked = list(plan.qi), plan.release.partition_by
+    partition_by = [] if sink != "lake" else list(asked) if asked is not None else [
         c for c in source.partition_fields if c in source.columns and c not in qi]
     hive.check_names(partition_by)
-    strata = list(dict.fromkeys(list(cfg.strata) + partition_by))
+    strata = list(dict.fromkeys(list(plan.strata) + partition_by))
     keys = strata
     source.attach(client)
     scans = client.gather(client.compute([source.scan_task(i, qi, keys) for i in range(len(source.files))]))
-    n = check_scan(scans, qi, cfg.missing, getattr(source, "path", None))
+    n = check_scan(scans, qi, plan.missing, getattr(source, "path", None))
     _check_partition_values(scans, keys, partition_by)
-    if cfg.per_record_participation:
-        _check_participation_column(client, source, cfg.participation)
-    k = _n_min(cfg, n)
+    if plan.participation is not None:
+        _check_participation_column(client, source, plan.participation.column)
+    k = plan.n_min(n)
     counts = {}
     for s in scans:
         for combo, c in s["combos"].items():
             skey = tuple(combo[keys.index(col)] for col in strata)
             counts[(skey, combo[-1])] = counts.get((skey, combo[-1]), 0) + c
-    groups = plan_groups(counts, strata, qi, k, cfg.merge_small_strata)
+    groups = plan_groups(counts, strata, qi, k, plan.merge_small_strata)
     labels = merged_labels(groups, strata)   # merged strata publish one label
     part_counts = _partition_counts(scans, keys, strata, partition_by, labels)
-    _check_groups(client, cfg, groups)
+    plans = [plan.group_plan(g, k) for g in groups]
+    _check_memory(client, plans, plan.task_rows)
     row0s = np.concatenate([[0], np.cumsum([s["rows"] for s in scans])[:-1]]).astype(np.int64)
-    return _Layout(n=n, k=k, groups=groups, labels=labels, partition_by=partition_by, part_counts=part_counts,
-                   row0s=row0s, strata=strata, rows=[s["rows"] for s in scans],
+    return _Layout(qi=qi, n=n, k=k, groups=groups, labels=labels, partition_by=partition_by, part_counts=part_counts,
+                   row0s=row0s, strata=strata, plans=plans, rows=[s["rows"] for s in scans],
                    scale=scale_from_moments(qi, [s.get("moments") for s in scans]))
 
 
-def _cells(client, source, cfg, lay_: _Layout, stage):
+def _cells(client, source, plan, lay_: _Layout, stage):
     """Every group's cells: one task for a small group, the pipeline for a large one; returns the
     release pieces (futures or delayed, still keyed by row id), the groups' figures, their inputs."""
     import dask
     from dask.delayed import Delayed
 
-    qi, strata, n, k = list(cfg.qi), lay_.strata, lay_.n, lay_.k
+    qi, strata, n = list(plan.qi), lay_.strata, lay_.n
     pieces = [source.read_task(i, source.columns, int(lay_.row0s[i])) for i in range(len(source.files))
               if lay_.rows[i]]
     meta = client.compute(dask.delayed(_empty_like)(pieces[0])).result()
     select = dask.delayed(_select, pure=True)
-    pcol = cfg.participation if cfg.per_record_participation else None
     releases, infos, inputs = [], [], []
-    for g in lay_.groups:
+    for gp in lay_.plans:
+        g = gp.group
         sel = pieces if g.n == n else [select(p, strata, qi, g) for p in pieces]
         inputs.append(sel)
         if not g.observed:  # every QI missing: nothing to aggregate, the records pass through
             releases.extend(sel)
             infos.append(None)
             continue
-        m = group_method(cfg, g)
-        if m in ONE_TASK:
-            pair = client.submit(_run_one_task, tuple(g.observed), k, m, cfg.energy_loss, cfg.n_components, pcol,
-                                 cfg.max_cell_failure, _plain_k(cfg, g), (qi, lay_.scale), *client.compute(sel),
-                                 improve=_one_task_improve(cfg))
+        if gp.one_task:
+            pair = client.submit(_run_one_task, gp, (qi, lay_.scale), *client.compute(sel))
             releases.append(client.submit(operator.itemgetter(0), pair))
             infos.append(client.submit(operator.itemgetter(1), pair))
         else:
-            rel, info = _pipeline_group(client, cfg, sel, meta, g, k, cfg.seed, stage, lay_.scale)
+            rel, info = _pipeline_group(client, gp, sel, meta, plan.release.seed, stage, lay_.scale)
             releases.extend(rel)   # lazy: each part is built where it is split
             infos.append(info)
     infos = [i.result() if hasattr(i, "result") else i for i in infos]
@@ -426,31 +355,31 @@ def _cells(client, source, cfg, lay_: _Layout, stage):
     return releases, infos, inputs, meta
 
 
-def _release(client, source, cfg, lay_: _Layout, sink, output, releases, ex: Execution) -> None:
+def _release(client, source, rp, lay_: _Layout, sink, output, releases, ex: Execution) -> None:
     """Cut the release into its published pieces, verify them as published (stratum columns + QIs,
     the tuple an intruder sees) and fill in ``ex``."""
     import dask
 
-    qi, strata, n, k, partition_by = list(cfg.qi), lay_.strata, lay_.n, lay_.k, lay_.partition_by
+    qi, strata, n, k, partition_by = list(lay_.qi), lay_.strata, lay_.n, lay_.k, lay_.partition_by
     published = list(dict.fromkeys(strata + qi))
     expected = cm.range_checksum(n)
-    # the per-record participation probabilities are an input of the run, never published
-    hidden = [cfg.participation] if cfg.per_record_participation else []
-    names = [c for c in source.columns if c not in hidden] + (["row_id"] if cfg.keep_row_id else [])
+    # columns read for the run only (per-record participation probabilities) are never published
+    hidden = list(rp.hidden)
+    names = [c for c in source.columns if c not in hidden] + (["row_id"] if rp.keep_row_id else [])
     live = [i for i in range(len(source.files)) if lay_.rows[i]]
     if sink == "lake":  # exact file sizes: cut keys by rank (io/layout)
         keyed = [source.read_task(i, list(dict.fromkeys(partition_by + (strata if lay_.labels else []))),
                                   int(lay_.row0s[i])) for i in live]
         if lay_.labels:
             keyed = [dask.delayed(publish_strata, pure=True)(p, strata, lay_.labels) for p in keyed]
-        files = lay.plan_files(partition_by, lay_.part_counts, cfg.rows_per_file,
-                               file_cuts(client, keyed, cfg.seed, partition_by, cfg.rows_per_file))
-        schema = promised_schema(source, qi, partition_by, cfg.keep_row_id, lay_.labels, hidden)
+        files = lay.plan_files(partition_by, lay_.part_counts, rp.rows_per_file,
+                               file_cuts(client, keyed, rp.seed, partition_by, rp.rows_per_file))
+        schema = promised_schema(source, qi, partition_by, rp.keep_row_id, lay_.labels, hidden)
         ex.staging = cm.open_staging(output, [rel for rel, _, _ in files.values()] + [SHUFFLE_DIR, COUNTS_DIR])
         inflight: list = []
         try:
-            listing = write_and_verify(client, releases, files, schema, published, k, cfg.seed, partition_by,
-                                        cfg.keep_row_id, ex.staging, n, expected, inflight)
+            listing = write_and_verify(client, releases, files, schema, published, k, rp.seed, partition_by,
+                                        rp.keep_row_id, ex.staging, n, expected, inflight)
         except BaseException:
             cm.discard_staging(ex.staging, client, inflight)  # cancel the writes first, then remove
             raise
@@ -459,12 +388,12 @@ def _release(client, source, cfg, lay_: _Layout, sink, output, releases, ex: Exe
     elif sink == "memory" and getattr(source, "dask", False):  # a Dask release: parts stay on the workers
         keyed = [source.read_task(i, [], int(lay_.row0s[i])) for i in live]
         per_part = -(-n // max(1, len(live)))   # as many partitions as the input has (non-empty)
-        files = lay.plan_files([], {(): n}, per_part, file_cuts(client, keyed, cfg.seed, [], per_part))
+        files = lay.plan_files([], {(): n}, per_part, file_cuts(client, keyed, rp.seed, [], per_part))
         ex.frame, ex.k_check, ex.rows_check, ex.tuple_sizes = dask_release(
-            client, releases, files, names, qi, published, k, cfg.seed, cfg.keep_row_id, n, expected, ex.meta)
+            client, releases, files, names, qi, published, k, rp.seed, rp.keep_row_id, n, expected, ex.meta)
     else:
         ex.frame, ex.k_check, ex.rows_check, ex.tuple_sizes = collect(client, releases, names, qi, published, k,
-                                                                       cfg.seed, cfg.keep_row_id, n, expected)
+                                                                       rp.seed, rp.keep_row_id, n, expected)
 
 
 class _StageRecorder:

@@ -1,0 +1,222 @@
+"""The run model's typed seams: a :class:`~daskmicro.config.RunConfig` resolved once.
+
+:func:`daskmicro.plan.run` turns the run description into one frozen :class:`RunPlan`; the executor
+(:mod:`daskmicro.graph`) receives that plan and never the description.  Once the pre-scan has
+formed the groups (strata × missingness patterns, merges), :meth:`RunPlan.group_plan` resolves each
+group into one frozen :class:`GroupPlan` — its method, cell size, improvement, participation and
+pipeline settings — and every group task and pipeline runs from its plan alone.  Every option is
+read here, once; a rule that needs the data (a cell size against the records of a group) is
+checked here too, once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import DEFAULT_MAX_TASK_ROWS, ONE_TASK_METHODS, RunConfig
+from .errors import ParameterError
+
+__all__ = ["Participation", "Improve", "PipelineSettings", "GroupPlan", "ReleasePlan", "RunPlan",
+           "REFERENCE_AUTO_ROWS"]
+
+#: With ``plain_k_reference=None`` the plain-k reference of a participation run is computed for
+#: one-task groups of at most this many records.
+REFERENCE_AUTO_ROWS = 50_000
+
+
+@dataclass(frozen=True)
+class Participation:
+    """Per-record participation probabilities (p-probabilistic k-anonymity): their column and the
+    acceptable probability p̄ that a cell ends with 1 … k − 1 participants."""
+
+    column: object
+    max_cell_failure: float
+
+
+@dataclass(frozen=True)
+class Improve:
+    """The improvement pass after a method (:func:`daskmicro.kernels.improve.polish`)."""
+
+    sweeps: int
+    neighbours: int
+    pcl_iter: int
+    post_sweeps: int
+
+    def as_tuple(self) -> tuple:
+        return self.sweeps, self.neighbours, self.pcl_iter, self.post_sweeps
+
+
+@dataclass(frozen=True)
+class PipelineSettings:
+    """A large group's partitioned / proximal-distal pipeline, every option resolved."""
+
+    K: int | None
+    nu: float | None
+    partition_size: int | None
+    task_rows: int
+    max_task_rows: int
+    energy_loss: float | None
+    n_components: int | None
+    sse_threshold: float | None
+    refine: str | None
+    refine_iter: int | None
+    macro: str
+    macro_iter: int | None
+    improve: Improve | None
+
+    def pipeline_config(self, method: str, k: int):
+        """The :class:`~daskmicro.graph.pipeline.PipelineConfig` of this group at cell size ``k``."""
+        from .graph.pipeline import PipelineConfig
+
+        extra = {}
+        if self.refine_iter is not None:
+            extra["refine_iter"] = self.refine_iter
+        if self.macro_iter is not None:
+            extra["macro_iter"] = self.macro_iter
+        if self.improve is not None:
+            extra.update(improve_sweeps=self.improve.sweeps, improve_neighbours=self.improve.neighbours,
+                         improve_pcl_iter=self.improve.pcl_iter, improve_post_sweeps=self.improve.post_sweeps)
+        return PipelineConfig(method=method, k=int(k), K=self.K, nu=self.nu, partition_size=self.partition_size,
+                              task_rows=self.task_rows, max_task_rows=self.max_task_rows,
+                              energy_loss=self.energy_loss, n_components=self.n_components,
+                              sse_threshold=self.sse_threshold, refine=self.refine, macro=self.macro, **extra)
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    """One group's work: ``method`` at cell size ``k``; ``one_task`` or ``pipeline`` settings."""
+
+    group: object                   # daskmicro.strata.Group
+    method: str
+    k: int
+    energy_loss: float | None
+    n_components: int | None
+    participation: Participation | None
+    plain_k: int | None             # one task: also the information loss at plain k (participation runs)
+    reference_k: int | None         # pipeline: the same pipeline again at plain k (participation runs)
+    improve: Improve | None         # one task: the improvement pass after the method
+    pipeline: PipelineSettings | None
+
+    @property
+    def one_task(self) -> bool:
+        return self.method in ONE_TASK_METHODS
+
+
+@dataclass(frozen=True)
+class ReleasePlan:
+    """How the release is published: order, layout, extra and withheld columns."""
+
+    seed: int
+    keep_row_id: bool
+    partition_by: tuple | None      # None: the input's hive keys (directory releases)
+    rows_per_file: int
+    hidden: tuple                   # columns read for the run and never published
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """A run description resolved once, for the executor (:mod:`daskmicro.graph.lake`)."""
+
+    qi: tuple
+    strata: tuple
+    missing: str
+    merge_small_strata: bool
+    k: int
+    method: str
+    exact_rows: int                 # "auto": groups up to this many records run exact MDAV in one task
+    auto_pipeline: bool             # "auto" with pipeline options (PCL stages, K, ν, …): always the pipeline
+    constant_participation: float | None
+    participation: Participation | None
+    max_cell_failure: float | None
+    plain_k_reference: bool | None
+    energy_loss: float | None
+    n_components: int | None
+    nu: float | None
+    refine: str | None
+    macro: str
+    task_rows: int
+    max_task_rows: int
+    quality: dict
+    pipeline: PipelineSettings
+    release: ReleasePlan
+
+    @classmethod
+    def from_config(cls, cfg: RunConfig, exact_rows: int) -> "RunPlan":
+        q = cfg.improve_settings
+        participation = (Participation(cfg.participation, cfg.max_cell_failure) if cfg.per_record_participation
+                         else None)
+        pipeline = PipelineSettings(
+            K=cfg.K, nu=cfg.nu, partition_size=cfg.partition_size, task_rows=cfg.task_rows_or_default,
+            max_task_rows=cfg.max_task_rows_or_default, energy_loss=cfg.energy_loss, n_components=cfg.n_components,
+            sse_threshold=cfg.sse_threshold, refine=cfg.refine, refine_iter=cfg.refine_iter, macro=cfg.macro,
+            macro_iter=cfg.macro_iter, improve=None)
+        release = ReleasePlan(seed=int(cfg.seed), keep_row_id=bool(cfg.keep_row_id),
+                              partition_by=None if cfg.partition_by is None else tuple(cfg.partition_by),
+                              rows_per_file=int(cfg.rows_per_file),
+                              hidden=(cfg.participation,) if participation is not None else ())
+        return cls(qi=tuple(cfg.qi), strata=tuple(cfg.strata), missing=cfg.missing,
+                   merge_small_strata=bool(cfg.merge_small_strata), k=int(cfg.k), method=cfg.method,
+                   exact_rows=int(exact_rows), auto_pipeline=cfg.group_method(0, 0) == "partitioned",
+                   constant_participation=cfg.constant_participation,
+                   participation=participation, max_cell_failure=cfg.max_cell_failure,
+                   plain_k_reference=cfg.plain_k_reference, energy_loss=cfg.energy_loss,
+                   n_components=cfg.n_components, nu=cfg.nu, refine=cfg.refine, macro=cfg.macro,
+                   task_rows=cfg.task_rows_or_default, max_task_rows=cfg.max_task_rows_or_default or
+                   DEFAULT_MAX_TASK_ROWS, quality=dict(q), pipeline=pipeline, release=release)
+
+    # ------------------------------------------------------------------ per group
+
+    def group_method(self, n: int) -> str:
+        """The method a group of ``n`` records runs (``auto`` by its size)."""
+        if self.method != "auto":
+            return self.method
+        return "mdav" if n <= self.exact_rows and not self.auto_pipeline else "partitioned"
+
+    def n_min(self, n: int) -> int:
+        """The cell size of the run: k, or the effective anonymity n_min under constant π
+        (*p-Probabilistic k-Anonymous Microaggregation*, §V-B)."""
+        pi = self.constant_participation
+        if pi is None:
+            return self.k
+        from .privacy.effective import effective_anonymity
+
+        n_min = effective_anonymity(self.k, pi, self.max_cell_failure).n_min
+        if n_min > n:
+            raise ParameterError(
+                f"k = {self.k} with participation {pi:g} and max_cell_failure {self.max_cell_failure:g} needs cells "
+                f"of n_min = {n_min} records, more than the {n} records of the input")
+        return n_min
+
+    def group_plan(self, g, k: int) -> GroupPlan:
+        """The frozen plan of group ``g`` at the run's cell size ``k`` (checks its size limits)."""
+        m = self.group_method(g.n)
+        q = self.quality
+        improve = Improve(q["improve_sweeps"], q["improve_neighbours"], q["improve_pcl_iter"],
+                          q["improve_post_sweeps"]) if q["improve_sweeps"] else None
+        if m in ONE_TASK_METHODS:
+            if g.n > self.max_task_rows:
+                raise ParameterError(
+                    f"method {m!r} runs in one task and is limited to max_task_rows = {self.max_task_rows:,} "
+                    f"records ({g.label}: n = {g.n:,}); use the scalable method 'partitioned' (with refine='pcl' "
+                    "for PCL), or raise max_task_rows")
+            plain = None
+            if self.participation is not None or self.constant_participation is not None:
+                auto_ok = self.plain_k_reference is None and g.n <= REFERENCE_AUTO_ROWS
+                plain = int(self.k) if (self.plain_k_reference or auto_ok) else None
+            return GroupPlan(group=g, method=m, k=int(k), energy_loss=self.energy_loss,
+                             n_components=self.n_components, participation=self.participation, plain_k=plain,
+                             reference_k=None, improve=improve if q["one_task"] else None, pipeline=None)
+        p = self.pipeline
+        size = p.partition_size
+        if size is None and m == "partitioned" and (p.K is None or p.K <= q["partition_size"]):
+            size = q["partition_size"]
+        if p.K is not None and p.K <= k:
+            raise ParameterError(f"K (macrocell size) must be larger than k = {k} (the cell size), got {p.K}")
+        # "balanced" improves the scalable method only: proximal-distal stays Algorithm C as published
+        pipe_improve = improve if (m == "partitioned" or q["one_task"]) else None
+        settings = PipelineSettings(**{**p.__dict__, "partition_size": size, "improve": pipe_improve})
+        reference = int(self.k) if (self.plain_k_reference and (self.participation is not None
+                                                                or self.constant_participation is not None)) else None
+        return GroupPlan(group=g, method=m, k=int(k), energy_loss=self.energy_loss, n_components=self.n_components,
+                         participation=self.participation, plain_k=None, reference_k=reference, improve=None,
+                         pipeline=settings)
