@@ -354,3 +354,39 @@ def test_every_crash_point_was_covered():
     print(f"crash points covered: {len(COVERED)} of {len(expected)}")
     assert not missing, sorted(missing)
     assert len(COVERED) == 27
+
+
+def test_file_commit_whose_rename_fails_puts_every_old_file_back(tmp_path, monkeypatch):
+    targets = [tmp_path / "F.parquet", tmp_path / "F.report.json", tmp_path / "F.report.dask.html"]
+    srcs, old = file_versions(tmp_path, "old")
+    commit_files_here(srcs, targets)
+    srcs, _ = file_versions(tmp_path, "new")
+    real, calls = os.replace, []
+
+    def failing(src, dst, *a, **kw):
+        calls.append(dst)
+        if Path(dst) == targets[1] and calls.count(dst) == 1:  # the report's rename, after the release's
+            raise OSError("disk full")
+        return real(src, dst, *a, **kw)
+
+    monkeypatch.setattr(os, "replace", failing)
+    with pytest.raises(OSError):
+        commit_files_here(srcs, targets)
+    monkeypatch.setattr(os, "replace", real)
+    assert file_state(targets) == old
+    assert not leftovers(tmp_path, *(t.name for t in targets))
+
+
+def test_staging_whose_target_was_replaced_since_is_dropped(tmp_path):
+    src, manifest, first = release_dir(tmp_path, "first")
+    out = tmp_path / "R"
+    staging = cm.open_staging(out)
+    (staging / "part-00000.parquet").write_bytes(b"never committed")
+    jr.write_journal(out, {"kind": "dir", "state": "forward", "target": str(out), "staging": str(staging),
+                           "old": None})
+    os.replace(jr.journal_path(out), tmp_path / "journal")
+    commit_dir_here(src, out, manifest)  # committed by another run while the journal was away
+    os.replace(tmp_path / "journal", jr.journal_path(out))
+    assert any("another release" in line for line in cm.recover(out))
+    assert_dir_is(out, first)
+    assert not staging.exists() and not leftovers(tmp_path, "R")

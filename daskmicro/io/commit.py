@@ -378,6 +378,7 @@ def _recover_files(record: dict) -> str | None:
         for tmp, target, old in pairs:
             if old is not None and os.path.lexists(old):
                 os.replace(old, target)
+                old.unlink(missing_ok=True)  # still there when the target was never replaced (same file)
             elif old is None and not os.path.lexists(tmp):
                 target.unlink(missing_ok=True)  # placed by the failed commit, no old version
         done = "put back the files of an interrupted commit: " + ", ".join(str(t) for _, t, _ in pairs)

@@ -341,6 +341,8 @@ class AtomicBatch:
                         target.unlink(missing_ok=True)
                 for target, old in aside:
                     os.replace(old, target)
+                    # a target never replaced is the same file as its old link: rename does nothing then
+                    old.unlink(missing_ok=True)
                 for folder in folders:
                     jr.fsync_dir(folder)
                 jr.remove_journal(first)
