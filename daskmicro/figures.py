@@ -53,5 +53,5 @@ def cells_figures(result, qi, mean, std, varying, scale) -> dict | None:
 
 def report_figures(infos, qi, scale, k: int) -> dict | None:
     """The report's ``before_after`` section from the groups' figures (None when none has any)."""
-    parts = [i.get("figures") for i in infos if i is not None]
+    parts = [i.figures for i in infos if i is not None]
     return kf.publish(kf.merge(parts, list(qi)), scale, int(k))

@@ -20,6 +20,7 @@ from .errors import ParameterError
 from .io.qi import qi_matrix
 from .kernels import centroids, information_loss, mdav, standardize
 from .publish import replace_qi
+from .runplan import GroupResult
 
 __all__ = ["qi_space", "one_task"]
 
@@ -89,10 +90,9 @@ def one_task(df: pd.DataFrame, observed: list, k: int, method: str, energy_loss=
 
     Returns
     -------
-    (pandas.DataFrame, dict)
+    (pandas.DataFrame, GroupResult)
         The records with centroids in place of ``observed`` (same row order, same other columns)
-        and the group's figures: n, m_used, cells, sizes, information_loss, seconds, constant
-        columns, dtype changes, PCA spectrum, and per-record failure arrays where they apply.
+        and the group's figures (:class:`~daskmicro.runplan.GroupResult`).
     """
     n = len(df)
     if k > n:
@@ -114,25 +114,25 @@ def one_task(df: pd.DataFrame, observed: list, k: int, method: str, energy_loss=
         out, changes = df.copy(), {}
     sizes = np.bincount(labels)
     sizes = sizes[sizes > 0]
-    info = {
-        "n": n, "m_used": len(varying), "method": method, "cells": int(sizes.size),
-        "min_cell_size": int(sizes.min()), "max_cell_size": int(sizes.max()),
-        "cell_size_counts": {int(s): int(c) for s, c in zip(*np.unique(sizes, return_counts=True))},
-        "information_loss": information_loss(Xv, labels) if Xv.shape[1] else 0.0, "seconds": seconds,
-        "constant_columns": [c for c, const in zip(observed, constant) if const], "dtype_changes": changes,
-        "n_components": None if pca_info is None else int(pca_info.n_components),
-        "eigenvalues": None if pca_info is None else [float(v) for v in np.asarray(pca_info.eigenvalues)],
-        "pca_energy_loss": None if pca_info is None else float(pca_info.energy_loss),
-    }
+    partials = expected = at_k = None
     if pis is not None:
         from .privacy.failures import cell_failure_partial
 
-        info["failure_partials"] = [cell_failure_partial(k, max_cell_failure, labels, pis)]
+        partials = [cell_failure_partial(k, max_cell_failure, labels, pis)]
         if Xv.shape[1]:
             from .privacy.probabilistic import expected_distortion
 
-            info["expected_distortion"] = expected_distortion(Z, labels, pis)
-
+            expected = expected_distortion(Z, labels, pis)
     if plain_k is not None:
-        info["information_loss_at_k"] = information_loss(Xv, mdav(Z, plain_k)) if Xv.shape[1] else 0.0
+        at_k = information_loss(Xv, mdav(Z, plain_k)) if Xv.shape[1] else 0.0
+    info = GroupResult(
+        n=n, m_used=len(varying), method=method, cells=int(sizes.size), min_cell_size=int(sizes.min()),
+        max_cell_size=int(sizes.max()),
+        cell_size_counts={int(s): int(c) for s, c in zip(*np.unique(sizes, return_counts=True))},
+        information_loss=information_loss(Xv, labels) if Xv.shape[1] else 0.0, seconds=seconds,
+        constant_columns=[c for c, const in zip(observed, constant) if const], dtype_changes=changes,
+        n_components=None if pca_info is None else int(pca_info.n_components),
+        eigenvalues=None if pca_info is None else [float(v) for v in np.asarray(pca_info.eigenvalues)],
+        pca_energy_loss=None if pca_info is None else float(pca_info.energy_loss),
+        information_loss_at_k=at_k, failure_partials=partials, expected_distortion=expected)
     return out, info

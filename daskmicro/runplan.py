@@ -4,7 +4,8 @@
 (:mod:`daskmicro.graph`) receives that plan and never the description.  Once the pre-scan has
 formed the groups (strata × missingness patterns, merges), :meth:`RunPlan.group_plan` resolves each
 group into one frozen :class:`GroupPlan` — its method, cell size, improvement, participation and
-pipeline settings — and every group task and pipeline runs from its plan alone.  Every option is
+pipeline settings — and every group task and pipeline runs from its plan alone and returns one
+:class:`GroupResult`, whichever path it took.  Every option is
 read here, once; a rule that needs the data (a cell size against the records of a group) is
 checked here too, once.
 """
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from .config import DEFAULT_MAX_TASK_ROWS, ONE_TASK_METHODS, RunConfig
 from .errors import ParameterError
 
-__all__ = ["Participation", "Improve", "PipelineSettings", "GroupPlan", "ReleasePlan", "RunPlan",
+__all__ = ["Participation", "Improve", "PipelineSettings", "GroupPlan", "ReleasePlan", "RunPlan", "GroupResult",
            "REFERENCE_AUTO_ROWS"]
 
 #: With ``plain_k_reference=None`` the plain-k reference of a participation run is computed for
@@ -220,3 +221,32 @@ class RunPlan:
         return GroupPlan(group=g, method=m, k=int(k), energy_loss=self.energy_loss, n_components=self.n_components,
                          participation=self.participation, plain_k=None, reference_k=reference, improve=None,
                          pipeline=settings)
+
+
+@dataclass(frozen=True)
+class GroupResult:
+    """What one group's cells came to: the same type from the one-task and the pipeline paths,
+    read by the report (:mod:`daskmicro.runreport`).  Figures only, never a data value."""
+
+    n: int
+    m_used: int
+    method: str
+    cells: int
+    min_cell_size: int
+    max_cell_size: int
+    cell_size_counts: dict
+    information_loss: float
+    seconds: float
+    constant_columns: list
+    dtype_changes: dict
+    n_components: int | None = None
+    eigenvalues: list | None = None
+    pca_energy_loss: float | None = None
+    pipeline: dict | None = None          # the pipeline's layout and stage figures
+    macrocell_sse: list | None = None
+    nu: float | None = None
+    n_distal: int | None = None
+    figures: object = None                # the report's before/after figures of this group
+    information_loss_at_k: float | None = None   # participation runs: the same records at plain k
+    failure_partials: list | None = None  # per-record participation: the cells' failure figures
+    expected_distortion: float | None = None

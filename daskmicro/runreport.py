@@ -20,18 +20,18 @@ from .strata import strata_summary
 __all__ = ["build_report", "group_report"]
 
 
-def group_report(cfg, info: dict, qi, k_used: int) -> Report:
-    """A :class:`Report` of one group's cells (verdicts are filled in by the caller)."""
+def group_report(cfg, info, qi, k_used: int) -> Report:
+    """A :class:`Report` of one group's cells (a :class:`~daskmicro.runplan.GroupResult`; verdicts
+    are filled in by the caller)."""
     return Report(
-        n=info["n"], m=len(qi), m_used=info["m_used"], k=int(k_used), method=info["method"], qi=list(qi),
-        cells=info["cells"], min_cell_size=info["min_cell_size"], max_cell_size=info["max_cell_size"],
-        information_loss=float(info["information_loss"]), seconds=float(info["seconds"]), seed=int(cfg.seed),
-        constant_columns=list(info["constant_columns"]), dtype_changes=dict(info.get("dtype_changes") or {}),
-        energy_loss=cfg.energy_loss, n_components=info.get("n_components"), eigenvalues=info.get("eigenvalues"),
-        pca_energy_loss=info.get("pca_energy_loss"), keep_row_id=bool(cfg.keep_row_id),
-        pipeline=info.get("pipeline"),
-        cell_size_counts=dict(info.get("cell_size_counts") or {}) or None,
-        macrocell_sse=info.get("macrocell_sse"), nu=info.get("nu"), n_distal=info.get("n_distal"),
+        n=info.n, m=len(qi), m_used=info.m_used, k=int(k_used), method=info.method, qi=list(qi),
+        cells=info.cells, min_cell_size=info.min_cell_size, max_cell_size=info.max_cell_size,
+        information_loss=float(info.information_loss), seconds=float(info.seconds), seed=int(cfg.seed),
+        constant_columns=list(info.constant_columns), dtype_changes=dict(info.dtype_changes or {}),
+        energy_loss=cfg.energy_loss, n_components=info.n_components, eigenvalues=info.eigenvalues,
+        pca_energy_loss=info.pca_energy_loss, keep_row_id=bool(cfg.keep_row_id), pipeline=info.pipeline,
+        cell_size_counts=dict(info.cell_size_counts or {}) or None,
+        macrocell_sse=info.macrocell_sse, nu=info.nu, n_distal=info.n_distal,
     )
 
 
@@ -49,7 +49,7 @@ def _dtype_changes(source, qi, labels, frame=None) -> dict:
 def build_report(cfg, ex, source, client) -> Report:
     """The run's report from the executor's result (:class:`daskmicro.graph.lake.Execution`)."""
     qi = list(cfg.qi)
-    reports = [None if i is None else group_report(cfg, i, i.get("observed", qi), ex.k) for i in ex.infos]
+    reports = [None if i is None else group_report(cfg, i, qi, ex.k) for i in ex.infos]
     done = [r for r in reports if r is not None]
     single = len(ex.groups) == 1 and len(done) == 1 and not ex.strata and cfg.missing != "separate" \
         and done[0].n == ex.n
@@ -97,12 +97,12 @@ def _check_failures(prob: dict, pbar: float) -> None:
 
 def _plain_k_ratio(prob: dict, parts: list) -> None:
     """IL at plain k (π = 1) and the distortion ratio, when every group computed it."""
-    ref = [i for i in parts if "information_loss_at_k" in i]
+    ref = [i for i in parts if i.information_loss_at_k is not None]
     if not ref or len(ref) != len(parts):
         return
-    n = sum(i["n"] for i in ref)
-    il_k = sum(i["information_loss_at_k"] * i["n"] for i in ref) / n
-    il = sum(i["information_loss"] * i["n"] for i in ref) / n
+    n = sum(i.n for i in ref)
+    il_k = sum(i.information_loss_at_k * i.n for i in ref) / n
+    il = sum(i.information_loss * i.n for i in ref) / n
     prob["information_loss_at_k"] = float(il_k)
     prob["distortion_ratio"] = float(il / il_k) if il_k > 0 else None
 
@@ -124,15 +124,15 @@ def _probabilistic(cfg, ex) -> dict | None:
         from .privacy.failures import merge_cell_failure
 
         parts = [i for i in ex.infos if i is not None]
-        partials = [p for i in parts for p in i.get("failure_partials", [])]
-        if not partials or any("failure_partials" not in i for i in parts):
+        partials = [p for i in parts for p in (i.failure_partials or [])]
+        if not partials or any(i.failure_partials is None for i in parts):
             raise VerificationError("a group has no participation figures; nothing is released")
         prob = {**base, "participation": "per-record", "participation_column": str(cfg.participation)}
         prob.update(merge_cell_failure(partials, cfg.k, pbar))
-        n_parts = sum(i["n"] for i in parts)
-        dist = [i for i in parts if i.get("expected_distortion") is not None]
+        n_parts = sum(i.n for i in parts)
+        dist = [i for i in parts if i.expected_distortion is not None]
         if dist and len(dist) == len(parts):
-            prob["expected_distortion"] = float(sum(i["expected_distortion"] * i["n"] for i in dist) / n_parts)
+            prob["expected_distortion"] = float(sum(i.expected_distortion * i.n for i in dist) / n_parts)
         _plain_k_ratio(prob, parts)
         if prob["min_cell_size"] < cfg.k:
             raise VerificationError(f"a cell holds fewer than k = {cfg.k} records; nothing is released")

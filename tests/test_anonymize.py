@@ -124,8 +124,9 @@ def test_report_to_dict_and_json(mixed, tmp_path):
     assert isinstance(report, Report)
     d = report.to_dict()
     for key in ("n", "m", "k", "method", "cells", "min_cell_size", "max_cell_size", "information_loss",
-                "seconds", "seed", "qi", "constant_columns", "dtype_changes", "verification", "daskmicro_version"):
+                "seconds", "qi", "constant_columns", "dtype_changes", "verification", "daskmicro_version"):
         assert key in d
+    assert "seed" not in d and report.seed == 9 and report.run_record()["seed"] == 9   # the seed stays private
     assert d["verification"]["passed"] and d["verification"]["k_anonymity"]["min_count"] >= 5
     report.to_json(tmp_path / "r.json")
     assert json.loads((tmp_path / "r.json").read_text()) == json.loads(json.dumps(d))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import operator
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -31,6 +31,7 @@ from ..io.source import RID
 from ..kernels.bounds import MAX_ABS
 from ..kernels.figures import scale_from_moments
 from ..publish import canonical_values
+from ..runplan import GroupResult
 from ..strata import group_mask, merged_labels, plan_groups, publish_strata
 from ..warmup import kernel_sets, warm_workers
 from .gather import GATHER_TASKS
@@ -172,7 +173,7 @@ def _run_one_task(gp, figures, *parts):
                          part.column if part else None, part.max_cell_failure if part else None, gp.plain_k,
                          improve=gp.improve.as_tuple() if gp.improve else None)
     if figures is not None:
-        info["figures"] = group_figures(df, out, *figures)
+        info = replace(info, figures=group_figures(df, out, *figures))
     return out, info
 
 
@@ -206,25 +207,20 @@ def _pipeline_group(client, gp, sel, meta, seed, progress, scale=None):
         reference_il = plain["information_loss"]
     t = details.pop("timings")  # the run's timings hold them once (one timing model)
     pca = details.get("pca") or {}
-    info = {
-        "n": details["n"], "m_used": details["m_used"], "method": m, "cells": pub.cells,
-        "min_cell_size": pub.min_cell_size, "max_cell_size": pub.max_cell_size,
-        "cell_size_counts": pub.cell_size_counts, "information_loss": details["information_loss"],
-        "seconds": sum(t.get(s, 0.0) for s in ("top_level", "macroaggregation", "split", "fan_out", "refine",
-                                                "improve", "cells")),
-        "constant_columns": details["constant_columns"], "dtype_changes": {},
-        "n_components": pca.get("n_components"), "eigenvalues": pca.get("eigenvalues"),
-        "pca_energy_loss": pca.get("energy_loss"), "pipeline": details,
-        "macrocell_sse": details["macrocell_sse"] if details["macrocells"] > 1 else None,
-        "nu": details["nu"], "n_distal": details["distal_macrocells"], "figures": details.pop("figures", None),
-    }
-    if reference_il is not None:
-        info["information_loss_at_k"] = reference_il
     prob = details.get("probabilistic")
-    if prob is not None:
-        info["failure_partials"] = prob.pop("partials")
-        if prob.get("expected_distortion") is not None:
-            info["expected_distortion"] = prob["expected_distortion"]
+    partials = prob.pop("partials") if prob is not None else None
+    info = GroupResult(
+        n=details["n"], m_used=details["m_used"], method=m, cells=pub.cells, min_cell_size=pub.min_cell_size,
+        max_cell_size=pub.max_cell_size, cell_size_counts=pub.cell_size_counts,
+        information_loss=details["information_loss"],
+        seconds=sum(t.get(s, 0.0) for s in ("top_level", "macroaggregation", "split", "fan_out", "refine", "improve",
+                                            "cells")),
+        constant_columns=details["constant_columns"], dtype_changes={}, n_components=pca.get("n_components"),
+        eigenvalues=pca.get("eigenvalues"), pca_energy_loss=pca.get("energy_loss"),
+        macrocell_sse=details["macrocell_sse"] if details["macrocells"] > 1 else None, nu=details["nu"],
+        n_distal=details["distal_macrocells"], figures=details.pop("figures", None), pipeline=details,
+        information_loss_at_k=reference_il, failure_partials=partials,
+        expected_distortion=prob.get("expected_distortion") if prob is not None else None)
     return pub.chunks, info  # per input chunk: the release stage cuts them into its pieces
 
 
