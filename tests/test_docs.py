@@ -79,18 +79,15 @@ def test_the_readme_code_runs_as_written(tmp_path, monkeypatch):
 def test_the_readme_error_example_is_what_the_command_says(tmp_path):
     match = re.search(r"^\$ (daskmicro anonymize .*)\n(daskmicro: error: .*)$", README, re.M)
     assert match, "the README shows no error example"
-    from daskmicro.cli import main
     from daskmicro.datasets import census_like
 
     words = shlex.split(match.group(1))
     census_like(50, seed=0).to_parquet(tmp_path / words[2])
-    os.chdir(tmp_path)
     proc = subprocess.run([sys.executable, "-m", "daskmicro", *words[1:]], cwd=tmp_path,
                           env={**os.environ, "PYTHONPATH": str(ROOT), "XDG_STATE_HOME": str(tmp_path / "s")},
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1] == match.group(2)
     assert not (tmp_path / words[3]).exists()
-    assert main  # imported: the CLI module the example documents
 
 
 @pytest.mark.parametrize("path", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
