@@ -1,5 +1,5 @@
 """The README says what the tool does, to the letter: one Methods table listing every method and
-every command, the files a run writes, and the defaults as they are (issue 19)."""
+every command, the files a run writes, and the defaults as they are."""
 
 from __future__ import annotations
 
