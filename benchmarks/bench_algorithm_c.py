@@ -1,4 +1,4 @@
-"""Algorithm C of the PCA paper (001 §IV-B) on 150,000 census-like records, K = 1000, k = 10.
+"""Algorithm C of *Efficient k-Anonymous Microaggregation … via PCA* (§IV-B) on 150,000 census-like records, K = 1000, k = 10.
 
     python benchmarks/bench_algorithm_c.py
 

@@ -1,4 +1,4 @@
-"""First run vs warm runs of ``daskmicro anonymize`` (issue 18): which numba kernels compile, and what it costs.
+"""First run vs warm runs of ``daskmicro anonymize``: which numba kernels compile, and what it costs.
 
 Three scenarios, each in a fresh HOME (so the default cache dir, $XDG_CACHE_HOME/daskmicro/numba, starts
 empty) with NUMBA_CACHE_DIR unset:
@@ -11,7 +11,7 @@ real compile, never by a cache load — through a ``sitecustomize.py`` put on PY
 compile: function, signature, seconds (exclusive of the compiles it triggered).
 
   .venv/bin/python benchmarks/bench_first_run.py --n 20000 --partition-size 5000 --workers 2
-  .venv/bin/python benchmarks/bench_first_run.py --n 150000 --workers 2     # the issue's acceptance case
+  .venv/bin/python benchmarks/bench_first_run.py --n 150000 --workers 2     # the case of benchmarks/README.md
 
 Each run also prints its kernel warm-up as the run reports it (``compile`` in the report: seconds before
 the stages, per worker, compiled or loaded), the first-task cost of each fresh worker process.

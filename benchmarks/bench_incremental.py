@@ -1,7 +1,7 @@
 """Increment algorithms over the data ratio ν: relative time τ₊ and distortion loss δ (Figs. 22–23).
 
 Reproduces the comparison of §V-B (Figs. 17–23) of the incremental paper
-(``000_614e2e2317b23170.txt``): a base MDAV on the first 1 − ν of the records (in a random
+(*Incremental k-Anonymous Microaggregation … With Optimized Scheduling*): a base MDAV on the first 1 − ν of the records (in a random
 arrival order), then each increment algorithm on the last ν.  For every ν and method it prints
 
 * τ₀ = t(base MDAV) / t(one-pass MDAV) and τ₊ = t(increment stage) / t(one-pass MDAV);

@@ -1,6 +1,6 @@
 """Incremental run on a LocalCluster with simulated arrivals at ζ = 5: time from close to release.
 
-The setting of the incremental paper's worked example (``000_614e2e2317b23170.txt`` §VI-B): a
+The setting of the incremental paper's worked example (*Incremental k-Anonymous Microaggregation … With Optimized Scheduling*, §VI-B): a
 survey lasting ζ = 5 times the one-pass microaggregation time, uniform arrivals, exact MDAV base
 stage on the first 1 − ν* of the records, 2MDAV increment at the close.  Theory (quadratic
 stages): ν* ≈ 14.6 %, the base stage ends exactly at the close and the release follows

@@ -1,7 +1,7 @@
 """Incremental survey at scale: partitioned base stage, increment published as late files land, simulated survey.
 
-The setting of the incremental paper (``000_614e2e2317b23170.txt`` §III-B, §VI-B) with the base
-stage run by the partitioned pipeline across a LocalCluster (issue 21, part 2):
+The setting of the incremental paper (*Incremental k-Anonymous Microaggregation … With Optimized Scheduling*, §III-B, §VI-B) with the base
+stage run by the partitioned pipeline across a LocalCluster:
 
 1. the one-pass run is measured first: the partitioned pipeline on all n records, already on the
    workers, up to its verified release (its microaggregation time t_ref and its whole time);
@@ -15,7 +15,7 @@ stage run by the partitioned pipeline across a LocalCluster (issue 21, part 2):
 4. printed: the timeline, close → verified release as a share of the one-pass run's time (target
    ≤ 3 %), δ = D_incremental / D_one-pass − 1, ν and where it came from.
 
-    .venv/bin/python benchmarks/bench_incremental_scale.py --n 4000000            # the issue's run
+    .venv/bin/python benchmarks/bench_incremental_scale.py --n 4000000            # the run of benchmarks/README.md
     .venv/bin/python benchmarks/bench_incremental_scale.py --n 200000 --zeta 3    # quick check
 """
 

@@ -1,4 +1,4 @@
-"""The partitioned pipeline with and without PCL refinement, Parquet lake in → Parquet lake out (issue 4).
+"""The partitioned pipeline with and without PCL refinement, Parquet lake in → Parquet lake out.
 
     python benchmarks/bench_pcl_pipeline.py                       # 1M census-like, k = 10, 2 workers
     python benchmarks/bench_pcl_pipeline.py --quick               # default vs default + refine only
@@ -14,7 +14,7 @@ every run: the machine is shared, and a load above the worker count slows every 
 "CPU s" is the CPU time of the client and the worker processes during the run (user + system),
 "ref CPU" the CPU time inside the refinement tasks: both are much less sensitive to the load than
 wall time, and CPU s / workers is a lower bound of the wall time on an idle machine.
-Targets (issue 4): ≤ 1.00× exact MDAV's distortion, ≤ 60 s.
+Targets: ≤ 1.00× exact MDAV's distortion, ≤ 60 s.
 """
 
 from __future__ import annotations

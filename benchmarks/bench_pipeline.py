@@ -1,4 +1,4 @@
-"""The partitioned pipeline, Parquet lake in → Parquet lake out, on a LocalCluster (issue 3).
+"""The partitioned pipeline, Parquet lake in → Parquet lake out, on a LocalCluster.
 
     python benchmarks/bench_pipeline.py                     # 1M rows: settings table vs exact MDAV
     python benchmarks/bench_pipeline.py --scale 1e6,4e6     # scaling: time, slope, peak memory

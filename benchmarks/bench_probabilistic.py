@@ -1,6 +1,6 @@
 """Distortion of p-probabilistic k-anonymous MDAV against k: the shape of Figs. 11–12 of the paper.
 
-``003_0edb38f823409d2d.txt`` §VII-E: N = 10⁴ records, MDAV with the effective anonymity n_min in
+*p-Probabilistic k-Anonymous Microaggregation …*, §VII-E: N = 10⁴ records, MDAV with the effective anonymity n_min in
 place of k, for participation π ∈ {1, 0.75, 0.5} and acceptable cell failure p̄ ∈ {1e-4, 1e-6},
 on independent standard Gaussian data (m = 10) and on Census-like data (m = 13; the paper uses a
 10k subsample of "Large Census", here :func:`daskmicro.datasets.census_like`).  Distortion

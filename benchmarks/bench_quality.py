@@ -1,4 +1,4 @@
-"""Distortion against time for the ``quality`` settings (issue 20), in one run:
+"""Distortion against time for the ``quality`` settings, in one run:
 
     python benchmarks/bench_quality.py                      # 1M census-like + 1M Gaussian (m = 13), k = 10; Census, EIA
     python benchmarks/bench_quality.py --n 2e5 --only default,high --no-census       # a quick look
@@ -10,8 +10,8 @@
    ``exact_reference.py --n N [--data gaussian]``), the improvement stage's own time, and the
    1-minute load average before the run (the machine is shared; a load above 2 slows every figure).
    Settings: the default (``quality="balanced"``), ``quality="high"``, and the knobs tried —
-   the pipeline without the improvement stage (the default before issue 20), "high" as it was
-   before its PCL step (stop 29), "high" with smaller top cells, one PCL iteration or no moves
+   the pipeline without the improvement stage (the earlier default), "high" as it was
+   before its PCL step, "high" with smaller top cells, one PCL iteration or no moves
    after it, the balanced stage with fewer sweeps or other partition sizes, and PCL refinement
    with and without the stage.
 2. **Census** (1080 × 13) and **EIA** (4092 × 11), the CASC reference sets shipped in
@@ -88,8 +88,8 @@ def quality_override(name: str | None, **values):
 SETTINGS = [
     ("default (quality='balanced')", {}, None, {}),
     ("quality='high'", {"quality": "high"}, None, {}),
-    ("no improvement, P 50000 (pre-issue-20)", {"partition_size": 50_000}, "balanced", {"improve_sweeps": 0}),
-    ("high of stop 29 (8 x 16 moves, no PCL, 250k top cells)", {"quality": "high", "task_rows": 250_000}, "high",
+    ("no improvement, P 50000 (earlier default)", {"partition_size": 50_000}, "balanced", {"improve_sweeps": 0}),
+    ("high before its PCL step (8 x 16 moves, no PCL, 250k top cells)", {"quality": "high", "task_rows": 250_000}, "high",
      {"improve_sweeps": 8, "improve_pcl_iter": 0, "improve_post_sweeps": 0}),
     ("high with 250k top cells", {"quality": "high", "task_rows": 250_000}, None, {}),
     ("high with 1 PCL iteration", {"quality": "high"}, "high", {"improve_pcl_iter": 1}),

@@ -1,10 +1,10 @@
 """The default run of this checkout against the default run of an earlier commit, side by side:
 
-    python benchmarks/bench_vs_revision.py                  # against 4c28746, the code issue 20 was filed on
+    python benchmarks/bench_vs_revision.py                  # against 4c28746, the pipeline before the improvement stage
     python benchmarks/bench_vs_revision.py --rev HEAD~3 --rounds 4 --n 1e6
 
-Issue 20 asks for a default "no slower than today's default": today's being the code of the day
-the issue was filed.  The earlier commit is checked out into a temporary git worktree and both
+It checks that the default is no slower than the earlier code's default — by default that of
+the pipeline before the improvement stage.  The earlier commit is checked out into a temporary git worktree and both
 codes run the same command — ``anonymize_file`` of the 1M census-like and 1M correlated Gaussian
 (m = 13) Parquet lakes of ``bench_quality.py`` (cached), k = 10, seed 0, the defaults, 2 worker
 processes of one thread, committed Parquet out — in their own processes, alternately, ``--rounds``
@@ -72,7 +72,7 @@ def child(code_root: Path, n: int, repeat: int, tmp: Path) -> dict:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rev", default="4c28746", help="the earlier commit (default: the code issue 20 was filed on)")
+    ap.add_argument("--rev", default="4c28746", help="the earlier commit (default: the pipeline before the improvement stage)")
     ap.add_argument("--n", type=float, default=1e6)
     ap.add_argument("--rounds", type=int, default=3, help="alternations of the two codes")
     ap.add_argument("--repeat", type=int, default=2, help="timed runs per data set in each process")

@@ -1,4 +1,4 @@
-"""Compile time of each warm-up unit (issue 18), and who compiles what when processes share the compile.
+"""Compile time of each warm-up unit, and who compiles what when processes share the compile.
 
 Two parts, each on an empty numba cache dir of its own:
 

@@ -1,6 +1,6 @@
 """Write a full example run report (JSON + HTML) on census-like data, with a measured m̃ sweep.
 
-Runs exact MDAV and MDAV with PCA (seed 001 Algorithm B) for every m̃ = 1 … m on
+Runs exact MDAV and MDAV with PCA (Algorithm B of *Efficient k-Anonymous Microaggregation … via PCA*) for every m̃ = 1 … m on
 ``census_like(n)``, one thread, and writes OUT/report.json and OUT/report.html for the PCA run
 chosen by the energy bound ε²: parameters, timings, information loss relative to exact MDAV,
 cell-size histogram, PCA energy spectrum with m̃ (Fig. 9), utility and disclosure-risk measures,

@@ -1,4 +1,4 @@
-"""Where the memory of a partitioned run goes: per stage, per process, managed vs unmanaged (issue 21).
+"""Where the memory of a partitioned run goes: per stage, per process, managed vs unmanaged.
 
     python benchmarks/mem_profile.py --n 4e6                 # LocalCluster of 2 workers, Parquet lake in → out
     python benchmarks/mem_profile.py --n 4e6 --memory-limit 1.5GiB

@@ -1,6 +1,6 @@
 """Textbook MDAV compiled with numba: full distance passes, O(n²/k) like the papers' implementations.
 
-The incremental paper's timing analysis (``000_614e2e2317b23170.txt`` §IV-A) assumes a quadratic
+The incremental paper's timing analysis (*Incremental k-Anonymous Microaggregation … With Optimized Scheduling*, §IV-A) assumes a quadratic
 MDAV: each pair of cells costs full distance passes over the remaining records (to the centroid,
 to P, to Q).  The package's kernel (:func:`daskmicro.mdav`) prunes those passes with a k-d tree and
 is far from quadratic; this one does not, so it reproduces the setting of the paper's example.

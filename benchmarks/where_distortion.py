@@ -1,4 +1,4 @@
-"""Where the partitioned pipeline's distortion goes, against exact MDAV on the same records (issue 20).
+"""Where the partitioned pipeline's distortion goes, against exact MDAV on the same records.
 
     python benchmarks/where_distortion.py --data census_like --n 1000000
     python benchmarks/where_distortion.py --data gaussian --n 1000000

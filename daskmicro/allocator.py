@@ -11,7 +11,7 @@ kernels' per-partition and per-iteration work arrays (MDAV's walk lists and tree
 improvement pass's cell-major copies) cost a third more in such a worker than in a plain process —
 one 250,000-record top cell (macroaggregation, MDAV in ten partitions, the improvement pass) took
 2.1–2.6 s in a worker against 1.55–1.75 s in a plain process, and 1.6–1.7 s in the worker with the
-threshold raised (``benchmarks/README.md``, issue 20, stop 31).
+threshold raised (``benchmarks/README.md``).
 
 :func:`reusing` sets the threshold at :data:`MMAP_THRESHOLD` (glibc's ceiling, 32 MiB) while a kernel
 task runs, and the trim threshold — how much free memory the top of a heap may hold before glibc gives it

@@ -124,7 +124,7 @@ def anonymize(
         Called as ``progress(stage, seconds)`` when each stage of the run ends (the same stages
         and figures as ``report.timings``).
     participation : float or column label, optional
-        p-Probabilistic k-anonymity (seed 003 §V): the probability π in (0, 1] that each record
+        p-Probabilistic k-anonymity (*p-Probabilistic k-Anonymous Microaggregation …*, §V): the probability π in (0, 1] that each record
         takes part, or the name of a column holding one π_j in (0, 1] per record (not a QI; it is
         published unchanged).  Constant π: the method runs with k replaced by the effective
         anonymity n_min, with any method.  Per-record π_j: methods "mdav", "pca-mdav" and

@@ -1,4 +1,4 @@
-"""Where numba keeps daskmicro's compiled kernels (issue 18): a writable per-user cache by default.
+"""Where numba keeps daskmicro's compiled kernels: a writable per-user cache by default.
 
 numba's ``cache=True`` writes next to the module (``__pycache__``) and, when that is not writable (a
 read-only site-packages, a Docker image, a shared HPC install), falls back to a directory of its own

@@ -42,7 +42,7 @@ DEFAULT_MAX_TASK_ROWS = 1_000_000
 DEFAULT_ROWS_PER_FILE = 1_000_000
 
 #: Per-method defaults of the pipeline layout: macrocell size K, distal fraction ν, partition
-#: size.  ν = 0.4 and K = 1000 are the PCA paper's choice on Census (001 §V, Fig. 14); the
+#: size.  ν = 0.4 and K = 1000 are the choice on Census of *Efficient k-Anonymous Microaggregation … via PCA* (§V, Fig. 14); the
 #: partitioned default runs MDAV in every macrocell (ν = 1, the lowest distortion).
 DEFAULTS = {
     "partitioned": {"K": 1000, "nu": 1.0, "partition_size": 50_000},
@@ -52,7 +52,7 @@ DEFAULTS = {
     "pcl": {"K": None, "nu": 1.0, "partition_size": None},
 }
 
-#: ``quality``: what each setting adds to the cells a method forms (issue 20), all applied by
+#: ``quality``: what each setting adds to the cells a method forms, all applied by
 #: :func:`daskmicro.kernels.improve.polish`: ``improve_sweeps`` passes of moves and swaps between
 #: neighbouring cells with ``improve_neighbours`` cells tried per record, then ``improve_pcl_iter``
 #: noiseless PCL iterations (a joint reassignment under the size constraint) and

@@ -2,9 +2,9 @@
 
 A *group* is what the planner (:mod:`daskmicro.plan`) microaggregates on its own: a stratum ×
 missingness pattern, or the whole table.  :func:`one_task` forms all the cells of a group in one
-call — exact MDAV (Algorithm A of ``001``), MDAV with PCA (Algorithm B, §III-C), PCL from MDAV
-(``004`` §3.3–3.4), or, with a per-record participation π_j, cells grown until each one's failure
-probability q̄ ≤ p̄ (``003`` §V-B) — and returns the group's records with their observed QIs
+call — exact MDAV (Algorithm A of *Efficient k-Anonymous Microaggregation … via PCA*), MDAV with PCA (Algorithm B, §III-C), PCL from MDAV
+(*An algorithm for k-anonymous microaggregation … distortion-optimized quantizers*, §3.3–3.4), or, with a per-record participation π_j, cells grown until each one's failure
+probability q̄ ≤ p̄ (*p-Probabilistic k-Anonymous Microaggregation …*, §V-B) — and returns the group's records with their observed QIs
 replaced by the cell centroids in original units, plus the group's report.  It runs on a worker
 or, as an optimisation of the same plan, in the caller's process; no Dask here.
 """

@@ -2,7 +2,7 @@
 
 :func:`anonymize_incremental` implements the two-stage scheme of Rebollo-Monedero et al.,
 *Incremental k-Anonymous Microaggregation in Large-Scale Electronic Surveys With Optimized
-Scheduling* (IEEE Access 2018; ``000_614e2e2317b23170.txt``): a base stage microaggregates the
+Scheduling* (IEEE Access 2018): a base stage microaggregates the
 first fraction 1 − ν of the records while the rest are still arriving (§III-B), and a small
 increment stage adds the last ν when the survey closes (2MDAV, §IV-A, or nearest-neighbour
 assignment with cell splitting, §IV-D).  ν comes from the scheduling formulas of §IV-B
@@ -62,7 +62,7 @@ def anonymize_incremental(
 
     The base stage's Dask work is submitted as soon as the fraction 1 − ν of the records has
     arrived; the increment stage is submitted when the survey closes; both run on the same
-    cluster (§III-B of ``000_614e2e2317b23170.txt``).  The release combines both micropartitions,
+    cluster (§III-B of *Incremental k-Anonymous Microaggregation … With Optimized Scheduling*).  The release combines both micropartitions,
     is verified (k-anonymity, rows in = rows out) and only then returned.
 
     Parameters

@@ -1,6 +1,6 @@
 """Information loss of exact MDAV on the same data, as the yardstick of a run's report.
 
-The relative distortion increment δ = (D − D_MDAV)/D_MDAV (seed ``001_4020e12e98fa2147.txt`` §V,
+The relative distortion increment δ = (D − D_MDAV)/D_MDAV (*Efficient k-Anonymous Microaggregation … via PCA*, §V,
 and its conclusion on ΔD/D_ref) needs the distortion of exact MDAV (Algorithm A) on the data
 that was released.  :func:`attach_reference` fills ``report.reference_information_loss``:
 

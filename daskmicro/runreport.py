@@ -84,7 +84,7 @@ def build_report(cfg, ex, source, client) -> Report:
     return report
 
 
-# --------------------------------------------------------------------------- participation (003 §VI-A)
+# --------------------------------------------------------------------------- participation (*p-Probabilistic k-Anonymous Microaggregation …*, §VI-A)
 
 
 def _check_failures(prob: dict, pbar: float) -> None:

@@ -1,8 +1,8 @@
 """Scheduling of two-stage (base + increment) microaggregation while the data arrive.
 
 Implements the timing analysis of Rebollo-Monedero et al., *Incremental k-Anonymous
-Microaggregation in Large-Scale Electronic Surveys With Optimized Scheduling* (IEEE Access 2018;
-``000_614e2e2317b23170.txt``): §III-B (formulation), §IV-A (2MDAV running times), §IV-B (optimal
+Microaggregation in Large-Scale Electronic Surveys With Optimized Scheduling* (IEEE Access 2018):
+§III-B (formulation), §IV-A (2MDAV running times), §IV-B (optimal
 data ratio), §IV-C (data ratio for a deadline) and the worked example of §VI-B.
 
 Notation (all times relative to the one-pass running time ``t_ref`` on all the data):

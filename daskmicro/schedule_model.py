@@ -1,7 +1,7 @@
 """The running-time side of incremental scheduling: argument checks, the general model
 t(n) = a·nᵝ and the numerical optima of Rebollo-Monedero et al., *Incremental k-Anonymous
 Microaggregation in Large-Scale Electronic Surveys With Optimized Scheduling*
-(``000_614e2e2317b23170.txt``) §IV-B/§IV-C for a running time that is not quadratic (the
+(IEEE Access 2018), §IV-B/§IV-C for a running time that is not quadratic (the
 partitioned pipeline is close to linear).  The paper's closed forms for quadratic stages and the
 complete plan are in :mod:`daskmicro.schedule`, which re-exports everything here.
 """

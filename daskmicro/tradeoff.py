@@ -1,6 +1,6 @@
 """Time/distortion trade-off sweeps: ν, K and m̃ of Algorithm C tried on a sample.
 
-Rebollo-Monedero et al. (``001_4020e12e98fa2147.txt`` §V, Figs. 11–12, 14 and 21) choose the
+Rebollo-Monedero et al. (*Efficient k-Anonymous Microaggregation … via PCA*, §V, Figs. 11–12, 14 and 21) choose the
 fraction ν of distal macrocells (equivalently C_D = round(ν·C)) and the number m̃ of principal
 components by plotting, for every candidate, the running time relative to exact MDAV,
 τ = t′/t, against the distortion increment over exact MDAV.  :func:`sweep` does the same on a
@@ -161,7 +161,7 @@ def sweep(
 ) -> pd.DataFrame:
     """Scan settings of Algorithm C on a sample: relative time τ vs distortion increment.
 
-    Implements the parameter scans of 001 §V (m̃: Figs. 11–12; ν or C_D: Figs. 14 and 21) for
+    Implements the parameter scans of *Efficient k-Anonymous Microaggregation … via PCA*, §V (m̃: Figs. 11–12; ν or C_D: Figs. 14 and 21) for
     any table.  Exact MDAV (Algorithm A) on the sample is the reference; each setting runs MDAV
     with PCA on proximal data (Algorithm C, §IV-B) on the same z-scored sample.
 

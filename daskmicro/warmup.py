@@ -1,4 +1,4 @@
-"""Compile the numba kernels a run needs before the run's stages start (issue 18).
+"""Compile the numba kernels a run needs before the run's stages start.
 
 Two callers:
 

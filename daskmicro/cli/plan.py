@@ -1,7 +1,7 @@
 """``daskmicro plan``: schedule an incremental run (ν*, ν₋, Δτ*, ν_end and the timeline).
 
 Implements the command-line face of :mod:`daskmicro.schedule` (the scheduling analysis of
-``000_614e2e2317b23170.txt`` §III-B, §IV-B, §IV-C and the worked example of §VI-B).
+*Incremental k-Anonymous Microaggregation … With Optimized Scheduling*, §III-B, §IV-B, §IV-C and the worked example of §VI-B).
 Registered in :mod:`daskmicro.cli` through :func:`add_parser`; :func:`run` is the handler.
 """
 

@@ -1,6 +1,6 @@
 """Sub-commands for surveys with uncertain participation: ``spec``, ``assign`` and ``audit``.
 
-The workflow of the *locally trusted* mode (``003_0edb38f823409d2d.txt`` §IV-B, §V-C):
+The workflow of the *locally trusted* mode (*p-Probabilistic k-Anonymous Microaggregation …*, §IV-B, §V-C):
 
 1. ``daskmicro spec``: from a model of the respondents, design cells of the effective anonymity
    n_min (p-probabilistic k-anonymity) and export the microaggregation function as a JSON spec

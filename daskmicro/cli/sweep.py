@@ -1,6 +1,6 @@
 """``daskmicro sweep``: relative time vs distortion increment of Algorithm C settings, on a sample.
 
-The command-line face of :func:`daskmicro.tradeoff.sweep` (seed ``001_4020e12e98fa2147.txt`` §V,
+The command-line face of :func:`daskmicro.tradeoff.sweep` (*Efficient k-Anonymous Microaggregation … via PCA*, §V,
 Figs. 11–12, 14 and 21).  Registered in :mod:`daskmicro.cli` through :func:`add_parser`;
 :func:`run` is the handler.
 """

@@ -1,6 +1,6 @@
 """Macroaggregation, proximal/distal split and per-partition fan-out on a Dask cluster.
 
-The shape of Algorithm C (``001_4020e12e98fa2147.txt`` §IV-B) made to scale:
+The shape of Algorithm C (*Efficient k-Anonymous Microaggregation … via PCA*, §IV-B) made to scale:
 
 1. **top level** — when there are more than ``task_rows`` records, MDAV at a very large size
    over the chunked data (:func:`graph.macro.chunked_mdav`) cuts them into a few cells, and
@@ -70,7 +70,7 @@ class FanoutResult:
     parts: list | None = None     # futures of each partition's (row ids, Z) when keep_parts
 
 
-#: Most cells one level of the top-level recursion cuts a parent into (001 §VI-B).  Each level
+#: Most cells one level of the top-level recursion cuts a parent into (*Efficient k-Anonymous Microaggregation … via PCA*, §VI-B).  Each level
 #: costs about FAN/2 passes over its records, and there are log_FAN(n / task_rows) levels: a small
 #: fan keeps the top level O(n log n) instead of O(n² / task_rows) for one flat level.
 TOP_FAN = 4

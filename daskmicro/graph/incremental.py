@@ -2,7 +2,7 @@
 
 Implements the two-stage run of Rebollo-Monedero et al., *Incremental k-Anonymous
 Microaggregation in Large-Scale Electronic Surveys With Optimized Scheduling* (IEEE Access 2018;
-``000_614e2e2317b23170.txt`` §III-B, §IV-A, §IV-D) on a Dask cluster.  :class:`IncrementalGraph`
+§III-B, §IV-A, §IV-D) on a Dask cluster.  :class:`IncrementalGraph`
 is driven by the caller's clock: :meth:`~IncrementalGraph.submit_base` when the base fraction
 1 − ν has arrived, :meth:`~IncrementalGraph.submit_increment` when the survey closes; both put
 futures on the same cluster.
@@ -222,7 +222,7 @@ def default_kernel(Z, k):
 
 
 def pca_mdav_kernel(Z, k):
-    """The base kernel of ``base_method="pca-mdav"``: MDAV with PCA (001 Algorithm B, default energy bound)."""
+    """The base kernel of ``base_method="pca-mdav"``: MDAV with PCA (Algorithm B of *Efficient k-Anonymous Microaggregation … via PCA*, default energy bound)."""
     from ..kernels.pca import pca_mdav
 
     return pca_mdav(Z, k)

@@ -1,7 +1,7 @@
 """Incremental runs whose release is made while the survey is still open (``increment="nn-fixed"``).
 
 The two stages of Rebollo-Monedero et al., *Incremental k-Anonymous Microaggregation in Large-Scale
-Electronic Surveys With Optimized Scheduling* (IEEE Access 2018; ``000_614e2e2317b23170.txt``
+Electronic Surveys With Optimized Scheduling* (IEEE Access 2018;
 §III-B) with the nearest-neighbour increment of §IV-D in its fixed-centroid form (§III-B.6): a late
 record joins the base cell of its nearest centroid and publishes that centroid, which is *not*
 updated.  A base cell therefore only grows, and every base row publishes, before the close, the value

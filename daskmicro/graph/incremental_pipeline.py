@@ -2,7 +2,7 @@
 
 The two time-delayed stages of Rebollo-Monedero et al., *Incremental k-Anonymous Microaggregation
 in Large-Scale Electronic Surveys With Optimized Scheduling* (IEEE Access 2018;
-``000_614e2e2317b23170.txt`` §III-B) built from the partitioned pipeline's own pieces
+§III-B) built from the partitioned pipeline's own pieces
 (:mod:`daskmicro.graph.pipeline`), so that the base stage scales with the cluster::
 
     base stage (submitted when 1 − ν of the records are in; runs while the survey goes on):

@@ -9,7 +9,7 @@ for columns with a large offset and a small spread (epoch milliseconds), and the
 last bit for every chunking.  A column is constant when its min equals its max (exact).  A
 third pass writes the z-scored chunks.  Only per-chunk summaries reach the client.
 
-With a participation column (per-record π_j, §V-B of ``003_0edb38f823409d2d.txt``) the column
+With a participation column (per-record π_j, §V-B of *p-Probabilistic k-Anonymous Microaggregation …*) the column
 is read with the QIs, checked in the first pass (numeric, no missing value, all in (0, 1]; the
 refusal names the column and counts only) and kept as one float64 vector per chunk beside the
 z-scored chunks.  It is not a QI: the release publishes it untouched.

@@ -76,7 +76,7 @@ def _take_cell(ch: _Chunks, centre_row: int, point: np.ndarray, count: int, cell
 
 
 def chunked_mdav(client, blocks, row0s, n: int, K: int):
-    """MDAV-generic (001 §III-B, Algorithm A) at cell size ``K`` over chunks held by the cluster.
+    """MDAV-generic (Algorithm A of *Efficient k-Anonymous Microaggregation … via PCA*, §III-B) at cell size ``K`` over chunks held by the cluster.
 
     Parameters
     ----------

@@ -1,6 +1,6 @@
 """Per-record participation on the pipeline: π_j to the top cells, failure figures back.
 
-§V-B (uneven participation) and §VI-A (failure metrics) of ``003_0edb38f823409d2d.txt`` on the
+§V-B (uneven participation) and §VI-A (failure metrics) of *p-Probabilistic k-Anonymous Microaggregation …* on the
 partitioned pipeline.  The π_j stay on the workers beside the input chunks they were read with
 (:func:`~daskmicro.graph.ingest.ingest`); once the top cells exist, each top cell fetches its
 records' π_j by row id from the chunks that hold them (one small task per top cell × chunk that

@@ -7,14 +7,14 @@ method              layout
 ``partitioned``     top cells of ≈ ``task_rows`` records, groups of ``partition_size`` records,
                     macrocells of size K; ν of the macrocells distal (MDAV), the rest proximal
                     (PCA-MDAV).  Scales with the cluster; ν = 1 (default) is MDAV everywhere.
-``proximal-distal`` Algorithm C as published (001 §IV-B): MDAV at size K over all records, the ν
+``proximal-distal`` Algorithm C as published (*Efficient k-Anonymous Microaggregation … via PCA*, §IV-B): MDAV at size K over all records, the ν
                     fraction of macrocells with the highest SSE distal; two tasks.
 ``mdav``            exact MDAV on all records in one task.
 ``pca-mdav``        MDAV with PCA (Algorithm B) on all records in one task.
 ``pcl``             PCL from MDAV (PCL paper §3.3–3.4) on all records in one task.
 ==================  =============================================================================
 
-Two PCL options apply to every method (``004_19737567f2b39a29.txt``): ``refine="pcl"`` adds a
+Two PCL options apply to every method (*An algorithm for k-anonymous microaggregation … distortion-optimized quantizers*): ``refine="pcl"`` adds a
 refinement stage after the fan-out (each partition's cells improved by at most ``refine_iter``
 noiseless PCL iterations, never worse than before), and ``macro="pcl"`` refines the nested
 macroaggregation inside each top cell (groups and macrocells) by at most ``macro_iter`` PCL
@@ -28,7 +28,7 @@ partitions and improvement run as one task instead (:func:`~daskmicro.graph.impr
 one ``cells`` stage): the same cells, without the partitions' trips between workers.
 
 Per-record participation (``participation=`` an object with ``column`` and ``max_cell_failure``;
-§V-B of ``003_0edb38f823409d2d.txt``): the π_j column is checked at ingest and fetched by the top
+§V-B of *p-Probabilistic k-Anonymous Microaggregation …*): the π_j column is checked at ingest and fetched by the top
 cells; the cutting and the macroaggregation run as without it, and every partition's cells are
 grown by :func:`~daskmicro.privacy.probabilistic.grow_cells` with target k until each cell fails
 with probability q̄ ≤ p̄ (:mod:`daskmicro.graph.participation`).  ``details["probabilistic"]``

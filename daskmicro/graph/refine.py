@@ -2,7 +2,7 @@
 
 After the fan-out has formed each partition's cells (MDAV, PCA-MDAV, …), one task per partition
 runs noiseless PCL started from those cells (:func:`daskmicro.kernels.partition_pcl.
-refine_partition`; PCL paper ``004_19737567f2b39a29.txt`` §3.3, used as the refinement step
+refine_partition`; the PCL paper, *An algorithm for k-anonymous microaggregation … distortion-optimized quantizers*, §3.3, used as the refinement step
 proposed for the prepartitioned pipeline).  The stage is separate from the fan-out so that its
 wall time is measured on its own; the tasks run where their partition's data already are.
 """

@@ -1,6 +1,6 @@
 """Simulated survey arrivals: a Parquet lake whose files land over time, and readers for it.
 
-The incremental mode (``000_614e2e2317b23170.txt`` §III-B) starts a base stage once a fraction
+The incremental mode (*Incremental k-Anonymous Microaggregation … With Optimized Scheduling*, §III-B) starts a base stage once a fraction
 1 − ν of the records has arrived and an increment stage when the survey closes.  To demonstrate,
 test and benchmark that without a real survey, :class:`ArrivalSimulator` writes a data set into a
 lake directory as ``n_files`` Parquet files whose arrival times follow a chosen profile over a

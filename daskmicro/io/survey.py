@@ -1,6 +1,6 @@
 """Sources of an incremental run: records that arrive while a survey is open.
 
-The incremental mode (``000_614e2e2317b23170.txt`` §III-B) needs to know, at any moment, which
+The incremental mode (*Incremental k-Anonymous Microaggregation … With Optimized Scheduling*, §III-B) needs to know, at any moment, which
 records have arrived, when the fraction 1 − ν of them is in (the base stage may start) and when
 the survey has closed (the increment stage may start).  Two kinds of source answer that:
 

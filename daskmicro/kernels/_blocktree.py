@@ -55,7 +55,7 @@ _DTYPES = {"s": np.float32, "f": np.float64, "i": np.int64}
 
 def tree_like(m: int = 1):
     """Empty arrays typed like :func:`build`'s tuple: lets a kernel that takes the index be compiled ahead
-    (issue 18, :mod:`daskmicro.warmup`) without building one. ``tests/test_compile_units.py`` checks it
+    (:mod:`daskmicro.warmup`) without building one. ``tests/test_compile_units.py`` checks it
     against a real index."""
     return tuple(np.zeros((0,) * (int(code[1]) - 1) + (m,), _DTYPES[code[0]]) for code in TREE_LAYOUT)
 
@@ -347,7 +347,7 @@ def sort_desc(vals, rows):
     """Sort the pairs (vals[i], rows[i]) in place, largest value first, equal values by row.
 
     A heapsort: one small compiled function instead of numba's ``np.argsort``, whose generic sort
-    machinery cost more compile time than the functions calling it (issue 18); the order is total,
+    machinery cost more compile time than the functions calling it; the order is total,
     so the result does not depend on the sort."""
     n = vals.shape[0]
     for start in range(n // 2 - 1, -1, -1):

@@ -1,6 +1,6 @@
 """Exact k-anonymity repair of a partition with defective cells (PCL's final safeguard).
 
-The PCL paper (``004_19737567f2b39a29.txt`` §5.3) reports that its cost adjustment occasionally
+The PCL paper (*An algorithm for k-anonymous microaggregation … distortion-optimized quantizers*, §5.3) reports that its cost adjustment occasionally
 leaves a cell slightly below k.  :func:`repair_cells` restores the constraint on any partition
 with at least k records in total: each defective cell first takes, nearest first, records that
 other cells can spare (cells above k); if too few can be spared it is dissolved and its records

@@ -176,7 +176,7 @@ def nearest(T, q, skip_row, need, out):
             stack_b[sp] = br
             sp += 1
     if size > 32:
-        # heapsort of the heap itself (it is one already): no np.argsort to compile (issue 18)
+        # heapsort of the heap itself (it is one already): no np.argsort to compile
         for end in range(size - 1, 0, -1):
             hd[0], hd[end] = hd[end], hd[0]
             hr[0], hr[end] = hr[end], hr[0]

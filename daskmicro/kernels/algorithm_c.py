@@ -1,6 +1,6 @@
 """Algorithm C in one process: MDAV with PCA on proximal data, with the pipeline's kernels.
 
-Rebollo-Monedero et al., ``001_4020e12e98fa2147.txt`` §IV-B (Algorithm C):
+Rebollo-Monedero et al., *Efficient k-Anonymous Microaggregation … via PCA*, §IV-B (Algorithm C):
 
 1. macroaggregation — MDAV at a large cell size K ≫ k cuts the records into macrocells;
 2. the C_D = round(ν·C) macrocells of highest SSE (out of C) are *distal*, the rest *proximal*;
@@ -65,7 +65,7 @@ class AlgorithmCResult:
 
 
 def distal_macrocells(sse, nu: float | None = None, sse_threshold: float | None = None) -> np.ndarray:
-    """Boolean mask of the distal macrocells (001 §IV-B step 2).
+    """Boolean mask of the distal macrocells (*Efficient k-Anonymous Microaggregation … via PCA*, §IV-B step 2).
 
     The round(ν·C) macrocells with the highest SSE (ties to the lower index), or, with
     ``sse_threshold``, those whose SSE exceeds it — the same rule as the Dask pipeline.
@@ -93,7 +93,7 @@ def algorithm_c(
     n_components: int | None = None,
     sse_threshold: float | None = None,
 ) -> AlgorithmCResult:
-    """MDAV with PCA on proximal data (Algorithm C, 001 §IV-B), sequentially in this process.
+    """MDAV with PCA on proximal data (Algorithm C of *Efficient k-Anonymous Microaggregation … via PCA*, §IV-B), sequentially in this process.
 
     Parameters
     ----------

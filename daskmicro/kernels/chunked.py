@@ -1,6 +1,6 @@
 """Per-chunk steps of MDAV over a row-chunked data set (no Dask here; the driver is graph/macro.py).
 
-The top level of the hierarchical macroaggregation (``001_4020e12e98fa2147.txt`` §IV-B with the
+The top level of the hierarchical macroaggregation (*Efficient k-Anonymous Microaggregation … via PCA*, §IV-B with the
 §VI-B recursion) runs MDAV-generic with a very large cell size K₀ over data that no single task
 holds.  Every MDAV query then becomes a reduction over chunks:
 

@@ -3,9 +3,9 @@ neighbouring cells, each applied only when it lowers the SSE and keeps every cel
 
 This is Hartigan's exact-transfer rule for k-means (Hartigan, *Clustering Algorithms*, 1975, §4.3;
 Hartigan & Wong, AS 136, 1979) under the size constraint of microaggregation, plus the pairwise
-exchange that the constraint makes necessary: MDAV (``001_4020e12e98fa2147.txt`` §III-B) leaves
+exchange that the constraint makes necessary: MDAV (*Efficient k-Anonymous Microaggregation … via PCA*, §III-B) leaves
 almost every cell at exactly k records, so a record can rarely leave its cell alone, but two
-records of neighbouring cells can trade places.  The PCL paper (``004_19737567f2b39a29.txt``
+records of neighbouring cells can trade places.  The PCL paper (*An algorithm for k-anonymous microaggregation … distortion-optimized quantizers*,
 §3.3) improves a partition by Lloyd iterations under the same constraint; the moves here are the
 cheap, monotone counterpart: every applied step lowers the SSE, exactly.
 
@@ -25,7 +25,7 @@ neighbour lists come from the centroids alone; the result depends only on the re
 order and the starting labels.  Pure numpy / numba / scipy; no Dask.
 
 :func:`polish` is the pass a ``quality`` setting runs: these moves, and for "high" noiseless PCL
-iterations from their cells (``004_19737567f2b39a29.txt`` §3.3: a joint reassignment of all
+iterations from their cells (*An algorithm for k-anonymous microaggregation … distortion-optimized quantizers*, §3.3: a joint reassignment of all
 records under the size constraint, whose chains of moves through many cells no pair finds) and
 moves again, all three sharing one neighbour graph of the cells (:mod:`.cellgraph`).
 """
@@ -290,8 +290,8 @@ POLISH_CANDIDATES = 6
 #: PCL has made the long chains of moves, what is left is short-range.  A top cell of 500 000
 #: (k = 10, 2 × 16 moves and 2 PCL iterations before; SSE of the pass, Gaussian / census-like):
 #: 2 sweeps × 16 611 540 / 84 063 in 1.2 / 1.0 s; × 10 612 306 / 84 152; × 8 612 674 / 84 191 in
-#: 0.7 / 0.6 s; 1 sweep × 16 612 698 / 84 239 in 0.8 / 0.6 s.  With partitions of 25,000 (stop
-#: 33: MDAV in the partitions 1.5–1.8 s instead of 2.2–2.9 s per top cell), after the second PCL
+#: 0.7 / 0.6 s; 1 sweep × 16 612 698 / 84 239 in 0.8 / 0.6 s.  With partitions of 25,000 (where
+#: MDAV in the partitions takes 1.5–1.8 s instead of 2.2–2.9 s per top cell), after the second PCL
 #: iteration's single auction phase: × 8 614 126 / 84 576; × 12 613 336 / 84 500 (+0.3 s);
 #: × 16 612 803 / 84 451 (+0.5–0.65 s).  12, with 25,000, loses 0.02 % of the 1M Gaussian run's
 #: information loss to 50,000 with 8 (0.8985 against 0.8983 of exact MDAV's) for ~0.45 s less per
@@ -302,7 +302,7 @@ POST_PCL_NEIGHBOURS = 12
 def polish(X, labels, k: int, sweeps: int, neighbours: int = DEFAULT_NEIGHBOURS, pcl_iter: int = 0,
            post_sweeps: int = 0, return_info: bool = False):
     """The improvement pass of a ``quality`` setting: :func:`improve`, and with ``pcl_iter`` > 0
-    that many noiseless PCL iterations (``004_19737567f2b39a29.txt`` §3.3) from its cells, then
+    that many noiseless PCL iterations (*An algorithm for k-anonymous microaggregation … distortion-optimized quantizers*, §3.3) from its cells, then
     :func:`improve` once more (``post_sweeps`` sweeps, :data:`POST_PCL_NEIGHBOURS` neighbours).
 
     Moves and swaps stop at a partition where no single record and no pair gains; PCL's

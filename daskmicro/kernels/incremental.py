@@ -2,7 +2,7 @@
 
 Implements the increment algorithms of Rebollo-Monedero et al., *Incremental k-Anonymous
 Microaggregation in Large-Scale Electronic Surveys With Optimized Scheduling* (IEEE Access 2018;
-``000_614e2e2317b23170.txt``, Table 1):
+Table 1):
 
 * **2MDAV** (§IV-A): MDAV on the increment records alone; the two partitions are joined.
 * **Nearest neighbour** (§IV-D): each increment record joins the cell of the nearest base

@@ -3,7 +3,7 @@ adjoined there to the base cells (no Dask here; :mod:`daskmicro.graph.incrementa
 
 Implements the nearest-neighbour increment of Rebollo-Monedero et al., *Incremental k-Anonymous
 Microaggregation in Large-Scale Electronic Surveys With Optimized Scheduling* (IEEE Access 2018;
-``000_614e2e2317b23170.txt`` §IV-D) on top of a base micropartition formed by the partitioned
+§IV-D) on top of a base micropartition formed by the partitioned
 pipeline, where every cell lies inside one partition:
 
 1. :func:`centroid_index` — one k-d tree over the centroids of every base cell (z-space of the

@@ -1,6 +1,6 @@
 """Macroaggregation kernels: MDAV at a large cell size K, nested MDAV, cell statistics.
 
-Macroaggregation (Rebollo-Monedero et al., ``001_4020e12e98fa2147.txt`` §IV-B, step 1 of
+Macroaggregation (Rebollo-Monedero et al., *Efficient k-Anonymous Microaggregation … via PCA*, §IV-B, step 1 of
 Algorithm C) runs MDAV with a cell size K ≫ k to cut the records into *macrocells* of K … 2K−1
 neighbouring records.  With few, large cells the tree search of :func:`~daskmicro.kernels.mdav`
 is the wrong tool: here each MDAV step is one vectorised distance pass plus a partial selection,
@@ -81,7 +81,7 @@ def select_nearest(d: np.ndarray, count: int) -> np.ndarray:
 
 
 def mdav_large(X, K: int) -> np.ndarray:
-    """MDAV-generic (Algorithm A of 001 §III-B) with cell size ``K``, by vectorised passes.
+    """MDAV-generic (Algorithm A of *Efficient k-Anonymous Microaggregation … via PCA*, §III-B) with cell size ``K``, by vectorised passes.
 
     Same specification as :func:`daskmicro.kernels.mdav` — cells of K … 2K−1 records, the
     record P (or Q) always belongs to its own cell, ties broken by row position — but each step is

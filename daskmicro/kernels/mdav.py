@@ -1,7 +1,7 @@
 """Exact MDAV ("MDAV-generic"), compiled with numba.
 
 Implements Algorithm A of Rebollo-Monedero et al., *Efficient k-Anonymous Microaggregation of
-Multivariate Numerical Data via PCA* (``001_4020e12e98fa2147.txt`` §III-B), which is the
+Multivariate Numerical Data via PCA* (Information Sciences 2019, §III-B), which is the
 MDAV-generic of Domingo-Ferrer & Torra (Algorithm 5.1 in their ref. [11]):
 
     while at least 3k records remain:
@@ -184,7 +184,7 @@ def _walk_rebuild(T, W, C):
     if ntop < r:
         # the largest value left out of the list comes from a partial sort; only the list itself
         # is then sorted (a full argsort of r values was most of this function's time); the index's
-        # own quickselect, not np.partition, whose compile alone took 5 s (issue 18)
+        # own quickselect, not np.partition, whose compile alone took 5 s
         floor = quickselect(vals.copy(), np.int64(0), np.int64(r), np.int64(r - ntop - 1))
         head = np.empty(ntop, np.int64)
         hv = np.empty(ntop)

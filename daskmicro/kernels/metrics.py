@@ -1,7 +1,7 @@
 """Distortion metrics for a micropartition: centroids, cell SSE, SST, information loss.
 
-Pure numpy; no Dask.  The conventions are those of the SDC literature and of the seeds
-(``001_4020e12e98fa2147.txt`` §V, Tables II and IV): distortion D = SSE/SST measured after
+Pure numpy; no Dask.  The conventions are those of the SDC literature and of Rebollo-Monedero et al.
+(*Efficient k-Anonymous Microaggregation … via PCA*, §V, Tables II and IV): distortion D = SSE/SST measured after
 columnwise z-scoring, information loss IL = 100·D.
 """
 

@@ -2,7 +2,7 @@
 
 Implements §V-B (uneven participation π_j) and the §VI-A failure metrics of Rebollo-Monedero et
 al., *p-Probabilistic k-Anonymous Microaggregation for the Anonymization of Surveys with Uncertain
-Participation* (``003_0edb38f823409d2d.txt``) per partition:
+Participation* (Information Sciences 2017) per partition:
 
 * the π_j of a top cell's records are fetched from the input chunks by row id
   (:func:`rowid_counts`, :func:`rowids_between`, :func:`take_values`, :func:`attach_weights`), so

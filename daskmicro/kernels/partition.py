@@ -1,7 +1,7 @@
 """Task bodies of the partitioned pipeline: macroaggregation inside a top cell, proximal/distal
 split, per-partition microaggregation (a registry of methods) and the cell summaries it returns.
 
-Implements the per-task steps of Algorithm C (``001_4020e12e98fa2147.txt`` §IV-B): macrocells
+Implements the per-task steps of Algorithm C (*Efficient k-Anonymous Microaggregation … via PCA*, §IV-B): macrocells
 by MDAV at size K, the proximal/distal prepartition by macrocell SSE, PCA-MDAV on proximal and
 MDAV on distal records — generalised from the paper's two partitions to many bounded partitions
 (groups of neighbouring macrocells) so that the work fans out.  No Dask here.

@@ -1,8 +1,8 @@
 """PCL inside the partitioned pipeline: per-partition method, refinement stage, macroaggregation.
 
-Task bodies that put the probability-constrained Lloyd algorithm (``004_19737567f2b39a29.txt``
+Task bodies that put the probability-constrained Lloyd algorithm (*An algorithm for k-anonymous microaggregation … distortion-optimized quantizers*,
 §3.3; :func:`daskmicro.kernels.pcl.pcl`) into the fan-out of Algorithm C
-(``001_4020e12e98fa2147.txt`` §IV-B):
+(*Efficient k-Anonymous Microaggregation … via PCA*, §IV-B):
 
 * :func:`pcl_method` — the ``"pcl"`` entry of the per-partition registry
   (:data:`daskmicro.kernels.partition.PARTITION_METHODS`): PCL started from MDAV, as the

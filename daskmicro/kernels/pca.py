@@ -1,7 +1,7 @@
 """PCA dimensionality reduction and MDAV with PCA.
 
 Implements §III-C and Algorithm B of Rebollo-Monedero et al., *Efficient k-Anonymous
-Microaggregation of Multivariate Numerical Data via PCA* (``001_4020e12e98fa2147.txt``):
+Microaggregation of Multivariate Numerical Data via PCA* (Information Sciences 2019):
 
 * the compression matrix Ũ holds the m̃ dominant eigenvectors of the covariance Σ_X, and the
   compressed records are x̃ = Ũᵀ(x − x̄);

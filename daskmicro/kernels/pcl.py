@@ -1,8 +1,8 @@
 """PCL, the probability-constrained Lloyd algorithm, for k-anonymous micro- and macroaggregation.
 
 Implements Rebollo-Monedero, Forné & Soriano, *An algorithm for k-anonymous microaggregation and
-clustering inspired by the design of distortion-optimized quantizers* (``004_19737567f2b39a29.txt``,
-§3.2–3.5; summarised in ``001_4020e12e98fa2147.txt`` §II-A).  Pure numpy / numba / scipy; no Dask.
+clustering inspired by the design of distortion-optimized quantizers* (Data & Knowledge Engineering 2011,
+§3.2–3.5; summarised in *Efficient k-Anonymous Microaggregation … via PCA*, §II-A).  Pure numpy / numba / scipy; no Dask.
 
 The problem (§3.1) is a quantizer design with probability constraints: cells q = 0 … K−1 with
 reconstruction values x̂_q, every cell holding at least k records (K = ⌊n/k⌋ by default, like
@@ -215,7 +215,7 @@ def pcl(
 ):
     """k-anonymous micropartition by the probability-constrained Lloyd algorithm (PCL).
 
-    Section 3 of the PCL paper (``004_19737567f2b39a29.txt``): §3.2 cost-sensitive
+    Section 3 of the PCL paper (*An algorithm for k-anonymous microaggregation … distortion-optimized quantizers*): §3.2 cost-sensitive
     nearest-neighbour and centroid steps, §3.3 the PCL iteration, §3.4 the noisy variant for
     small k.  See the module docstring for how the cost adjustment is solved (an exact
     ε-scaling auction for the transportation problem instead of Levenberg–Marquardt).

@@ -9,7 +9,7 @@ top cells: ν = 1, no SSE threshold, no participation column) and there are at l
 cells as worker threads, that spread buys nothing: each top cell's improvement waits for all of
 its partitions anyway, and the separate tasks only add their records' trips between workers and
 through the scheduler.  :func:`top_cell_cells` does the same steps in the same order on the same
-arrays, so the cells are identical to the staged tasks' (``001_4020e12e98fa2147.txt`` §IV-B for
+arrays, so the cells are identical to the staged tasks' (*Efficient k-Anonymous Microaggregation … via PCA*, §IV-B for
 the nested macroaggregation and the per-partition MDAV; :func:`.improve.improve_partitions` for
 the joint pass).  No Dask here.
 """

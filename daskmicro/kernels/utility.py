@@ -3,7 +3,7 @@
 Pure numpy; no Dask.  All measures compare an original QI matrix ``X`` (n records × m attributes)
 with the released matrix ``X'`` of the same shape, **row-aligned** (row i of ``X'`` is what was
 published for record i).  They complement the distortion D = SSE/SST of
-:mod:`daskmicro.kernels.metrics` (seed ``001_4020e12e98fa2147.txt`` §V) with the measures users of
+:mod:`daskmicro.kernels.metrics` (*Efficient k-Anonymous Microaggregation … via PCA*, §V) with the measures users of
 sdcMicro's ``dUtility`` and ``summary.micro`` expect:
 
 * **IL1s** — mean standardized absolute deviation (see :func:`il1s`);
@@ -146,7 +146,7 @@ class UtilityMeasures:
         sdcMicro's eigen measure (:func:`eigen_measure`).
     distortion : float
         D = SSE/SST of the release after columnwise z-scoring with the original's mean and
-        standard deviation (the seeds' convention; 100·D is the information loss).
+        standard deviation (the convention of Rebollo-Monedero et al.; 100·D is the information loss).
     mean_change : list of float
         Per attribute, change of the mean in units of the original standard deviation,
         (mean(x'_j) − mean(x_j)) / S_j (0 for constant attributes).  Microaggregation with cell
@@ -215,7 +215,7 @@ def utility_measures(original, released, columns=None, n_eigenvalues: int = 5) -
 
     Notes
     -----
-    The distortion is the seeds' D = SSE/SST (``001_4020e12e98fa2147.txt`` §V, computed with
+    The distortion is the D = SSE/SST of *Efficient k-Anonymous Microaggregation … via PCA* (§V, computed with
     :func:`~daskmicro.kernels.metrics.standardize` and :func:`~daskmicro.kernels.metrics.sst`):
     for a release of cell centroids it equals :func:`~daskmicro.kernels.metrics.distortion` of the
     micropartition, and it is defined for any perturbation of the data.

@@ -2,7 +2,7 @@
 
 Implements §V (Table I) and §VI-A (Algorithm A) of Rebollo-Monedero et al., *p-Probabilistic
 k-Anonymous Microaggregation for the Anonymization of Surveys with Uncertain Participation*
-(``003_0edb38f823409d2d.txt``).
+(Information Sciences 2017).
 
 A cell is designed before the survey: each of its n records j takes part (is *active*) with
 probability π_j, independently.  With K_n active records, k-anonymity fails when 0 < K_n < k.

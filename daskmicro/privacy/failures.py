@@ -1,4 +1,4 @@
-"""Failure figures of a micropartition under uncertain participation (``003`` §VI-A).
+"""Failure figures of a micropartition under uncertain participation (*p-Probabilistic k-Anonymous Microaggregation …*, §VI-A).
 
 Given the cells of a release and the participation of their records — a constant π, or one π_j
 per record — :func:`cell_failure_summary` gives the table-level figures every report of a

@@ -2,7 +2,7 @@
 
 Implements the construction of §V–§VI of Rebollo-Monedero et al., *p-Probabilistic k-Anonymous
 Microaggregation for the Anonymization of Surveys with Uncertain Participation*
-(``003_0edb38f823409d2d.txt``):
+(Information Sciences 2017):
 
 * **constant participation π** — the cells are those of MDAV run with the effective anonymity
   n_min of Algorithm A in place of k (§VII-E): every cell holds n_min … 2·n_min − 1 records and,

@@ -1,7 +1,7 @@
 """The microaggregation function as a published, verifiable specification (§V-C).
 
 In the *locally trusted* mode of Rebollo-Monedero et al., *p-Probabilistic k-Anonymous
-Microaggregation …* (``003_0edb38f823409d2d.txt`` §IV-B, §V-C), the cells are designed from a
+Microaggregation …* (Information Sciences 2017, §IV-B, §V-C), the cells are designed from a
 statistical model of the respondents before the survey runs; each respondent receives the
 microaggregation function, checks it, applies it on their own computer and sends back only the
 cell (or its centroid).  This module writes that function as a JSON document and applies it.
@@ -13,7 +13,7 @@ and counts would give every cell's sum of squares), the anonymity
 requirement (k, n_min, π, p̄), per cell a centroid (the mean, z-scored and in original units, of
 the ≥ k model records of one design cell) and an additive cost, and per cell the number of model
 records the rule puts there.  The rule is the cost-sensitive nearest-neighbour condition of PCL
-(``004_19737567f2b39a29.txt`` §3.2): a record goes to the cell minimising ‖z − ẑ_c‖² + cost_c,
+(*An algorithm for k-anonymous microaggregation … distortion-optimized quantizers*, §3.2): a record goes to the cell minimising ‖z − ẑ_c‖² + cost_c,
 an additively weighted Voronoi partition.  No field is a model record, a distance to one, or a
 bound set by one.
 
@@ -204,7 +204,7 @@ def build_spec(X, labels, qi, k, *, rule="nearest-centroid", costs=None, partici
 
     Each design cell (``labels``) of at least k records contributes its centroid (plain mean,
     z-scored and in original units) and a cost; records are assigned by the cost-sensitive
-    nearest-neighbour rule of PCL (``004`` §3.2, :data:`RULES`).  The rule is applied to the model
+    nearest-neighbour rule of PCL (*An algorithm for k-anonymous microaggregation … distortion-optimized quantizers*, §3.2; :data:`RULES`).  The rule is applied to the model
     records and cells whose induced part misses the requirement (empty, fewer than k records, or
     q̄_c > p̄) are removed, smallest first, until none does.  The induced cells therefore meet the
     requirement but need not equal the design cells: ``model.moved_records`` counts the model

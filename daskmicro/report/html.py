@@ -10,7 +10,7 @@ page of any release a run wrote.
 From the top: the verdict in plain words (privacy, utility, risk when measured), the before/after
 pictures (each QI's distribution, original vs released, and both correlation matrices), then the
 details — parameters, one timings table (kernel compile time apart), information loss (relative
-to exact MDAV when known), cell sizes, PCA spectrum (seed 001 Fig. 9), macrocell SSE with the
+to exact MDAV when known), cell sizes, PCA spectrum (Fig. 9 of *Efficient k-Anonymous Microaggregation … via PCA*), macrocell SSE with the
 proximal/distal cut (Fig. 13), verification, incremental timings, p-probabilistic failure
 figures, utility and disclosure-risk measures, a parameter sweep (Fig. 14/21), the link to the
 Dask performance report — each only when the run produced it, and a glossary of the terms.

@@ -94,7 +94,7 @@ def cell_size_plot(counts: Mapping) -> str:
 
 
 def energy_spectrum_plot(eigenvalues: Sequence[float], n_components: int | None = None) -> str:
-    """The PCA energy spectrum with the chosen m̃ (seed ``001_4020e12e98fa2147.txt`` §III-C, Fig. 9).
+    """The PCA energy spectrum with the chosen m̃ (*Efficient k-Anonymous Microaggregation … via PCA*, §III-C, Fig. 9).
 
     Bars: normalized eigenvalues λ_i / Σλ in decreasing order; line: cumulative normalized energy
     (1/Σλ)·Σ_{i≤m̃} λ_i; a dashed line marks the m̃ that was kept and the energy it retains.
@@ -128,7 +128,7 @@ def energy_spectrum_plot(eigenvalues: Sequence[float], n_components: int | None 
 
 
 def macrocell_sse_plot(macrocell_sse: Sequence[float], n_distal: int | None = None) -> str:
-    """Sorted macrocell SSE with the proximal/distal cut (seed 001 §IV-B, Fig. 13).
+    """Sorted macrocell SSE with the proximal/distal cut (*Efficient k-Anonymous Microaggregation … via PCA*, §IV-B, Fig. 13).
 
     Macrocells are sorted by decreasing SSE; the first ``n_distal`` (C_D) are distal (shaded),
     the rest proximal.  Left panel linear, right panel logarithmic, as in the paper.
@@ -213,7 +213,7 @@ def recommend_setting(points: Iterable[Mapping], budget: float | None) -> dict |
 
 
 def sweep_plot(points: Iterable[Mapping], budget: float | None = None, xlabel: str | None = None) -> str:
-    """Relative time τ against distortion increment δ over a parameter sweep (seed 001 Fig. 14, 21).
+    """Relative time τ against distortion increment δ over a parameter sweep (*Efficient k-Anonymous Microaggregation … via PCA*, Figs. 14 and 21).
 
     The figure is :func:`sweep_figure`'s; see there for the parameters.  Returns inline SVG markup.
     """
@@ -229,7 +229,7 @@ def sweep_png(points: Iterable[Mapping], budget: float | None = None, xlabel: st
 
 
 def sweep_figure(points: Iterable[Mapping], budget: float | None = None, xlabel: str | None = None):
-    """Relative time τ against distortion increment δ over a parameter sweep (seed 001 Fig. 14, 21).
+    """Relative time τ against distortion increment δ over a parameter sweep (*Efficient k-Anonymous Microaggregation … via PCA*, Figs. 14 and 21).
 
     Parameters
     ----------

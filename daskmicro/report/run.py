@@ -101,7 +101,7 @@ class Report:
     cell_size_counts : dict, optional
         ``{cell size: number of cells}``, the cell-size histogram.
     macrocell_sse : list of float, optional
-        SSE of each macrocell of the proximal/distal prepartition (seed 001 §IV-B, Fig. 13).
+        SSE of each macrocell of the proximal/distal prepartition (*Efficient k-Anonymous Microaggregation … via PCA*, §IV-B, Fig. 13).
     nu, n_distal : float, int, optional
         Fraction of macrocells declared distal and their number C_D.
     incremental, probabilistic : dict, optional
@@ -309,7 +309,7 @@ class Report:
 
 
 def _probabilistic_lines(prob: dict) -> list:
-    """Summary lines of the p-probabilistic mode (seed 003 §VI-A)."""
+    """Summary lines of the p-probabilistic mode (*p-Probabilistic k-Anonymous Microaggregation …*, §VI-A)."""
     pi = prob.get("participation")
     what = f"π = {pi:g}" if isinstance(pi, (int, float)) else f"π_j from column {prob.get('participation_column')!r}"
     size = f", effective anonymity n_min = {prob['n_min']}" if prob.get("n_min") is not None else ""

@@ -3,7 +3,7 @@
 The JSON document (:func:`sweep_document`) holds the sample, the exact-MDAV reference, every
 setting with its relative time τ and distortion increments (ΔD and δ), the budget and the
 recommended setting.  The HTML page (:func:`render_sweep_html`, a pure function of that
-document) shows the τ-vs-δ plot of seed 001 Figs. 14 and 21 as inline SVG, the recommendation and
+document) shows the τ-vs-δ plot of Figs. 14 and 21 of *Efficient k-Anonymous Microaggregation … via PCA* as inline SVG, the recommendation and
 the table of settings; like the run report it needs no external resource.
 """
 
@@ -79,8 +79,8 @@ def render_sweep_html(doc: Mapping) -> str:
     """Render a sweep document (:func:`sweep_document`) as one self-contained HTML page.
 
     Sections: the sample and the exact-MDAV reference, the plot of relative time τ against the
-    relative distortion increment δ with the budget and the recommended setting (seed
-    ``001_4020e12e98fa2147.txt`` §V, Figs. 14 and 21), and the table of settings.
+    relative distortion increment δ with the budget and the recommended setting (*Efficient k-Anonymous Microaggregation … via PCA*,
+    §V, Figs. 14 and 21), and the table of settings.
     """
     if not isinstance(doc, Mapping) or not doc.get("points"):
         raise ParameterError("doc must be a sweep document with a non-empty 'points' list")
@@ -119,7 +119,7 @@ def render_sweep_html(doc: Mapping) -> str:
         ("tradeoff", "Relative time vs distortion increment",
          verdict + sweep_plot(plot_points, budget, xlabel)
          + "<p>τ = t′/t against the time t of exact MDAV on the same sample; δ = (D′ − D)/D and "
-           "ΔD = D′ − D against its distortion D = SSE/SST (seed 001, §V, Figs. 14 and 21); the budget bounds "
+           "ΔD = D′ − D against its distortion D = SSE/SST (<i>Efficient k-Anonymous Microaggregation … via PCA</i>, §V, Figs. 14 and 21); the budget bounds "
            f"{sym}.  ν = 1 is exact MDAV itself.</p>"),
         ("settings", "Settings", _settings_table(points)),
     ]
