@@ -23,8 +23,6 @@ import daskmicro
 from daskmicro.cli import main
 from daskmicro.errors import InputError
 
-from _clusters import process_client
-
 # --------------------------------------------------------------------------- independent judges
 
 
@@ -112,7 +110,7 @@ def test_integers_beyond_2_53_refused_on_the_lake_path(tmp_path, capsys):
     assert_refused(rc, err, tmp_path, before)
 
 
-def test_integers_beyond_2_53_refused_by_the_api_on_every_path():
+def test_integers_beyond_2_53_refused_by_the_api_on_every_path(client):
     df = big_int_frame()
     with pytest.raises(InputError, match="2\\^53"):
         daskmicro.anonymize(df, ["a", "q"], 4, seed=0)
@@ -120,7 +118,7 @@ def test_integers_beyond_2_53_refused_by_the_api_on_every_path():
         daskmicro.anonymize(df.assign(s=np.arange(len(df)) % 2), ["a", "q"], 4, seed=0, strata=["s"])
     import dask.dataframe as dd
 
-    with process_client(1) as client, pytest.raises(InputError, match="2\\^53"):
+    with pytest.raises(InputError, match="2\\^53"):
         daskmicro.anonymize(dd.from_pandas(df, npartitions=3), ["a", "q"], 4, seed=0, client=client)
 
 
@@ -326,10 +324,9 @@ def frames(draw):
 
 
 @pytest.fixture(scope="module")
-def scheduler():
-    """One real LocalCluster of worker processes for the runs that go through the lake path."""
-    with process_client(2) as client:
-        yield client.scheduler.address
+def scheduler(client):
+    """The shared LocalCluster of worker processes, for the runs that go through the lake path."""
+    return client.scheduler.address
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -464,7 +461,7 @@ def test_spec_scale_does_not_reconstruct_a_pair(tmp_path, capsys):
     assert abs(within) < 1e-6   # no within-cell sum of squares left to solve from (it was 0.5: records 30 and 31)
 
 
-def test_dask_ingest_spread_extremes():
+def test_dask_ingest_spread_extremes(client):
     """The Dask ingest (partitioned runs of pandas and Dask inputs, the lake's groups) applies the
     in-process bound (|x| ≤ 1e150: refused in one line, not a failed k-anonymity check) and keeps a
     column whose spread is subnormal (its variance underflows to 0) varying: published as
@@ -476,14 +473,13 @@ def test_dask_ingest_spread_extremes():
     b = np.random.default_rng(5).normal(size=n)
     tiny = pd.DataFrame({"a": 5e-324 * (i % 5), "b": b, "id": i})
     huge = pd.DataFrame({"a": 1e300 * np.where(i % 2, 1.0, -1.0) * (1 + i % 7), "b": b, "id": i})
-    with process_client(1) as client:
-        for data in (tiny, dd.from_pandas(tiny, npartitions=3)):
-            release, _ = daskmicro.anonymize(data, ["a", "b"], 5, method="partitioned", K=50, seed=0, client=client)
-            release = client.compute(release).result() if hasattr(release, "dask") else release
-            assert_released(tiny, release, ["a", "b"], 5)
-        for data in (huge, dd.from_pandas(huge, npartitions=3)):
-            with pytest.raises(InputError, match="1e\\+150"):
-                daskmicro.anonymize(data, ["a", "b"], 5, method="partitioned", K=50, seed=0, client=client)
+    for data in (tiny, dd.from_pandas(tiny, npartitions=3)):
+        release, _ = daskmicro.anonymize(data, ["a", "b"], 5, method="partitioned", K=50, seed=0, client=client)
+        release = client.compute(release).result() if hasattr(release, "dask") else release
+        assert_released(tiny, release, ["a", "b"], 5)
+    for data in (huge, dd.from_pandas(huge, npartitions=3)):
+        with pytest.raises(InputError, match="1e\\+150"):
+            daskmicro.anonymize(data, ["a", "b"], 5, method="partitioned", K=50, seed=0, client=client)
 
 
 @pytest.mark.parametrize("header", [b"\xef\xbb\xbfage,x,age", b'"age",x,age', b'age,"x",age'])

@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 
 import dask.dataframe as dd
-import distributed
 import numpy as np
 import pandas as pd
 import pytest
@@ -29,18 +28,14 @@ from daskmicro.schedule_model import calibrate_near_linear
 from daskmicro.workflow import load_workflow
 
 # the survey of the partitioned-base tests: same records, same layout
-from test_incremental_pipeline import K, N, NU, OPTIONS, data, finished, qi  # noqa: E402,F401  (fixtures)
+from test_incremental_pipeline import K, N, NU, OPTIONS, data, finished  # noqa: E402,F401  (data: a fixture)
 
 
 @pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                       silence_logs=40)
-    c = distributed.Client(cluster, set_as_default=False)
-    warm_up(c, "nn", default_kernel)
-    yield c
-    c.close()
-    cluster.close()
+def client(client):
+    """The shared cluster, its workers' nearest-cell kernel loaded before any simulated survey opens."""
+    warm_up(client, "nn", default_kernel)
+    return client
 
 
 def _expected(client, data, qi, n0):

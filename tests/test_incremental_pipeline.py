@@ -9,7 +9,6 @@ import json
 import time
 
 import dask.dataframe as dd
-import distributed
 import numpy as np
 import pandas as pd
 import pytest
@@ -38,19 +37,10 @@ def data():
 
 
 @pytest.fixture(scope="module")
-def qi(data):
-    return [c for c in data.columns if c not in ("record_id", "region")]
-
-
-@pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                       silence_logs=40)
-    c = distributed.Client(cluster, set_as_default=False)
-    warm_up(c, "nn-split-end", default_kernel)
-    yield c
-    c.close()
-    cluster.close()
+def client(client):
+    """The shared cluster, its workers' increment kernels loaded before any simulated survey opens."""
+    warm_up(client, "nn-split-end", default_kernel)
+    return client
 
 
 def finished(data):

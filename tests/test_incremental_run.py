@@ -4,7 +4,6 @@ import json
 import os
 import time
 
-import distributed
 import numpy as np
 import pandas as pd
 import pytest
@@ -27,20 +26,11 @@ def data():
 
 
 @pytest.fixture(scope="module")
-def qi(data):
-    return [c for c in data.columns if c not in ("record_id", "region")]
-
-
-@pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=40)
-    c = distributed.Client(cluster, set_as_default=False)
-    # Load the compiled kernels in the workers before any simulated survey opens (a run does the
-    # same, but before it starts waiting: here the survey would already be running).
-    warm_up(c, "nn-split-end", default_kernel)
-    yield c
-    c.close()
-    cluster.close()
+def client(client):
+    """The shared cluster, the compiled kernels loaded in its workers before any simulated survey
+    opens (a run does the same, but before it starts waiting: here the survey would already be running)."""
+    warm_up(client, "nn-split-end", default_kernel)
+    return client
 
 
 def _simulate(data, tmp_path, duration=2.5, n_files=10):
