@@ -131,10 +131,8 @@ def test_nu_star_from_time_model_and_survey_duration(data, qi, client, tmp_path)
 def test_missing_close_times_out_with_no_release(data, qi, client, tmp_path):
     sim, lake = _simulate(data, tmp_path, duration=30.0, n_files=100)  # closes long after the timeout
     try:
-        start = time.time()
         with pytest.raises(SurveyTimeoutError, match="had not closed") as info:
             anonymize_incremental(lake, qi, K, nu=0.99, client=client, timeout=1.5)
-        assert time.time() - start < 10
         assert "\n" not in str(info.value) and isinstance(info.value, TimeoutError)
         # The base stage had been submitted; after the timeout nothing of the run is left on the cluster.
         time.sleep(0.2)

@@ -191,7 +191,7 @@ def test_reference_is_exact_mdav_on_the_released_records(tmp_path, client):
     X = df[["x", "y"]].to_numpy(np.float64)
     exact = information_loss(X, mdav(standardize(X)[0], 3))
     assert rep["reference"]["kind"] == "exact" and rep["reference_information_loss"] == pytest.approx(exact)
-    # the pipeline's improvement stage (issue 20) may go below exact MDAV, not far below it
+    # the pipeline's improvement stage may go below exact MDAV, not far below it
     assert rep["information_loss"] >= exact * 0.75
     # stratified: each stratum is z-scored and anonymized on its own and the run reports the
     # record-weighted mean IL; the reference is the same mean over exact MDAV on each stratum

@@ -1,4 +1,4 @@
-"""The Dask pipeline on real LocalClusters of worker processes (issue 3)."""
+"""The Dask pipeline on real LocalClusters of worker processes."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def _run(data, qi, client, npartitions, **kw):
 def test_same_release_for_1_2_4_workers_and_any_chunking(data, qi, client, nu):
     reference, rep = _run(data, qi, client, 3, nu=nu)
     assert rep.pipeline["top_cells"] == 3 and rep.pipeline["partitions"] > 3
-    # the default quality's improvement stage ran on every top cell and moved records (issue 20)
+    # the default quality's improvement stage ran on every top cell and moved records
     imp = rep.pipeline["improve"]
     assert imp["top_cells"] == 3 and imp["steps"] > 0 and imp["sse_after"] < imp["sse_before"]
     # ν = 1 with 3 top cells and 2 worker threads: one task per top cell (graph.improve.joint_top_cells);
@@ -177,7 +177,7 @@ def test_bad_input_on_the_cluster(data, qi, client):
         anonymize(dd.from_pandas(data.iloc[:20], npartitions=2), ["nope"], 5, client=client)
 
 
-# --------------------------------------------------------------------------- issue 16, item 2
+# --------------------------------------------------------------------------- ingest spread
 
 
 def _epoch_frame(n=3000, seed=4):
@@ -227,7 +227,7 @@ def test_epoch_milliseconds_end_to_end_match_in_process_mdav(client):
     assert out["ts"].nunique() > 1 and (out["batch"] == 1.7e12 + 0.3).all()
 
 
-# --------------------------------------------------------------------------- issue 16, item 4
+# --------------------------------------------------------------------------- release order
 
 
 def _spearman(a, b) -> float:

@@ -1,4 +1,4 @@
-"""PCL inside the Dask pipeline (issue 4): per-partition method, refinement stage, macro="pcl",
+"""PCL inside the Dask pipeline: per-partition method, refinement stage, macro="pcl",
 API and CLI options — on real LocalClusters of worker processes, small data."""
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def test_refinement_lowers_sse_keeps_k_and_every_row(data, qi, client):
     assert r["method"] == "pcl" and r["max_iter"] == 3 and r["partitions"] == rep.pipeline["partitions"]
     assert 1 <= r["iterations_max"] <= 3
     # the stage starts from exactly the fan-out's cells, where the run without refinement starts its
-    # improvement stage (issue 20), and the improvement stage then starts from the refined cells
+    # improvement stage, and the improvement stage then starts from the refined cells
     sst = N * rep.m_used
     imp0, imp = rep0.pipeline["improve"], rep.pipeline["improve"]
     assert r["sse_before"] == pytest.approx(imp0["sse_before"], rel=1e-9)

@@ -1,4 +1,4 @@
-"""Dask sees the real size of what daskmicro's tasks return (issue 21: bounded memory).
+"""Dask sees the real size of what daskmicro's tasks return.
 
 A worker spills by the sizes Dask measures, and the scheduler places tasks near their large inputs
 by the same figures.  Dask's fallback for an object it does not know is ``sys.getsizeof``, so
