@@ -161,7 +161,7 @@ def test_nu_from_the_time_model_calibrated_on_the_partitioned_base(data, qi, cli
     assert report.verified and len(client.compute(release).result()) == N
 
 
-def test_spec_path_and_api_path_agree(data, qi, tmp_path):
+def test_spec_path_and_api_path_agree(data, qi, client, tmp_path):
     spec = tmp_path / "survey.yaml"
     out = tmp_path / "release.parquet"
     lake_spec, lake_api = tmp_path / "arrivals-spec", tmp_path / "arrivals-api"
@@ -175,16 +175,14 @@ def test_spec_path_and_api_path_agree(data, qi, tmp_path):
         f"parameters:\n  seed: 4\n{params}"
         f"output:\n  path: {out}\n"
     )
-    with process_client(2) as c:
-        warm_up(c, "nn-split-end", default_kernel)
-        spec.write_text(spec.read_text() + f"cluster:\n  address: {c.scheduler.address}\n")
-        with ArrivalSimulator(data, lake_spec, n_files=8, duration=4.0, speed=1.0):
-            assert main(["run", str(spec)]) == 0
-        with ArrivalSimulator(data, lake_api, n_files=8, duration=4.0, speed=1.0):
-            api, api_report = anonymize_incremental(str(lake_api), qi, K, nu=NU, increment="nn-split-end",
-                                                    base_method="partitioned", base_options=dict(OPTIONS), client=c,
-                                                    seed=4, timeout=120)
-            api = c.compute(api).result()
+    spec.write_text(spec.read_text() + f"cluster:\n  address: {client.scheduler.address}\n")
+    with ArrivalSimulator(data, lake_spec, n_files=8, duration=4.0, speed=1.0):
+        assert main(["run", str(spec)]) == 0
+    with ArrivalSimulator(data, lake_api, n_files=8, duration=4.0, speed=1.0):
+        api, api_report = anonymize_incremental(str(lake_api), qi, K, nu=NU, increment="nn-split-end",
+                                                base_method="partitioned", base_options=dict(OPTIONS), client=client,
+                                                seed=4, timeout=120)
+        api = client.compute(api).result()
     from_spec = pd.read_parquet(out)
     report = json.loads(out.with_suffix(".report.json").read_text())
     assert report["incremental"]["n_base"] == api_report.incremental["n_base"] == 1800
