@@ -206,7 +206,7 @@ def test_constant_qis_publish_one_tuple_within_pbar(data, qi, client):
     df["pi"] = df["pi"].astype("Float64")  # a nullable float column without missing values is accepted
     release, pub, details = _run(client, df, qi, npartitions=2)
     assert len(release) == 600 and release[qi].nunique().max() == 1
-    assert cell_failure(K, release["pi"].to_numpy(np.float64)).cell_failure <= PBAR
+    assert poisson_binomial_failure(K, release["pi"].to_numpy(np.float64)) <= PBAR
     assert details["probabilistic"]["cells_above_max_cell_failure"] == 0 and pub.k_anonymity.ok
     assert details["probabilistic"]["expected_distortion"] == 0.0
 
