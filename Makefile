@@ -17,8 +17,9 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/daskmicro demo --output demo-output
 
-# Test files run in TEST_JOBS processes (pytest-xdist; a file's tests stay in one process, so its
-# module-scoped clusters are started once); TEST_JOBS=0 runs everything in this process.
+# Test files run in TEST_JOBS processes (pytest-xdist; a file's tests stay in one process, and each
+# process starts the shared clusters of tests/conftest.py at most once); TEST_JOBS=0 runs everything
+# in this process.
 TEST_JOBS ?= 2
 
 test: $(STAMP)

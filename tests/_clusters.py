@@ -1,8 +1,25 @@
-"""A real LocalCluster of worker processes for the tests, set up as daskmicro sets up its own."""
+"""Clusters for the tests: a LocalCluster of worker processes set up as daskmicro sets up its own,
+and real ``dask scheduler`` / ``dask worker`` processes on loopback.
+
+The session-wide instances live in ``conftest.py`` (fixtures ``client`` and ``dask_processes``);
+the helpers here are for the tests that need a cluster of their own (another number of workers,
+TLS, a cluster they take down)."""
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
+import time
 from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+ROOT = Path(__file__).resolve().parents[1]
+#: the scheduler and worker processes import this checkout
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
 
 
 @contextmanager
@@ -19,3 +36,63 @@ def process_client(n_workers: int = 2):
     finally:
         client.close()
         cluster.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class DaskProcesses:
+    """A ``dask scheduler`` and a ``dask worker --nworkers N`` started as separate processes."""
+
+    address: str
+    procs: list = field(default_factory=list)
+    n_workers: int = 2
+
+    def stop(self) -> None:
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=30)
+
+
+def start_dask_processes(n_workers: int = 2, tls: dict | None = None) -> DaskProcesses:
+    """Start a scheduler on a free loopback port and ``n_workers`` single-threaded workers
+    (``tls``: ``{"ca", "cert", "key"}`` file paths for a TLS-only cluster)."""
+    port = free_port()
+    address = f"{'tls' if tls else 'tcp'}://127.0.0.1:{port}"
+    flags = ["--tls-ca-file", tls["ca"], "--tls-cert", tls["cert"], "--tls-key", tls["key"]] if tls else []
+    quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+    cluster = DaskProcesses(address, n_workers=n_workers)
+    cluster.procs.append(subprocess.Popen(
+        [str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard",
+         *(["--protocol", "tls"] if tls else []), *flags], **quiet))
+    cluster.procs.append(subprocess.Popen(
+        [str(BIN / "dask"), "worker", address, "--nworkers", str(n_workers), "--nthreads", "1", "--no-dashboard",
+         *flags], **quiet))
+    return cluster
+
+
+def connect(cluster: DaskProcesses, security=None, timeout: float = 60):
+    """A client of ``cluster`` once the scheduler listens and every worker has joined."""
+    from distributed import Client
+
+    deadline = time.time() + timeout
+    while True:
+        try:
+            c = Client(cluster.address, security=security, timeout=10, set_as_default=False)
+            break
+        except OSError:
+            if time.time() > deadline or any(p.poll() is not None for p in cluster.procs):
+                raise
+            time.sleep(0.5)
+    c.wait_for_workers(cluster.n_workers, timeout=timeout)
+    return c

@@ -1,10 +1,25 @@
-"""Session set-up: the compiled kernels are built once, before the first test, by two processes that
-share the compile as a machine's Dask workers do (:func:`daskmicro.warmup.warm_up`), instead of by
-whichever test first needs each one, alone; on a warm cache this only loads them (about a second)."""
+"""Shared set-up for the whole suite.
+
+* The compiled kernels are built once, before the first test, by two processes that share the
+  compile as a machine's Dask workers do (:func:`daskmicro.warmup.warm_up`); on a warm cache this
+  only loads them (about a second).
+* ``client``: one LocalCluster of two single-threaded worker processes (set up as daskmicro sets
+  up its own) for every test that only needs *a* cluster.  Tests that kill workers, need another
+  number of workers or memory limits, or check how a cluster starts keep a cluster of their own.
+* ``dask_processes``: a real ``dask scheduler`` and ``dask worker --nworkers 2`` as separate
+  processes on loopback, started on first use.
+* The census data sets and their QI list, made once.
+
+Under pytest-xdist each worker process of the run has its own session, so these are started at
+most once per xdist worker, and only if one of its tests asks for them.
+"""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+
+from _clusters import connect, process_client, start_dask_processes
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -12,3 +27,52 @@ def _compiled_kernels():
     from daskmicro.warmup import warm_up
 
     warm_up(jobs=2)
+
+
+# --------------------------------------------------------------------------- clusters
+
+
+@pytest.fixture(scope="session")
+def client():
+    """A client of the shared LocalCluster of two worker processes."""
+    with process_client(2) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def dask_processes():
+    """The shared ``dask scheduler`` + two ``dask worker`` processes: ``.address``, ``.client``."""
+    cluster = start_dask_processes(2)
+    try:
+        with connect(cluster) as c:
+            cluster.client = c
+            yield cluster
+    finally:
+        cluster.stop()
+
+
+# --------------------------------------------------------------------------- data
+
+
+@pytest.fixture(scope="session")
+def census():
+    """The census test data set (1,080 records × 13 numeric attributes)."""
+    from daskmicro.datasets import load_census
+
+    return load_census()
+
+
+@pytest.fixture(scope="session")
+def census_z(census):
+    """The census data set z-scored, as the kernels take it."""
+    from daskmicro.kernels import standardize
+
+    return standardize(census.to_numpy(dtype=np.float64))[0]
+
+
+@pytest.fixture(scope="session")
+def qi():
+    """The quasi-identifiers of census-like data: its 13 numeric columns (not record_id, region)."""
+    from daskmicro.datasets import CENSUS_COLUMNS
+
+    return list(CENSUS_COLUMNS)

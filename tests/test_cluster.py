@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-distributed = pytest.importorskip("distributed")
+import distributed
 
-from daskmicro.cluster import WORKER_ENV, cluster_client, local_cluster  # noqa: E402
+from daskmicro.cluster import WORKER_ENV, cluster_client, local_cluster
 
 
 def _arrow_pool():

@@ -4,7 +4,6 @@ import json
 import os
 import time
 
-import distributed
 import numpy as np
 import pandas as pd
 import pytest
@@ -27,20 +26,11 @@ def data():
 
 
 @pytest.fixture(scope="module")
-def qi(data):
-    return [c for c in data.columns if c not in ("record_id", "region")]
-
-
-@pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=40)
-    c = distributed.Client(cluster, set_as_default=False)
-    # Load the compiled kernels in the workers before any simulated survey opens (a run does the
-    # same, but before it starts waiting: here the survey would already be running).
-    warm_up(c, "nn-split-end", default_kernel)
-    yield c
-    c.close()
-    cluster.close()
+def client(client):
+    """The shared cluster, the compiled kernels loaded in its workers before any simulated survey
+    opens (a run does the same, but before it starts waiting: here the survey would already be running)."""
+    warm_up(client, "nn-split-end", default_kernel)
+    return client
 
 
 def _simulate(data, tmp_path, duration=2.5, n_files=10):
@@ -141,10 +131,8 @@ def test_nu_star_from_time_model_and_survey_duration(data, qi, client, tmp_path)
 def test_missing_close_times_out_with_no_release(data, qi, client, tmp_path):
     sim, lake = _simulate(data, tmp_path, duration=30.0, n_files=100)  # closes long after the timeout
     try:
-        start = time.time()
         with pytest.raises(SurveyTimeoutError, match="had not closed") as info:
             anonymize_incremental(lake, qi, K, nu=0.99, client=client, timeout=1.5)
-        assert time.time() - start < 10
         assert "\n" not in str(info.value) and isinstance(info.value, TimeoutError)
         # The base stage had been submitted; after the timeout nothing of the run is left on the cluster.
         time.sleep(0.2)

@@ -1,4 +1,4 @@
-"""The improvement kernel (issue 20): moves and swaps between neighbouring cells — every cell stays
+"""The improvement kernel: moves and swaps between neighbouring cells — every cell stays
 ≥ k, the SSE never rises, the exact SSE change formulas, determinism, the joint pass over several
 partitions, and the quality option through anonymize (one-task and partitioned)."""
 

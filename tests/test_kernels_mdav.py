@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from daskmicro import information_loss, mdav, standardize
-from daskmicro.datasets import load_census
 
 BENCH_DIR = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -102,12 +101,6 @@ def expected_cell_count(n, k):
 # --------------------------------------------------------------------------------------------
 # Census reference values
 # --------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def census_z():
-    Z, _ = standardize(load_census().to_numpy(dtype=np.float64))
-    return Z
 
 
 @pytest.mark.parametrize("k, il", [(3, 5.69), (4, 7.49), (5, 9.09), (10, 14.16)])

@@ -1,4 +1,4 @@
-"""kernels.moments: stable column moments for z-scoring, any offset, any chunking (issue 16, item 2)."""
+"""kernels.moments: stable column moments for z-scoring, any offset, any chunking."""
 
 from __future__ import annotations
 

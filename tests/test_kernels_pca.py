@@ -14,7 +14,7 @@ from daskmicro import (
     pca_reduce,
     standardize,
 )
-from daskmicro.datasets import census_like, load_census
+from daskmicro.datasets import census_like
 from daskmicro.kernels.pca import DEFAULT_ENERGY_LOSS
 
 # The spectrum of the synthetic data below: total 10, so the residual energies ε²(m̃) after
@@ -38,11 +38,6 @@ def known_spectrum_data(n=400, seed=0, rotate=True):
     V = np.linalg.qr(rng.standard_normal((m, m)))[0] if rotate else np.eye(m)
     shift = rng.uniform(-10, 10, size=m)
     return X @ V.T + shift, V, shift
-
-
-@pytest.fixture(scope="module")
-def census_z():
-    return standardize(load_census().to_numpy(dtype=np.float64))[0]
 
 
 # --------------------------------------------------------------------------------------------

@@ -7,18 +7,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linear_sum_assignment
 
-from daskmicro import mdav, sse, standardize
-from daskmicro.datasets import load_census
+from daskmicro import mdav, sse
 from daskmicro.errors import InputError, ParameterError
 from daskmicro.estimators import PCL
 from daskmicro.kernels._auction import Adjuster, cell_means
 from daskmicro.kernels._pcl_repair import repair_cells
 from daskmicro.kernels.pcl import PCLInfo, pcl
-
-
-@pytest.fixture(scope="module")
-def census_z():
-    return standardize(load_census().to_numpy(dtype=np.float64))[0]
 
 
 def gaussian(n, m=2, seed=0):

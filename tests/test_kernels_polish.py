@@ -1,4 +1,4 @@
-"""The improvement pass of ``quality="high"`` (issue 20 part 3): moves, noiseless PCL iterations
+"""The improvement pass of ``quality="high"``: moves, noiseless PCL iterations
 from the improved cells, moves again (:func:`daskmicro.kernels.improve.polish`), and the pieces it
 is made of — the cells' neighbour lists (:mod:`daskmicro.kernels.cellgraph`) and PCL from a
 partition with those lists carried in and out (:func:`daskmicro.kernels.pcl.refine_partition`)."""

@@ -1,4 +1,4 @@
-"""Faults in lake runs: a worker process killed mid-run, the driver killed during the write."""
+"""Faults in lake runs: a worker process killed during the write, the driver killed during the write."""
 
 from __future__ import annotations
 
@@ -39,28 +39,40 @@ def _bytes(out: Path) -> dict:
     return {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("part-*.parquet")}
 
 
-def test_worker_killed_during_fan_out_gives_the_same_release(tmp_path, monkeypatch):
+def test_worker_killed_during_the_write_stage_gives_the_same_release(tmp_path, monkeypatch):
     monkeypatch.setattr(executor, "SMALL_GROUP_ROWS", 100)   # both strata through the pipeline
     src = _lake(tmp_path / "in")
+    out = tmp_path / "out"
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                       silence_logs=50) as lc, Client(lc) as c:
         args = build_parser().parse_args(["anonymize", str(src), str(tmp_path / "ref"), *OPTS])
         assert lake_cli.run_anonymize(args, client=c) == 0
         pids = list(c.run(os.getpid).values())
-        killed = []
+        finished = threading.Event()
+        seen = {}
 
-        def killer():  # kill one worker process while the run is under way
-            time.sleep(1.5)
+        def killer():  # kill one worker process once the run is writing (its staging directory exists)
+            deadline = time.monotonic() + 120
+            while not list(tmp_path.glob(".out.tmp-*")) and not finished.is_set() and time.monotonic() < deadline:
+                time.sleep(0.005)
+            seen["staging"] = bool(list(tmp_path.glob(".out.tmp-*")))
+            seen["finished"] = finished.is_set() or out.exists()
             os.kill(pids[0], signal.SIGKILL)
-            killed.append(pids[0])
+            seen["killed"] = pids[0]
 
         th = threading.Thread(target=killer, daemon=True)
-        args = build_parser().parse_args(["anonymize", str(src), str(tmp_path / "out"), *OPTS])
+        args = build_parser().parse_args(["anonymize", str(src), str(out), *OPTS])
         th.start()
-        assert lake_cli.run_anonymize(args, client=c) == 0
-        th.join()
-    assert killed and _bytes(tmp_path / "out") == _bytes(tmp_path / "ref")
-    assert (tmp_path / "out" / SUCCESS).exists()
+        try:
+            assert lake_cli.run_anonymize(args, client=c) == 0
+        finally:
+            finished.set()
+            th.join(timeout=30)
+    # the worker was killed while the run was writing: staging open, nothing committed yet
+    assert seen.get("killed") == pids[0]
+    assert seen["staging"] and not seen["finished"]
+    assert _bytes(out) == _bytes(tmp_path / "ref")
+    assert (out / SUCCESS).exists()
 
 
 def test_driver_killed_during_write_commits_nothing_and_rerun_succeeds(tmp_path):

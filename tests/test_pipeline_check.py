@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import pytest
 
-dd = pytest.importorskip("dask.dataframe")
-pytest.importorskip("distributed")
+import dask.dataframe as dd
 
-from daskmicro.datasets import census_like  # noqa: E402
-from daskmicro.graph.pipeline import PipelineConfig, run_pipeline  # noqa: E402
-from daskmicro.kernels.figures import moments, scale_from_moments  # noqa: E402
-from _clusters import process_client  # noqa: E402
+from daskmicro.datasets import census_like
+from daskmicro.graph.pipeline import PipelineConfig, run_pipeline
+from daskmicro.kernels.figures import moments, scale_from_moments
 
 K = 3
 
@@ -34,20 +31,19 @@ def _same(a, b, where="figures"):
         assert a == b, where
 
 
-def test_without_its_check_the_pipeline_publishes_the_same_release_and_figures():
+def test_without_its_check_the_pipeline_publishes_the_same_release_and_figures(client):
     df = census_like(3_000, seed=4)
     qi = list(df.columns)
     X = df.to_numpy(dtype=np.float64)
     scale = scale_from_moments(qi, [moments(X[:1000]), moments(X[1000:])])
     out = {}
-    with process_client(2) as client:
-        for check in (True, False):
-            cfg = PipelineConfig(method="partitioned", k=K, task_rows=1_500, partition_size=600, K=200)
-            cfg.improve_sweeps, cfg.improve_neighbours = 2, 4
-            ddf = dd.from_pandas(df, npartitions=3, sort=False)
-            pub, details = run_pipeline(client, ddf, qi, cfg, 7, True, figures=scale, check=check)
-            release = client.compute(pub.release).result().sort_values("row_id").reset_index(drop=True)
-            out[check] = (release, pub, details)
+    for check in (True, False):
+        cfg = PipelineConfig(method="partitioned", k=K, task_rows=1_500, partition_size=600, K=200)
+        cfg.improve_sweeps, cfg.improve_neighbours = 2, 4
+        ddf = dd.from_pandas(df, npartitions=3, sort=False)
+        pub, details = run_pipeline(client, ddf, qi, cfg, 7, True, figures=scale, check=check)
+        release = client.compute(pub.release).result().sort_values("row_id").reset_index(drop=True)
+        out[check] = (release, pub, details)
     (r1, p1, d1), (r0, p0, d0) = out[True], out[False]
     pd.testing.assert_frame_equal(r1, r0)
     assert p1.k_anonymity.ok and p1.rows.ok and "verify" in d1["timings"]

@@ -1,8 +1,8 @@
-"""Per-record participation (π_j column) on the partitioned Dask pipeline (issue 17, item 3).
+"""Per-record participation (π_j column) on the partitioned Dask pipeline.
 
 Every release is checked independently of the pipeline: records are grouped by their published QI
-tuple and each group's failure q̄ is recomputed from the π_j of its records
-(:func:`daskmicro.privacy.effective.cell_failure`, §VI-A of ``003_0edb38f823409d2d.txt``).
+tuple and each group's failure q̄ = P{0 < K < k} is recomputed here from the π_j of its records
+(a Poisson-binomial PMF by repeated convolution, ``_oracles.poisson_binomial_failure``).
 """
 
 from __future__ import annotations
@@ -13,16 +13,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-dd = pytest.importorskip("dask.dataframe")
-distributed = pytest.importorskip("distributed")
+import dask.dataframe as dd
 
-from daskmicro.privacy.failures import cell_failure_summary  # noqa: E402
-from daskmicro.datasets import census_like  # noqa: E402
-from daskmicro.errors import InputError, ParameterError  # noqa: E402
-from daskmicro.graph.pipeline import PipelineConfig, run_pipeline  # noqa: E402
-from daskmicro.privacy.effective import cell_failure  # noqa: E402
-from daskmicro.privacy.failures import cell_failure_partial, merge_cell_failure  # noqa: E402
-from _clusters import process_client  # noqa: E402
+from daskmicro.privacy.failures import cell_failure_summary
+from daskmicro.datasets import census_like
+from daskmicro.errors import InputError, ParameterError
+from daskmicro.graph.pipeline import PipelineConfig, run_pipeline
+from daskmicro.privacy.failures import cell_failure_partial, merge_cell_failure
+from _clusters import process_client
+from _oracles import poisson_binomial_failure
 
 N = 3_000
 K = 3
@@ -44,17 +43,6 @@ def data():
     df["pi"] = rng.uniform(0.3, 1.0, N)
     df.loc[df.index[::97], "pi"] = 1.0
     return df
-
-
-@pytest.fixture(scope="module")
-def qi(data):
-    return [c for c in data.columns if c not in ("record_id", "region", "pi")]
-
-
-@pytest.fixture(scope="module")
-def client2():
-    with process_client(2) as client:
-        yield client
 
 
 def _part(column="pi", pbar=PBAR):
@@ -83,7 +71,7 @@ def _check_release(data, qi, release, pub, details):
         assert release[c].tolist() == data[c].tolist()
     groups = _groups(release, qi)
     assert min(g.size for g in groups) >= K
-    q = np.array([cell_failure(K, g).cell_failure for g in groups])
+    q = np.array([poisson_binomial_failure(K, g) for g in groups])
     assert q.max() <= PBAR
     assert pub.k_anonymity.ok and pub.rows.ok
     prob = details["probabilistic"]
@@ -94,13 +82,16 @@ def _check_release(data, qi, release, pub, details):
     return groups
 
 
-def test_partitioned_cells_meet_pbar_and_figures_match_the_release(data, qi, client2):
-    release, pub, details = _run(client2, data, qi)
+def test_partitioned_cells_meet_pbar_and_figures_match_the_release(data, qi, client):
+    release, pub, details = _run(client, data, qi)
     assert details["top_cells"] == 2 and details["partitions"] > 2
     assert {s for s in details["partition_sides"]} == {"proximal", "distal"}
     groups = _check_release(data, qi, release, pub, details)
     prob = details["probabilistic"]
     assert len(groups) == prob["n_cells"]  # no two cells share a tuple on these data
+    q = [poisson_binomial_failure(K, g) for g in groups]
+    assert prob["cell_failure_max"] == pytest.approx(max(q), rel=1e-9)
+    assert prob["table_failure"] == pytest.approx(1 - np.prod(1 - np.array(q)), rel=1e-9)
     expect = cell_failure_summary(K, PBAR, [g.size for g in groups], pis_by_cell=groups, n=N)
     for key in ("n_cells", "cells_above_max_cell_failure"):
         assert prob[key] == expect[key]
@@ -114,29 +105,29 @@ def test_partitioned_cells_meet_pbar_and_figures_match_the_release(data, qi, cli
     assert 0.0 < prob["expected_distortion"] < 1.0
 
 
-def test_same_release_for_1_and_2_workers_and_any_chunking(data, qi, client2):
-    reference, _, details = _run(client2, data, qi, npartitions=3)
+def test_same_release_for_1_and_2_workers_and_any_chunking(data, qi, client):
+    reference, _, details = _run(client, data, qi, npartitions=3)
     for npartitions in (1, 7):
-        other, _, d = _run(client2, data, qi, npartitions=npartitions)
+        other, _, d = _run(client, data, qi, npartitions=npartitions)
         pd.testing.assert_frame_equal(other, reference)
         assert d["probabilistic"] == details["probabilistic"]
-    with process_client(1) as client:
-        other, _, d = _run(client, data, qi, npartitions=5)
+    with process_client(1) as one:
+        other, _, d = _run(one, data, qi, npartitions=5)
     pd.testing.assert_frame_equal(other, reference)
     assert d["probabilistic"] == details["probabilistic"]
 
 
 @pytest.mark.parametrize("method", ["mdav", "pca-mdav"])
-def test_one_task_methods(data, qi, client2, method):
-    release, pub, details = _run(client2, data, qi, method=method, task_rows=250_000, partition_size=None, K=None,
+def test_one_task_methods(data, qi, client, method):
+    release, pub, details = _run(client, data, qi, method=method, task_rows=250_000, partition_size=None, K=None,
                                  nu=None)
     assert details["partitions"] == 1
     _check_release(data, qi, release, pub, details)
 
 
-def test_macro_pcl_keeps_pbar(data, qi, client2):
+def test_macro_pcl_keeps_pbar(data, qi, client):
     # macro="pcl" shapes only the partitions: the cells inside are still grown until q̄ ≤ p̄
-    release, pub, details = _run(client2, data, qi, macro="pcl")
+    release, pub, details = _run(client, data, qi, macro="pcl")
     _check_release(data, qi, release, pub, details)
 
 
@@ -145,40 +136,40 @@ def test_macro_pcl_keeps_pbar(data, qi, client2):
     (0.0, "1 value\\(s\\) outside \\(0, 1\\]"),
     (1.5, "1 value\\(s\\) outside \\(0, 1\\]"),
 ])
-def test_bad_participation_values_are_refused_with_counts_only(data, qi, client2, bad, match):
+def test_bad_participation_values_are_refused_with_counts_only(data, qi, client, bad, match):
     df = data.head(400).copy()
     df.loc[df.index[123], "pi"] = bad
     with pytest.raises(InputError, match=match) as err:
-        _run(client2, df, qi, npartitions=2, method="mdav", task_rows=250_000, partition_size=None, K=None, nu=None)
+        _run(client, df, qi, npartitions=2, method="mdav", task_rows=250_000, partition_size=None, K=None, nu=None)
     msg = str(err.value)
     assert "'pi'" in msg and "\n" not in msg and repr(bad) not in msg.replace("(0, 1]", "")
 
 
-def test_non_numeric_participation_column_is_refused(data, qi, client2):
+def test_non_numeric_participation_column_is_refused(data, qi, client):
     df = data.head(400).copy()
     df["pi"] = df["pi"].map(lambda v: f"p{v:.3f}")
     with pytest.raises(InputError, match="participation column 'pi' is not numeric") as err:
-        _run(client2, df, qi, npartitions=2)
+        _run(client, df, qi, npartitions=2)
     assert "\n" not in str(err.value) and "p0." not in str(err.value)
     df["pi"] = True
     with pytest.raises(InputError, match="'pi' is not numeric"):
-        _run(client2, df, qi, npartitions=2)
+        _run(client, df, qi, npartitions=2)
 
 
-def test_participation_column_must_exist_and_not_be_a_qi(data, qi, client2):
+def test_participation_column_must_exist_and_not_be_a_qi(data, qi, client):
     with pytest.raises(ParameterError, match="participation column 'nope' is not in the input"):
-        _run(client2, data.head(400), qi, participation=_part("nope"))
+        _run(client, data.head(400), qi, participation=_part("nope"))
     with pytest.raises(ParameterError, match="is also a QI column"):
-        _run(client2, data.head(400), qi, participation=_part(qi[0]))
+        _run(client, data.head(400), qi, participation=_part(qi[0]))
     with pytest.raises(ParameterError, match="max_cell_failure"):
-        _run(client2, data.head(400), qi, participation=_part(pbar=1.0))
+        _run(client, data.head(400), qi, participation=_part(pbar=1.0))
 
 
 @pytest.mark.parametrize("kw", [dict(refine="pcl"), dict(method="pcl", task_rows=250_000, partition_size=None,
                                                          K=None, nu=None)])
-def test_pcl_cells_are_refused(data, qi, client2, kw):
+def test_pcl_cells_are_refused(data, qi, client, kw):
     with pytest.raises(ParameterError, match="PCL moves records between cells") as err:
-        _run(client2, data.head(400), qi, **kw)
+        _run(client, data.head(400), qi, **kw)
     assert "\n" not in str(err.value)
 
 
@@ -208,30 +199,30 @@ def test_merge_matches_one_summary_over_all_cells():
     assert got["participation_mean"] == pytest.approx(pis.mean(), rel=1e-13)
 
 
-def test_constant_qis_publish_one_tuple_within_pbar(data, qi, client2):
+def test_constant_qis_publish_one_tuple_within_pbar(data, qi, client):
     df = data.head(600).copy()
     for c in qi:
         df[c] = 7
     df["pi"] = df["pi"].astype("Float64")  # a nullable float column without missing values is accepted
-    release, pub, details = _run(client2, df, qi, npartitions=2)
+    release, pub, details = _run(client, df, qi, npartitions=2)
     assert len(release) == 600 and release[qi].nunique().max() == 1
-    assert cell_failure(K, release["pi"].to_numpy(np.float64)).cell_failure <= PBAR
+    assert poisson_binomial_failure(K, release["pi"].to_numpy(np.float64)) <= PBAR
     assert details["probabilistic"]["cells_above_max_cell_failure"] == 0 and pub.k_anonymity.ok
     assert details["probabilistic"]["expected_distortion"] == 0.0
 
 
-def test_constant_qis_without_participation(data, qi, client2):
+def test_constant_qis_without_participation(data, qi, client):
     # every QI constant: one cell of all the records (this used to stop in the macroaggregation)
     df = data.head(600).copy()
     for c in qi:
         df[c] = 7
     cfg = PipelineConfig(k=K, **SMALL)
-    pub, details = run_pipeline(client2, dd.from_pandas(df, npartitions=2, sort=False), qi, cfg, 11, False)
-    release = client2.compute(pub.release).result()
+    pub, details = run_pipeline(client, dd.from_pandas(df, npartitions=2, sort=False), qi, cfg, 11, False)
+    release = client.compute(pub.release).result()
     assert len(release) == 600 and pub.cells == 1 and pub.k_anonymity.ok and "probabilistic" not in details
 
 
-def test_partition_too_small_for_pbar_is_refused(data, qi, client2):
+def test_partition_too_small_for_pbar_is_refused(data, qi, client):
     with pytest.raises(ParameterError, match="raise K or partition_size") as err:
-        _run(client2, data, qi, participation=_part(pbar=1e-300))
+        _run(client, data, qi, participation=_part(pbar=1e-300))
     assert "\n" not in str(err.value)

@@ -1,4 +1,4 @@
-"""PCL inside the Dask pipeline (issue 4): per-partition method, refinement stage, macro="pcl",
+"""PCL inside the Dask pipeline: per-partition method, refinement stage, macro="pcl",
 API and CLI options — on real LocalClusters of worker processes, small data."""
 
 from __future__ import annotations
@@ -9,18 +9,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-dd = pytest.importorskip("dask.dataframe")
-distributed = pytest.importorskip("distributed")
+import dask.dataframe as dd
 
-from daskmicro import PCL, anonymize, information_loss, mdav, pcl, standardize  # noqa: E402
-from daskmicro.cli import main  # noqa: E402
-from daskmicro.datasets import census_like  # noqa: E402
-from daskmicro.errors import ParameterError  # noqa: E402
-from daskmicro.graph.pipeline import PipelineConfig  # noqa: E402
-from daskmicro.kernels import partition as kp  # noqa: E402
-from daskmicro.kernels.macro import cell_stats, nested_mdav  # noqa: E402
-from daskmicro.kernels.partition_pcl import nested_pcl, refine_partition  # noqa: E402
-from _clusters import process_client  # noqa: E402
+from daskmicro import PCL, anonymize, information_loss, mdav, pcl, standardize
+from daskmicro.cli import main
+from daskmicro.datasets import census_like
+from daskmicro.errors import ParameterError
+from daskmicro.graph.pipeline import PipelineConfig
+from daskmicro.kernels import partition as kp
+from daskmicro.kernels.macro import cell_stats, nested_mdav
+from daskmicro.kernels.partition_pcl import nested_pcl, refine_partition
+from _clusters import process_client
 
 N = 9_000
 # 3 top cells (chunked MDAV), 2 partitions per top cell, macrocells of 250 for the ν < 1 split
@@ -30,17 +29,6 @@ SMALL = dict(method="partitioned", task_rows=3_000, partition_size=1_200, K=250)
 @pytest.fixture(scope="module")
 def data():
     return census_like(N, seed=7, with_extra_columns=True)
-
-
-@pytest.fixture(scope="module")
-def qi(data):
-    return [c for c in data.columns if c not in ("record_id", "region")]
-
-
-@pytest.fixture(scope="module")
-def client2():
-    with process_client(2) as client:
-        yield client
 
 
 @pytest.fixture(scope="module")
@@ -114,14 +102,14 @@ def test_nested_pcl_levels_are_nested_and_large_enough(Z):
 # --------------------------------------------------------------------------- pipeline on a cluster
 
 
-def test_refinement_lowers_sse_keeps_k_and_every_row(data, qi, client2):
-    plain, rep0 = _run(data, qi, client2, 3)
-    refined, rep = _run(data, qi, client2, 3, refine="pcl", refine_iter=3)
+def test_refinement_lowers_sse_keeps_k_and_every_row(data, qi, client):
+    plain, rep0 = _run(data, qi, client, 3)
+    refined, rep = _run(data, qi, client, 3, refine="pcl", refine_iter=3)
     r = rep.pipeline["refine"]
     assert r["method"] == "pcl" and r["max_iter"] == 3 and r["partitions"] == rep.pipeline["partitions"]
     assert 1 <= r["iterations_max"] <= 3
     # the stage starts from exactly the fan-out's cells, where the run without refinement starts its
-    # improvement stage (issue 20), and the improvement stage then starts from the refined cells
+    # improvement stage, and the improvement stage then starts from the refined cells
     sst = N * rep.m_used
     imp0, imp = rep0.pipeline["improve"], rep.pipeline["improve"]
     assert r["sse_before"] == pytest.approx(imp0["sse_before"], rel=1e-9)
@@ -140,21 +128,21 @@ def test_refinement_lowers_sse_keeps_k_and_every_row(data, qi, client2):
     assert "refinement" in rep.summary()
 
 
-def test_refine_and_macro_pcl_same_release_for_1_2_4_workers_and_any_chunking(data, qi, client2):
+def test_refine_and_macro_pcl_same_release_for_1_2_4_workers_and_any_chunking(data, qi, client):
     kw = dict(refine="pcl", macro="pcl", nu=0.5)
-    reference, rep = _run(data, qi, client2, 3, **kw)
+    reference, rep = _run(data, qi, client, 3, **kw)
     assert rep.pipeline["macro"] == {"method": "pcl", "max_iter": 2}
     assert rep.pipeline["top_cells"] == 3 and rep.verified
     for workers in (1, 4):
-        with process_client(workers) as client:
-            other, _ = _run(data, qi, client, 1 if workers == 1 else 5, **kw)
+        with process_client(workers) as own:
+            other, _ = _run(data, qi, own, 1 if workers == 1 else 5, **kw)
         pd.testing.assert_frame_equal(other, reference)
 
 
-def test_macro_pcl_two_partition_layout(data, qi, client2):
+def test_macro_pcl_two_partition_layout(data, qi, client):
     sub = data.iloc[:3_000]
-    _, mdav_rep = anonymize(sub, qi, 5, method="proximal-distal", K=300, nu=0.4, seed=0, client=client2)
-    _, rep = anonymize(sub, qi, 5, method="proximal-distal", K=300, nu=0.4, seed=0, client=client2, macro="pcl")
+    _, mdav_rep = anonymize(sub, qi, 5, method="proximal-distal", K=300, nu=0.4, seed=0, client=client)
+    _, rep = anonymize(sub, qi, 5, method="proximal-distal", K=300, nu=0.4, seed=0, client=client, macro="pcl")
     assert rep.verified and rep.min_cell_size >= 5
     assert rep.pipeline["macrocells"] == mdav_rep.pipeline["macrocells"]
     # the paper's two partitions (proximal, distal) over every record
@@ -162,7 +150,7 @@ def test_macro_pcl_two_partition_layout(data, qi, client2):
     assert sum(rep.pipeline["partition_rows"]) == 3_000
 
 
-def test_method_pcl_in_process_and_on_the_cluster(data, qi, client2):
+def test_method_pcl_in_process_and_on_the_cluster(data, qi, client):
     sub = data.iloc[:400]
     X = sub[qi].to_numpy(np.float64)
     release, rep = anonymize(sub, qi, 4, method="pcl", seed=0)
@@ -170,7 +158,7 @@ def test_method_pcl_in_process_and_on_the_cluster(data, qi, client2):
     labels = pcl(standardize(X)[0], 4, init="mdav", seed=0)
     assert rep.information_loss == pytest.approx(information_loss(X, labels), rel=1e-9)
     assert rep.information_loss < information_loss(X, mdav(standardize(X)[0], 4))
-    _, crep = anonymize(sub, qi, 4, method="pcl", seed=0, client=client2)
+    _, crep = anonymize(sub, qi, 4, method="pcl", seed=0, client=client)
     # on the cluster the same one-task kernel runs on a worker: the same cells
     assert crep.verified and crep.min_cell_size >= 4
     assert crep.information_loss == pytest.approx(rep.information_loss, rel=1e-12)
@@ -220,10 +208,10 @@ def test_bad_pcl_options_in_process(data, qi, kw, message):
         (dict(method="pcl", max_task_rows=100), "method 'pcl' runs in one task"),
     ],
 )
-def test_bad_pcl_options_on_the_cluster(data, qi, client2, kw, message):
+def test_bad_pcl_options_on_the_cluster(data, qi, client, kw, message):
     kw = {"k": 5, **kw}
     with pytest.raises(ParameterError, match=message):
-        anonymize(data.iloc[:300], qi, seed=0, client=client2, **kw)
+        anonymize(data.iloc[:300], qi, seed=0, client=client, **kw)
 
 
 def test_pipeline_config_checks_pcl_options():
@@ -249,13 +237,13 @@ def test_cli_method_pcl_in_process(data, qi, tmp_path, capsys):
     assert len(pd.read_parquet(out)) == 300
 
 
-def test_cli_refine_and_macro_on_a_scheduler(data, qi, client2, tmp_path):
+def test_cli_refine_and_macro_on_a_scheduler(data, qi, client, tmp_path):
     src = tmp_path / "in.parquet"
     data.iloc[:3_000].to_parquet(src, index=False)
     out = tmp_path / "out.parquet"
     args = ["anonymize", str(src), str(out), "--qi", ",".join(qi), "--k", "5", "--method", "partitioned",
             "--partition-size", "1000", "--K", "200", "--task-rows", "1500", "--refine", "pcl", "--refine-iter", "2",
-            "--macro", "pcl", "--macro-iter", "1", "--seed", "0", "--scheduler", client2.scheduler.address]
+            "--macro", "pcl", "--macro-iter", "1", "--seed", "0", "--scheduler", client.scheduler.address]
     assert main(args) == 0
     report = json.loads(out.with_suffix(".report.json").read_text())
     p = report["pipeline"]

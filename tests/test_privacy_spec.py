@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from daskmicro.datasets import CENSUS_COLUMNS, load_census
+from daskmicro.datasets import CENSUS_COLUMNS
 from daskmicro.errors import InputError, ParameterError
 from daskmicro.kernels import mdav, standardize
 from daskmicro.privacy.effective import cell_failure
@@ -14,11 +14,6 @@ from daskmicro.privacy.probabilistic import probabilistic_cells
 from daskmicro.privacy.spec import RULES, assign, build_spec, cell_values, load_spec, save_spec, spec_checksum
 
 QI = list(CENSUS_COLUMNS)
-
-
-@pytest.fixture(scope="module")
-def census():
-    return load_census()
 
 
 @pytest.fixture(scope="module")

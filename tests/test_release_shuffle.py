@@ -25,14 +25,6 @@ from daskmicro.io import shuffle as sh
 from daskmicro.io.layout import KEY_COLUMN, plan_files
 from daskmicro.io.source import RID
 
-from _clusters import process_client
-
-
-@pytest.fixture(scope="module")
-def client():
-    with process_client(2) as c:
-        yield c
-
 
 _EXTRA = {
     "text": lambda rng, n: pd.Series(rng.choice(["u", "v", None], n), dtype=object),

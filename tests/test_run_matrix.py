@@ -1,14 +1,15 @@
 """One run model: every combination of input kind × method × strata × missing × participation ×
-refinement × quality × entry (issue 17 item 3, issue 20) runs through the one planner, or is refused in one line for
+refinement × quality × entry runs through the one planner, or is refused in one line for
 a reason inherent to the methods (the README's combination table, ``daskmicro.config.RULES``).
 
 The full product has 4,320 combinations.  Every one is *validated* (cheap: the run description
 alone decides whether it is refused); the runs themselves cover every pair of levels of every two
 factors (an all-pairs design, ~30 runs on one shared LocalCluster of worker processes).  Each
 release is judged here, independently of daskmicro's own verifier: read back as published, every
-combination of stratum columns and QIs occurs at least k times (n_min under constant
-participation; each cell's failure q̄ ≤ p̄ under per-record participation), rows in = rows out,
-non-QI columns equal as multisets.
+combination of stratum columns and QIs occurs at least k times, and under participation each
+published cell's failure q̄ = P{0 < K < k} is at most p̄, computed here (a binomial tail from
+scipy.stats for a constant π, a Poisson-binomial PMF by convolution for the π_j of the cell's
+records); rows in = rows out; non-QI columns equal as multisets.
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ import daskmicro
 from daskmicro.cli import main
 from daskmicro.config import RunConfig
 from daskmicro.errors import ParameterError
-from daskmicro.privacy.effective import cell_failure, effective_anonymity
 
-from _clusters import process_client
+from _oracles import binom_failure, binom_n_min, poisson_binomial_failure
+
 
 K_ANON, PI, PBAR = 4, 0.8, 0.05
 QI = ["x1", "x2", "x3"]
@@ -134,12 +135,6 @@ def test_every_combination_is_validated_by_the_run_description():
             RunConfig.build(**opts)
 
 
-@pytest.fixture(scope="module")
-def client():
-    with process_client(2) as c:
-        yield c
-
-
 def _write_input(df: pd.DataFrame, kind: str, root: Path) -> Path:
     if kind == "file":
         path = root / "in.parquet"
@@ -199,15 +194,21 @@ def judge(release: pd.DataFrame, original: pd.DataFrame, case: dict, opts: dict)
     strata = list(opts.get("strata", []))
     cols = strata + QI
     sizes = release.groupby(cols, dropna=False, observed=True).size()
-    if case["participation"] == "constant":
-        need = effective_anonymity(K_ANON, PI, PBAR).n_min
-    else:
-        need = K_ANON
+    need = binom_n_min(K_ANON, PI, PBAR) if case["participation"] == "constant" else K_ANON
     assert int(sizes.min()) >= need, f"a published tuple occurs {int(sizes.min())} < {need} times"
+    if case["participation"] == "constant":
+        worst = max(binom_failure(K_ANON, PI, int(n)) for n in sizes.unique())
+        assert worst <= PBAR + 1e-12, f"a published cell fails with probability {worst:.3g} > {PBAR}"
     if case["participation"] == "column":
+        # π_j are inputs, not published: each record's is read from the input by its id
+        pis = original.set_index("id")["p"]
         for _, cell in release.groupby(cols, dropna=False, observed=True):
-            assert cell_failure(K_ANON, cell["p"].to_numpy()).cell_failure <= PBAR + 1e-12
-    untouched = ["id", "p"] + [c for c in ("s", "t") if not (opts.get("merge_small_strata") and c in strata)]
+            q = poisson_binomial_failure(K_ANON, pis.loc[cell["id"]].to_numpy())
+            assert q <= PBAR + 1e-12, f"a published cell fails with probability {q:.3g} > {PBAR}"
+    if case["participation"] == "column":
+        assert "p" not in release.columns, "the participation column was published"
+    untouched = ["id"] + (["p"] if case["participation"] != "column" else []) + \
+        [c for c in ("s", "t") if not (opts.get("merge_small_strata") and c in strata)]
     for c in untouched:
         a = np.sort(release[c].astype(str).to_numpy())
         b = np.sort(original[c].astype(str).to_numpy())
@@ -272,7 +273,8 @@ def test_combination_runs_or_is_refused_in_one_line(case, client, tmp_path, caps
             rc = main(["run", str(spec), "--scheduler", client.scheduler.address])
         err = capsys.readouterr().err.strip().splitlines()
         if refused:
-            assert rc == 2 and err and err[-1].startswith("daskmicro: error:") or "workflow spec" in err[-1]
+            assert rc == 2, err[-3:]
+            assert err and (err[-1].startswith("daskmicro: error:") or "workflow spec" in err[-1]), err[-3:]
             assert not out.exists()
             return
         assert rc == 0, err[-3:]

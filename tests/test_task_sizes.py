@@ -1,4 +1,4 @@
-"""Dask sees the real size of what daskmicro's tasks return (issue 21: bounded memory).
+"""Dask sees the real size of what daskmicro's tasks return.
 
 A worker spills by the sizes Dask measures, and the scheduler places tasks near their large inputs
 by the same figures.  Dask's fallback for an object it does not know is ``sys.getsizeof``, so
@@ -86,21 +86,17 @@ def test_deep_nbytes_counts_nested_containers():
     assert deep_nbytes(None) > 0 and deep_nbytes("abc") > 0
 
 
-def test_the_scheduler_records_the_real_bytes_of_top_cells_and_results(tmp_path):
-    from distributed import Client, LocalCluster
-
+def test_the_scheduler_records_the_real_bytes_of_top_cells_and_results(client):
     rng = np.random.default_rng(0)
     pieces = [(np.arange(i * 20_000, (i + 1) * 20_000, dtype=np.int64), rng.standard_normal((20_000, 6)))
               for i in range(3)]
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                      local_directory=str(tmp_path)) as cluster, Client(cluster) as client:
-        top = client.submit(concat_pieces, *pieces)
-        cut = client.submit(macroaggregate, top, partition_size=10_000, K=None)
-        part = client.submit(lambda t: (t.rowids, t.Z), cut)
-        res = client.submit(run_partition, part, "mdav", 5)
-        res.result()
-        held = client.nbytes(summary=False)
-        z_bytes = 60_000 * 6 * 8
-        assert held[top.key] >= z_bytes + 60_000 * 8
-        assert held[cut.key] >= z_bytes + 60_000 * 8
-        assert held[res.key] >= 2 * 60_000 * 8
+    top = client.submit(concat_pieces, *pieces)
+    cut = client.submit(macroaggregate, top, partition_size=10_000, K=None)
+    part = client.submit(lambda t: (t.rowids, t.Z), cut)
+    res = client.submit(run_partition, part, "mdav", 5)
+    res.result()
+    held = client.nbytes(summary=False)
+    z_bytes = 60_000 * 6 * 8
+    assert held[top.key] >= z_bytes + 60_000 * 8
+    assert held[cut.key] >= z_bytes + 60_000 * 8
+    assert held[res.key] >= 2 * 60_000 * 8

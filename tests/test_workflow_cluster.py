@@ -12,7 +12,6 @@ import datetime as dt
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -27,57 +26,11 @@ from daskmicro.privacy import verify_k_anonymity
 from daskmicro.workflow import Clock, load_workflow
 from daskmicro.workflow.submit import RUNS
 
-BIN = Path(sys.executable).parent
-ROOT = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+from _clusters import ENV, connect, start_dask_processes
+
 QI = ["AGI", "FEDTAX", "FICA"]
 
 pytestmark = pytest.mark.timeout(240)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start_cluster(tls: dict | None = None):
-    port = _free_port()
-    proto = "tls" if tls else "tcp"
-    address = f"{proto}://127.0.0.1:{port}"
-    flags = ["--tls-ca-file", tls["ca"], "--tls-cert", tls["cert"], "--tls-key", tls["key"]] if tls else []
-    quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
-    procs = [subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
-                               "--no-dashboard", *(["--protocol", "tls"] if tls else []), *flags], **quiet)]
-    procs.append(subprocess.Popen([str(BIN / "dask"), "worker", address, "--nworkers", "2", "--nthreads", "1",
-                                   "--no-dashboard", *flags], **quiet))
-    return address, procs
-
-
-def _stop(procs) -> None:
-    for p in reversed(procs):
-        p.terminate()
-    for p in procs:
-        try:
-            p.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            p.kill()
-
-
-def _client(address, security=None):
-    from distributed import Client
-
-    deadline = time.time() + 60
-    while True:
-        try:
-            c = Client(address, security=security, timeout=10)
-            break
-        except OSError:
-            if time.time() > deadline:
-                raise
-            time.sleep(0.5)
-    c.wait_for_workers(2, timeout=60)
-    return c
 
 
 @pytest.fixture(scope="module")
@@ -88,13 +41,8 @@ def data_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    address, procs = _start_cluster()
-    try:
-        with _client(address) as c:
-            yield address, c
-    finally:
-        _stop(procs)
+def cluster(dask_processes):
+    return dask_processes.address, dask_processes.client
 
 
 def _spec(path: Path, name: str, output: str, schedule: str = "", extra: str = "") -> Path:
@@ -258,11 +206,12 @@ def certs(tmp_path_factory):
 def test_submit_over_tls_and_refusal_without_certificates(certs, data_dir, capsys):
     from distributed.security import Security
 
-    address, procs = _start_cluster(tls=certs)
+    cluster = start_dask_processes(2, tls=certs)
+    address = cluster.address
     try:
         security = Security(tls_ca_file=certs["ca"], tls_client_cert=certs["cert"], tls_client_key=certs["key"],
                             require_encryption=True)
-        with _client(address, security) as client:
+        with connect(cluster, security) as client:
             spec = _spec(data_dir / "tls.yaml", "overtls", "tls-release.parquet")
             state = data_dir / "state-tls.json"
             assert main(["submit", str(spec), "--scheduler", address, "--state", str(state)]) == 2
@@ -282,4 +231,4 @@ def test_submit_over_tls_and_refusal_without_certificates(certs, data_dir, capsy
             assert main(["status", "--scheduler", address, "--state", str(state), *tls]) == 0
             assert "committed" in capsys.readouterr().out
     finally:
-        _stop(procs)
+        cluster.stop()

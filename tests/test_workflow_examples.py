@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 import shutil
 from pathlib import Path
@@ -10,10 +9,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import daskmicro
 from daskmicro.cli import main
 from daskmicro.privacy import verify_k_anonymity
 from daskmicro.workflow import load_workflow
+
+from _oracles import binom_failure, binom_n_min
 
 WORKFLOWS = Path(__file__).resolve().parents[1] / "workflows"
 EXAMPLES = sorted(p.name for p in WORKFLOWS.glob("*.yaml"))
@@ -64,20 +64,12 @@ def test_nightly_lake_processes_the_partition_of_the_day_before(copy, capsys):
     assert "input not found" in capsys.readouterr().err and not (copy / "data/releases/date=2026-11-22").exists()
 
 
-def test_probabilistic_survey_runs_or_says_what_is_missing(copy, capsys):
+def test_probabilistic_survey_runs_as_written(copy, capsys):
     assert main(["demo-data", str(copy / "data/census_like.parquet"), "--n", "600"]) == 0
-    rc = main(["run", str(copy / "probabilistic-survey.yaml"), "--workers", "1"])
-    if "participation" in inspect.signature(daskmicro.anonymize).parameters:
-        assert rc == 0 and len(pd.read_parquet(copy / "data/probabilistic-release")) == 600
-    else:   # until the participation option lands: one line, nothing written
-        assert rc == 2 and "participation: this build of daskmicro.anonymize has no participation option yet" in capsys.readouterr().err
-        assert not (copy / "data/probabilistic-release").exists()
-
-
-def test_incremental_survey_says_what_is_missing(copy, capsys):
-    if hasattr(daskmicro, "anonymize_incremental"):
-        pytest.skip("anonymize_incremental is wired in: exercised by its own tests with a simulated survey")
-    (copy / "data/survey-arrivals").mkdir()
-    assert main(["run", str(copy / "incremental-survey.yaml"), "--workers", "1"]) == 2
-    assert "needs daskmicro.anonymize_incremental" in capsys.readouterr().err
-    assert not (copy / "data/survey-release").exists()
+    assert main(["run", str(copy / "probabilistic-survey.yaml"), "--workers", "1"]) == 0, capsys.readouterr().err
+    release = pd.read_parquet(copy / "data/probabilistic-release")
+    spec = load_workflow(copy / "probabilistic-survey.yaml")
+    # every published (region, QI) tuple is a cell of at least n_min records for π = 0.8, p̄ = 0.05
+    sizes = release.groupby(["region", *spec.data["qi"]], observed=True).size()
+    assert len(release) == 600 and int(sizes.min()) >= binom_n_min(5, 0.8, 0.05) > 5
+    assert max(binom_failure(5, 0.8, int(n)) for n in sizes.unique()) <= 0.05

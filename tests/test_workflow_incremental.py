@@ -7,7 +7,6 @@ import json
 
 import pandas as pd
 
-from _clusters import process_client
 from daskmicro.cli import main
 from daskmicro.datasets import CENSUS_COLUMNS, census_like
 from daskmicro.io.arrivals import ArrivalSimulator
@@ -16,7 +15,7 @@ from daskmicro.privacy import verify_k_anonymity
 QI = ["AGI", "FEDTAX", "FICA", "INTVAL", "PEARNVAL", "STATETAX", "WSALVAL"]
 
 
-def test_incremental_workflow_runs_as_written(tmp_path):
+def test_incremental_workflow_runs_as_written(tmp_path, client):
     df = census_like(1200, seed=5)
     lake_dir = tmp_path / "arrivals"
     spec = tmp_path / "survey.yaml"
@@ -30,10 +29,9 @@ def test_incremental_workflow_runs_as_written(tmp_path):
         f"output:\n  path: {out}\n"
     )
     # the cluster is up before the survey opens: its start-up must not race the arrivals
-    with process_client(1) as client:
-        spec.write_text(spec.read_text() + f"cluster:\n  address: {client.scheduler.address}\n")
-        with ArrivalSimulator(df, lake_dir, n_files=6, duration=4.0, speed=1.0):
-            rc = main(["run", str(spec)])
+    spec.write_text(spec.read_text() + f"cluster:\n  address: {client.scheduler.address}\n")
+    with ArrivalSimulator(df, lake_dir, n_files=6, duration=4.0, speed=1.0):
+        rc = main(["run", str(spec)])
     assert rc == 0
     release = pd.read_parquet(out)
     assert len(release) == len(df) and verify_k_anonymity(release, QI, 5)
