@@ -47,14 +47,14 @@ import pandas as pd
 
 from ..errors import InputError, VerificationError
 from ..publish import shuffle_keys
-from . import journal as jr
+from .journal import fault, fsync_dir, fsync_tree, journal_path, read_journal, remove_journal, write_journal
 from .interrupt import check as check_interrupt
 from .paths import inside
-from .tables import arrow_to_pandas, dump_json
+from .formats import arrow_to_pandas, dump_json
 
 __all__ = ["SUCCESS", "OWNER", "verify_file", "commit", "range_checksum",
            "read_manifest", "fingerprint", "row_checksum", "staging_dir", "open_staging", "discard_staging",
-           "sweep_stale", "sweep_files", "recover", "refuse_uncommitted"]
+           "sweep_stale", "sweep_files", "recover", "recover_journal", "refuse_uncommitted"]
 
 SUCCESS = "_SUCCESS"
 _MASK = (1 << 64) - 1
@@ -173,7 +173,7 @@ def sweep_stale(target: Path) -> list:
     removed = []
     if not target.parent.is_dir():
         return removed
-    pending = jr.journal_path(target).exists()
+    pending = journal_path(target).exists()
     for kind in _STALE_KINDS:
         for folder in target.parent.glob(f".{target.name}.{kind}-*"):
             suffix = folder.name[len(f".{target.name}.{kind}-"):]
@@ -273,28 +273,28 @@ def commit(staging: Path, target: Path, manifest: dict | None) -> None:
     staging, target = Path(staging), Path(target)
     text = dump_json(manifest) if manifest is not None else None  # serialisable before anything moves
     check_interrupt()     # a run asked to stop never commits
-    _recover_journal(target)
+    recover_journal(target)
     if text is not None:
         (staging / SUCCESS).write_text(text, encoding="utf-8")
-    jr.fsync_tree(staging)
-    jr.fsync_dir(target.parent)
-    jr.fault("dir.staged")
+    fsync_tree(staging)
+    fsync_dir(target.parent)
+    fault("dir.staged")
     old = None
     if os.path.lexists(target):
         old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
-    jr.write_journal(target, {"kind": "dir", "state": "forward", "target": str(target.absolute()),
+    write_journal(target, {"kind": "dir", "state": "forward", "target": str(target.absolute()),
                               "staging": str(staging.absolute()),
                               "old": str(old.absolute()) if old is not None else None})
     # the owner file goes only now: until the journal names the staging directory, a kill here
     # leaves a staging folder of a dead process, which the next run sweeps
     (staging / OWNER).unlink(missing_ok=True)
-    jr.fsync_dir(staging)
-    jr.fault("dir.journal")
+    fsync_dir(staging)
+    fault("dir.journal")
     try:
         if old is not None:
             os.replace(target, old)
-            jr.fsync_dir(target.parent)
-            jr.fault("dir.aside")
+            fsync_dir(target.parent)
+            fault("dir.aside")
         try:
             os.replace(staging, target)
         except BaseException:
@@ -302,12 +302,12 @@ def commit(staging: Path, target: Path, manifest: dict | None) -> None:
                 os.replace(old, target)
             raise
     except BaseException:
-        jr.remove_journal(target)
+        remove_journal(target)
         raise
-    jr.fsync_dir(target.parent)
-    jr.fault("dir.publish")
-    jr.remove_journal(target)
-    jr.fault("dir.unjournal")
+    fsync_dir(target.parent)
+    fault("dir.publish")
+    remove_journal(target)
+    fault("dir.unjournal")
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
 
@@ -342,7 +342,7 @@ def _trash(path: Path) -> None:
     name = path.name.split(".old-")[0].split(".tmp-")[0]
     trash = path.parent / f"{name}.trash-{uuid.uuid4().hex[:8]}"
     os.replace(path, trash)
-    jr.fsync_dir(path.parent)
+    fsync_dir(path.parent)
     shutil.rmtree(trash, ignore_errors=True)
 
 
@@ -358,14 +358,14 @@ def _recover_dir(target: Path, record: dict) -> str | None:
         (staging / OWNER).unlink(missing_ok=True)
         if os.path.lexists(target):
             os.replace(target, old)
-            jr.fsync_dir(target.parent)
+            fsync_dir(target.parent)
         os.replace(staging, target)
         done = f"completed the interrupted commit of {target}"
     elif not os.path.lexists(target) and old is not None and old.is_dir():
         os.replace(old, target)
         done = f"put the previous release of {target} back (its interrupted commit left no new one)"
-    jr.fsync_dir(target.parent)
-    jr.remove_journal(target)
+    fsync_dir(target.parent)
+    remove_journal(target)
     if old is not None and old.is_dir() and target.is_dir():
         shutil.rmtree(old, ignore_errors=True)
     return done
@@ -388,22 +388,22 @@ def _recover_files(record: dict) -> str | None:
                 os.replace(tmp, target)
         done = "completed the interrupted commit of " + ", ".join(str(t) for _, t, _ in pairs)
     for folder in {t.parent for _, t, _ in pairs}:
-        jr.fsync_dir(folder)
+        fsync_dir(folder)
     return done
 
 
-def _recover_journal(target: Path) -> str | None:
+def recover_journal(target: Path) -> str | None:
     """Resolve the commit journal of ``target``, if any; returns what was done."""
-    record = jr.read_journal(target)
+    record = read_journal(target)
     if record is None:
         return None
     if not record or record.get("kind") not in ("dir", "files"):
-        raise InputError(f"unreadable commit journal {jr.journal_path(target)}: "
+        raise InputError(f"unreadable commit journal {journal_path(target)}: "
                          f"check {target} and remove the journal")
     if record["kind"] == "dir":
         return _recover_dir(target, record)
     done = _recover_files(record)
-    jr.remove_journal(target)
+    remove_journal(target)
     for pair in record.get("pairs", []):
         for key in ("tmp", "old"):
             if pair.get(key):
@@ -421,14 +421,14 @@ def _recover_legacy(target: Path) -> str | None:
             raise InputError(f"{target} is missing and {len(olds)} moved-aside copies of it are left by "
                              f"interrupted runs ({', '.join(o.name for o in olds)}): rename the one to keep to {target}")
         os.replace(olds[0], target)
-        jr.fsync_dir(target.parent)
+        fsync_dir(target.parent)
         return f"put the previous release of {target} back (an interrupted commit had moved it aside)"
     if target.is_dir() and not (target / SUCCESS).is_file():
         committed = [o for o in olds if (o / SUCCESS).is_file()]
         if len(committed) == 1:  # renamed into place, killed before its _SUCCESS: not a release
             _trash(target)
             os.replace(committed[0], target)
-            jr.fsync_dir(target.parent)
+            fsync_dir(target.parent)
             return f"put the previous release of {target} back (the new one was never committed)"
     return None
 
@@ -461,7 +461,7 @@ def sweep_files(target) -> list:
     """
     target = _name(target)
     removed = []
-    if not target.parent.is_dir() or jr.journal_path(target).exists():
+    if not target.parent.is_dir() or journal_path(target).exists():
         return removed
     prefix = f".{target.name}."
     for path in target.parent.glob(f".{glob_escape(target.name)}.*"):
@@ -507,7 +507,7 @@ def recover(*targets, sweep: bool = True) -> list:
     for target in names:
         if not target.parent.is_dir():
             continue
-        for step in (_recover_journal, _recover_legacy):
+        for step in (recover_journal, _recover_legacy):
             done = step(target)
             if done:
                 lines.append(done)
@@ -536,7 +536,7 @@ def refuse_uncommitted(path) -> None:
         return
     target = _name(path)
     aside = any((o / SUCCESS).is_file() for o in _old_dirs(target))  # a release moved aside for it
-    if (path / "_report.json").is_file() or jr.journal_path(target).exists() or aside:
+    if (path / "_report.json").is_file() or journal_path(target).exists() or aside:
         raise InputError(f"not a committed release (no {SUCCESS}; an interrupted run? run daskmicro "
                          f"on it again as the output to recover it): {path}")
 

@@ -16,18 +16,17 @@ is completed by the next run (:func:`daskmicro.io.commit.recover`).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import uuid
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 import pandas as pd
 
 from ..errors import InputError, describe
-from . import journal as jr
+from .journal import fault, fsync_dir, fsync_file, remove_journal, write_journal
+from .formats import arrow_to_pandas, dump_json
 from .interrupt import check as check_interrupt
 
 __all__ = [
@@ -146,18 +145,6 @@ def _read_parquet_dir(path: Path) -> pd.DataFrame:
     return ds.dataset(path, format="parquet", partitioning="hive").to_table().to_pandas()
 
 
-def arrow_to_pandas(table) -> pd.DataFrame:
-    """A pyarrow table as pandas, integer columns as pandas nullable integers."""
-    import pyarrow as pa
-
-    # integers as pandas nullable integers, whatever the nulls of this file: every piece gets the
-    # same dtypes, and a missing integer stays missing (never a float sentinel)
-    mapping = {t: pd.api.types.pandas_dtype(str(t).replace("int", "Int").replace("uInt", "UInt"))
-               for t in (pa.int8(), pa.int16(), pa.int32(), pa.int64(),
-                         pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64())}
-    return table.to_pandas(types_mapper=mapping.get)
-
-
 # --------------------------------------------------------------------------- atomic writes
 
 
@@ -183,25 +170,6 @@ def verify_written_table(path, fmt: str, columns: list, k: int, rows: int, gzip:
     return check_tuple_counts(tuple_counts(written, columns), k).raise_if_failed()
 
 
-def _json_default(obj: Any):
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.floating):
-        return float(obj)
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, Path):
-        return str(obj)
-    raise TypeError(f"object of type {type(obj).__name__} is not JSON serialisable")
-
-
-def dump_json(obj: Any) -> str:
-    """``obj`` as indented JSON text (numpy scalars and arrays, paths; NaN/inf refused), newline-terminated."""
-    return json.dumps(obj, indent=2, default=_json_default, allow_nan=False) + "\n"
-
-
 class AtomicBatch:
     """Stage several files and move them into place together when the block ends without error.
 
@@ -225,7 +193,7 @@ class AtomicBatch:
         tmp = target.parent / f".{target.name}.{uuid.uuid4().hex}.{os.getpid()}.tmp"
         try:
             write(tmp)
-            jr.fsync_file(tmp)
+            fsync_file(tmp)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
@@ -288,7 +256,7 @@ class AtomicBatch:
         they were.  Fault points of the tests: ``file.staged``, ``file.aside``, ``file.journal``,
         ``file.rename.N`` (after the N-th rename), ``file.unjournal``.
         """
-        from .commit import _recover_journal
+        from .commit import recover_journal
 
         staged, self._staged = self._staged, []
         try:
@@ -297,16 +265,16 @@ class AtomicBatch:
             if dirs:
                 raise InputError(f"cannot replace a directory with a file: {', '.join(dirs)}")
             for _, target in staged:
-                _recover_journal(target)
+                recover_journal(target)
             folders = list(dict.fromkeys(target.parent for _, target in staged))
             if len(staged) == 1:
                 tmp, target = staged[0]
                 os.replace(tmp, target)
-                jr.fsync_dir(target.parent)
+                fsync_dir(target.parent)
                 return
             for folder in folders:
-                jr.fsync_dir(folder)
-            jr.fault("file.staged")
+                fsync_dir(folder)
+            fault("file.staged")
             aside: list[tuple[Path, Path]] = []   # (target, where its old version waits)
             for tmp, target in staged:
                 if os.path.lexists(target):
@@ -315,27 +283,27 @@ class AtomicBatch:
                         os.link(target, old, follow_symlinks=False)
                     except OSError:  # a file system without hard links: a copy does as well
                         shutil.copy2(target, old, follow_symlinks=False)
-                        jr.fsync_file(old)
+                        fsync_file(old)
                     aside.append((target, old))
             for folder in folders:
-                jr.fsync_dir(folder)
-            jr.fault("file.aside")
+                fsync_dir(folder)
+            fault("file.aside")
             olds = dict(aside)
             first = staged[0][1]
             pairs = [{"tmp": str(tmp.absolute()), "target": str(target.absolute()),
                       "old": str(olds[target].absolute()) if target in olds else None} for tmp, target in staged]
-            jr.write_journal(first, {"kind": "files", "state": "forward", "pairs": pairs})
-            jr.fault("file.journal")
+            write_journal(first, {"kind": "files", "state": "forward", "pairs": pairs})
+            fault("file.journal")
             placed: list[Path] = []
             try:
                 for i, (tmp, target) in enumerate(staged, 1):
                     os.replace(tmp, target)
                     placed.append(target)
-                    jr.fault(f"file.rename.{i}")
+                    fault(f"file.rename.{i}")
                 for folder in folders:
-                    jr.fsync_dir(folder)
+                    fsync_dir(folder)
             except BaseException:
-                jr.write_journal(first, {"kind": "files", "state": "back", "pairs": pairs})
+                write_journal(first, {"kind": "files", "state": "back", "pairs": pairs})
                 for target in placed:
                     if target not in olds:
                         target.unlink(missing_ok=True)
@@ -344,11 +312,11 @@ class AtomicBatch:
                     # a target never replaced is the same file as its old link: rename does nothing then
                     old.unlink(missing_ok=True)
                 for folder in folders:
-                    jr.fsync_dir(folder)
-                jr.remove_journal(first)
+                    fsync_dir(folder)
+                remove_journal(first)
                 raise
-            jr.remove_journal(first)
-            jr.fault("file.unjournal")
+            remove_journal(first)
+            fault("file.unjournal")
             for _, old in aside:
                 old.unlink(missing_ok=True)
         finally:
