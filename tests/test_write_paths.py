@@ -241,3 +241,27 @@ def test_spill_directory_around_the_output_is_refused(tmp_path):
     with pytest.raises(ParameterError, match="spill"):
         anonymize_file(lake, tmp_path / "spill" / "rel", qi=["x", "y"], k=K, spill_directory=str(tmp_path / "spill"))
     assert not (tmp_path / "spill" / "rel").exists()
+
+
+def test_full_disk_under_quiet_prints_one_line_and_leaves_nothing(tmp_path):
+    """A real full file system (a 200 KiB tmpfs): the write stage fails on the workers; --quiet
+    prints only the one-line error (no Dask task-failure logs) and the output holds nothing."""
+    small = tmp_path / "small"
+    small.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", str(small)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("mounting a small tmpfs needs root and a mount namespace that allows it")
+    try:
+        lake = tmp_path / "lake"
+        lake.mkdir()
+        rng = np.random.default_rng(0)
+        for i in range(2):
+            pd.DataFrame({"x": rng.normal(size=10_000), "y": rng.normal(size=10_000)}).to_parquet(
+                lake / f"p{i}.parquet", index=False)
+        done = _cli("anonymize", lake, small / "out", "--qi", "x,y", "--k", K, "--quiet", cwd=tmp_path)
+        assert done.returncode != 0 and done.stdout == ""
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("daskmicro: error:") and "No space left" in lines[0], done.stderr
+        assert list(small.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(small)], check=True)
