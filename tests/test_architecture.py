@@ -1,4 +1,4 @@
-"""Architecture rules (issue 17, item 5), checked statically over every module under daskmicro/.
+"""Architecture rules, checked statically over every module under daskmicro/.
 
 a. no import cycles among daskmicro modules (imports inside functions count too);
 b. no module imports another daskmicro module's private (underscore) names;

@@ -1,4 +1,4 @@
-"""``daskmicro demo-data DIR/ --files N``: a directory of Parquet files (issue 19)."""
+"""``daskmicro demo-data DIR/ --files N``: a directory of Parquet files."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``daskmicro report`` renders the release a real ``daskmicro anonymize`` run wrote (issue 19)."""
+"""``daskmicro report`` renders the release a real ``daskmicro anonymize`` run wrote."""
 
 from __future__ import annotations
 

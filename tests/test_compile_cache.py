@@ -1,4 +1,4 @@
-"""numba's compile cache in a writable per-user dir (issue 18): chosen at ``import daskmicro``, reused by a
+"""numba's compile cache in a writable per-user dir: chosen at ``import daskmicro``, reused by a
 second process, working when the installed package is read-only; ``daskmicro warmup`` and the Dockerfile.
 
 Every run is a subprocess with HOME / XDG_CACHE_HOME in a temp dir and NUMBA_CACHE_DIR unset, so the
@@ -150,7 +150,7 @@ def test_warmup_command_exits_0_and_prints_the_cache_dir(home):
                           text=True, timeout=600, cwd=str(home))
     assert proc.returncode == 0, proc.stderr[-3000:]
     # every kernel compiled once, for the types runs use: an integer literal in a compiled call (or a
-    # caller passing another dtype) would add a second specialization and its compile time (issue 18).
+    # caller passing another dtype) would add a second specialization and its compile time.
     # numba writes a function's specializations as NAME-LINE.pyXY.1.nbc, .2.nbc, … in the cache dir of
     # its source dir (another copy of the package, as in the read-only test above, has a dir of its own)
     # The two kernels of the top level also read its float32 working copy (graph.fanout._working_copy):

@@ -1,4 +1,4 @@
-"""Issue 18: the kernels a run needs are compiled before its stages, once per machine, with the one
+"""The kernels a run needs are compiled before its stages, once per machine, with the one
 specialization runs use."""
 
 from __future__ import annotations

@@ -132,7 +132,7 @@ def test_quality_through_anonymize_one_task():
 
 @pytest.mark.parametrize("name", ["census", "eia"])
 def test_quality_high_is_at_least_5_percent_below_exact_mdav_at_k3_on_both_reference_sets(name):
-    """Issue 20, part 4: on small public data sets, not only Census (figures in benchmarks/README.md)."""
+    """On small public data sets, not only Census (figures in benchmarks/README.md)."""
     import daskmicro
     from daskmicro.datasets import load_census, load_eia
 

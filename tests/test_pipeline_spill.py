@@ -1,4 +1,4 @@
-"""Bounded memory (issue 21): a run whose data exceed its workers' memory limit completes by
+"""Bounded memory: a run whose data exceed its workers' memory limit completes by
 spilling to disk, and the worker memory settings reach every entry (API, CLI, workflow spec).
 
 Real parts only: a LocalCluster of worker processes with a small ``memory_limit`` and a spill

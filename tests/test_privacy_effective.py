@@ -10,7 +10,7 @@ from scipy.stats import binom
 from daskmicro.errors import ParameterError
 from daskmicro.privacy.effective import cell_failure, effective_anonymity, table_failure
 
-# Table III of 003_0edb38f823409d2d.txt: k, π, p̄ → n_min, q̄, u, r̄, r̄′
+# Table III of *p-Probabilistic k-Anonymous Microaggregation …*: k, π, p̄ → n_min, q̄, u, r̄, r̄′
 TABLE_III = [
     (10, 0.75, 1e-4, 25, 4.31e-5, 8.80, 1.52e-5, 2.02e-5),
     (10, 0.75, 1e-5, 27, 6.05e-6, 8.82, 1.98e-6, 2.64e-6),

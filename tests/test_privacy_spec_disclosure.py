@@ -1,4 +1,4 @@
-"""What a spec discloses: no model record, in any field, in z-scores or original units (issue 16).
+"""What a spec discloses: no model record, in any field, in z-scores or original units.
 
 The attacker holds the published spec and nothing else.  Every list of m numbers in it is taken
 as a candidate record, as it stands and after undoing (or applying) the standardization the spec

@@ -126,7 +126,7 @@ def test_distributed_tuple_counts_never_merge_different_tuples_with_equal_hashes
 
 @pytest.mark.parametrize("k", [2, 3, 5])
 def test_checking_in_hash_buckets_gives_the_verdict_of_one_merge(k):
-    """The distributed check merges tuple counts per range of the tuple hash (issue 21): its
+    """The distributed check merges tuple counts per range of the tuple hash: its
     verdict and size histogram must be those of one merge of all counts, failures included."""
     from daskmicro.privacy.verify import (bucket_verdict, check_tuple_counts, combine_verdicts,
                                           merge_tuple_counts, split_tuple_counts, tuple_counts)

@@ -99,7 +99,7 @@ def test_sweep_rows_reference_and_budget(data):
 def test_sweep_n_components_scan(data):
     res = sweep(data, QI, 5, nu=[0], n_components=[1, 3, 6], sample=800)
     assert list(res["m_tilde"]) == [1, 3, 6] and res["recommended"].sum() == 0
-    # fewer components, more distortion (seed 001 Fig. 12)
+    # fewer components, more distortion (*Efficient k-Anonymous Microaggregation … via PCA*, Fig. 12)
     assert res["information_loss"].iloc[0] > res["information_loss"].iloc[2]
 
 
