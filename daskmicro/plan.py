@@ -24,6 +24,7 @@ from pathlib import Path
 from .config import ONE_TASK_METHODS, RunConfig
 from .errors import InputError, ParameterError
 from .io import commit as cm
+from .io import recovery as rec
 
 __all__ = ["run", "Outcome", "open_input", "needs_cluster"]
 
@@ -284,7 +285,7 @@ def _write_run_record(report, say):
 def recover_outputs(output, report_path=None) -> list:
     """Resolve interrupted commits of the outputs a run to ``output`` writes (the release, its
     report, the Dask performance report) and sweep what interrupted runs left of them
-    (:func:`daskmicro.io.commit.recover`); returns the notices."""
+    (:func:`daskmicro.io.recovery.recover`); returns the notices."""
     if output is None:
         return []
     from .io.lake import is_lake_target
@@ -296,7 +297,7 @@ def recover_outputs(output, report_path=None) -> list:
     if not is_lake_target(output):
         report = Path(report_path) if report_path else Path(output).with_suffix(".report.json")
         targets += [report, dask_report.performance_report_path(report)]
-    return cm.recover(*dict.fromkeys(targets))
+    return rec.recover(*dict.fromkeys(targets))
 
 
 def worker_settings(cfg: RunConfig, source) -> dict:

@@ -24,6 +24,7 @@ import pytest
 
 from daskmicro.cli import main
 from daskmicro.io import commit as cm
+from daskmicro.io import recovery as rec
 from daskmicro.io import journal as jr
 from daskmicro.io.tables import AtomicBatch, dump_json
 
@@ -303,7 +304,7 @@ def test_old_release_left_aside_without_journal_is_put_back(tmp_path, data_input
     commit_dir_here(src, out, manifest)
     aside = root / ".R.old-0123abcd"
     os.replace(out, aside)  # as an older version left it: moved aside, killed before the new one
-    assert cm.sweep_stale(out) == [] and aside.is_dir()  # the only copy is never deleted
+    assert rec.sweep_stale(out) == [] and aside.is_dir()  # the only copy is never deleted
     failing_run(data_input, out, capsys)
     assert_dir_is(out, old) and not leftovers(root, "R")
 
@@ -329,10 +330,10 @@ def test_plain_parquet_directory_is_still_an_input(tmp_path, capsys):
     lake.mkdir()
     rng = np.random.default_rng(1)
     pd.DataFrame({"x": rng.normal(size=40), "y": rng.normal(size=40)}).to_parquet(lake / "a.parquet")
-    cm.refuse_uncommitted(lake)  # no _SUCCESS, nothing of daskmicro's: read as it is
+    rec.refuse_uncommitted(lake)  # no _SUCCESS, nothing of daskmicro's: read as it is
     (lake / "_report.json").write_text("{}")
     with pytest.raises(Exception, match="_SUCCESS"):
-        cm.refuse_uncommitted(lake)
+        rec.refuse_uncommitted(lake)
 
 
 def test_legacy_file_leftovers_are_swept(tmp_path, data_input, capsys):
@@ -388,6 +389,6 @@ def test_staging_whose_target_was_replaced_since_is_dropped(tmp_path):
     os.replace(jr.journal_path(out), tmp_path / "journal")
     commit_dir_here(src, out, manifest)  # committed by another run while the journal was away
     os.replace(tmp_path / "journal", jr.journal_path(out))
-    assert any("another release" in line for line in cm.recover(out))
+    assert any("another release" in line for line in rec.recover(out))
     assert_dir_is(out, first)
     assert not staging.exists() and not leftovers(tmp_path, "R")

@@ -82,7 +82,7 @@ def _cmd_demo(args) -> int:
     from ..report import write_report
     from ..report.dask_report import DaskPerformanceReport
 
-    from ..io.commit import recover
+    from ..io.recovery import recover
 
     out_dir = Path(args.output)
     if out_dir.exists() and not out_dir.is_dir():
@@ -132,7 +132,7 @@ def _cmd_demo_data(args) -> int:
     from ..datasets import census_like, correlated_gaussian
     from ..io.tables import table_format, write_table_atomic
 
-    from ..io.commit import recover
+    from ..io.recovery import recover
 
     output = Path(args.output)
     directory = str(args.output).endswith(("/", "\\")) or (output.suffix == "" and table_format(output) is None)

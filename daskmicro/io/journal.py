@@ -15,7 +15,7 @@ The journal is written (temporary file, fsync, rename, fsync of the directory) o
 new file is complete and on disk, so its presence means "the new version is whole": a later run
 that finds it completes the renames (``state`` "forward") or, for a batch whose renames failed in
 the process that made them, puts the old files back (``state`` "back"), and then removes it
-(:func:`daskmicro.io.commit.recover`).  The journal is removed only after the last rename is on
+(:func:`daskmicro.io.recovery.recover`).  The journal is removed only after the last rename is on
 disk; the moved-aside old versions are deleted after that.
 
 Test hook: when the environment variable ``DASKMICRO_FAULT_AT`` names a step (the names are the

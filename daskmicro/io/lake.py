@@ -33,7 +33,7 @@ def read_lake(path):
     if not path.exists():
         raise InputError(f"input not found: {path}")
     if path.is_dir():
-        from .commit import refuse_uncommitted
+        from .recovery import refuse_uncommitted
 
         refuse_uncommitted(path)  # a daskmicro release is read only once committed
         files = [p for p in path.rglob("*") if p.is_file() and p.name.lower().endswith(PARQUET_SUFFIXES)]

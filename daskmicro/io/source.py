@@ -213,7 +213,7 @@ def open_source(path, filters=(), columns=None, drop=(), needed=()) -> LakeSourc
     if not path.exists():
         raise InputError(f"input not found: {path}")
     if path.is_dir():
-        from .commit import refuse_uncommitted
+        from .recovery import refuse_uncommitted
 
         refuse_uncommitted(path)  # a daskmicro release is read only once committed
         files = _data_files(path, PARQUET_SUFFIXES)

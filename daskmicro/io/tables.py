@@ -11,7 +11,7 @@ new one, never a torn one.  Each file is fsynced before it is moved, and its dir
 :class:`AtomicBatch` extends this to several files — a release and its report — that appear
 together or not at all: a commit journal (:mod:`daskmicro.io.journal`) naming every
 (temporary file → target) pair is written before the first move, so a crash between two moves
-is completed by the next run (:func:`daskmicro.io.commit.recover`).
+is completed by the next run (:func:`daskmicro.io.recovery.recover`).
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ def _refuse_duplicates(names, path) -> None:
 def _read_parquet_dir(path: Path) -> pd.DataFrame:
     import pyarrow.dataset as ds
 
-    from .commit import refuse_uncommitted
+    from .recovery import refuse_uncommitted
 
     refuse_uncommitted(path)  # a daskmicro release is read only once committed
 
@@ -246,7 +246,7 @@ class AtomicBatch:
         """Move every staged file into place, all or none.
 
         A target that is a directory is refused before anything moves; an interrupted commit of
-        a target is resolved first (:func:`daskmicro.io.commit.recover`).  One file is moved by
+        a target is resolved first (:func:`daskmicro.io.recovery.recover`).  One file is moved by
         one atomic rename.  For several, each existing target is kept under a hidden sibling name
         (a hard link, so the target never disappears) and a journal naming every (temporary →
         target, old) triple is written beside the first target before the first rename: a crash
@@ -256,7 +256,7 @@ class AtomicBatch:
         they were.  Fault points of the tests: ``file.staged``, ``file.aside``, ``file.journal``,
         ``file.rename.N`` (after the N-th rename), ``file.unjournal``.
         """
-        from .commit import recover_journal
+        from .recovery import recover_journal
 
         staged, self._staged = self._staged, []
         try:

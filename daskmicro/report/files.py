@@ -28,7 +28,7 @@ def find_report(path) -> tuple[Path, Path]:
     path = Path(path)
     if path.is_dir():
         if (path / "_report.json").is_file():
-            from ..io.commit import refuse_uncommitted
+            from ..io.recovery import refuse_uncommitted
 
             refuse_uncommitted(path)  # the report of a release that was never committed is not shown
             named = path if path.name not in ("", ".", "..") else path.resolve()

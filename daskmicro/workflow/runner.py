@@ -139,14 +139,14 @@ def execute_run(spec: WorkflowSpec, slot: dt.datetime | None = None, client=None
 
     d = spec.data
     key = key or _run_key(spec, slot)
-    from ..io import commit as cm
+    from ..io import recovery as rec
 
     out, report_path, is_dir = output_paths(spec, slot)
     # first, whatever the run then does or refuses: an interrupted commit of its outputs resolved
-    for line in cm.recover(out, report_path):
+    for line in rec.recover(out, report_path):
         print(f"daskmicro: {line}", file=sys.stderr)
     source = Path(fill(d["input"]["path"], spec.name, slot))
-    cm.refuse_uncommitted(source)
+    rec.refuse_uncommitted(source)
     _check_targets(source, out, report_path, is_dir, d["output"]["overwrite"])
     started = time.time()
     tick = time.perf_counter()
