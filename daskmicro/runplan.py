@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import DEFAULT_MAX_TASK_ROWS, ONE_TASK_METHODS, RunConfig
+from .config import ONE_TASK_METHODS, RunConfig
 from .errors import ParameterError
 
 __all__ = ["Participation", "Improve", "PipelineSettings", "GroupPlan", "ReleasePlan", "RunPlan", "GroupResult",
@@ -135,8 +135,6 @@ class RunPlan:
     nu: float | None
     refine: str | None
     macro: str
-    task_rows: int
-    max_task_rows: int
     quality: dict
     pipeline: PipelineSettings
     release: ReleasePlan
@@ -162,8 +160,7 @@ class RunPlan:
                    participation=participation, max_cell_failure=cfg.max_cell_failure,
                    plain_k_reference=cfg.plain_k_reference, energy_loss=cfg.energy_loss,
                    n_components=cfg.n_components, nu=cfg.nu, refine=cfg.refine, macro=cfg.macro,
-                   task_rows=cfg.task_rows_or_default, max_task_rows=cfg.max_task_rows_or_default or
-                   DEFAULT_MAX_TASK_ROWS, quality=dict(q), pipeline=pipeline, release=release)
+                   quality=dict(q), pipeline=pipeline, release=release)
 
     # ------------------------------------------------------------------ per group
 
@@ -195,9 +192,9 @@ class RunPlan:
         improve = Improve(q["improve_sweeps"], q["improve_neighbours"], q["improve_pcl_iter"],
                           q["improve_post_sweeps"]) if q["improve_sweeps"] else None
         if m in ONE_TASK_METHODS:
-            if g.n > self.max_task_rows:
+            if g.n > self.pipeline.max_task_rows:
                 raise ParameterError(
-                    f"method {m!r} runs in one task and is limited to max_task_rows = {self.max_task_rows:,} "
+                    f"method {m!r} runs in one task and is limited to max_task_rows = {self.pipeline.max_task_rows:,} "
                     f"records ({g.label}: n = {g.n:,}); use the scalable method 'partitioned' (with refine='pcl' "
                     "for PCL), or raise max_task_rows")
             plain = None

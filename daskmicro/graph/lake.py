@@ -305,7 +305,7 @@ def _prescan(client, source, plan, sink) -> _Layout:
     labels = merged_labels(groups, strata)   # merged strata publish one label
     part_counts = _partition_counts(scans, keys, strata, partition_by, labels)
     plans = [plan.group_plan(g, k) for g in groups]
-    _check_memory(client, plans, plan.task_rows)
+    _check_memory(client, plans, plan.pipeline.task_rows)
     row0s = np.concatenate([[0], np.cumsum([s["rows"] for s in scans])[:-1]]).astype(np.int64)
     return _Layout(qi=qi, n=n, k=k, groups=groups, labels=labels, partition_by=partition_by, part_counts=part_counts,
                    row0s=row0s, strata=strata, plans=plans, rows=[s["rows"] for s in scans],
