@@ -56,6 +56,9 @@ def anonymize(
     macro_iter: int | None = None,
     memory_limit=None,
     spill_directory=None,
+    ledger=None,
+    new_series: bool = False,
+    id_column=None,
 ):
     """Publish a k-anonymous version of ``df`` by microaggregating its quasi-identifier columns.
 
@@ -177,6 +180,18 @@ def anonymize(
         LocalCluster; refused with ``client=`` (its workers keep their own limits).
     spill_directory : path, optional
         Where those workers spill (their local directory); default: Dask's temporary directory.
+    ledger : path, True, False or "off", optional
+        The release ledger (:mod:`daskmicro.io.ledger`) that records what each release published:
+        None or True: ``DASKMICRO_LEDGER``, else ``$XDG_STATE_HOME/daskmicro/ledger``; a path: that
+        directory; False or "off": a trial run that records nothing (its release must not be
+        published).  Records published before are republished with their frozen cell values
+        (docs/series.md).
+    new_series : bool, default False
+        Aggregate records published before afresh (a new series): this release and earlier ones
+        together can give their values back.
+    id_column : column label, optional
+        A column that identifies a record across releases (read, never published); default: a
+        record is identified by its stratum and QI values.
 
     Returns
     -------
@@ -231,7 +246,7 @@ def anonymize(
         max_cell_failure=max_cell_failure, plain_k_reference=plain_k_reference, reference=reference,
         strata=strata, missing=missing, merge_small_strata=merge_small_strata, quality=quality, refine=refine,
         refine_iter=refine_iter, macro=macro, macro_iter=macro_iter, memory_limit=memory_limit,
-        spill_directory=spill_directory,
+        spill_directory=spill_directory, ledger=ledger, new_series=new_series, id_column=id_column,
     )
     if isinstance(df, pd.DataFrame) and cfg.k > len(df):
         raise ParameterError(f"k = {cfg.k} exceeds the number of records n = {len(df)}")

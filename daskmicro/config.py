@@ -20,8 +20,8 @@ from typing import Any, Callable
 
 from .errors import ParameterError
 from .validators import MIN_MEMORY_LIMIT  # noqa: F401 (re-exported: the limit the memory_limit field applies)
-from .validators import (choice, flag, integer, label_list, memory_size, number, participation_value, path_text,
-                         scheduler_address, seed_value, text_list)
+from .validators import (choice, flag, integer, label, label_list, ledger_value, memory_size, number,
+                         participation_value, path_text, scheduler_address, seed_value, text_list)
 
 __all__ = ["RunConfig", "DEFAULTS", "METHODS", "QUALITIES", "QUALITY", "ONE_TASK_METHODS", "RULES", "Rule", "rules_table",
            "AUTO_EXACT_ROWS", "DEFAULT_TASK_ROWS", "DEFAULT_MAX_TASK_ROWS", "DEFAULT_ROWS_PER_FILE",
@@ -116,6 +116,9 @@ FIELDS: dict[str, Callable[[str, Any], Any]] = {
     "dask_report": flag,
     "memory_limit": memory_size,
     "spill_directory": path_text,
+    "ledger": ledger_value,
+    "new_series": flag,
+    "id_column": label,
 }
 
 
@@ -192,6 +195,14 @@ RULES: tuple[Rule, ...] = (
          "memory_limit and spill_directory (--memory-limit, --spill-dir) set up the workers of the LocalCluster "
          "daskmicro starts; the workers of a running cluster keep their own (dask worker --memory-limit, "
          "--local-directory)"),
+    Rule("new series without a ledger", lambda c: c.new_series and c.ledger == "off",
+         "new_series (--new-series) starts a new series in the release ledger; with the ledger off (a trial run) "
+         "nothing is recorded"),
+    Rule("id column without a ledger", lambda c: c.id_column is not None and c.ledger == "off",
+         "id_column (--id-column) identifies records in the release ledger; with the ledger off nothing is recorded"),
+    Rule("id column is a QI or a stratum", lambda c: c.id_column is not None and c.id_column in (*c.qi, *c.strata),
+         "id_column (--id-column): the id column is never published and cannot be a QI or a stratum column",
+         lambda c: repr(c.id_column)),
     Rule("TLS needs three files", lambda c: 0 < sum(v is not None for v in (c.tls_ca_file, c.tls_cert, c.tls_key)) < 3,
          "TLS needs a CA file, a client certificate and a client key (--tls-ca-file, --tls-cert, --tls-key)",
          lambda c: "missing " + ", ".join(f for f, v in (("--tls-ca-file", c.tls_ca_file), ("--tls-cert", c.tls_cert),
@@ -264,6 +275,10 @@ class RunConfig:
     dask_report: bool = False   # the Dask performance report (several MB): only when asked for
     memory_limit: int | None = None     # bytes per worker of the LocalCluster (None: from the task size)
     spill_directory: str | None = None  # where those workers spill (None: Dask's temporary directory)
+    # series of releases (daskmicro.io.ledger)
+    ledger: str | None = None           # None: the default ledger; "off": a trial run, nothing recorded
+    new_series: bool = False            # re-aggregate records published before (gives earlier values away)
+    id_column: str | None = None        # records identified by this column (else by strata + QIs)
     seed_drawn: bool = field(default=False, compare=False)
 
     # ----------------------------------------------------------------- builders
@@ -316,6 +331,8 @@ class RunConfig:
             tls_ca_file=args.tls_ca_file, tls_cert=args.tls_cert, tls_key=args.tls_key,
             dask_report=bool(getattr(args, "dask_report", False)),
             memory_limit=getattr(args, "memory_limit", None), spill_directory=getattr(args, "spill_dir", None),
+            ledger=getattr(args, "ledger", None), new_series=getattr(args, "new_series", None),
+            id_column=getattr(args, "id_column", None),
         )
 
     @classmethod
@@ -343,6 +360,8 @@ class RunConfig:
             tls_ca_file=tls.get("ca_file"), tls_cert=tls.get("cert"), tls_key=tls.get("key"),
             dask_report=(data.get("report") or {}).get("dask_report"),
             memory_limit=cluster.get("memory_limit"), spill_directory=cluster.get("spill_directory"),
+            ledger=(data.get("series") or {}).get("ledger"), new_series=(data.get("series") or {}).get("new_series"),
+            id_column=(data.get("series") or {}).get("id_column"),
         )
 
     # ----------------------------------------------------------------- checks and derived values
@@ -376,6 +395,14 @@ class RunConfig:
         return self.task_rows or QUALITY[self.quality]["task_rows"]
 
     @property
+    def ledger_path(self) -> str:
+        """The run's ledger: the given one, else the default (:func:`daskmicro.io.ledger.default_ledger`);
+        ``"off"`` for a trial run."""
+        from .io.ledger import default_ledger
+
+        return self.ledger if self.ledger is not None else default_ledger()
+
+    @property
     def max_task_rows_or_default(self) -> int:
         return self.max_task_rows or DEFAULT_MAX_TASK_ROWS
 
@@ -391,7 +418,7 @@ class RunConfig:
     def fingerprint_dict(self) -> dict:
         """The options that determine the release (for the commit manifest's fingerprint)."""
         skip = {"force", "overwrite", "scheduler", "workers", "tls_ca_file", "tls_cert", "tls_key", "dask_report",
-                "seed_drawn", "memory_limit", "spill_directory"}
+                "seed_drawn", "memory_limit", "spill_directory", "ledger"}
         out = {}
         for f in fields(self):
             if f.name in skip:

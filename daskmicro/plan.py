@@ -62,6 +62,8 @@ def open_input(cfg: RunConfig, data=None, input=None):
         named = list(cfg.qi) + list(cfg.strata) + list(cfg.partition_by or ())
         if cfg.per_record_participation:
             named.append(cfg.participation)
+        if cfg.id_column is not None:
+            named.append(cfg.id_column)
         source = open_source(Path(input), list(cfg.filters), list(cfg.columns) if cfg.columns else None,
                              list(cfg.drop), needed=named)
     _check_columns(cfg, source)
@@ -94,6 +96,8 @@ def _check_columns(cfg: RunConfig, source) -> None:
     if cfg.per_record_participation:
         if cfg.participation not in cols:
             raise ParameterError(f"participation column {cfg.participation!r} is not in the input")
+    if cfg.id_column is not None and cfg.id_column not in cols:
+        raise ParameterError(f"id_column (--id-column): column {cfg.id_column!r} is not in the input")
     from .publish import ROW_ID
 
     if cfg.keep_row_id and ROW_ID in cols:
@@ -230,18 +234,21 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
         client = _memory_run_client(source, workers)
     perf = dask_report.DaskPerformanceReport(enabled=cluster and cfg.dask_report and sink != "memory")
     report_path, perf_path = _outputs(cfg, sink, output, report_path, input, perf.enabled, existing_ok)
+    series = open_series(plan, say)
     started = time.perf_counter()
     if cluster:
         security = _security(cfg)
         with cluster_client(client, scheduler=cfg.scheduler, security=security, **workers) as c:
             if client is None and c.dashboard_link:
                 say(f"dask dashboard: {c.dashboard_link}")
-            with perf.record():
-                ex = execute(c, source, plan, sink, output, progress)
+            with perf.record(), _ledger_stage(series):
+                ex = execute(c, source, plan, sink, output, progress, series)
             report = build_report(cfg, ex, source, c)
     else:
-        ex = execute(InProcess(), source, plan, sink, output, progress)
+        with _ledger_stage(series):
+            ex = execute(InProcess(), source, plan, sink, output, progress, series)
         report = build_report(cfg, ex, source, None)
+    report.series = _series_report(series, ex)
     if perf.error:
         say(f"warning: {perf.error}")
     report.timings["total"] = time.perf_counter() - started
@@ -250,6 +257,7 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
     report.paths = {"input": str(input) if input is not None else None,
                     "output": str(output) if output is not None else None}
     if sink == "memory":  # pandas, or a Dask DataFrame built on the workers for a Dask input
+        _record_series(series, ex)
         return Outcome(ex.frame, report)
     if before_commit is not None:
         try:
@@ -257,7 +265,15 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
         except BaseException:
             if ex.staging is not None:
                 cm.discard_staging(ex.staging)
+            if series is not None:
+                _discard_series(series)
             raise
+    try:
+        _record_series(series, ex)   # in the ledger before it is on disk: a published release is always recorded
+    except BaseException:
+        if ex.staging is not None:
+            cm.discard_staging(ex.staging)
+        raise
     if sink == "lake":
         outcome = _commit_lake(cfg, ex, report, output, report_path, perf, __version__, run_fp, input_fp,
                                extra_report)
@@ -265,6 +281,80 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
         outcome = _commit_file(cfg, ex, report, output, report_path, perf, perf_path, extra_report)
     outcome.run_record = _write_run_record(report, say)
     return outcome
+
+
+# --------------------------------------------------------------------------- the release ledger
+
+
+def open_series(plan, say):
+    """The run's side of its ledger series (:class:`daskmicro.graph.series.SeriesRun`), or None for a
+    trial run (ledger off), which says in one line that its output must not be published."""
+    if plan.series is None:
+        say("release ledger off: this is a trial run, not recorded; its output must not be published")
+        return None
+    from .graph.series import SeriesRun
+    from .io.ledger import Ledger
+    from .series.fingerprint import split_key
+
+    sp = plan.series
+    try:
+        ledger = Ledger.open(sp.ledger)
+        keys = split_key(ledger.key())
+        folder = ledger.series_dir(plan.qi, plan.strata, sp.id_column)
+        frozen = Ledger.load(folder, plan.qi)
+        stage = Ledger.stage(folder)
+    except OSError as exc:
+        from .errors import describe
+
+        raise ParameterError(f"ledger (--ledger): cannot use {sp.ledger}: {describe(exc)}") from None
+    if sp.new_series and len(frozen):
+        say(f"new series: {len(frozen):,} records published before are aggregated afresh; this release and the earlier "
+            "ones together can give their values back")
+    return SeriesRun(keys=keys, columns=sp.record_columns(plan.qi, plan.strata), frozen=frozen, stage=stage,
+                     new_series=sp.new_series)
+
+
+class _ledger_stage:
+    """Discard the ledger's staged pieces when the run fails."""
+
+    def __init__(self, series):
+        self.series = series
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None and self.series is not None:
+            _discard_series(self.series)
+        return False
+
+
+def _discard_series(series) -> None:
+    from .io.ledger import Ledger
+
+    Ledger.discard(series.stage)
+
+
+def _record_series(series, ex) -> None:
+    """The verified release's pieces become a release of the ledger."""
+    if series is None:
+        return
+    from .io.ledger import Ledger
+
+    Ledger.commit(series.stage.parent, series.stage)
+
+
+def _series_report(series, ex) -> dict:
+    """The report's ``series`` section: counts only."""
+    if series is None:
+        return {"recorded": False}
+    out = {"recorded": True, "new_series": bool(series.new_series), "republished": 0, "new": 0, "merged_cells": 0,
+           "new_cells": 0, "joined_frozen": 0}
+    for info in ex.infos:
+        for key, value in ((getattr(info, "series", None) or {}).items()):
+            if key in out and key not in ("recorded", "new_series"):
+                out[key] += int(value)
+    return out
 
 
 def _write_run_record(report, say):

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from .config import ONE_TASK_METHODS, RunConfig
 from .errors import ParameterError
 
-__all__ = ["Participation", "Improve", "PipelineSettings", "GroupPlan", "ReleasePlan", "RunPlan", "GroupResult",
-           "REFERENCE_AUTO_ROWS"]
+__all__ = ["Participation", "Improve", "PipelineSettings", "GroupPlan", "ReleasePlan", "SeriesPlan", "RunPlan",
+           "GroupResult", "REFERENCE_AUTO_ROWS"]
 
 #: With ``plain_k_reference=None`` the plain-k reference of a participation run is computed for
 #: one-task groups of at most this many records.
@@ -115,6 +115,20 @@ class ReleasePlan:
 
 
 @dataclass(frozen=True)
+class SeriesPlan:
+    """The release ledger of a run (:mod:`daskmicro.io.ledger`): where it is, what identifies a
+    record, and whether records published before are aggregated afresh (``new_series``)."""
+
+    ledger: str
+    id_column: str | None
+    new_series: bool
+
+    def record_columns(self, qi, strata) -> list:
+        """The columns a record's fingerprint is made of."""
+        return [self.id_column] if self.id_column is not None else list(dict.fromkeys([*strata, *qi]))
+
+
+@dataclass(frozen=True)
 class RunPlan:
     """A run description resolved once, for the executor (:mod:`daskmicro.graph.lake`)."""
 
@@ -138,6 +152,7 @@ class RunPlan:
     quality: dict
     pipeline: PipelineSettings
     release: ReleasePlan
+    series: SeriesPlan | None = None    # None: a trial run (ledger off)
 
     @classmethod
     def from_config(cls, cfg: RunConfig, exact_rows: int) -> "RunPlan":
@@ -152,7 +167,10 @@ class RunPlan:
         release = ReleasePlan(seed=int(cfg.seed), keep_row_id=bool(cfg.keep_row_id),
                               partition_by=None if cfg.partition_by is None else tuple(cfg.partition_by),
                               rows_per_file=int(cfg.rows_per_file),
-                              hidden=(cfg.participation,) if participation is not None else ())
+                              hidden=tuple(c for c in (cfg.participation if participation is not None else None,
+                                                       cfg.id_column) if c is not None))
+        ledger = cfg.ledger_path
+        series = None if ledger == "off" else SeriesPlan(ledger, cfg.id_column, bool(cfg.new_series))
         return cls(qi=tuple(cfg.qi), strata=tuple(cfg.strata), missing=cfg.missing,
                    merge_small_strata=bool(cfg.merge_small_strata), k=int(cfg.k), method=cfg.method,
                    exact_rows=int(exact_rows), auto_pipeline=cfg.group_method(0, 0) == "partitioned",
@@ -160,7 +178,7 @@ class RunPlan:
                    participation=participation, max_cell_failure=cfg.max_cell_failure,
                    plain_k_reference=cfg.plain_k_reference, energy_loss=cfg.energy_loss,
                    n_components=cfg.n_components, nu=cfg.nu, refine=cfg.refine, macro=cfg.macro,
-                   quality=dict(q), pipeline=pipeline, release=release)
+                   quality=dict(q), pipeline=pipeline, release=release, series=series)
 
     # ------------------------------------------------------------------ per group
 
@@ -247,3 +265,4 @@ class GroupResult:
     information_loss_at_k: float | None = None   # participation runs: the same records at plain k
     failure_partials: list | None = None  # per-record participation: the cells' failure figures
     expected_distortion: float | None = None
+    series: dict | None = None            # a re-release: records republished with frozen values, new cells

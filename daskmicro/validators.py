@@ -15,7 +15,8 @@ import numpy as np
 from .errors import ParameterError
 
 __all__ = ["MIN_MEMORY_LIMIT", "integer", "number", "choice", "flag", "label_list", "text_list",
-           "participation_value", "seed_value", "memory_size", "scheduler_address", "path_text"]
+           "participation_value", "seed_value", "memory_size", "scheduler_address", "path_text",
+           "ledger_value", "label"]
 
 #: Smallest worker memory limit accepted (``memory_limit``; a worker needs far more, see README).
 MIN_MEMORY_LIMIT = 16 << 20
@@ -127,3 +128,21 @@ def path_text(name, v):
     if not isinstance(v, (str, bytes)) and not hasattr(v, "__fspath__"):
         raise ParameterError(f"{name} must be a path, got {type(v).__name__}")
     return str(v)
+
+
+def ledger_value(name, v):
+    """A ledger: a directory path, ``"off"``/False (a trial run: nothing recorded), True (the default)."""
+    if v is True:
+        return None
+    if v is False or (isinstance(v, str) and v.strip().lower() == "off"):
+        return "off"
+    if isinstance(v, str) and not v.strip():
+        raise ParameterError(f"{name} must be a directory path or 'off', got an empty text")
+    return path_text(name, v)
+
+
+def label(name, v):
+    """One column name."""
+    if not isinstance(v, str) or not v:
+        raise ParameterError(f"{name} must be one column name, got {v!r}")
+    return v

@@ -9,6 +9,7 @@
 * ``dask_processes``: a real ``dask scheduler`` and ``dask worker --nworkers 2`` as separate
   processes on loopback, started on first use.
 * The census data sets and their QI list, made once.
+* The release ledger is off (``DASKMICRO_LEDGER=off``): tests of series name their own ledger.
 
 Under pytest-xdist each worker process of the run has its own session, so these are started at
 most once per xdist worker, and only if one of its tests asks for them.
@@ -16,10 +17,16 @@ most once per xdist worker, and only if one of its tests asks for them.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
 from _clusters import connect, process_client, start_dask_processes
+
+# Every run of the suite is a trial run (the release ledger off) unless a test names a ledger:
+# runs of the same data sets in different tests must not become one series of releases.
+os.environ["DASKMICRO_LEDGER"] = "off"
 
 
 @pytest.fixture(scope="session", autouse=True)

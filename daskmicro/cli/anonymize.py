@@ -74,7 +74,19 @@ def add_parser(sub, fmt) -> None:
     p.add_argument("--no-dask-report", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for old scripts
     add_cluster_options(p)
     _add_lake_options(p)
+    add_series_options(p)
     p.set_defaults(handler=run_anonymize)
+
+
+def add_series_options(p) -> None:
+    g = p.add_argument_group("series of releases (the release ledger)")
+    g.add_argument("--ledger", metavar="DIR|off", help="private ledger of what each release published (default: "
+                   "$DASKMICRO_LEDGER, else $XDG_STATE_HOME/daskmicro/ledger); records published before are "
+                   "republished with their frozen values; 'off': a trial run, not recorded, never to be published")
+    g.add_argument("--new-series", action="store_true", help="aggregate records published before afresh (this "
+                   "release and earlier ones together can give their values back)")
+    g.add_argument("--id-column", metavar="COL", help="column that identifies a record across releases (read, never "
+                   "published; default: its strata and QI values)")
 
 
 def _add_lake_options(p) -> None:

@@ -245,10 +245,11 @@ class _Layout:
     scale: object = None    # mean and spread of each QI: the bins of the report's figures
 
 
-def execute(client, source, plan, sink: str, output=None, progress=None) -> Execution:
+def execute(client, source, plan, sink: str, output=None, progress=None, series=None) -> Execution:
     """Run ``plan`` (a :class:`~daskmicro.runplan.RunPlan`) on ``source`` with ``client``; ``sink``
-    is "lake" (a directory at ``output``), "file" or "memory" (a frame).  Nothing is committed here
-    (see :mod:`daskmicro.plan`)."""
+    is "lake" (a directory at ``output``), "file" or "memory" (a frame).  ``series`` (a
+    :class:`~daskmicro.graph.series.SeriesRun`): the release ledger's side of the run.  Nothing is
+    committed here (see :mod:`daskmicro.plan`)."""
     timings = {}
     t0 = time.perf_counter()
     lay_ = _prescan(client, source, plan, sink)
@@ -264,7 +265,7 @@ def execute(client, source, plan, sink: str, output=None, progress=None) -> Exec
     g0 = lay_.groups[0]
     one_pipeline = len(lay_.groups) == 1 and bool(g0.observed) and not lay_.plans[0].one_task
     stage = _StageRecorder(timings, progress) if one_pipeline else None
-    releases, infos, inputs, meta = _cells(client, source, plan, lay_, stage)
+    releases, infos, inputs, meta = _cells(client, source, plan, lay_, stage, series)
     if stage is None:
         timings["cells"] = _tick(progress, "cells", t0)
     t0 = time.perf_counter()
@@ -312,15 +313,23 @@ def _prescan(client, source, plan, sink) -> _Layout:
                    scale=scale_from_moments(qi, [s.get("moments") for s in scans]))
 
 
-def _cells(client, source, plan, lay_: _Layout, stage):
-    """Every group's cells: one task for a small group, the pipeline for a large one; returns the
-    release pieces (futures or delayed, still keyed by row id), the groups' figures, their inputs."""
+def _cells(client, source, plan, lay_: _Layout, stage, series=None):
+    """Every group's cells: one task for a small group, the pipeline for a large one — or, in a
+    re-release, one task per group from the frozen cells (:mod:`daskmicro.graph.series`); returns
+    the release pieces (futures or delayed, still keyed by row id), the groups' figures, their inputs."""
     import dask
     from dask.delayed import Delayed
+
+    from . import series as gs
 
     qi, strata, n = list(plan.qi), lay_.strata, lay_.n
     pieces = [source.read_task(i, source.columns, int(lay_.row0s[i])) for i in range(len(source.files))
               if lay_.rows[i]]
+    frozen = None
+    if series is not None:
+        pieces = gs.fingerprinted(pieces, series)
+        if series.rerelease:
+            frozen = client.scatter(series.frozen, broadcast=True)
     meta = client.compute(dask.delayed(_empty_like)(pieces[0])).result()
     select = dask.delayed(_select, pure=True)
     releases, infos, inputs = [], [], []
@@ -332,7 +341,11 @@ def _cells(client, source, plan, lay_: _Layout, stage):
             releases.extend(sel)
             infos.append(None)
             continue
-        if gp.one_task:
+        if frozen is not None:
+            rel, info = gs.submit_series_group(client, gp, qi, (qi, lay_.scale), frozen, sel)
+            releases.append(rel)
+            infos.append(info)
+        elif gp.one_task:
             pair = client.submit(_run_one_task, gp, (qi, lay_.scale), *client.compute(sel))
             releases.append(client.submit(operator.itemgetter(0), pair))
             infos.append(client.submit(operator.itemgetter(1), pair))
@@ -348,6 +361,9 @@ def _cells(client, source, plan, lay_: _Layout, stage):
     published = list(dict.fromkeys(strata + qi))
     releases = [dask.delayed(canonical_values, pure=True)(r, published) if isinstance(r, Delayed)
                 else client.submit(canonical_values, r, published) for r in releases]
+    if series is not None:
+        releases = gs.recorded(releases, series, client, qi)
+        meta = meta.drop(columns=list(gs.FP))
     return releases, infos, inputs, meta
 
 

@@ -161,6 +161,7 @@ class Report:
     strata: dict | None = None      # strata / missing-pattern groups (daskmicro.strata)
     lake: dict | None = None        # directory releases: input fingerprint, configuration, files (daskmicro.plan)
     before_after: dict | None = None  # per-QI histograms and correlations, original vs released (kernels.figures)
+    series: dict | None = None      # the release ledger: recorded or not, records republished with frozen values
 
     @property
     def distortion(self) -> float:
@@ -254,7 +255,7 @@ class Report:
             out["nu"] = float(self.nu)
         if self.n_distal is not None:
             out["n_distal"] = int(self.n_distal)
-        for name in ("incremental", "probabilistic", "utility", "risk"):
+        for name in ("incremental", "probabilistic", "utility", "risk", "series"):
             value = getattr(self, name)
             if value is not None:
                 out[name] = value.to_dict() if hasattr(value, "to_dict") else dict(value)
@@ -301,11 +302,25 @@ class Report:
             lines.append(f"  constant QI columns left unchanged: {', '.join(map(str, self.constant_columns))}")
         if self.probabilistic:
             lines.extend(_probabilistic_lines(self.probabilistic))
+        if self.series:
+            lines.append(_series_line(self.series))
         verdict = "passed" if self.verified else "FAILED"
         checked = getattr(self.k_anonymity, "k", None) or self.k  # n_min under constant participation
         what = "stratum + QI tuple" if (self.strata or {}).get("columns") else "QI tuple"
         lines.append(f"  verification {verdict}: every published {what} occurs ≥ {checked} times, rows in = rows out")
         return "\n".join(lines)
+
+
+def _series_line(series: dict) -> str:
+    """The summary line of the release ledger."""
+    if not series.get("recorded"):
+        return "  release ledger: off (a trial run: not recorded, must not be published)"
+    if series.get("republished"):
+        return (f"  release ledger: {series['republished']:,} records republished with their frozen values "
+                f"({series['merged_cells']:,} frozen cells merged), {series['new']:,} new records "
+                f"({series['new_cells']:,} new cells, {series['joined_frozen']:,} joined frozen cells)")
+    what = "a new series" if series.get("new_series") else "the first release of its records"
+    return f"  release ledger: recorded as {what}"
 
 
 def _probabilistic_lines(prob: dict) -> list:

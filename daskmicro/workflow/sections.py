@@ -18,7 +18,7 @@ from .values import (SpecError, as_bool, as_columns, as_duration, as_float, as_i
 
 __all__ = ["SECTIONS", "INCREMENTAL_BASE_METHODS", "INCREMENTAL_PIPELINE_PARAMETERS", "check_input",
            "check_parameters", "check_incremental", "check_incremental_parameters", "check_participation",
-           "check_output", "check_cluster", "check_schedule"]
+           "check_output", "check_cluster", "check_schedule", "check_series"]
 
 _FILTER_OPS = ("==", "!=", "<", "<=", ">", ">=", "in", "not in")
 
@@ -35,6 +35,7 @@ SECTIONS = {
     "cluster": ("address", "workers", "memory_limit", "spill_directory", "tls"),
     "tls": ("ca_file", "cert", "key"),
     "schedule": ("cron", "at", "timezone"),
+    "series": ("ledger", "new_series", "id_column"),
 }
 
 
@@ -249,6 +250,23 @@ def check_cluster(value, base: Path) -> dict:
         out["tls"] = {k: as_path(tls[k], f"cluster.tls.{k}", base) for k in SECTIONS["tls"]}
     if out.get("address", "").startswith("tls://") and "tls" not in out:
         fail("cluster.tls", "a tls:// address needs ca_file, cert and key")
+    return out
+
+
+def check_series(value, base: Path) -> dict:
+    """``series:``: the release ledger (a directory, or ``off`` for a trial run), ``new_series``, ``id_column``."""
+    sec = as_mapping(value, "series", SECTIONS["series"])
+    out: dict = {}
+    if sec.get("ledger") is not None:
+        led = sec["ledger"]
+        if led is False or (isinstance(led, str) and led.strip().lower() == "off"):
+            out["ledger"] = "off"
+        else:
+            out["ledger"] = as_path(as_str(led, "series.ledger"), "series.ledger", base)
+    if "new_series" in sec:
+        out["new_series"] = as_bool(sec["new_series"], "series.new_series")
+    if sec.get("id_column") is not None:
+        out["id_column"] = as_str(sec["id_column"], "series.id_column")
     return out
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from ..errors import ParameterError
 from .sections import (INCREMENTAL_BASE_METHODS, INCREMENTAL_PIPELINE_PARAMETERS,  # noqa: F401 (re-exported)
                        SECTIONS, check_cluster, check_incremental, check_incremental_parameters, check_input,
-                       check_output, check_parameters, check_participation, check_schedule)
+                       check_output, check_parameters, check_participation, check_schedule, check_series)
 from .slots import UTC, Clock, check_cron, fill, parse_time, run_key, slot_id, slots_between, zone  # noqa: F401 (re-exported)
 from .values import PLACEHOLDERS, SpecError, as_bool, as_columns, as_int, as_mapping, as_path, as_str, fail, show
 
@@ -44,7 +44,7 @@ METHODS = ("auto", "mdav", "pca-mdav", "pcl", "partitioned", "proximal-distal", 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 _TOP = ("version", "name", "description", "input", "qi", "k", "method", "parameters", "incremental",
-        "participation", "output", "report", "cluster", "schedule")
+        "participation", "output", "report", "cluster", "schedule", "series")
 _REQUIRED_TOP = ("name", "input", "qi", "k", "output")
 
 
@@ -124,6 +124,11 @@ def parse_spec(obj, base_dir=".", source: str | None = None) -> WorkflowSpec:
         data["cluster"] = check_cluster(top["cluster"], base)
     if "schedule" in top:
         data["schedule"] = check_schedule(top["schedule"])
+    if "series" in top:
+        if method == "incremental":
+            fail("series", "an incremental survey is not recorded in the release ledger yet; run it with "
+                           "series: {ledger: off} only for trials")
+        data["series"] = check_series(top["series"], base)
     if data["input"]["strata"] and method == "incremental":
         fail("input.strata", "strata are not supported with method: incremental")
     if method == "incremental":

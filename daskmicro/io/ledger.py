@@ -1,0 +1,190 @@
+"""The release ledger: a private, append-only record of what each release published.
+
+One directory per ledger — by default ``$XDG_STATE_HOME/daskmicro/ledger/``
+(``~/.local/state/daskmicro/ledger/`` when the variable is unset), or the ``DASKMICRO_LEDGER``
+environment variable, or the run's ``ledger`` option — owner-only (0700 / 0600)::
+
+    LEDGER/key                               the secret of the keyed fingerprints (never leaves)
+    LEDGER/series/SID/series.json            the series: its QIs, strata and id column
+    LEDGER/series/SID/rNNNNNN/records-I.parquet   fingerprint → cell id, one file per release piece
+    LEDGER/series/SID/rNNNNNN/cells-I.parquet     cell id → the published QI values
+
+A *series* is one choice of QIs, strata and id column: releases of the same records in one
+series republish frozen values (:mod:`daskmicro.series.frozen`).  The pieces of a release are
+written by the tasks that build them, into a hidden staging directory, and become a release of
+the ledger (one rename) once the release is verified — before the release itself is committed,
+so that a release on disk is always in the ledger.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["Ledger", "default_ledger", "record_piece", "cell_ids", "OFF"]
+
+OFF = "off"
+_KEY_BYTES = 32
+
+
+def default_ledger() -> str:
+    """The ledger a run uses when none is given: ``DASKMICRO_LEDGER`` (a path, or ``off``), else
+    the user's state directory."""
+    env = os.environ.get("DASKMICRO_LEDGER")
+    if env:
+        return env
+    from .runrecord import state_dir
+
+    return str(state_dir() / "ledger")
+
+
+def cell_ids(values: np.ndarray) -> np.ndarray:
+    """A 64-bit id of each row of published values (rows × QIs; −0.0 is 0.0, NaNs are one value)."""
+    v = np.array(values, dtype=np.float64, copy=True)
+    v[v == 0] = 0.0
+    v[np.isnan(v)] = np.nan
+    rows = np.ascontiguousarray(v).view(f"S{8 * v.shape[1]}").ravel().astype(object) if v.shape[1] else None
+    if rows is None:
+        return np.ones(len(v), np.uint64)
+    ids = pd.util.hash_array(rows, categorize=False)
+    ids[ids == 0] = 1  # 0 means "no cell"
+    return ids
+
+
+def record_piece(df: pd.DataFrame, stage: str, index: int, qi: list, fp_columns) -> pd.DataFrame:
+    """Write the ledger rows of one published release piece (a task's side effect, idempotent:
+    a re-run of the task writes the same files); returns the piece without its fingerprints."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    values = df[qi].to_numpy(np.float64, na_value=np.nan)
+    ids = cell_ids(values)
+    records = pa.table({"hi": df[fp_columns[0]].to_numpy(np.uint64), "lo": df[fp_columns[1]].to_numpy(np.uint64),
+                        "cell": ids})
+    first = np.unique(ids, return_index=True)[1]
+    cells = {"cell": ids[first]}
+    cells.update({f"q{j}": values[first, j] for j in range(len(qi))})
+    folder = Path(stage)
+    for name, table in (("records", records), ("cells", pa.table(cells))):
+        tmp = folder / f".{name}-{index:06d}.{uuid.uuid4().hex[:8]}"
+        pq.write_table(table, tmp)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, folder / f"{name}-{index:06d}.parquet")
+    return df.drop(columns=list(fp_columns))
+
+
+@dataclass
+class Ledger:
+    """A ledger directory (created on first use, owner-only)."""
+
+    path: Path
+
+    @classmethod
+    def open(cls, path) -> "Ledger":
+        p = Path(path).expanduser()
+        if p.exists() and not p.is_dir():
+            from ..errors import ParameterError
+
+            raise ParameterError(f"ledger (--ledger): not a directory: {p}")
+        p.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(p, 0o700)
+        return cls(p)
+
+    def key(self) -> bytes:
+        """The ledger's secret (made on first use)."""
+        path = self.path / "key"
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return bytes.fromhex(path.read_text().strip())
+        secret = secrets.token_bytes(_KEY_BYTES)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secret.hex())
+            fh.flush()
+            os.fsync(fh.fileno())
+        return secret
+
+    def series_dir(self, qi, strata, id_column) -> Path:
+        desc = {"qi": list(qi), "strata": list(strata), "id_column": id_column}
+        sid = hashlib.sha256(json.dumps(desc, sort_keys=True).encode()).hexdigest()[:16]
+        folder = self.path / "series" / sid
+        if not folder.is_dir():
+            for d in (folder.parent, folder):
+                d.mkdir(exist_ok=True, mode=0o700)
+                os.chmod(d, 0o700)
+            tmp = folder / f".series.{uuid.uuid4().hex[:8]}"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(json.dumps(desc, indent=1))
+            os.replace(tmp, folder / "series.json")
+        return folder
+
+    @staticmethod
+    def releases(folder: Path) -> list:
+        return sorted(p for p in folder.glob("r[0-9]*") if p.is_dir())
+
+    @staticmethod
+    def load(folder: Path, qi):
+        """The frozen cells of a series (:class:`daskmicro.series.frozen.Frozen`)."""
+        import pyarrow.parquet as pq
+
+        from ..series.fingerprint import FP_DTYPE
+        from ..series.frozen import Frozen
+
+        recs, cells = [], []
+        for r in Ledger.releases(folder):
+            for f in sorted(r.glob("records-*.parquet")):
+                recs.append(pq.read_table(f).to_pandas())
+            for f in sorted(r.glob("cells-*.parquet")):
+                cells.append(pq.read_table(f).to_pandas())
+        if not recs:
+            return Frozen.empty(qi)
+        rec = pd.concat(recs, ignore_index=True)
+        rec = rec.drop_duplicates(["hi", "lo"], keep="last")   # a later release's cell wins
+        fps = np.empty(len(rec), FP_DTYPE)
+        fps["hi"], fps["lo"] = rec["hi"].to_numpy(np.uint64), rec["lo"].to_numpy(np.uint64)
+        order = np.argsort(fps, kind="stable")
+        cel = pd.concat(cells, ignore_index=True).drop_duplicates("cell").sort_values("cell")
+        values = cel[[f"q{j}" for j in range(len(qi))]].to_numpy(np.float64)
+        return Frozen(fps[order], rec["cell"].to_numpy(np.uint64)[order], cel["cell"].to_numpy(np.uint64),
+                      values, tuple(qi))
+
+    @staticmethod
+    def stage(folder: Path) -> Path:
+        stage = folder / f".stage-{uuid.uuid4().hex}"
+        stage.mkdir(mode=0o700)
+        return stage
+
+    @staticmethod
+    def commit(folder: Path, stage: Path) -> Path:
+        """The staged pieces become the series' next release (one rename)."""
+        from .journal import fsync_dir, fsync_tree
+
+        fsync_tree(stage)
+        for _ in range(100):
+            done = Ledger.releases(folder)
+            n = int(done[-1].name[1:]) + 1 if done else 1
+            target = folder / f"r{n:06d}"
+            try:
+                os.rename(stage, target)   # fails if another run took the number: take the next
+            except OSError:
+                if target.exists():
+                    continue
+                raise
+            fsync_dir(folder)
+            return target
+        raise OSError(f"could not record the release in the ledger {folder}")
+
+    @staticmethod
+    def discard(stage) -> None:
+        if stage is not None:
+            shutil.rmtree(stage, ignore_errors=True)
