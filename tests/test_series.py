@@ -270,3 +270,49 @@ def test_every_republished_value_was_published_before(tmp_path_factory, steps, s
             if pid in published:
                 assert values in all_values
         record(rel)
+
+
+def test_a_re_release_of_the_same_records_is_the_same_release_with_the_same_figures(tmp_path):
+    people = _people(700, seed=8)
+    ledger = tmp_path / "ledger"
+    r1, rep1 = anonymize(people, qi=QI, k=5, seed=3, ledger=ledger)
+    r2, rep2 = anonymize(people, qi=QI, k=5, seed=3, ledger=ledger, method="pca-mdav")
+    pd.testing.assert_frame_equal(r1, r2)
+    assert rep2.information_loss == pytest.approx(rep1.information_loss, rel=1e-9)
+    assert (rep2.cells, rep2.min_cell_size, rep2.max_cell_size) == (rep1.cells, rep1.min_cell_size, rep1.max_cell_size)
+    assert rep2.series["republished"] == 700 and rep2.series["new"] == 0
+
+
+def test_a_short_frozen_cell_takes_its_nearest_new_records(tmp_path):
+    first = _people(10, seed=9).assign(region="north")
+    ledger = tmp_path / "ledger"
+    r1, _ = anonymize(first, qi=QI, k=5, seed=1, ledger=ledger)
+    later = pd.concat([first.iloc[:2], _people(20, seed=10, start=500).assign(region="north")], ignore_index=True)
+    r2, rep = anonymize(later, qi=QI, k=5, seed=1, ledger=ledger)
+    assert _smallest(r2, QI) >= 5
+    s = rep.series
+    assert s["republished"] == 2 and s["joined_frozen"] >= 3 and s["new_cells"] >= 1
+    for pid in first.pid.iloc[:2]:
+        assert tuple(r2.loc[r2.pid == pid, QI].iloc[0].to_numpy(np.float64)) in _tuples(r1)
+
+
+def test_a_re_release_of_a_lake_on_a_cluster_through_the_pipeline(tmp_path, client):
+    people = _people(24_000, seed=11)
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    for i in range(4):
+        people.iloc[i * 6000:(i + 1) * 6000].to_parquet(lake / f"p{i}.parquet", index=False)
+    ledger = tmp_path / "ledger"
+    opts = dict(qi=QI, k=5, method="partitioned", K=200, partition_size=2000, seed=2, ledger=ledger, client=client)
+    anonymize_file(lake, tmp_path / "r1", **opts)
+    (lake / "p3.parquet").unlink()                      # deletions …
+    _people(1500, seed=12, start=50_000).to_parquet(lake / "p4.parquet", index=False)   # … and new records
+    anonymize_file(lake, tmp_path / "r2", **{**opts, "k": 6})
+    r1, r2 = pd.read_parquet(tmp_path / "r1"), pd.read_parquet(tmp_path / "r2")
+    rep = json.loads((tmp_path / "r2" / "_report.json").read_text())
+    s = rep["series"]
+    assert s["republished"] == 18_000 and s["new"] == 1500 and s["new_cells"] > 0 and s["merged_cells"] > 0
+    assert _smallest(r2, QI) >= 6 and len(r2) == 19_500
+    old = r2[r2.pid < 50_000]
+    assert set(map(tuple, old[QI].to_numpy(np.float64))) <= _tuples(r1)
+    assert rep["verification"]["passed"]

@@ -314,9 +314,10 @@ def _prescan(client, source, plan, sink) -> _Layout:
 
 
 def _cells(client, source, plan, lay_: _Layout, stage, series=None):
-    """Every group's cells: one task for a small group, the pipeline for a large one — or, in a
-    re-release, one task per group from the frozen cells (:mod:`daskmicro.graph.series`); returns
-    the release pieces (futures or delayed, still keyed by row id), the groups' figures, their inputs."""
+    """Every group's cells: one task for a small group, the pipeline for a large one; in a
+    re-release, the records published before keep their frozen cells and a group's new records
+    run as a group of their own (:mod:`daskmicro.graph.series`).  Returns the release pieces
+    (futures or delayed, still keyed by row id), the groups' figures, their inputs."""
     import dask
     from dask.delayed import Delayed
 
@@ -325,15 +326,16 @@ def _cells(client, source, plan, lay_: _Layout, stage, series=None):
     qi, strata, n = list(plan.qi), lay_.strata, lay_.n
     pieces = [source.read_task(i, source.columns, int(lay_.row0s[i])) for i in range(len(source.files))
               if lay_.rows[i]]
-    frozen = None
+    frozen, freezes = None, {}
     if series is not None:
         pieces = gs.fingerprinted(pieces, series)
         if series.rerelease:
             frozen = client.scatter(series.frozen, broadcast=True)
+            freezes = gs.plan_groups(client, pieces, lay_.plans, strata, qi, lay_.k, series.frozen, frozen)
     meta = client.compute(dask.delayed(_empty_like)(pieces[0])).result()
     select = dask.delayed(_select, pure=True)
-    releases, infos, inputs = [], [], []
-    for gp in lay_.plans:
+    releases, infos, inputs, sse = [], [], [], {}
+    for i, gp in enumerate(lay_.plans):
         g = gp.group
         sel = pieces if g.n == n else [select(p, strata, qi, g) for p in pieces]
         inputs.append(sel)
@@ -341,19 +343,26 @@ def _cells(client, source, plan, lay_: _Layout, stage, series=None):
             releases.extend(sel)
             infos.append(None)
             continue
-        if frozen is not None:
-            rel, info = gs.submit_series_group(client, gp, qi, (qi, lay_.scale), frozen, sel)
-            releases.append(rel)
-            infos.append(info)
-        elif gp.one_task:
-            pair = client.submit(_run_one_task, gp, (qi, lay_.scale), *client.compute(sel))
-            releases.append(client.submit(operator.itemgetter(0), pair))
-            infos.append(client.submit(operator.itemgetter(1), pair))
-        else:
-            rel, info = _pipeline_group(client, gp, sel, meta, plan.release.seed, stage, lay_.scale)
-            releases.extend(rel)   # lazy: each part is built where it is split
-            infos.append(info)
+        if i in freezes:  # records published before keep their frozen cells
+            gf = freezes[i]
+            if not gf.new:
+                infos.append(None)
+                continue
+            sel, g_new = gs.new_selection(pieces, gf, strata, qi, frozen)
+            gp = plan.group_plan(g_new, lay_.k)   # the group's method at the count of its new records
+        rels, info = _group_cells(client, gp, sel, meta, plan, lay_, stage)
+        releases.extend(rels)
+        infos.append(info)
+        if i in freezes:
+            sse[i] = gs.new_sse(client, rels, freezes[i], sel)
     infos = [i.result() if hasattr(i, "result") else i for i in infos]
+    if freezes:
+        frames, partials = gs.frozen_pieces(client, pieces, freezes, strata, qi, frozen, lay_.scale)
+        releases.extend(frames)
+        partials = client.gather(client.compute(partials))
+        for i, gf in freezes.items():
+            total = sum(f.result() for f in sse.get(i, []))
+            infos[i] = gs.group_result(gf, partials, infos[i], total, meta.dtypes)
     if lay_.labels:
         releases = [dask.delayed(publish_strata, pure=True)(r, strata, lay_.labels) if isinstance(r, Delayed)
                     else client.submit(publish_strata, r, strata, lay_.labels) for r in releases]
@@ -365,6 +374,16 @@ def _cells(client, source, plan, lay_: _Layout, stage, series=None):
         releases = gs.recorded(releases, series, client, qi)
         meta = meta.drop(columns=list(gs.FP))
     return releases, infos, inputs, meta
+
+
+def _group_cells(client, gp, sel, meta, plan, lay_: _Layout, stage):
+    """One group's cells (its :class:`~daskmicro.runplan.GroupPlan`): (release pieces, figures)."""
+    qi = list(plan.qi)
+    if gp.one_task:
+        pair = client.submit(_run_one_task, gp, (qi, lay_.scale), *client.compute(sel))
+        return [client.submit(operator.itemgetter(0), pair)], client.submit(operator.itemgetter(1), pair)
+    # lazy: each part is built where it is split
+    return _pipeline_group(client, gp, sel, meta, plan.release.seed, stage, lay_.scale)
 
 
 def _release(client, source, rp, lay_: _Layout, sink, output, releases, ex: Execution) -> None:

@@ -1,10 +1,19 @@
 """The release ledger in a run's graph: fingerprints in, frozen cells looked up, pieces recorded.
 
 Thin Dask wiring around :mod:`daskmicro.series` (fingerprints, frozen cells) and
-:mod:`daskmicro.io.ledger` (the ledger's files): every input piece gets its records' keyed
-fingerprints on the worker that reads it; a re-release (the series has records) forms each
-group's cells in one task from the frozen cells (:func:`daskmicro.series.frozen.series_values`);
-every published piece writes its ledger rows from the task that builds it.
+:mod:`daskmicro.io.ledger` (the ledger's files).  Every input piece gets its records' keyed
+fingerprints on the worker that reads it, and every published piece writes its ledger rows from
+the task that builds it.  In a re-release (the series has records), for each group with records
+published before:
+
+1. every piece counts, on its worker, the group's new records and its records per frozen cell
+   (the frozen cells are sent to every worker once);
+2. the client merges the frozen cells below k (counts and published values only) and, where the
+   group's one frozen cell is still short, picks its nearest new records from each piece's
+   nearest candidates;
+3. every piece publishes its records of frozen cells (and the few new records that join one) with
+   the frozen values, on its worker; the group's other new records run the group's method as
+   any group does — one task, or the partitioned pipeline — on their own.
 """
 
 from __future__ import annotations
@@ -15,14 +24,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import ParameterError
 from ..io.ledger import record_piece
 from ..io.source import RID
+from ..kernels.figures import merge_moments
+from ..publish import replace_qi
 from ..runplan import GroupResult
 from ..series.fingerprint import FP, with_fingerprints
-from ..series.frozen import Frozen, series_values
+from ..series.frozen import Frozen, GroupFreeze, frozen_rows, merge_cells, nearest_new, scan_group
+from ..strata import group_mask
 
-__all__ = ["SeriesRun", "fingerprinted", "recorded", "submit_series_group"]
+__all__ = ["SeriesRun", "fingerprinted", "recorded", "plan_groups", "new_selection", "frozen_pieces", "new_sse",
+           "group_result"]
 
 
 @dataclass
@@ -58,58 +70,191 @@ def recorded(releases, sr: SeriesRun, client, qi) -> list:
             else client.submit(record_piece, r, str(sr.stage), i, list(qi), FP) for i, r in enumerate(releases)]
 
 
-def _series_group(gp, qi, figures, frozen, *parts):
+# --------------------------------------------------------------------------- per piece
+
+
+def _scan_piece(df, groups, strata, qi, frozen):
+    out = {}
+    for i, g in groups:
+        mask = group_mask(df, strata, list(qi), g)
+        if mask.any():
+            out[i] = scan_group(df[mask], list(g.observed), tuple(qi), frozen)
+    return out
+
+
+def _candidates(df, g, strata, qi, frozen, point_z, mean, sd, need):
+    from ..series.frozen import NONE, known_cells
+
+    mask = group_mask(df, strata, list(qi), g)
+    sub = df[mask]
+    new = known_cells(sub, list(g.observed), tuple(qi), frozen) == NONE
+    return nearest_new(sub, new, list(g.observed), point_z, mean, sd, need, RID)
+
+
+def _select_new(df, g, strata, qi, frozen, absorbed):
+    from ..series.frozen import NONE, known_cells
+
+    sub = df[group_mask(df, strata, list(qi), g)]
+    keep = known_cells(sub, list(g.observed), tuple(qi), frozen) == NONE
+    if len(absorbed):
+        keep &= ~np.isin(sub[RID].to_numpy(np.int64), absorbed)
+    return sub[keep]
+
+
+def _frozen_piece(df, freezes, strata, qi, frozen, scale):
+    """One piece's records that take frozen values, published; per group (records per root, SSE in
+    the group's z-units, before/after figures)."""
     from ..figures import group_figures
-    from ..group import one_task
-    from ..kernels import standardize
-    from ..publish import replace_qi
 
-    df = pd.concat(parts, ignore_index=True).sort_values(RID, kind="stable").reset_index(drop=True)
-    observed = list(gp.group.observed)
-    part = gp.participation
-    method = gp.method if gp.one_task else "mdav"
-
-    def form_cells(frame):
-        out, _ = one_task(frame.reset_index(drop=True), observed, gp.k, method, gp.energy_loss, gp.n_components,
-                          part.column if part else None, part.max_cell_failure if part else None,
-                          improve=gp.improve.as_tuple() if gp.improve else None)
-        return out[observed].to_numpy(np.float64, na_value=np.nan)
-
-    values, counts = series_values(df, observed, tuple(qi), gp.k, frozen, form_cells)
-    out, changes = replace_qi(df, observed, values)
-    published = out[observed].to_numpy(np.float64, na_value=np.nan)
-    _, labels, sizes = np.unique(published, axis=0, return_inverse=True, return_counts=True)
-    X = df[observed].to_numpy(np.float64, na_value=np.nan)
-    Z, params = standardize(X)
-    varying = ~np.asarray(params.constant)
-    Pz = params.transform(published)
-    total = float(np.sum(Z[:, varying] ** 2))
-    il = 100.0 * float(np.sum((Z[:, varying] - Pz[:, varying]) ** 2)) / total if total > 0 else 0.0
-    info = GroupResult(
-        n=len(df), m_used=int(varying.sum()), method=method, cells=int(sizes.size), min_cell_size=int(sizes.min()),
-        max_cell_size=int(sizes.max()),
-        cell_size_counts={int(s): int(c) for s, c in zip(*np.unique(sizes, return_counts=True))},
-        information_loss=il, seconds=0.0, constant_columns=[c for c, v in zip(observed, varying) if not v],
-        dtype_changes=changes, series=counts)
-    del labels
-    if figures is not None:
-        info = replace(info, figures=group_figures(df, out, *figures))
-    return out, info
+    frames, partials = [], {}
+    for gf in freezes:
+        mask = group_mask(df, strata, list(qi), gf.group)
+        if not mask.any():
+            continue
+        rows, values, roots, _, known = frozen_rows(df, gf, mask, tuple(qi), frozen, RID)
+        if not len(rows):
+            continue
+        observed = list(gf.group.observed)
+        original = df.iloc[rows]
+        out, _ = replace_qi(original, observed, values)
+        frames.append(out)
+        X = original[observed].to_numpy(np.float64)
+        z = ((X - values) / gf.sd)[:, ~gf.constant]
+        partials[gf.index] = {"roots": np.bincount(roots, minlength=len(gf.roots)), "sse": float(np.sum(z * z)),
+                              "known": known,
+                              "figures": group_figures(original, out, observed, scale) if scale is not None else None}
+    frame = pd.concat(frames, ignore_index=True) if frames else df.iloc[:0]
+    return frame, partials
 
 
-def submit_series_group(client, gp, qi, figures, frozen, sel):
-    """One group of a re-release as one task: (release future, GroupResult future)."""
-    import operator
-
-    if gp.group.n > gp_limit(gp):
-        raise ParameterError(
-            f"a re-release forms each group's cells in one task, limited to max_task_rows = {gp_limit(gp):,} records "
-            f"({gp.group.label}: n = {gp.group.n:,}); raise max_task_rows")
-    pair = client.submit(_series_group, gp, list(qi), figures, frozen, *client.compute(sel))
-    return client.submit(operator.itemgetter(0), pair), client.submit(operator.itemgetter(1), pair)
+def _sse_new(release, observed, mean, sd, constant, *parts):
+    """SSE (the group's z-units) of a group's new records, their published values joined by row id."""
+    original = pd.concat(parts, ignore_index=True)[[RID] + observed]
+    joined = original.merge(release[[RID] + observed], on=RID, suffixes=("", "__published"))
+    X = joined[observed].to_numpy(np.float64)
+    P = joined[[f"{c}__published" for c in observed]].to_numpy(np.float64)
+    z = ((X - P) / sd)[:, ~constant]
+    return float(np.sum(z * z))
 
 
-def gp_limit(gp) -> int:
-    from ..config import DEFAULT_MAX_TASK_ROWS
+# --------------------------------------------------------------------------- the client's part
 
-    return gp.pipeline.max_task_rows if gp.pipeline is not None else DEFAULT_MAX_TASK_ROWS
+
+def plan_groups(client, pieces, plans, strata, qi, k, frozen, frozen_future) -> dict:
+    """For each group with records published before, its :class:`GroupFreeze` (by group index)."""
+    import dask
+
+    groups = [(i, gp.group) for i, gp in enumerate(plans) if gp.group.observed]
+    scan = dask.delayed(_scan_piece, pure=True)
+    scans = client.gather(client.compute([scan(p, groups, strata, tuple(qi), frozen_future) for p in pieces]))
+    out = {}
+    for i, g in groups:
+        parts = [s[i] for s in scans if i in s]
+        cells = np.concatenate([p["cells"] for p in parts]) if parts else np.empty(0, np.uint64)
+        if not len(cells):
+            continue   # nothing published before: the group runs as in a first release
+        counts = np.concatenate([p["counts"] for p in parts])
+        cells, inv = np.unique(cells, return_inverse=True)
+        counts = np.bincount(inv, weights=counts, minlength=len(cells)).astype(np.int64)
+        n, mean, m2 = merge_moments([p["moments"] for p in parts])
+        sd = np.sqrt(m2 / np.maximum(n, 1))
+        constant = ~(sd > 0)
+        sd = np.where(constant, 1.0, sd)
+        cols = [list(qi).index(c) for c in g.observed]
+        values = frozen.cell_values(cells)[:, cols]
+        roots, size = merge_cells(values, counts, k, mean, sd)
+        new = sum(p["new"] for p in parts)
+        alive = np.flatnonzero(roots == np.arange(len(roots)))
+        absorbed, absorb_root = np.empty(0, np.int64), -1
+        if len(alive) == 1 and size[alive[0]] < k:
+            absorb_root = int(alive[0])
+            absorbed = _absorb(client, pieces, g, strata, qi, frozen_future, (values[absorb_root] - mean) / sd,
+                               mean, sd, int(k - size[absorb_root]))
+        left = new - len(absorbed)
+        out[i] = GroupFreeze(index=i, group=g, cells=cells, roots=roots, values=values, mean=mean, sd=sd,
+                             constant=constant, absorbed=absorbed, absorb_root=absorb_root,
+                             join=0 < left < k, new=left if left >= k else 0)
+    return out
+
+
+def _absorb(client, pieces, g, strata, qi, frozen_future, point_z, mean, sd, need):
+    import dask
+
+    cand = dask.delayed(_candidates, pure=True)
+    found = client.gather(client.compute([cand(p, g, strata, tuple(qi), frozen_future, point_z, mean, sd, need)
+                                          for p in pieces]))
+    ids = np.concatenate([f[0] for f in found])
+    dist = np.concatenate([f[1] for f in found])
+    if len(ids) < need:
+        raise RuntimeError(f"{g.label}: fewer than k records in a group of a re-release")
+    order = np.lexsort((ids, dist))[:need]
+    return np.sort(ids[order])
+
+
+def new_selection(pieces, gf: GroupFreeze, strata, qi, frozen_future):
+    """The pieces of a group's new records that form cells of their own, and the group with their count."""
+    import dask
+
+    sel = dask.delayed(_select_new, pure=True)
+    return [sel(p, gf.group, strata, tuple(qi), frozen_future, gf.absorbed) for p in pieces], replace(gf.group,
+                                                                                                        n=gf.new)
+
+
+def frozen_pieces(client, pieces, freezes: dict, strata, qi, frozen_future, scale):
+    """Per piece: (its published records of frozen cells, the groups' partial figures)."""
+    import dask
+
+    fp = dask.delayed(_frozen_piece, pure=True, nout=2)
+    pairs = [fp(p, list(freezes.values()), strata, tuple(qi), frozen_future, scale) for p in pieces]
+    return [pair[0] for pair in pairs], [pair[1] for pair in pairs]
+
+
+def new_sse(client, release_parts, gf: GroupFreeze, sel):
+    """Futures of the SSE of a group's new records (one per release part; a one-task group has one)."""
+    from dask.delayed import Delayed
+
+    observed = list(gf.group.observed)
+    if all(isinstance(r, Delayed) for r in release_parts) and len(release_parts) == len(sel):
+        return [client.compute(_delayed_sse(r, observed, gf, s)) for r, s in zip(release_parts, sel)]
+    [release] = release_parts   # one task: one part
+    return [client.submit(_sse_new, release, observed, gf.mean, gf.sd, gf.constant, *client.compute(sel))]
+
+
+def _delayed_sse(release, observed, gf, sel_piece):
+    import dask
+
+    return dask.delayed(_sse_new, pure=True)(release, observed, gf.mean, gf.sd, gf.constant, sel_piece)
+
+
+def group_result(gf: GroupFreeze, partials: list, new_info, sse_new: float, dtypes: dict) -> GroupResult:
+    """One re-released group's figures: its frozen cells (with the records that joined them) and
+    the cells of its new records."""
+    from ..kernels import figures as kf
+
+    mine = [p[gf.index] for p in partials if gf.index in p]
+    roots = np.sum([p["roots"] for p in mine], axis=0) if mine else np.zeros(len(gf.roots), np.int64)
+    sizes = roots[gf.alive]
+    sizes = sizes[sizes > 0]
+    counts = {int(s): int(c) for s, c in zip(*np.unique(sizes, return_counts=True))}
+    if new_info is not None:
+        for s, c in new_info.cell_size_counts.items():
+            counts[int(s)] = counts.get(int(s), 0) + int(c)
+    n = gf.group.n
+    m_var = int(np.sum(~gf.constant))
+    sse = sum(p["sse"] for p in mine) + sse_new
+    il = 100.0 * sse / (n * m_var) if m_var else 0.0
+    observed = list(gf.group.observed)
+    figures = kf.merge([p["figures"] for p in mine] + ([new_info.figures] if new_info is not None else []), observed)
+    republished = int(sum(p["known"] for p in mine))
+    joined = int(sum(p["roots"].sum() for p in mine)) - republished
+    return GroupResult(
+        n=n, m_used=m_var, method=new_info.method if new_info is not None else "frozen",
+        cells=int(sum(counts.values())), min_cell_size=min(counts), max_cell_size=max(counts), cell_size_counts=counts,
+        information_loss=il, seconds=new_info.seconds if new_info is not None else 0.0,
+        constant_columns=[c for c, v in zip(observed, gf.constant) if v],
+        dtype_changes={c: {"from": str(dtypes[c]), "to": "float64"} for c in observed
+                       if not pd.api.types.is_float_dtype(dtypes[c])},
+        figures=figures,
+        series={"republished": republished, "new": n - republished, "frozen_cells": int(len(sizes)),
+                "merged_cells": int(len(gf.roots) - len(gf.alive)),
+                "new_cells": int(new_info.cells) if new_info is not None else 0, "joined_frozen": int(joined)})

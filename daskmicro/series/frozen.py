@@ -26,7 +26,7 @@ import pandas as pd
 
 from .fingerprint import FP, FP_DTYPE
 
-__all__ = ["Frozen", "series_values"]
+__all__ = ["Frozen", "known_cells", "scan_group", "merge_cells", "GroupFreeze", "nearest_new", "frozen_rows"]
 
 NONE = np.uint64(0)
 
@@ -121,62 +121,100 @@ def _merge_fragments(Cz, sizes, k):
     return parent, size
 
 
-def series_values(df: pd.DataFrame, observed: list, qi: tuple, k: int, frozen: Frozen, form_cells):
-    """Published values (rows × ``observed``, float64) of one group of a re-release, and its counts.
-
-    ``form_cells(frame)`` forms new cells of at least k among ``frame``'s records with the
-    group's method and returns their published values (rows × ``observed``)."""
-    n = len(df)
-    X = df[observed].to_numpy(np.float64, na_value=np.nan)
-    fp = np.empty(n, FP_DTYPE)
+def known_cells(df: pd.DataFrame, observed: list, qi: tuple, frozen: Frozen) -> np.ndarray:
+    """The frozen cell of each record of one group (:data:`NONE` for a record never published, or
+    published with another missingness pattern)."""
+    fp = np.empty(len(df), FP_DTYPE)
     fp["hi"], fp["lo"] = df[FP[0]].to_numpy(np.uint64), df[FP[1]].to_numpy(np.uint64)
     cell = frozen.lookup(fp)
-    found = cell != NONE
-    cols = [qi.index(c) for c in observed]
-    other = [j for j in range(len(qi)) if qi[j] not in observed]
-    known = found.copy()
-    if found.any():
+    found = np.flatnonzero(cell != NONE)
+    if len(found):
         full = frozen.cell_values(cell[found])
+        cols = [qi.index(c) for c in observed]
+        other = [j for j in range(len(qi)) if qi[j] not in observed]
         same = ~np.isnan(full[:, cols]).any(axis=1)
         if other:
             same &= np.isnan(full[:, other]).all(axis=1)
-        known[np.flatnonzero(found)[~same]] = False
-    out = np.full((n, len(observed)), np.nan)
-    mean, sd = _scale(X)
-    frag, inv, counts = np.unique(cell[known], return_inverse=True, return_counts=True)
-    C = frozen.cell_values(frag)[:, cols] if len(frag) else np.empty((0, len(observed)))
-    Cz = (C - mean) / sd
-    roots, size = _merge_fragments(Cz, counts, k) if len(frag) else (np.empty(0, int), np.empty(0, int))
-    merged = int(np.sum(roots != np.arange(len(frag))))
-    kidx = np.flatnonzero(known)
-    out[kidx] = C[roots[inv]]
-    new = np.flatnonzero(~known)
-    joined = absorbed = 0
-    alive = np.flatnonzero(roots == np.arange(len(frag)))
-    if len(alive) == 1 and size[alive[0]] < k:  # the group's only frozen cell takes its nearest new records
+        cell[found[~same]] = NONE
+    return cell
+
+
+def scan_group(df: pd.DataFrame, observed: list, qi: tuple, frozen: Frozen) -> dict:
+    """One piece's share of one group: its new records, its records per frozen cell, the moments
+    of its observed QIs."""
+    from ..kernels.figures import moments
+
+    cell = known_cells(df, observed, qi, frozen)
+    known = cell != NONE
+    cells, counts = np.unique(cell[known], return_counts=True)
+    return {"new": int(np.sum(~known)), "cells": cells, "counts": counts,
+            "moments": moments(df[observed].to_numpy(np.float64, na_value=np.nan))}
+
+
+def merge_cells(C: np.ndarray, counts: np.ndarray, k: int, mean, sd):
+    """Frozen cells present in a group (their published values ``C`` and present records), merged
+    until every one has k: (root of each cell, present records per root)."""
+    if not len(counts):
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    return _merge_fragments((C - mean) / sd, counts, k)
+
+
+@dataclass
+class GroupFreeze:
+    """What the frozen cells decide for one group of a re-release, for every piece."""
+
+    index: int                  # the group's position in the run
+    group: object               # daskmicro.strata.Group
+    cells: np.ndarray           # frozen cells present (sorted)
+    roots: np.ndarray           # root (position in ``cells``) of each
+    values: np.ndarray          # published values of each cell (cells × observed)
+    mean: np.ndarray            # the group's moments (z-scale of every distance)
+    sd: np.ndarray
+    constant: np.ndarray        # observed QIs constant in the group
+    absorbed: np.ndarray        # row ids of new records given to the one short frozen cell
+    absorb_root: int
+    join: bool                  # the group's few new records join their nearest frozen cell
+    new: int                    # new records left to form cells of their own (0 or ≥ k)
+
+    @property
+    def alive(self) -> np.ndarray:
+        return np.flatnonzero(self.roots == np.arange(len(self.roots)))
+
+
+def nearest_new(df: pd.DataFrame, mask: np.ndarray, observed: list, point_z, mean, sd, need: int, rid: str):
+    """The ``need`` new records of a piece nearest a frozen cell (z-space): (row ids, distances)."""
+    rows = np.flatnonzero(mask)
+    if not len(rows):
+        return np.empty(0, np.int64), np.empty(0)
+    Z = (df[observed].to_numpy(np.float64)[rows] - mean) / sd
+    d = np.sum((Z - point_z) ** 2, axis=1)
+    take = np.argsort(d, kind="stable")[:need]
+    return df[rid].to_numpy(np.int64)[rows[take]], d[take]
+
+
+def frozen_rows(df: pd.DataFrame, gf: GroupFreeze, mask: np.ndarray, qi: tuple, frozen: Frozen, rid: str):
+    """The rows of one piece in group ``gf`` that take frozen values — its records published
+    before, the new records absorbed by or joining a frozen cell — and those values
+    (rows × observed), the root cell of each, the rest (new records forming cells), and how many
+    of the rows were published before."""
+    observed = list(gf.group.observed)
+    sub = np.flatnonzero(mask)
+    cell = known_cells(df.iloc[sub], observed, qi, frozen)
+    known = cell != NONE
+    root = np.full(len(sub), -1, np.int64)
+    pos = np.searchsorted(gf.cells, cell[known])
+    root[known] = gf.roots[pos]
+    if len(gf.absorbed):
+        ids = df[rid].to_numpy(np.int64)[sub]
+        root[~known & np.isin(ids, gf.absorbed)] = gf.absorb_root
+    if gf.join:
         from scipy.spatial import cKDTree
 
-        need = int(k - size[alive[0]])
-        if need > len(new):
-            raise RuntimeError("a group of a re-release has fewer than k records")
-        Z = (X[new] - mean) / sd
-        _, idx = cKDTree(Z).query(Cz[alive[0]], k=need)
-        take = new[np.atleast_1d(idx)]
-        out[take] = C[alive[0]]
-        absorbed = need
-        new = np.setdiff1d(new, take)
-    new_cells = 0
-    if len(new) >= k:
-        out[new] = form_cells(df.iloc[new])
-        new_cells = len(np.unique(out[new], axis=0))
-    elif len(new):
-        if not len(alive):
-            raise RuntimeError("a group of a re-release has fewer than k records")
-        from scipy.spatial import cKDTree
-
-        _, idx = cKDTree(Cz[alive]).query((X[new] - mean) / sd, k=1)
-        out[new] = C[alive[np.atleast_1d(idx)]]
-        joined = len(new)
-    counts_ = {"republished": int(len(kidx)), "new": int(n - len(kidx)), "frozen_cells": int(len(alive)),
-               "merged_cells": merged, "new_cells": int(new_cells), "joined_frozen": int(joined + absorbed)}
-    return out, counts_
+        left = np.flatnonzero(root < 0)
+        if len(left):
+            alive = gf.alive
+            Z = (df[observed].to_numpy(np.float64)[sub[left]] - gf.mean) / gf.sd
+            _, idx = cKDTree((gf.values[alive] - gf.mean) / gf.sd).query(Z, k=1)
+            root[left] = alive[np.atleast_1d(idx)]
+    take = root >= 0
+    return sub[take], gf.values[root[take]], root[take], sub[~take], int(known.sum())
