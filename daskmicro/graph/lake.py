@@ -328,9 +328,9 @@ def _cells(client, source, plan, lay_: _Layout, stage, series=None):
               if lay_.rows[i]]
     frozen, freezes = None, {}
     if series is not None:
-        pieces = gs.fingerprinted(pieces, series)
-        if series.rerelease:
-            frozen = client.scatter(series.frozen, broadcast=True)
+        frozen = client.scatter(series.frozen, broadcast=True) if series.rerelease else None
+        pieces = gs.fingerprinted(client, pieces, series, qi, frozen)
+        if frozen is not None:
             freezes = gs.plan_groups(client, pieces, lay_.plans, strata, qi, lay_.k, series.frozen, frozen)
     meta = client.compute(dask.delayed(_empty_like)(pieces[0])).result()
     select = dask.delayed(_select, pure=True)
@@ -359,7 +359,6 @@ def _cells(client, source, plan, lay_: _Layout, stage, series=None):
     if freezes:
         frames, partials = gs.frozen_pieces(client, pieces, freezes, strata, qi, frozen, lay_.scale)
         releases.extend(frames)
-        partials = client.gather(client.compute(partials))
         for i, gf in freezes.items():
             total = sum(f.result() for f in sse.get(i, []))
             infos[i] = gs.group_result(gf, partials, infos[i], total, meta.dtypes)
@@ -372,7 +371,7 @@ def _cells(client, source, plan, lay_: _Layout, stage, series=None):
                 else client.submit(canonical_values, r, published) for r in releases]
     if series is not None:
         releases = gs.recorded(releases, series, client, qi)
-        meta = meta.drop(columns=list(gs.FP))
+        meta = meta.drop(columns=[c for c in (*gs.FP, gs.CELL) if c in meta.columns])
     return releases, infos, inputs, meta
 
 

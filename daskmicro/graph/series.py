@@ -29,9 +29,10 @@ from ..io.source import RID
 from ..kernels.figures import merge_moments
 from ..publish import replace_qi
 from ..runplan import GroupResult
-from ..series.fingerprint import FP, with_fingerprints
-from ..series.frozen import Frozen, GroupFreeze, frozen_rows, merge_cells, nearest_new, scan_group
+from ..series.fingerprint import FP, fingerprints, with_fingerprints
+from ..series.frozen import CELL, Frozen, GroupFreeze, classify, frozen_rows, merge_cells, nearest_new, scan_group
 from ..strata import group_mask
+from .local import Done
 
 __all__ = ["SeriesRun", "fingerprinted", "recorded", "plan_groups", "new_selection", "frozen_pieces", "new_sse",
            "group_result"]
@@ -53,11 +54,33 @@ class SeriesRun:
         return len(self.frozen) > 0 and not self.new_series
 
 
-def fingerprinted(pieces, sr: SeriesRun) -> list:
+def fingerprinted(client, pieces, sr: SeriesRun, qi, frozen_future=None) -> list:
+    """The pieces with their records' fingerprints — and, in a re-release, their frozen cells: found
+    once per piece on its worker and held there (24 bytes a record), joined to the piece wherever
+    it is read again."""
     import dask
 
-    add = dask.delayed(with_fingerprints, pure=True)
-    return [add(p, sr.columns, sr.keys) for p in pieces]
+    if frozen_future is None:
+        add = dask.delayed(with_fingerprints, pure=True)
+        return [add(p, sr.columns, sr.keys) for p in pieces]
+    look = dask.delayed(_classify_piece, pure=True)
+    held = client.compute([look(p, sr.columns, sr.keys, tuple(qi), frozen_future) for p in pieces])
+    held = [h.result() if isinstance(h, Done) else h for h in held]   # in process: the values themselves
+    attach = dask.delayed(_attach, pure=True)
+    return [attach(p, h) for p, h in zip(pieces, held)]
+
+
+def _classify_piece(df, columns, keys, qi, frozen):
+    fp = fingerprints(df, columns, keys)
+    keyed = pd.DataFrame({FP[0]: fp["hi"], FP[1]: fp["lo"]})
+    keyed[list(qi)] = df[list(qi)].to_numpy(np.float64, na_value=np.nan)
+    return fp["hi"], fp["lo"], classify(keyed, tuple(qi), frozen)
+
+
+def _attach(df, held):
+    out = df.copy()
+    out[FP[0]], out[FP[1]], out[CELL] = held
+    return out
 
 
 def recorded(releases, sr: SeriesRun, client, qi) -> list:
@@ -66,8 +89,9 @@ def recorded(releases, sr: SeriesRun, client, qi) -> list:
     from dask.delayed import Delayed
 
     rec = dask.delayed(record_piece, pure=True)
-    return [rec(r, str(sr.stage), i, list(qi), FP) if isinstance(r, Delayed)
-            else client.submit(record_piece, r, str(sr.stage), i, list(qi), FP) for i, r in enumerate(releases)]
+    return [rec(r, str(sr.stage), i, list(qi), FP, (CELL,)) if isinstance(r, Delayed)
+            else client.submit(record_piece, r, str(sr.stage), i, list(qi), FP, (CELL,))
+            for i, r in enumerate(releases)]
 
 
 # --------------------------------------------------------------------------- per piece
@@ -101,12 +125,12 @@ def _select_new(df, g, strata, qi, frozen, absorbed):
     return sub[keep]
 
 
-def _frozen_piece(df, freezes, strata, qi, frozen, scale):
-    """One piece's records that take frozen values, published; per group (records per root, SSE in
-    the group's z-units, before/after figures)."""
-    from ..figures import group_figures
+def _frozen_stats(df, freezes, strata, qi, frozen, scale):
+    """One piece's share of each re-released group: records per root cell, records published before,
+    SSE in the group's z-units, before/after figures."""
+    from ..kernels import figures as kf
 
-    frames, partials = [], {}
+    partials = {}
     for gf in freezes:
         mask = group_mask(df, strata, list(qi), gf.group)
         if not mask.any():
@@ -115,16 +139,26 @@ def _frozen_piece(df, freezes, strata, qi, frozen, scale):
         if not len(rows):
             continue
         observed = list(gf.group.observed)
-        original = df.iloc[rows]
-        out, _ = replace_qi(original, observed, values)
-        frames.append(out)
-        X = original[observed].to_numpy(np.float64)
+        X = df[observed].to_numpy(np.float64)[rows]
         z = ((X - values) / gf.sd)[:, ~gf.constant]
         partials[gf.index] = {"roots": np.bincount(roots, minlength=len(gf.roots)), "sse": float(np.sum(z * z)),
                               "known": known,
-                              "figures": group_figures(original, out, observed, scale) if scale is not None else None}
-    frame = pd.concat(frames, ignore_index=True) if frames else df.iloc[:0]
-    return frame, partials
+                              "figures": kf.summarize(X, values, scale.subset(observed)) if scale is not None else None}
+    return partials
+
+
+def _frozen_frame(df, freezes, strata, qi, frozen):
+    """One piece's records that take frozen values, published (the records published before, the
+    new records absorbed by or joining a frozen cell)."""
+    frames = []
+    for gf in freezes:
+        mask = group_mask(df, strata, list(qi), gf.group)
+        if not mask.any():
+            continue
+        rows, values, _, _, _ = frozen_rows(df, gf, mask, tuple(qi), frozen, RID)
+        if len(rows):
+            frames.append(replace_qi(df.iloc[rows], list(gf.group.observed), values)[0])
+    return pd.concat(frames, ignore_index=True) if frames else df.iloc[:0]
 
 
 def _sse_new(release, observed, mean, sd, constant, *parts):
@@ -201,12 +235,16 @@ def new_selection(pieces, gf: GroupFreeze, strata, qi, frozen_future):
 
 
 def frozen_pieces(client, pieces, freezes: dict, strata, qi, frozen_future, scale):
-    """Per piece: (its published records of frozen cells, the groups' partial figures)."""
+    """Per piece: its published records of frozen cells (lazy: built where they are written), and
+    the groups' figures from every piece (computed now)."""
     import dask
 
-    fp = dask.delayed(_frozen_piece, pure=True, nout=2)
-    pairs = [fp(p, list(freezes.values()), strata, tuple(qi), frozen_future, scale) for p in pieces]
-    return [pair[0] for pair in pairs], [pair[1] for pair in pairs]
+    [decided] = client.scatter([list(freezes.values())], broadcast=True)
+    stats = dask.delayed(_frozen_stats, pure=True)
+    partials = client.gather(client.compute([stats(p, decided, strata, tuple(qi), frozen_future, scale)
+                                             for p in pieces]))
+    frame = dask.delayed(_frozen_frame, pure=True)
+    return [frame(p, decided, strata, tuple(qi), frozen_future) for p in pieces], partials
 
 
 def new_sse(client, release_parts, gf: GroupFreeze, sel):

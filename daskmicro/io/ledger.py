@@ -60,9 +60,10 @@ def cell_ids(values: np.ndarray) -> np.ndarray:
     return ids
 
 
-def record_piece(df: pd.DataFrame, stage: str, index: int, qi: list, fp_columns) -> pd.DataFrame:
+def record_piece(df: pd.DataFrame, stage: str, index: int, qi: list, fp_columns, drop=()) -> pd.DataFrame:
     """Write the ledger rows of one published release piece (a task's side effect, idempotent:
-    a re-run of the task writes the same files); returns the piece without its fingerprints."""
+    a re-run of the task writes the same files); returns the piece without its fingerprints
+    (nor the other run-only columns in ``drop``)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -79,7 +80,7 @@ def record_piece(df: pd.DataFrame, stage: str, index: int, qi: list, fp_columns)
         pq.write_table(table, tmp)
         os.chmod(tmp, 0o600)
         os.replace(tmp, folder / f"{name}-{index:06d}.parquet")
-    return df.drop(columns=list(fp_columns))
+    return df.drop(columns=[c for c in (*fp_columns, *drop) if c in df.columns])
 
 
 @dataclass

@@ -26,9 +26,11 @@ import pandas as pd
 
 from .fingerprint import FP, FP_DTYPE
 
-__all__ = ["Frozen", "known_cells", "scan_group", "merge_cells", "GroupFreeze", "nearest_new", "frozen_rows"]
+__all__ = ["NONE", "CELL", "Frozen", "classify", "known_cells", "scan_group", "merge_cells", "GroupFreeze", "nearest_new", "frozen_rows"]
 
 NONE = np.uint64(0)
+#: The hidden column that carries a record's frozen cell through a re-release (never published).
+CELL = "__daskmicro_cell"
 
 
 @dataclass
@@ -50,15 +52,26 @@ class Frozen:
         return len(self.fps)
 
     def lookup(self, fp: np.ndarray) -> np.ndarray:
-        """The frozen cell id of each fingerprint (:data:`NONE` where never published)."""
+        """The frozen cell id of each fingerprint (:data:`NONE` where never published).
+
+        Searched by the first 64 bits (a plain integer search) and checked on all 128; the rare
+        fingerprints whose first 64 bits the ledger holds twice are searched on all 128."""
         out = np.full(len(fp), NONE, dtype=np.uint64)
         if not len(self.fps) or not len(fp):
             return out
-        pos = np.searchsorted(self.fps, fp)
-        inside = pos < len(self.fps)
+        hi = self.fps["hi"]
+        pos = np.searchsorted(hi, fp["hi"])
+        inside = pos < len(hi)
         hit = np.zeros(len(fp), bool)
         hit[inside] = self.fps[pos[inside]] == fp[inside]
         out[hit] = self.cell_of[pos[hit]]
+        twice = hi[1:][hi[1:] == hi[:-1]]
+        if len(twice):
+            again = np.flatnonzero(~hit & np.isin(fp["hi"], twice))
+            p2 = np.searchsorted(self.fps, fp[again])
+            ok = (p2 < len(hi))
+            ok[ok] = self.fps[p2[ok]] == fp[again[ok]]
+            out[again[ok]] = self.cell_of[p2[ok]]
         return out
 
     def cell_values(self, cells: np.ndarray) -> np.ndarray:
@@ -121,22 +134,26 @@ def _merge_fragments(Cz, sizes, k):
     return parent, size
 
 
-def known_cells(df: pd.DataFrame, observed: list, qi: tuple, frozen: Frozen) -> np.ndarray:
-    """The frozen cell of each record of one group (:data:`NONE` for a record never published, or
-    published with another missingness pattern)."""
+def classify(df: pd.DataFrame, qi: tuple, frozen: Frozen) -> np.ndarray:
+    """The frozen cell of each record of a piece carrying its fingerprints (:data:`NONE` for a
+    record never published, or published with other missing QIs than it has now)."""
     fp = np.empty(len(df), FP_DTYPE)
     fp["hi"], fp["lo"] = df[FP[0]].to_numpy(np.uint64), df[FP[1]].to_numpy(np.uint64)
     cell = frozen.lookup(fp)
     found = np.flatnonzero(cell != NONE)
     if len(found):
-        full = frozen.cell_values(cell[found])
-        cols = [qi.index(c) for c in observed]
-        other = [j for j in range(len(qi)) if qi[j] not in observed]
-        same = ~np.isnan(full[:, cols]).any(axis=1)
-        if other:
-            same &= np.isnan(full[:, other]).all(axis=1)
-        cell[found[~same]] = NONE
+        was = np.isnan(frozen.cell_values(cell[found]))
+        now = df[list(qi)].isna().to_numpy()[found]
+        cell[found[(was != now).any(axis=1)]] = NONE
     return cell
+
+
+def known_cells(df: pd.DataFrame, observed: list, qi: tuple, frozen: Frozen) -> np.ndarray:
+    """The frozen cell of each record of one group: the :data:`CELL` column a piece was given
+    (:func:`classify`), else looked up."""
+    if CELL in df.columns:
+        return df[CELL].to_numpy(np.uint64)
+    return classify(df, qi, frozen)
 
 
 def scan_group(df: pd.DataFrame, observed: list, qi: tuple, frozen: Frozen) -> dict:
