@@ -556,12 +556,15 @@ def test_sigint_after_the_write_before_the_commit_leaves_nothing(tmp_path):
         if "write + verify" in line:
             assert _staging_leftovers(tmp_path, "out"), "no staging folder to lose"
             proc.send_signal(signal.SIGINT)
+            # looked at after the signal: not committed now, so not committed when it was sent
+            assert not out.exists(), "the run committed before the interrupt"
             break
     rest = proc.communicate(timeout=240)[1]
     assert any("write + verify" in ln for ln in seen), "".join(seen)[-800:]
     time.sleep(1.0)
     assert _staging_leftovers(tmp_path, "out") == [], rest[-800:]
-    assert proc.returncode == 130 and not out.exists() or (out / "_SUCCESS").is_file()
+    assert proc.returncode == 130, rest[-800:]
+    assert not out.exists(), "an interrupted run committed its release"
 
 
 def test_staging_left_open_is_discarded_when_the_process_exits(tmp_path):
