@@ -17,12 +17,12 @@ import numpy as np
 import pandas as pd
 import pyarrow.dataset as ds
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import daskmicro
 from daskmicro.cli import main
-from daskmicro.errors import InputError
+from daskmicro.errors import InputError, ParameterError
 
 # --------------------------------------------------------------------------- independent judges
 
@@ -325,15 +325,17 @@ def frames(draw):
 
 
 def expected_refusals(df: pd.DataFrame, k: int, strata) -> list:
-    """Why a run of ``frames()`` must be refused, decided here from the input alone (empty: it must run).
+    """Why a run of ``frames()`` must be refused, decided here from the input alone, as (error type,
+    words the error must say) pairs (empty: it must run).
 
-    Integers beyond ±2^53 cannot be held exactly by float64; a stratum smaller than k cannot be
-    k-anonymous on its own unless small strata are merged (every frame has n ≥ 8 > k records)."""
+    Integers beyond ±2^53 cannot be held exactly by float64 (bad input); a stratum smaller than k
+    cannot be k-anonymous on its own unless small strata are merged (a bad choice of parameters for
+    these data; every frame has n ≥ 8 > k records)."""
     reasons = []
     if df["q"].dtype.kind in "iu" and any(abs(int(v)) > 2 ** 53 for v in df["q"].tolist()):
-        reasons.append("holds integers beyond ±2^53")
+        reasons.append((InputError, "holds integers beyond ±2^53"))
     if strata == "some" and int(df.groupby("s").size().min()) < k:
-        reasons.append(f"fewer than k = {k}")
+        reasons.append((ParameterError, f"fewer than k = {k}"))
     return reasons
 
 
@@ -345,7 +347,8 @@ def scheduler(client):
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=frames())
-def test_property_every_run_is_k_anonymous_as_published_or_refused_for_its_reason(tmp_path_factory, capsys, scheduler, case):
+def test_property_every_run_is_k_anonymous_as_published_or_refused_for_its_reason(tmp_path_factory, capsys, client,
+                                                                                   scheduler, case):
     df, k, strata = case
     folder = tmp_path_factory.mktemp("prop")
     df.to_parquet(folder / "in.parquet")
@@ -358,9 +361,19 @@ def test_property_every_run_is_k_anonymous_as_published_or_refused_for_its_reaso
     rc, _, err = run_cli(argv, capsys)
     assert digest(folder / "in.parquet") == h
     reasons = expected_refusals(df, k, strata)
+    event("refused: " + " and ".join(kind.__name__ for kind, _ in reasons) if reasons else "released")
     if reasons:
         assert_refused(rc, err, folder, before)
-        assert any(r in err for r in reasons), (reasons, err)
+        assert any(words in err for _, words in reasons), (reasons, err)
+        # the same run through the API: refused by the error of one of its reasons, which names it
+        opts = dict(qi=["q", "r"], k=k, seed=5, method="mdav", reference=None, dask_report=False)
+        if strata:
+            opts.update(strata=["s"], merge_small_strata=strata == "merged", client=client)
+        with pytest.raises(tuple(kind for kind, _ in reasons)) as refusal:
+            daskmicro.anonymize_file(folder / "in.parquet", out, **opts)
+        assert any(type(refusal.value) is kind and words in str(refusal.value) for kind, words in reasons), \
+            (reasons, repr(refusal.value))
+        assert listing(folder) == before, "a refused run wrote something"
         return
     assert rc == 0, err
     release = read_published(out)
@@ -543,12 +556,15 @@ def test_sigint_after_the_write_before_the_commit_leaves_nothing(tmp_path):
         if "write + verify" in line:
             assert _staging_leftovers(tmp_path, "out"), "no staging folder to lose"
             proc.send_signal(signal.SIGINT)
+            # looked at after the signal: not committed now, so not committed when it was sent
+            assert not out.exists(), "the run committed before the interrupt"
             break
     rest = proc.communicate(timeout=240)[1]
     assert any("write + verify" in ln for ln in seen), "".join(seen)[-800:]
     time.sleep(1.0)
     assert _staging_leftovers(tmp_path, "out") == [], rest[-800:]
-    assert proc.returncode == 130 and not out.exists() or (out / "_SUCCESS").is_file()
+    assert proc.returncode == 130, rest[-800:]
+    assert not out.exists(), "an interrupted run committed its release"
 
 
 def test_staging_left_open_is_discarded_when_the_process_exits(tmp_path):

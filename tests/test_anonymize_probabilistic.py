@@ -20,7 +20,7 @@ from daskmicro.datasets import census_like
 from daskmicro.errors import InputError, ParameterError
 from daskmicro.report import render_html
 
-from _oracles import binom_failure, binom_n_min, poisson_binomial_failure
+from _oracles import binom_failure, binom_n_min, failure_figures, poisson_binomial_failure
 
 PBAR = 1e-4
 
@@ -103,6 +103,9 @@ def test_per_record_participation(survey, method):
     assert prob["table_failure"] == pytest.approx(1 - np.prod(1 - q), rel=1e-6)
     assert prob["participation_column"] == "p_respond" and "n_min" not in prob
     assert prob["participation_min"] == pytest.approx(survey["p_respond"].min())
+    expect = failure_figures(k, pbar, list(groups))
+    for key in ("cell_failure_mean", "expected_unprotected", "record_failure", "record_failure_given_active"):
+        assert prob[key] == pytest.approx(expect[key], rel=1e-6), key
     worst = prob["worst_cells"]
     assert worst[0]["cell_failure"] == pytest.approx(q.max(), rel=1e-6)
     assert [w["cell_failure"] for w in worst] == sorted((w["cell_failure"] for w in worst), reverse=True)
@@ -237,8 +240,12 @@ def test_cli_constant_participation(survey_csv, tmp_path):
             "--participation", "0.75", "--max-cell-failure", "1e-4"]
     assert main(argv) == 0
     report = json.loads((tmp_path / "release.report.json").read_text())
-    assert report["probabilistic"]["n_min"] == binom_n_min(5, 0.75, 1e-4)
-    assert report["min_cell_size"] >= report["probabilistic"]["n_min"]
+    n_min = binom_n_min(5, 0.75, 1e-4)
+    assert report["probabilistic"]["n_min"] == n_min
+    # the published cells, read back: each holds n_min records or more and fails with q̄ ≤ p̄
+    sizes = cells_of(pd.read_parquet(out), QI6).size().to_numpy()
+    assert sizes.sum() == 600 and sizes.min() >= n_min and report["min_cell_size"] >= n_min
+    assert max(binom_failure(5, 0.75, int(n)) for n in sizes) <= 1e-4
 
 
 @pytest.mark.parametrize("extra,words", [
@@ -285,8 +292,11 @@ def test_cli_constant_participation_on_a_lake(survey, tmp_path, capsys):
     n_min = binom_n_min(5, 0.75, 1e-4)
     prob = report["probabilistic"]
     assert report["k"] == 5 and prob["n_min"] == n_min and prob["participation"] == 0.75
-    assert len(release) == len(survey) and cells_of(release, QI6).size().min() >= n_min
-    assert prob["cell_failure_max"] <= 1e-4 and prob["cells_above_max_cell_failure"] == 0
+    sizes = cells_of(release, QI6).size().to_numpy()
+    assert len(release) == len(survey) and sizes.min() >= n_min
+    q = np.array([binom_failure(5, 0.75, int(n)) for n in sizes])
+    assert q.max() <= 1e-4 and prob["cell_failure_max"] == pytest.approx(q.max(), rel=1e-6)
+    assert prob["cells_above_max_cell_failure"] == 0
     assert prob["n_cells"] == cells_of(release, QI6).ngroups
     # the same cells as the in-process run with the same participation (one group, exact MDAV)
     _, rep = anonymize(survey, QI6, 5, method="mdav", participation=0.75, max_cell_failure=1e-4, seed=1)
@@ -303,12 +313,14 @@ def test_cli_constant_participation_on_a_lake_with_strata_to_one_file(survey, tm
     report = json.loads(out.with_suffix(".report.json").read_text())
     n_min = binom_n_min(4, 0.6, 1e-5)
     assert report["probabilistic"]["n_min"] == n_min and report["k"] == 4
-    assert release.groupby(["region", *QI6]).size().min() >= n_min
-    assert report["probabilistic"]["cell_failure_max"] <= 1e-5
+    sizes = release.groupby(["region", *QI6], dropna=False).size().to_numpy()
+    assert sizes.sum() == len(survey) and sizes.min() >= n_min
+    q = np.array([binom_failure(4, 0.6, int(n)) for n in sizes])
+    assert q.max() <= 1e-5 and report["probabilistic"]["cell_failure_max"] == pytest.approx(q.max(), rel=1e-6)
 
 
 def test_cli_participation_column_with_a_lake(survey, tmp_path, capsys):
-    # a per-record π_j column on a Parquet directory: cells grown until each one's q̄ ≤ p̄ (003 §V-B),
+    # a per-record π_j column on a Parquet directory: cells grown until each one's q̄ ≤ p̄ (§V-B),
     # checked here on the published release
     lake_dir = _lake(survey, tmp_path / "lake", 2)
     out = tmp_path / "out"

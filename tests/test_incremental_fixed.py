@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from _clusters import process_client
-from daskmicro import anonymize_incremental, schedule
+from daskmicro import anonymize_incremental
 from daskmicro.cli import main
 from daskmicro.errors import InputError, ParameterError
 from daskmicro.graph import incremental_fixed, incremental_pipeline
@@ -28,7 +28,10 @@ from daskmicro.schedule_model import calibrate_near_linear
 from daskmicro.workflow import load_workflow
 
 # the survey of the partitioned-base tests: same records, same layout
-from test_incremental_pipeline import K, N, NU, OPTIONS, data, finished  # noqa: E402,F401  (data: a fixture)
+import test_incremental_pipeline
+from test_incremental_pipeline import K, N, NU, OPTIONS, finished
+
+data = test_incremental_pipeline.data  # its module-scoped fixture, shared here
 
 
 @pytest.fixture(scope="module")

@@ -56,9 +56,10 @@ def test_worker_killed_during_the_write_stage_gives_the_same_release(tmp_path, m
             while not list(tmp_path.glob(".out.tmp-*")) and not finished.is_set() and time.monotonic() < deadline:
                 time.sleep(0.005)
             seen["staging"] = bool(list(tmp_path.glob(".out.tmp-*")))
-            seen["finished"] = finished.is_set() or out.exists()
             os.kill(pids[0], signal.SIGKILL)
             seen["killed"] = pids[0]
+            # looked at after the kill: a run not finished and not committed now was not at the kill
+            seen["finished"] = finished.is_set() or out.exists()
 
         th = threading.Thread(target=killer, daemon=True)
         args = build_parser().parse_args(["anonymize", str(src), str(out), *OPTS])
@@ -68,7 +69,7 @@ def test_worker_killed_during_the_write_stage_gives_the_same_release(tmp_path, m
         finally:
             finished.set()
             th.join(timeout=30)
-    # the worker was killed while the run was writing: staging open, nothing committed yet
+    # the worker was killed while the run was writing: staging open before it, nothing committed after it
     assert seen.get("killed") == pids[0]
     assert seen["staging"] and not seen["finished"]
     assert _bytes(out) == _bytes(tmp_path / "ref")

@@ -79,7 +79,7 @@ def test_describe_never_quotes_the_message(exc):
 def test_describe_keeps_positions_and_counts():
     assert describe(ValueError(f"CSV parse error: Row #3: Expected 3 columns, got 4: {TOKEN}")) == \
         "ValueError: row 3: expected 3 columns, got 4"
-    assert "line 7" in describe(ValueError(f"Error tokenizing data. C error: Expected 2 fields in line 7, saw 3"))
+    assert "line 7" in describe(ValueError("Error tokenizing data. C error: Expected 2 fields in line 7, saw 3"))
     assert masked_path(f"/lake/region={TOKEN}/year=2020/f.parquet") == "/lake/region=…/year=…/f.parquet"
 
 

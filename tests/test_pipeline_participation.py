@@ -15,13 +15,12 @@ import pytest
 
 import dask.dataframe as dd
 
-from daskmicro.privacy.failures import cell_failure_summary
 from daskmicro.datasets import census_like
 from daskmicro.errors import InputError, ParameterError
 from daskmicro.graph.pipeline import PipelineConfig, run_pipeline
-from daskmicro.privacy.failures import cell_failure_partial, merge_cell_failure
+from daskmicro.privacy.failures import WORST_CELLS, cell_failure_partial, cell_failure_summary, merge_cell_failure
 from _clusters import process_client
-from _oracles import poisson_binomial_failure
+from _oracles import failure_figures, poisson_binomial_failure
 
 N = 3_000
 K = 3
@@ -89,17 +88,16 @@ def test_partitioned_cells_meet_pbar_and_figures_match_the_release(data, qi, cli
     groups = _check_release(data, qi, release, pub, details)
     prob = details["probabilistic"]
     assert len(groups) == prob["n_cells"]  # no two cells share a tuple on these data
-    q = [poisson_binomial_failure(K, g) for g in groups]
-    assert prob["cell_failure_max"] == pytest.approx(max(q), rel=1e-9)
-    assert prob["table_failure"] == pytest.approx(1 - np.prod(1 - np.array(q)), rel=1e-9)
-    expect = cell_failure_summary(K, PBAR, [g.size for g in groups], pis_by_cell=groups, n=N)
+    # every figure recomputed here from the published cells' π_j (Poisson-binomial PMFs)
+    expect = failure_figures(K, PBAR, groups, n=N)
     for key in ("n_cells", "cells_above_max_cell_failure"):
         assert prob[key] == expect[key]
     for key in ("cell_failure_max", "cell_failure_mean", "table_failure", "expected_unprotected",
                 "record_failure", "record_failure_given_active"):
-        assert prob[key] == pytest.approx(expect[key], rel=1e-12), key
-    assert [w["cell_failure"] for w in prob["worst_cells"]] == pytest.approx(
-        [w["cell_failure"] for w in expect["worst_cells"]], rel=1e-12)
+        assert prob[key] == pytest.approx(expect[key], rel=1e-9), key
+    worst = [w["cell_failure"] for w in prob["worst_cells"]]
+    assert len(worst) == min(WORST_CELLS, len(groups))
+    assert worst == pytest.approx(sorted(expect["cell_failure"], reverse=True)[:len(worst)], rel=1e-9)
     assert prob["participation_min"] == data["pi"].min() and prob["participation_max"] == data["pi"].max()
     assert prob["participation_mean"] == pytest.approx(data["pi"].mean(), rel=1e-12)
     assert 0.0 < prob["expected_distortion"] < 1.0
@@ -174,28 +172,38 @@ def test_pcl_cells_are_refused(data, qi, client, kw):
 
 
 def test_merge_matches_one_summary_over_all_cells():
-    # the merge of per-partition partials equals cell_failure_summary over all cells at once
+    # the merge of per-partition partials equals cell_failure_summary over all cells at once, and
+    # both equal the figures recomputed here from the cells' Poisson-binomial PMFs
     rng = np.random.default_rng(4)
     labels = np.repeat(np.arange(40), rng.integers(3, 9, 40))
     rng.shuffle(labels)
     pis = rng.uniform(0.2, 1.0, labels.size)
     Z = rng.normal(size=(labels.size, 3))
     cells = [np.flatnonzero(labels == c) for c in range(40)]
-    expect = cell_failure_summary(3, 0.1, [c.size for c in cells], pis_by_cell=[pis[c] for c in cells])
+    summary = cell_failure_summary(3, 0.1, [c.size for c in cells], pis_by_cell=[pis[c] for c in cells])
+    oracle = failure_figures(3, 0.1, [pis[c] for c in cells])
     partials = []
     for lo, hi in ((0, 13), (13, 14), (14, 40)):
         idx = np.concatenate(cells[lo:hi])
         partials.append(cell_failure_partial(3, 0.1, labels[idx] - lo, pis[idx], Z[idx]))
     got = merge_cell_failure(partials, 3, 0.1, m_used=3)
-    assert got["n_cells"] == 40 and got["cells_above_max_cell_failure"] == expect["cells_above_max_cell_failure"]
+    assert got["n_cells"] == summary["n_cells"] == 40
+    assert got["cells_above_max_cell_failure"] == summary["cells_above_max_cell_failure"] \
+        == oracle["cells_above_max_cell_failure"] > 0
     for key in ("cell_failure_max", "cell_failure_mean", "table_failure", "expected_unprotected",
                 "record_failure", "record_failure_given_active"):
-        assert got[key] == pytest.approx(expect[key], rel=1e-12), key
+        assert got[key] == pytest.approx(summary[key], rel=1e-12), key
+        assert got[key] == pytest.approx(oracle[key], rel=1e-9), key
     assert [(w["size"], w["cell_failure"]) for w in got["worst_cells"]] == [
-        (w["size"], pytest.approx(w["cell_failure"], rel=1e-12)) for w in expect["worst_cells"]]
-    from daskmicro.privacy.probabilistic import expected_distortion
-
-    assert got["expected_distortion"] == pytest.approx(expected_distortion(Z, labels, pis), rel=1e-12)
+        (w["size"], pytest.approx(w["cell_failure"], rel=1e-12)) for w in summary["worst_cells"]]
+    assert [w["cell_failure"] for w in got["worst_cells"]] == pytest.approx(
+        sorted(oracle["cell_failure"], reverse=True)[:len(got["worst_cells"])], rel=1e-9)
+    # §VI-B: D = Σ_c Σ_{j∈c} π_j ‖z_j − ẑ_c‖² / (m′ Σ_j π_j), ẑ_c the π-weighted centroid of cell c
+    sse = 0.0
+    for c in cells:
+        centre = (pis[c, None] * Z[c]).sum(axis=0) / pis[c].sum()
+        sse += float((pis[c] * ((Z[c] - centre) ** 2).sum(axis=1)).sum())
+    assert got["expected_distortion"] == pytest.approx(sse / (3 * pis.sum()), rel=1e-12)
     assert got["participation_mean"] == pytest.approx(pis.mean(), rel=1e-13)
 
 

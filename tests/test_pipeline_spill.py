@@ -7,7 +7,6 @@ directory, a Parquet lake in and a committed Parquet lake out, read back and che
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np

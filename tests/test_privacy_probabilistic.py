@@ -5,8 +5,9 @@ import pytest
 
 from daskmicro.errors import InputError, ParameterError
 from daskmicro.kernels import distortion, mdav, standardize
-from daskmicro.privacy.effective import cell_failure, effective_anonymity
 from daskmicro.privacy.probabilistic import expected_distortion, grow_cells, probabilistic_cells, weighted_centroids
+
+from _oracles import binom_failure, binom_n_min, failure_figures, poisson_binomial_failure
 
 
 @pytest.fixture(scope="module")
@@ -16,16 +17,19 @@ def Z():
 
 def test_constant_participation_is_mdav_at_n_min(Z):
     cells = probabilistic_cells(Z, 10, 0.75, 1e-4)
-    eff = effective_anonymity(10, 0.75, 1e-4, n_records=len(Z))
-    assert cells.n_min == eff.n_min == 25
+    assert cells.n_min == binom_n_min(10, 0.75, 1e-4) == 25
     assert np.array_equal(cells.labels, mdav(Z, 25))
     assert cells.cell_sizes.min() >= 25 and cells.cell_sizes.sum() == len(Z)
-    assert (cells.cell_failure <= 1e-4).all()
     # MDAV's cells are ⌊N/n_min⌋ − 1 cells of n_min plus the remainder: the table of §VI-A
-    assert cells.n_cells == eff.n_cells
-    assert cells.table_failure == pytest.approx(eff.table_failure, rel=1e-12)
-    assert cells.record_failure == pytest.approx(eff.record_failure, rel=1e-9)
-    assert cells.record_failure_given_active == pytest.approx(eff.record_failure_given_active, rel=1e-9)
+    assert cells.n_cells == len(Z) // 25
+    # the figures, recomputed here from a binomial tail per cell and the cells' PMFs
+    q = np.array([binom_failure(10, 0.75, int(s)) for s in cells.cell_sizes])
+    assert cells.cell_failure == pytest.approx(q, rel=1e-9) and q.max() <= 1e-4
+    expect = failure_figures(10, 1e-4, [np.full(s, 0.75) for s in cells.cell_sizes])
+    assert cells.table_failure == pytest.approx(expect["table_failure"], rel=1e-9)
+    assert cells.expected_unprotected == pytest.approx(expect["expected_unprotected"], rel=1e-9)
+    assert cells.record_failure == pytest.approx(expect["record_failure"], rel=1e-9)
+    assert cells.record_failure_given_active == pytest.approx(expect["record_failure_given_active"], rel=1e-9)
     assert cells.expected_active == pytest.approx(cells.cell_sizes * 0.75)
     summary = cells.summary()
     assert summary["n_records"] == 1000 and summary["participation"] == 0.75
@@ -39,9 +43,12 @@ def test_per_record_cells_each_meet_the_requirement(Z):
     assert np.array_equal(np.unique(labels), np.arange(cells.n_cells))
     assert cells.cell_sizes.min() >= 5
     for c in range(cells.n_cells):
-        independent = cell_failure(5, pis[labels == c]).cell_failure
+        independent = poisson_binomial_failure(5, pis[labels == c])
         assert independent == pytest.approx(cells.cell_failure[c], rel=1e-9)
         assert independent <= 1e-5
+    expect = failure_figures(5, 1e-5, [pis[labels == c] for c in range(cells.n_cells)])
+    for key in ("table_failure", "expected_unprotected", "record_failure", "record_failure_given_active"):
+        assert getattr(cells, key) == pytest.approx(expect[key], rel=1e-9), key
     assert cells.expected_active == pytest.approx(np.bincount(labels, weights=pis))
     assert cells.n_min is None and cells.summary()["participation"] == "per-record"
     # higher participation → smaller cells
@@ -65,7 +72,7 @@ def test_leftovers_join_the_last_cell():
     labels = grow_cells(Z, 3, pis, 1e-3)
     sizes = np.bincount(labels)
     for c in range(sizes.size):
-        assert cell_failure(3, pis[labels == c]).cell_failure <= 1e-3
+        assert sizes[c] >= 3 and poisson_binomial_failure(3, pis[labels == c]) <= 1e-3
 
 
 def test_expected_distortion(Z):
