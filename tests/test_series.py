@@ -316,3 +316,31 @@ def test_a_re_release_of_a_lake_on_a_cluster_through_the_pipeline(tmp_path, clie
     old = r2[r2.pid < 50_000]
     assert set(map(tuple, old[QI].to_numpy(np.float64))) <= _tuples(r1)
     assert rep["verification"]["passed"]
+
+
+def _spec_total(path):
+    s = json.loads(path.read_text())
+    return s["model"]["n_records"] * np.array(s["standardization"]["mean"]), {tuple(c["value"]) for c in s["cells"]}
+
+
+@pytest.mark.parametrize("participation", [[], ["--participation", "0.8", "--max-cell-failure", "0.01"]])
+def test_differencing_two_specs(tmp_path, capsys, participation):
+    model = _people(400, seed=13)[["age", "income"]].astype(float)
+    new = pd.DataFrame({"age": [47.0], "income": [123457.0]})
+    model.to_parquet(tmp_path / "m1.parquet", index=False)
+    pd.concat([model, new], ignore_index=True).to_parquet(tmp_path / "m2.parquet", index=False)
+
+    def spec(model, out, ledger):
+        argv = ["spec", tmp_path / model, tmp_path / out, "--qi", "age,income", "--k", "5", "--ledger", ledger]
+        assert main([str(a) for a in argv + participation]) == 0
+        return _spec_total(tmp_path / out)
+
+    (t1, _), (t2, _) = spec("m1.parquet", "t1.json", "off"), spec("m2.parquet", "t2.json", "off")
+    assert "the spec must not be published" in capsys.readouterr().err
+    assert np.allclose(t2 - t1, new.iloc[0].to_numpy(), rtol=1e-6)       # trial specs give the record
+    led = tmp_path / "ledger"
+    (s1, v1), (s2, v2) = spec("m1.parquet", "s1.json", led), spec("m2.parquet", "s2.json", led)
+    assert not np.allclose(s2 - s1, new.iloc[0].to_numpy(), rtol=1e-3)
+    cells = pd.concat([pd.read_parquet(f) for f in sorted((led / "series").glob("*/r000001/cells-*.parquet"))])
+    recorded = set(map(tuple, cells[["q0", "q1"]].to_numpy(np.float64)))
+    assert v1 <= recorded and v2 <= recorded            # every value either spec publishes was frozen first

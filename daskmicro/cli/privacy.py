@@ -92,6 +92,9 @@ def add_parsers(subparsers) -> None:
     p.add_argument("--rule", default="nearest-centroid", help="assignment rule written in the spec; only %(default)s "
                    "(sequential-balls, which published model records, is refused)")
     p.add_argument("--overwrite", action="store_true", help="replace SPEC if it exists")
+    from .anonymize import add_series_options
+
+    add_series_options(p)
     p.set_defaults(handler=run_spec)
 
     p = subparsers.add_parser("assign", help="map records to cells as a spec says (checksum checked)",
@@ -177,7 +180,12 @@ def run_spec(args) -> int:
     else:
         participation = args.participation
     n_min = None
-    if participation is None:
+    series = _series_design(args, df, qi)
+    if series is not None:  # the cells of a series of releases: values published before are repeated
+        labels, values, n_min = series
+        spec = build_spec(X, labels, qi, args.k, rule=args.rule, participation=participation,
+                          max_cell_failure=args.max_cell_failure, n_min=n_min, values=values)
+    elif participation is None:
         try:
             k = check_k(len(df), args.k)
         except ValueError as exc:
@@ -186,8 +194,9 @@ def run_spec(args) -> int:
     else:
         cells = probabilistic_cells(Z, args.k, participation, args.max_cell_failure)
         labels, n_min = cells.labels, cells.n_min
-    spec = build_spec(X, labels, qi, args.k, rule=args.rule, participation=participation,
-                      max_cell_failure=args.max_cell_failure, n_min=n_min)
+    if series is None:
+        spec = build_spec(X, labels, qi, args.k, rule=args.rule, participation=participation,
+                          max_cell_failure=args.max_cell_failure, n_min=n_min)
     save_spec(spec, out)
     model = spec["model"]
     sizes = model["cell_sizes"]
@@ -203,6 +212,29 @@ def run_spec(args) -> int:
               f"table failure t̄ = {table_failure(q):.3g}")
     print(f"spec:     {out}\nchecksum: sha256 {spec['checksum']['value']}")
     return 0
+
+
+def _series_design(args, df, qi):
+    """With the release ledger on: the design cells of the model records as a release of them would
+    publish them (records published before keep their frozen values; :mod:`daskmicro.series`),
+    recorded in the ledger like any release — (labels, each cell's values, n_min); None for a trial
+    run (the ledger off), whose design is aggregated afresh."""
+    from ..config import RunConfig
+    from ..plan import echo_stderr, run
+    from ..publish import ROW_ID
+
+    participation = args.participation_column if args.participation_column is not None else args.participation
+    cfg = RunConfig.build(qi=tuple(qi), k=args.k, method="mdav", seed=0, keep_row_id=True,
+                          participation=participation, max_cell_failure=args.max_cell_failure,
+                          ledger=args.ledger, new_series=args.new_series, id_column=args.id_column)
+    if cfg.ledger_path == "off":
+        echo_stderr("release ledger off: this is a trial run, not recorded; the spec must not be published")
+        return None
+    outcome = run(cfg, df.reset_index(drop=True), say=echo_stderr)
+    published = outcome.release.sort_values(ROW_ID)[list(qi)].to_numpy(np.float64)
+    values, labels = np.unique(published, axis=0, return_inverse=True)
+    prob = outcome.report.probabilistic or {}
+    return labels.ravel(), values, prob.get("n_min")
 
 
 # --------------------------------------------------------------------------- assign

@@ -199,7 +199,7 @@ def _cell_standardization(value: np.ndarray, counts: np.ndarray) -> Standardizat
 
 
 def build_spec(X, labels, qi, k, *, rule="nearest-centroid", costs=None, participation=None,
-               max_cell_failure=None, n_min=None) -> dict:
+               max_cell_failure=None, n_min=None, values=None) -> dict:
     """Write a micropartition of model records as a verifiable specification (§V-C), aggregates only.
 
     Each design cell (``labels``) of at least k records contributes its centroid (plain mean,
@@ -233,6 +233,10 @@ def build_spec(X, labels, qi, k, *, rule="nearest-centroid", costs=None, partici
         p̄ of the design.
     n_min : int, optional
         Effective anonymity of the design (constant π), recorded for the respondent.
+    values : array_like, shape (C, m), optional
+        The values each design cell publishes, in original units, when they are given rather than
+        the mean of its records: a series' frozen cell values (:mod:`daskmicro.series`), so that a
+        later spec of the same records repeats what an earlier one published.
 
     Returns
     -------
@@ -262,9 +266,16 @@ def build_spec(X, labels, qi, k, *, rule="nearest-centroid", costs=None, partici
     w = np.zeros(ncell) if costs is None else np.asarray(costs, dtype=np.float64)
     if w.shape != (ncell,) or not np.isfinite(w).all():
         raise ParameterError(f"costs must hold one finite number per cell ({ncell})")
-    value = weighted_centroids(M, labels)
-    params = _cell_standardization(value, counts)
-    cent = weighted_centroids(params.transform(M), labels)
+    if values is None:
+        value = weighted_centroids(M, labels)
+        params = _cell_standardization(value, counts)
+        cent = weighted_centroids(params.transform(M), labels)
+    else:
+        value = np.asarray(values, dtype=np.float64)
+        if value.shape != (ncell, M.shape[1]) or not np.isfinite(value).all():
+            raise ParameterError(f"values must hold {M.shape[1]} finite numbers per cell ({ncell} cells)")
+        params = _cell_standardization(value, counts)
+        cent = params.transform(value)
     cells = [{"id": c, "centroid": _floats(cent[c]), "cost": float(w[c]), "value": _floats(value[c])}
              for c in range(ncell)]
     spec = {
