@@ -161,12 +161,13 @@ def _sink(output) -> str:
 
 def _outputs(cfg, sink, output, report_path, input, perf_wanted, existing_ok=()):
     """Every path the run writes, checked against the input and each other before any work."""
-    from .io.paths import Output, check_outputs, check_spill
+    from .io.paths import Output, check_ledger, check_outputs, check_spill
     from .report import dask_report
 
     inputs = [input] if input is not None else []
     if sink == "memory":
         check_spill(cfg.spill_directory, inputs)
+        check_ledger(cfg.ledger_path, inputs)
         return None, None
     outputs = [Output(Path(output), "output", directory=sink == "lake")]
     perf_path = None
@@ -181,6 +182,7 @@ def _outputs(cfg, sink, output, report_path, input, perf_wanted, existing_ok=())
             outputs.append(Output(perf_path, "Dask performance report"))
     check_outputs(inputs, outputs, cfg.overwrite, existing_ok=existing_ok)
     check_spill(cfg.spill_directory, inputs, outputs)
+    check_ledger(cfg.ledger_path, inputs, outputs)
     return (Path(report_path) if report_path else None), perf_path
 
 

@@ -344,3 +344,18 @@ def test_differencing_two_specs(tmp_path, capsys, participation):
     cells = pd.concat([pd.read_parquet(f) for f in sorted((led / "series").glob("*/r000001/cells-*.parquet"))])
     recorded = set(map(tuple, cells[["q0", "q1"]].to_numpy(np.float64)))
     assert v1 <= recorded and v2 <= recorded            # every value either spec publishes was frozen first
+
+
+@pytest.mark.parametrize("where", ["inside the output", "around the output", "inside the input", "the input"])
+def test_a_ledger_inside_or_around_an_input_or_output_is_refused(tmp_path, where):
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    _people(60).to_parquet(lake / "a.parquet", index=False)
+    out = tmp_path / "pub" / "rel"
+    (tmp_path / "pub").mkdir()
+    ledger = {"inside the output": out / "ledger", "around the output": tmp_path / "pub",
+              "inside the input": lake / "ledger", "the input": lake}[where]
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    with pytest.raises(ParameterError, match="release ledger"):
+        anonymize_file(lake, out, qi=QI, k=3, ledger=ledger)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from ..errors import ParameterError
 
-__all__ = ["Output", "check_outputs", "check_against_inputs", "check_spill", "inside"]
+__all__ = ["Output", "check_outputs", "check_against_inputs", "check_spill", "check_ledger", "inside"]
 
 
 class Output:
@@ -135,6 +135,23 @@ def check_spill(spill, inputs=(), outputs=()) -> None:
     for other in outputs:
         if other is not None:
             _against_output(out, other)
+
+
+def check_ledger(ledger, inputs=(), outputs=()) -> None:
+    """Refuse a release ledger that lies inside, around or at an input or an output: its key and
+    fingerprints must never be read as data nor published with a release."""
+    if ledger is None or ledger == "off":
+        return
+    inputs = [Path(i) for i in inputs if i is not None]
+    led = Output(Path(ledger).expanduser(), "release ledger (--ledger)", directory=True)
+    for inp in inputs:
+        if inp.exists():
+            _against_input(led, inp)
+    if led.path.exists():
+        _by_identity(led, _Identities([i for i in inputs if i.exists()]), inputs)
+    for other in outputs:
+        if other is not None:
+            _against_output(led, other)
 
 
 def _against_input(out: Output, inp: Path) -> None:
