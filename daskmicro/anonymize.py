@@ -56,6 +56,8 @@ def anonymize(
     macro_iter: int | None = None,
     memory_limit=None,
     spill_directory=None,
+    drop=None,
+    keep=None,
 ):
     """Publish a k-anonymous version of ``df`` by microaggregating its quasi-identifier columns.
 
@@ -177,6 +179,13 @@ def anonymize(
         LocalCluster; refused with ``client=`` (its workers keep their own limits).
     spill_directory : path, optional
         Where those workers spill (their local directory); default: Dask's temporary directory.
+    drop : list of column labels, optional
+        Columns left out of the release (direct identifiers).
+    keep : list of column labels, optional
+        Columns published as they are although they look like identifiers.  Every column
+        published as it is (not a QI, stratum or dropped) is refused when its name looks like an
+        identifier or its values are distinct for nearly every record
+        (:mod:`daskmicro.privacy.identifiers`), unless it is kept here.
 
     Returns
     -------
@@ -231,7 +240,7 @@ def anonymize(
         max_cell_failure=max_cell_failure, plain_k_reference=plain_k_reference, reference=reference,
         strata=strata, missing=missing, merge_small_strata=merge_small_strata, quality=quality, refine=refine,
         refine_iter=refine_iter, macro=macro, macro_iter=macro_iter, memory_limit=memory_limit,
-        spill_directory=spill_directory,
+        spill_directory=spill_directory, drop=drop, keep=keep,
     )
     if isinstance(df, pd.DataFrame) and cfg.k > len(df):
         raise ParameterError(f"k = {cfg.k} exceeds the number of records n = {len(df)}")

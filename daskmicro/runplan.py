@@ -112,6 +112,7 @@ class ReleasePlan:
     partition_by: tuple | None      # None: the input's hive keys (directory releases)
     rows_per_file: int
     hidden: tuple                   # columns read for the run and never published
+    keep: tuple = ()                # published as they are although they look like identifiers
 
 
 @dataclass(frozen=True)
@@ -152,7 +153,8 @@ class RunPlan:
         release = ReleasePlan(seed=int(cfg.seed), keep_row_id=bool(cfg.keep_row_id),
                               partition_by=None if cfg.partition_by is None else tuple(cfg.partition_by),
                               rows_per_file=int(cfg.rows_per_file),
-                              hidden=(cfg.participation,) if participation is not None else ())
+                              hidden=(cfg.participation,) if participation is not None else (),
+                              keep=tuple(cfg.keep))
         return cls(qi=tuple(cfg.qi), strata=tuple(cfg.strata), missing=cfg.missing,
                    merge_small_strata=bool(cfg.merge_small_strata), k=int(cfg.k), method=cfg.method,
                    exact_rows=int(exact_rows), auto_pipeline=cfg.group_method(0, 0) == "partitioned",
