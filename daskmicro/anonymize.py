@@ -184,8 +184,9 @@ def anonymize(
     keep : list of column labels, optional
         Columns published as they are although they look like identifiers.  Every column
         published as it is (not a QI, stratum or dropped) is refused when its name looks like an
-        identifier or its values are distinct for nearly every record
-        (:mod:`daskmicro.privacy.identifiers`), unless it is kept here.
+        identifier, or when it holds text, integers, dates or whole-number floats distinct for
+        nearly every record (:mod:`daskmicro.privacy.identifiers`; booleans and floats with
+        fractional values are left alone), unless it is kept here.
 
     Returns
     -------
