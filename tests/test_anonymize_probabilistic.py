@@ -38,10 +38,9 @@ def survey():
 
 
 QI6 = ["AFNLWGT", "AGI", "EMCONTRB", "FEDTAX", "PTOTVAL", "STATETAX"]
-# published as they are with QI6: record_id and the other census columns (nearly one value per record),
-# and p_respond too where it is not the participation column
+# published as they are with QI6: record_id and the other census columns (whole numbers, nearly one value
+# per record); p_respond (fractions) needs no keep where it is not the participation column
 KEEP = ["record_id", *(c for c in CENSUS_COLUMNS if c not in QI6)]
-KEEP_PI = [*KEEP, "p_respond"]
 
 
 def test_independent_n_min_matches_table_iii():
@@ -130,7 +129,7 @@ def test_per_record_equals_constant_when_all_equal(census):
 
 
 def _bad(survey, **kw):
-    args = dict(qi=QI6, k=5, seed=0, participation="p_respond", max_cell_failure=1e-6, keep=KEEP_PI)
+    args = dict(qi=QI6, k=5, seed=0, participation="p_respond", max_cell_failure=1e-6, keep=KEEP)
     args.update(kw)
     return anonymize(survey, **args)
 
@@ -239,7 +238,7 @@ def test_cli_participation_column(survey_csv, tmp_path, capsys):
 def test_cli_constant_participation(survey_csv, tmp_path):
     out = tmp_path / "release.parquet"
     argv = ["anonymize", str(survey_csv), str(out), "--qi", ",".join(QI6), "--k", "5", "--seed", "0",
-            "--participation", "0.75", "--max-cell-failure", "1e-4", "--keep", ",".join(KEEP_PI)]
+            "--participation", "0.75", "--max-cell-failure", "1e-4", "--keep", ",".join(KEEP)]
     assert main(argv) == 0
     report = json.loads((tmp_path / "release.report.json").read_text())
     assert report["probabilistic"]["n_min"] == binom_n_min(5, 0.75, 1e-4)
@@ -262,7 +261,7 @@ def test_cli_bad_input(tmp_path, survey, capsys, extra, words):
     survey.assign(gap=[np.nan] + [0.5] * (len(survey) - 1)).to_csv(path, index=False)
     before = sorted(p.name for p in tmp_path.iterdir())
     argv = ["anonymize", str(path), str(tmp_path / "out.parquet"), "--qi", ",".join(QI6), "--k", "5",
-            "--keep", ",".join(KEEP_PI), *extra]
+            "--keep", ",".join(KEEP), *extra]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("daskmicro: error:") and err.count("\n") == 1 and words in err
@@ -283,7 +282,7 @@ def test_cli_constant_participation_on_a_lake(survey, tmp_path, capsys):
     lake_dir = _lake(survey, tmp_path / "lake", 3)
     out = tmp_path / "out"
     argv = ["anonymize", str(lake_dir), str(out), "--qi", ",".join(QI6), "--k", "5", "--workers", "1",
-            "--participation", "0.75", "--max-cell-failure", "1e-4", "--no-dask-report", "--keep", ",".join(KEEP_PI)]
+            "--participation", "0.75", "--max-cell-failure", "1e-4", "--no-dask-report", "--keep", ",".join(KEEP)]
     assert main(argv) == 0
     assert (out / "_SUCCESS").exists()
     release = pd.read_parquet(out)
@@ -296,7 +295,7 @@ def test_cli_constant_participation_on_a_lake(survey, tmp_path, capsys):
     assert prob["n_cells"] == cells_of(release, QI6).ngroups
     # the same cells as the in-process run with the same participation (one group, exact MDAV)
     _, rep = anonymize(survey, QI6, 5, method="mdav", participation=0.75, max_cell_failure=1e-4, seed=1,
-                     keep=KEEP_PI)
+                     keep=KEEP)
     assert rep.probabilistic["n_min"] == n_min
 
 
@@ -305,7 +304,7 @@ def test_cli_constant_participation_on_a_lake_with_strata_to_one_file(survey, tm
     out = tmp_path / "release.parquet"
     argv = ["anonymize", str(lake_dir), str(out), "--qi", ",".join(QI6), "--k", "4", "--workers", "1",
             "--strata", "region", "--participation", "0.6", "--max-cell-failure", "1e-5", "--no-dask-report",
-            "--keep", ",".join(KEEP_PI)]
+            "--keep", ",".join(KEEP)]
     assert main(argv) == 0
     release = pd.read_parquet(out)
     report = json.loads(out.with_suffix(".report.json").read_text())

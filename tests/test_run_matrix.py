@@ -101,9 +101,8 @@ def with_missing(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def options(case: dict) -> dict:
-    # "id" and a π column that is not the participation column are published as they are
-    keep = ["id"] + (["p"] if case["participation"] != "column" else [])
-    opts = {"qi": QI, "k": K_ANON, "method": case["method"], "seed": 7, "keep": keep}
+    # "id" is published as it is; the π column "p" (fractions) needs no keep when it is not the participation column
+    opts = {"qi": QI, "k": K_ANON, "method": case["method"], "seed": 7, "keep": ["id"]}
     if case["method"] in ("partitioned", "proximal-distal"):
         opts.update(K=40)
     if case["method"] == "partitioned":
