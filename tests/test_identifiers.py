@@ -247,7 +247,8 @@ def test_columns_named_like_identifiers_are_refused_whatever_their_dtype(name, d
 
 
 @pytest.mark.parametrize("name", ["ssn", "SSN", "emp_id", "EMP_ID", "userEmail", "phone_number", "Last Name",
-                                  "record-id", "RecordID", "SSNNumber", "IDNumber", "passport", "IBAN", "user.name"])
+                                  "record-id", "RecordID", "SSNNumber", "IDNumber", "passport", "IBAN", "user.name",
+                                  "UUIDs", "IDs", "SSNs", "emails", "phone2"])
 def test_identifier_names(name):
     assert ids.looks_like_identifier(name)
 

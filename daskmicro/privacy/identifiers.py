@@ -52,16 +52,24 @@ SKETCH = 4096
 _TOP = float(2 ** 64)
 
 
-def _words(name: str) -> list:
-    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[A-Za-z])(?=[0-9])", " ", str(name))
-    return [w.lower() for w in re.split(r"[^A-Za-z0-9]+", spaced) if w]
+def _words(name: str, acronyms: bool) -> list:
+    split = r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Za-z])(?=[0-9])" + (r"|(?<=[A-Z])(?=[A-Z][a-z])" if acronyms else "")
+    return [w.lower() for w in re.split(r"[^A-Za-z0-9]+", re.sub(split, " ", str(name))) if w]
+
+
+def _is_word(w: str) -> bool:
+    return w in ID_WORDS or (w.endswith("s") and w[:-1] in ID_WORDS) or (w.endswith("es") and w[:-2] in ID_WORDS)
 
 
 def looks_like_identifier(name) -> bool:
-    """Whether a column's name holds a word of :data:`ID_WORDS` (``emp_id``, ``userEmail``, ``SSN``,
-    ``SSNNumber``, ``phone2``); a word that merely contains one (``idea``, ``valid``) does not count."""
-    words = _words(name)
-    return any(w in ID_WORDS for w in words) or "".join(words) in ID_WORDS
+    """Whether a column's name holds a word of :data:`ID_WORDS`, maybe plural, in any case
+    (``emp_id``, ``userEmail``, ``SSN``, ``SSNNumber``, ``UUIDs``, ``phone2``); a word that merely
+    contains one (``idea``, ``valid``) does not count."""
+    for acronyms in (True, False):
+        words = _words(name, acronyms)
+        if any(_is_word(w) for w in words) or _is_word("".join(words)):
+            return True
+    return False
 
 
 def _refusal(column, why: str) -> InputError:
