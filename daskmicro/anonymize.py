@@ -59,6 +59,8 @@ def anonymize(
     ledger=None,
     new_series: bool = False,
     id_column=None,
+    drop=None,
+    keep=None,
 ):
     """Publish a k-anonymous version of ``df`` by microaggregating its quasi-identifier columns.
 
@@ -192,6 +194,14 @@ def anonymize(
     id_column : column label, optional
         A column that identifies a record across releases (read, never published); default: a
         record is identified by its stratum and QI values.
+    drop : list of column labels, optional
+        Columns left out of the release (direct identifiers).
+    keep : list of column labels, optional
+        Columns published as they are although they look like identifiers.  Every column
+        published as it is (not a QI, stratum or dropped) is refused when its name looks like an
+        identifier, or when it holds text, integers, dates or whole-number floats distinct for
+        nearly every record (:mod:`daskmicro.privacy.identifiers`; booleans and floats with
+        fractional values are left alone), unless it is kept here.
 
     Returns
     -------
@@ -247,6 +257,7 @@ def anonymize(
         strata=strata, missing=missing, merge_small_strata=merge_small_strata, quality=quality, refine=refine,
         refine_iter=refine_iter, macro=macro, macro_iter=macro_iter, memory_limit=memory_limit,
         spill_directory=spill_directory, ledger=ledger, new_series=new_series, id_column=id_column,
+        drop=drop, keep=keep,
     )
     if isinstance(df, pd.DataFrame) and cfg.k > len(df):
         raise ParameterError(f"k = {cfg.k} exceeds the number of records n = {len(df)}")

@@ -104,6 +104,7 @@ FIELDS: dict[str, Callable[[str, Any], Any]] = {
     "filters": text_list,
     "columns": label_list,
     "drop": label_list,
+    "keep": label_list,
     "partition_by": label_list,
     "rows_per_file": lambda name, v: integer(1)("rows_per_file (--rows-per-file)", v),
     "force": flag,
@@ -182,6 +183,12 @@ RULES: tuple[Rule, ...] = (
     Rule("stratum column is a QI", lambda c: bool(set(c.strata) & set(c.qi)),
          "strata (--strata): stratum columns cannot also be quasi-identifiers",
          lambda c: _names([x for x in c.strata if x in c.qi])),
+    Rule("kept QI", lambda c: bool(set(c.keep) & set(c.qi)),
+         "keep (--keep): quasi-identifiers are masked, never published as they are",
+         lambda c: _names([x for x in c.keep if x in c.qi])),
+    Rule("kept and dropped column", lambda c: bool(set(c.keep) & set(c.drop)),
+         "keep and drop (--keep, --drop): a column cannot be both published and left out",
+         lambda c: _names([x for x in c.keep if x in c.drop])),
     Rule("dropped QI", lambda c: bool(set(c.drop) & set(c.qi)),
          "drop (--drop): quasi-identifiers cannot be dropped", lambda c: _names([x for x in c.drop if x in c.qi])),
     Rule("partitioning column is a QI", lambda c: bool(set(c.partition_by or ()) & set(c.qi)),
@@ -262,6 +269,7 @@ class RunConfig:
     filters: tuple = ()
     columns: tuple | None = None
     drop: tuple = ()
+    keep: tuple = ()    # published as they are although they look like identifiers
     partition_by: tuple | None = None
     rows_per_file: int = DEFAULT_ROWS_PER_FILE
     force: bool = False
@@ -325,7 +333,7 @@ class RunConfig:
             reference=None if args.reference == "none" else args.reference,
             strata=cols(args.strata, "--strata"), missing=args.missing,
             merge_small_strata=args.merge_small_strata, filters=tuple(args.filter or ()) or None,
-            columns=cols(args.columns, "--columns"), drop=cols(args.drop, "--drop"),
+            columns=cols(args.columns, "--columns"), drop=cols(args.drop, "--drop"), keep=cols(args.keep, "--keep"),
             partition_by=cols(args.partition_by, "--partition-by"), rows_per_file=args.rows_per_file,
             force=args.force, overwrite=args.overwrite, scheduler=args.scheduler, workers=args.workers,
             tls_ca_file=args.tls_ca_file, tls_cert=args.tls_cert, tls_key=args.tls_key,
@@ -353,7 +361,8 @@ class RunConfig:
             qi=tuple(data["qi"]), k=data["k"], method=method, **params,
             participation=part.get("pi", part.get("column")), max_cell_failure=part.get("max_cell_failure"),
             strata=cols(inp.get("strata")), missing=inp.get("missing"), merge_small_strata=inp.get("merge_small_strata"),
-            columns=cols(inp.get("columns")), drop=cols(inp.get("drop")), filters=tuple(filters) or None,
+            columns=cols(inp.get("columns")), drop=cols(inp.get("drop")), keep=cols(inp.get("keep")),
+            filters=tuple(filters) or None,
             overwrite=bool(out.get("overwrite", False)), force=out.get("force"), partition_by=cols(out.get("partition_by")),
             rows_per_file=out.get("rows_per_file"),
             scheduler=cluster.get("address"), workers=cluster.get("workers"),

@@ -112,6 +112,7 @@ class ReleasePlan:
     partition_by: tuple | None      # None: the input's hive keys (directory releases)
     rows_per_file: int
     hidden: tuple                   # columns read for the run and never published
+    keep: tuple = ()                # published as they are although they look like identifiers
 
 
 @dataclass(frozen=True)
@@ -168,7 +169,8 @@ class RunPlan:
                               partition_by=None if cfg.partition_by is None else tuple(cfg.partition_by),
                               rows_per_file=int(cfg.rows_per_file),
                               hidden=tuple(c for c in (cfg.participation if participation is not None else None,
-                                                       cfg.id_column) if c is not None))
+                                                       cfg.id_column) if c is not None),
+                              keep=tuple(cfg.keep))
         ledger = cfg.ledger_path
         series = None if ledger == "off" else SeriesPlan(ledger, cfg.id_column, bool(cfg.new_series))
         return cls(qi=tuple(cfg.qi), strata=tuple(cfg.strata), missing=cfg.missing,

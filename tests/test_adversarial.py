@@ -148,7 +148,7 @@ def test_narrow_floats_published_in_their_dtype_and_k_anonymous(tmp_path, capsys
                        "id": np.arange(n)})
     df.to_parquet(tmp_path / "in.parquet")
     rc, _, err = run_cli(["anonymize", tmp_path / "in.parquet", tmp_path / "out.parquet", "--qi", "a,b", "--k", "5",
-                          "--seed", "3"], capsys)
+                          "--seed", "3", "--keep", "id"], capsys)
     assert rc == 0, err
     out = pd.read_parquet(tmp_path / "out.parquet")
     assert str(out["a"].dtype) == dtype
@@ -166,7 +166,8 @@ def strata_frame(n=300):
 
 def test_merged_strata_are_published_under_one_label_api():
     df = strata_frame()
-    release, report = daskmicro.anonymize(df, ["x", "y"], 5, strata=["year"], merge_small_strata=True, seed=1)
+    release, report = daskmicro.anonymize(df, ["x", "y"], 5, strata=["year"], merge_small_strata=True, seed=1,
+                                          keep=["note"])
     assert_released(df, release, ["x", "y"], 5, strata=["year"])
     assert set(release["year"]) == {"2019|2020", "2021"}
     assert "year" in report.dtype_changes
@@ -179,7 +180,8 @@ def test_merged_strata_are_published_under_one_label_lake(tmp_path, capsys, extr
     df.to_parquet(tmp_path / "lake" / "p.parquet")
     out = tmp_path / "out"
     rc, _, err = run_cli(["anonymize", tmp_path / "lake", out, "--qi", "x,y", "--k", "5", "--strata", "year",
-                          "--merge-small-strata", "--seed", "1", "--workers", "1", "--no-dask-report", *extra], capsys)
+                          "--merge-small-strata", "--seed", "1", "--workers", "1", "--no-dask-report", "--keep", "note",
+                          *extra], capsys)
     assert rc == 0, err
     release = read_published(out)
     assert_released(df, release, ["x", "y"], 5, strata=["year"])
@@ -217,7 +219,7 @@ def test_qi_names_are_taken_exactly(tmp_path, capsys):
     df = pd.DataFrame({"x": np.arange(12.0), " x": np.arange(12.0) * 7})
     df.to_csv(tmp_path / "in.csv", index=False)
     rc, _, err = run_cli(["anonymize", tmp_path / "in.csv", tmp_path / "out.parquet", "--qi", " x", "--k", "3",
-                          "--seed", "0"], capsys)
+                          "--seed", "0", "--keep", "x"], capsys)
     assert rc == 0, err
     out = pd.read_parquet(tmp_path / "out.parquet")
     assert sorted(out["x"]) == list(np.arange(12.0))           # not a QI: untouched
@@ -268,7 +270,7 @@ def test_report_inside_a_committed_release_is_refused_and_release_kept(tmp_path,
     strata_frame().to_parquet(tmp_path / "lake" / "p.parquet")
     out = tmp_path / "out"
     args = ["anonymize", tmp_path / "lake", out, "--qi", "x,y", "--k", "4", "--seed", "2", "--workers", "1",
-            "--no-dask-report"]
+            "--no-dask-report", "--keep", "note"]
     rc, _, err = run_cli(args, capsys)
     assert rc == 0, err
     h = digest(out)
@@ -355,7 +357,7 @@ def test_property_every_run_is_k_anonymous_as_published_or_refused_for_its_reaso
     before, h = listing(folder), digest(folder / "in.parquet")
     out = folder / ("out" if strata else "out.parquet")
     argv = ["anonymize", folder / "in.parquet", out, "--qi", "q,r", "--k", k, "--seed", "5", "--method", "mdav",
-            "--no-dask-report", "--reference", "none"]
+            "--no-dask-report", "--reference", "none", "--keep", "keep"]
     if strata:
         argv += ["--strata", "s", "--scheduler", scheduler] + (["--merge-small-strata"] if strata == "merged" else [])
     rc, _, err = run_cli(argv, capsys)
@@ -504,12 +506,14 @@ def test_dask_ingest_spread_extremes(client):
     tiny = pd.DataFrame({"a": 5e-324 * (i % 5), "b": b, "id": i})
     huge = pd.DataFrame({"a": 1e300 * np.where(i % 2, 1.0, -1.0) * (1 + i % 7), "b": b, "id": i})
     for data in (tiny, dd.from_pandas(tiny, npartitions=3)):
-        release, _ = daskmicro.anonymize(data, ["a", "b"], 5, method="partitioned", K=50, seed=0, client=client)
+        release, _ = daskmicro.anonymize(data, ["a", "b"], 5, method="partitioned", K=50, seed=0, client=client,
+                                         keep=["id"])
         release = client.compute(release).result() if hasattr(release, "dask") else release
         assert_released(tiny, release, ["a", "b"], 5)
     for data in (huge, dd.from_pandas(huge, npartitions=3)):
         with pytest.raises(InputError, match="1e\\+150"):
-            daskmicro.anonymize(data, ["a", "b"], 5, method="partitioned", K=50, seed=0, client=client)
+            daskmicro.anonymize(data, ["a", "b"], 5, method="partitioned", K=50, seed=0, client=client,
+                                keep=["id"])
 
 
 @pytest.mark.parametrize("header", [b"\xef\xbb\xbfage,x,age", b'"age",x,age', b'age,"x",age'])

@@ -53,7 +53,7 @@ def test_census_information_loss(census, k):
 
 
 def test_release_properties(mixed):
-    release, report = anonymize(mixed, qi=QI, k=4, seed=11, keep_row_id=True)
+    release, report = anonymize(mixed, qi=QI, k=4, seed=11, keep_row_id=True, keep=["id"])
     assert list(release.columns) == [*mixed.columns, "row_id"]
     assert len(release) == len(mixed)
     assert isinstance(release.index, pd.RangeIndex)
@@ -82,40 +82,40 @@ def test_release_properties(mixed):
 
 def test_input_is_not_modified(mixed):
     before = mixed.copy()
-    anonymize(mixed, qi=QI, k=3, seed=0)
+    anonymize(mixed, qi=QI, k=3, seed=0, keep=["id"])
     pd.testing.assert_frame_equal(mixed, before)
 
 
 def test_shuffle_is_seeded_and_recorded(mixed):
-    a, report_a = anonymize(mixed, qi=QI, k=3, seed=123, keep_row_id=True)
-    b, _ = anonymize(mixed, qi=QI, k=3, seed=123, keep_row_id=True)
-    c, _ = anonymize(mixed, qi=QI, k=3, seed=124, keep_row_id=True)
+    a, report_a = anonymize(mixed, qi=QI, k=3, seed=123, keep_row_id=True, keep=["id"])
+    b, _ = anonymize(mixed, qi=QI, k=3, seed=123, keep_row_id=True, keep=["id"])
+    c, _ = anonymize(mixed, qi=QI, k=3, seed=124, keep_row_id=True, keep=["id"])
     pd.testing.assert_frame_equal(a, b)
     assert report_a.seed == 123
     assert not np.array_equal(a["row_id"], c["row_id"])
     assert not np.array_equal(a["row_id"], np.arange(len(mixed)))  # rows are shuffled
     # without a seed one is drawn and recorded, and it reproduces the run
-    d, report_d = anonymize(mixed, qi=QI, k=3, keep_row_id=True)
+    d, report_d = anonymize(mixed, qi=QI, k=3, keep_row_id=True, keep=["id"])
     assert isinstance(report_d.seed, int) and report_d.seed >= 0
-    e, _ = anonymize(mixed, qi=QI, k=3, seed=report_d.seed, keep_row_id=True)
+    e, _ = anonymize(mixed, qi=QI, k=3, seed=report_d.seed, keep_row_id=True, keep=["id"])
     pd.testing.assert_frame_equal(d, e)
 
 
 def test_no_row_id_unless_asked(mixed):
-    release, report = anonymize(mixed, qi=QI, k=3, seed=0)
+    release, report = anonymize(mixed, qi=QI, k=3, seed=0, keep=["id"])
     assert list(release.columns) == list(mixed.columns) and not report.keep_row_id
 
 
 def test_all_qi_constant():
     df = pd.DataFrame({"a": [1.0] * 7, "b": [3] * 7, "s": list("abcdefg")})
-    release, report = anonymize(df, qi=["a", "b"], k=3, seed=0)
+    release, report = anonymize(df, qi=["a", "b"], k=3, seed=0, keep=["s"])
     assert (release["a"] == 1.0).all() and (release["b"] == 3).all() and release["b"].dtype == np.int64
     assert report.constant_columns == ["a", "b"] and report.information_loss == 0.0
     assert report.min_cell_size >= 3 and sorted(release["s"]) == list("abcdefg")
 
 
 def test_report_to_dict_and_json(mixed, tmp_path):
-    _, report = anonymize(mixed, qi=QI, k=5, seed=9)
+    _, report = anonymize(mixed, qi=QI, k=5, seed=9, keep=["id"])
     assert isinstance(report, Report)
     d = report.to_dict()
     for key in ("n", "m", "k", "method", "cells", "min_cell_size", "max_cell_size", "information_loss",
@@ -152,7 +152,7 @@ def _one_line(exc_info, *needles):
 def test_bad_input(mixed, change, needles):
     df = change(mixed.reset_index(drop=True))
     with pytest.raises(InputError) as info:
-        anonymize(df, qi=QI, k=3, seed=0)
+        anonymize(df, qi=QI, k=3, seed=0, keep=["id"])
     _one_line(info, *needles)
 
 
@@ -160,7 +160,7 @@ def test_nan_message_gives_counts_not_values(mixed):
     df = mixed.reset_index(drop=True)
     df.loc[[1, 2, 3], "income"] = np.nan
     with pytest.raises(InputError) as info:
-        anonymize(df, qi=QI, k=3)
+        anonymize(df, qi=QI, k=3, keep=["id"])
     assert "'income' (3)" in _one_line(info)
 
 
@@ -229,7 +229,7 @@ def test_any_small_table_gives_a_verified_release(n, m, k, levels, seed):
     rng = np.random.default_rng(seed)
     df = pd.DataFrame(rng.integers(0, levels, (n, m)), columns=[f"q{j}" for j in range(m)])
     df["tag"] = np.arange(n)
-    release, report = anonymize(df, qi=list(df.columns[:m]), k=k, seed=seed, keep_row_id=True)
+    release, report = anonymize(df, qi=list(df.columns[:m]), k=k, seed=seed, keep_row_id=True, keep=["tag"])
     assert report.min_cell_size >= k and report.max_cell_size <= 2 * k - 1
     assert verify_k_anonymity(release, list(df.columns[:m]), k)
     np.testing.assert_array_equal(release["tag"], release["row_id"])

@@ -16,7 +16,7 @@ from scipy import stats
 
 from daskmicro import anonymize
 from daskmicro.cli import main
-from daskmicro.datasets import census_like
+from daskmicro.datasets import CENSUS_COLUMNS, census_like
 from daskmicro.errors import InputError, ParameterError
 from daskmicro.report import render_html
 
@@ -38,6 +38,9 @@ def survey():
 
 
 QI6 = ["AFNLWGT", "AGI", "EMCONTRB", "FEDTAX", "PTOTVAL", "STATETAX"]
+# published as they are with QI6: record_id and the other census columns (whole numbers, nearly one value
+# per record); p_respond (fractions) needs no keep where it is not the participation column
+KEEP = ["record_id", *(c for c in CENSUS_COLUMNS if c not in QI6)]
 
 
 def test_independent_n_min_matches_table_iii():
@@ -88,7 +91,7 @@ def test_constant_participation_one_is_plain_k(census):
 def test_per_record_participation(survey, method):
     k, pbar = 5, 1e-6
     release, report = anonymize(survey, QI6, k, method=method, participation="p_respond", max_cell_failure=pbar,
-                                seed=2, keep_row_id=True)
+                                seed=2, keep_row_id=True, keep=KEEP)
     # the other non-QI columns are published untouched; the participation column is an input only
     back = survey.iloc[release["row_id"].to_numpy()].reset_index(drop=True)
     for col in ("record_id", "region"):
@@ -129,7 +132,7 @@ def test_per_record_equals_constant_when_all_equal(census):
 
 
 def _bad(survey, **kw):
-    args = dict(qi=QI6, k=5, seed=0, participation="p_respond", max_cell_failure=1e-6)
+    args = dict(qi=QI6, k=5, seed=0, participation="p_respond", max_cell_failure=1e-6, keep=KEEP)
     args.update(kw)
     return anonymize(survey, **args)
 
@@ -187,7 +190,8 @@ def test_constant_participation_on_cluster(client):
     qi = [c for c in df.columns if c not in ("record_id", "region")]
     k, pi, pbar = 5, 0.5, 1e-6
     n_min = binom_n_min(k, pi, pbar)
-    small = dict(method="partitioned", partition_size=1000, K=200, task_rows=1500, client=client, seed=3)
+    small = dict(method="partitioned", partition_size=1000, K=200, task_rows=1500, client=client, seed=3,
+                 keep=["record_id"])
     release, report = anonymize(df, qi, k, participation=pi, max_cell_failure=pbar, plain_k_reference=True, **small)
     sizes = cells_of(release, qi).size().to_numpy()
     assert len(release) == len(df) and sizes.min() >= n_min and report.verified
@@ -219,7 +223,7 @@ def survey_csv(tmp_path, survey):
 def test_cli_participation_column(survey_csv, tmp_path, capsys):
     out = tmp_path / "release.parquet"
     argv = ["anonymize", str(survey_csv), str(out), "--qi", ",".join(QI6), "--k", "5", "--seed", "0",
-            "--participation", "p_respond", "--max-cell-failure", "1e-6"]
+            "--participation", "p_respond", "--max-cell-failure", "1e-6", "--keep", ",".join(KEEP)]
     assert main(argv) == 0
     report = json.loads((tmp_path / "release.report.json").read_text())
     prob = report["probabilistic"]
@@ -237,7 +241,7 @@ def test_cli_participation_column(survey_csv, tmp_path, capsys):
 def test_cli_constant_participation(survey_csv, tmp_path):
     out = tmp_path / "release.parquet"
     argv = ["anonymize", str(survey_csv), str(out), "--qi", ",".join(QI6), "--k", "5", "--seed", "0",
-            "--participation", "0.75", "--max-cell-failure", "1e-4"]
+            "--participation", "0.75", "--max-cell-failure", "1e-4", "--keep", ",".join(KEEP)]
     assert main(argv) == 0
     report = json.loads((tmp_path / "release.report.json").read_text())
     n_min = binom_n_min(5, 0.75, 1e-4)
@@ -263,7 +267,8 @@ def test_cli_bad_input(tmp_path, survey, capsys, extra, words):
     path = tmp_path / "survey.csv"
     survey.assign(gap=[np.nan] + [0.5] * (len(survey) - 1)).to_csv(path, index=False)
     before = sorted(p.name for p in tmp_path.iterdir())
-    argv = ["anonymize", str(path), str(tmp_path / "out.parquet"), "--qi", ",".join(QI6), "--k", "5", *extra]
+    argv = ["anonymize", str(path), str(tmp_path / "out.parquet"), "--qi", ",".join(QI6), "--k", "5",
+            "--keep", ",".join(KEEP), *extra]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("daskmicro: error:") and err.count("\n") == 1 and words in err
@@ -284,7 +289,7 @@ def test_cli_constant_participation_on_a_lake(survey, tmp_path, capsys):
     lake_dir = _lake(survey, tmp_path / "lake", 3)
     out = tmp_path / "out"
     argv = ["anonymize", str(lake_dir), str(out), "--qi", ",".join(QI6), "--k", "5", "--workers", "1",
-            "--participation", "0.75", "--max-cell-failure", "1e-4", "--no-dask-report"]
+            "--participation", "0.75", "--max-cell-failure", "1e-4", "--no-dask-report", "--keep", ",".join(KEEP)]
     assert main(argv) == 0
     assert (out / "_SUCCESS").exists()
     release = pd.read_parquet(out)
@@ -299,7 +304,8 @@ def test_cli_constant_participation_on_a_lake(survey, tmp_path, capsys):
     assert prob["cells_above_max_cell_failure"] == 0
     assert prob["n_cells"] == cells_of(release, QI6).ngroups
     # the same cells as the in-process run with the same participation (one group, exact MDAV)
-    _, rep = anonymize(survey, QI6, 5, method="mdav", participation=0.75, max_cell_failure=1e-4, seed=1)
+    _, rep = anonymize(survey, QI6, 5, method="mdav", participation=0.75, max_cell_failure=1e-4, seed=1,
+                     keep=KEEP)
     assert rep.probabilistic["n_min"] == n_min
 
 
@@ -307,7 +313,8 @@ def test_cli_constant_participation_on_a_lake_with_strata_to_one_file(survey, tm
     lake_dir = _lake(survey, tmp_path / "lake", 2)
     out = tmp_path / "release.parquet"
     argv = ["anonymize", str(lake_dir), str(out), "--qi", ",".join(QI6), "--k", "4", "--workers", "1",
-            "--strata", "region", "--participation", "0.6", "--max-cell-failure", "1e-5", "--no-dask-report"]
+            "--strata", "region", "--participation", "0.6", "--max-cell-failure", "1e-5", "--no-dask-report",
+            "--keep", ",".join(KEEP)]
     assert main(argv) == 0
     release = pd.read_parquet(out)
     report = json.loads(out.with_suffix(".report.json").read_text())
@@ -325,7 +332,8 @@ def test_cli_participation_column_with_a_lake(survey, tmp_path, capsys):
     lake_dir = _lake(survey, tmp_path / "lake", 2)
     out = tmp_path / "out"
     argv = ["anonymize", str(lake_dir), str(out), "--qi", ",".join(QI6), "--k", "5", "--workers", "1",
-            "--participation", "p_respond", "--max-cell-failure", "1e-4", "--no-dask-report"]
+            "--participation", "p_respond", "--max-cell-failure", "1e-4", "--no-dask-report",
+            "--keep", ",".join(KEEP)]
     assert main(argv) == 0, capsys.readouterr().err
     release = pd.read_parquet(out)
     assert len(release) == len(survey) and "p_respond" not in release.columns

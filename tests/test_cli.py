@@ -88,7 +88,8 @@ def test_census_subprocess(census_csv, tmp_path):
 def test_keep_row_id_and_passthrough(small, tmp_path):
     path, df = small
     out = tmp_path / "out.parquet"
-    assert main(["anonymize", str(path), str(out), "--qi", "x,y", "--k", "3", "--seed", "5", "--keep-row-id"]) == 0
+    assert main(["anonymize", str(path), str(out), "--qi", "x,y", "--k", "3", "--seed", "5", "--keep-row-id",
+                 "--keep", "name"]) == 0
     release = pd.read_parquet(out)
     assert list(release.columns) == ["x", "y", "name", "row_id"]
     assert (release["name"].to_numpy() == df["name"].to_numpy()[release["row_id"]]).all()
@@ -100,7 +101,7 @@ def test_overwrite(small, tmp_path, capsys):
     path, _ = small
     out = tmp_path / "out.parquet"
     out.write_bytes(b"precious")
-    argv = ["anonymize", str(path), str(out), "--qi", "x,y", "--k", "3"]
+    argv = ["anonymize", str(path), str(out), "--qi", "x,y", "--k", "3", "--keep", "name"]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("daskmicro: error:") and "\n" not in err and "already exists" in err and str(out) in err
@@ -169,7 +170,8 @@ def test_bad_input(case, small, tmp_path, capsys):
     src = make(tmp_path, df)
     before = sorted(p.name for p in tmp_path.iterdir())
     out = tmp_path / "out.parquet"
-    code = main(["anonymize", str(src), str(out), *options, "--report", str(tmp_path / "report.json")])
+    code = main(["anonymize", str(src), str(out), *options, "--keep", "name", "--report",
+                 str(tmp_path / "report.json")])
     captured = capsys.readouterr()
     assert code == 2
     err = captured.err.rstrip("\n")

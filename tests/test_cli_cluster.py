@@ -26,7 +26,7 @@ def lake_in(tmp_path_factory):
 
 def test_lake_in_lake_out_commits_atomically(lake_in, tmp_path, capsys):
     out = tmp_path / "release"
-    args = ["anonymize", str(lake_in), str(out), "--qi", QI, "--k", "5", "--method", "partitioned",
+    args = ["anonymize", str(lake_in), str(out), "--qi", QI, "--keep", "record_id", "--k", "5", "--method", "partitioned",
             "--partition-size", "1000", "--K", "200", "--nu", "0.5", "--seed", "1", "--workers", "2"]
     assert main(args) == 0
     files = sorted(p.name for p in out.iterdir())
@@ -50,7 +50,7 @@ def test_single_file_in_lake_out(lake_in, tmp_path):
     out = tmp_path / "release"
     src = lake_in / "part-0.parquet"
     assert main(["anonymize", str(src), str(out), "--qi", QI, "--k", "5", "--method", "partitioned",
-                 "--partition-size", "1000", "--K", "200", "--workers", "1"]) == 0
+                 "--partition-size", "1000", "--K", "200", "--workers", "1", "--keep", "record_id"]) == 0
     release = pd.read_parquet(out)
     assert len(release) == 2000 and verify_k_anonymity(release, list(CENSUS_COLUMNS), 5)
 
@@ -58,7 +58,8 @@ def test_single_file_in_lake_out(lake_in, tmp_path):
 def test_cli_on_a_running_dask_scheduler_and_worker(lake_in, tmp_path, dask_processes):
     out = tmp_path / "release"
     rc = main(["anonymize", str(lake_in), str(out), "--qi", QI, "--k", "5", "--method", "partitioned",
-               "--partition-size", "1000", "--scheduler", dask_processes.address, "--seed", "2"])
+               "--partition-size", "1000", "--scheduler", dask_processes.address, "--seed", "2",
+               "--keep", "record_id"])
     assert rc == 0
     release = pd.read_parquet(out)
     assert len(release) == 6000 and verify_k_anonymity(release, list(CENSUS_COLUMNS), 5)

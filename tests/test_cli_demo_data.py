@@ -46,7 +46,8 @@ def test_anonymize_reads_the_directory(tmp_path):
     assert main(["demo-data", str(lake) + "/", "--n", "1200", "--seed", "2", "--files", "3"]) == 0
     qi = list(CENSUS_COLUMNS[:4])
     assert main(["anonymize", str(lake) + "/", str(out) + "/", "--qi", ",".join(qi), "--k", "5", "--seed", "1",
-                 "--method", "partitioned", "--K", "100", "--partition-size", "400", "--workers", "1"]) == 0
+                 "--method", "partitioned", "--K", "100", "--partition-size", "400", "--workers", "1",
+                 "--keep", ",".join(["record_id", *CENSUS_COLUMNS[4:]])]) == 0   # published as they are
     assert (out / "_SUCCESS").is_file() and (out / "_report.json").is_file()
     release = pd.concat([pd.read_parquet(p) for p in sorted(out.rglob("*.parquet"))], ignore_index=True)
     assert len(release) == 1200 and verify_k_anonymity(release, qi, 5)

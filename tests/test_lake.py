@@ -155,9 +155,9 @@ def test_bad_input(case, tmp_path, client, monkeypatch):
         monkeypatch.setattr(executor, "worker_memory", lambda c: 10_000)
     src = make(tmp_path / "in", frame())
     before = listing(tmp_path)
-    argv = [src, tmp_path / "out", "--qi", "x,y", "--k", "3", *extra]
+    argv = [src, tmp_path / "out", "--qi", "x,y", "--k", "3", "--keep", "id", *extra]
     if "--qi" in extra:
-        argv = [src, tmp_path / "out", "--k", "3", *extra]
+        argv = [src, tmp_path / "out", "--k", "3", "--keep", "id", *extra]
     code, err = run(argv, client)
     assert code == 2 and err and "\n" not in err, err
     for needle in needles:
@@ -174,7 +174,7 @@ def test_output_inside_input(tmp_path, client):
 
 def test_constant_column_is_published_unchanged(tmp_path, client):
     src = write_files(tmp_path / "in", frame().assign(y=7))
-    assert run([src, tmp_path / "out", "--qi", "x,y", "--k", "3", "--seed", "0"], client)[0] == 0
+    assert run([src, tmp_path / "out", "--qi", "x,y", "--k", "3", "--seed", "0", "--keep", "id"], client)[0] == 0
     rel = pd.read_parquet(tmp_path / "out")
     assert (rel.y == 7).all() and json.loads((tmp_path / "out/_report.json").read_text())["constant_columns"] == ["y"]
 
@@ -183,7 +183,7 @@ def test_reference_is_exact_mdav_on_the_released_records(tmp_path, client):
     df = frame(600, seed=4)
     src = write_files(tmp_path / "in", df)
     argv = [src, tmp_path / "out", "--qi", "x,y", "--k", "3", "--method", "partitioned", "--K", "20",
-            "--partition-size", "60", "--task-rows", "200", "--seed", "1", "--no-dask-report"]
+            "--partition-size", "60", "--task-rows", "200", "--seed", "1", "--no-dask-report", "--keep", "id"]
     assert run(argv, client)[0] == 0
     rep = json.loads((tmp_path / "out/_report.json").read_text())
     from daskmicro import information_loss, mdav, standardize
@@ -196,7 +196,8 @@ def test_reference_is_exact_mdav_on_the_released_records(tmp_path, client):
     # stratified: each stratum is z-scored and anonymized on its own and the run reports the
     # record-weighted mean IL; the reference is the same mean over exact MDAV on each stratum
     argv = [src, tmp_path / "out2", "--qi", "x,y", "--k", "3", "--strata", "s", "--method", "partitioned",
-            "--K", "20", "--partition-size", "60", "--task-rows", "100", "--seed", "1", "--no-dask-report"]
+            "--K", "20", "--partition-size", "60", "--task-rows", "100", "--seed", "1", "--no-dask-report",
+            "--keep", "id"]
     assert run(argv, client)[0] == 0
     rep = json.loads((tmp_path / "out2/_report.json").read_text())
     per = {}
@@ -265,10 +266,11 @@ def test_strata_drop_keep_row_id(tmp_path, client):
 def test_merge_small_strata(tmp_path, client):
     df = frame(100).assign(s=["a"] * 60 + ["b"] * 2 + ["c"] * 38)
     src = write_files(tmp_path / "in", df)
-    code, err = run([src, tmp_path / "o1", "--qi", "x,y", "--k", "3", "--strata", "s"], client)
+    code, err = run([src, tmp_path / "o1", "--qi", "x,y", "--k", "3", "--strata", "s", "--keep", "id"], client)
     assert code == 2 and "stratum 2 of 3 (column s) in key order has 2 record(s)" in err
     assert "s=b" not in err                                    # a stratum's value is data: never in a message
-    assert run([src, tmp_path / "o2", "--qi", "x,y", "--k", "3", "--strata", "s", "--merge-small-strata"], client)[0] == 0
+    assert run([src, tmp_path / "o2", "--qi", "x,y", "--k", "3", "--strata", "s", "--merge-small-strata",
+                "--keep", "id"], client)[0] == 0
     groups = json.loads((tmp_path / "o2/_report.json").read_text())["strata"]["groups"]
     assert [g["group"] for g in groups] == ["stratum 1 of 3 (column s)", "strata 2+3 of 3 (column s)"]
 
@@ -278,20 +280,21 @@ def test_missing_separate_keeps_gaps(tmp_path, client):
     df.loc[:11, "x"] = np.nan
     src = write_files(tmp_path / "in", df)
     out = tmp_path / "out"
-    assert run([src, out, "--qi", "x,y", "--k", "3", "--missing", "separate", "--keep-row-id"], client)[0] == 0
+    assert run([src, out, "--qi", "x,y", "--k", "3", "--missing", "separate", "--keep-row-id", "--keep", "id"],
+               client)[0] == 0
     rel = pd.read_parquet(out).sort_values("row_id").reset_index(drop=True)
     assert rel.x.isna().sum() == 12 and (rel.x.isna() == df.x.isna()).all()
     assert verify_k_anonymity(rel, ["x", "y"], 3)
     df.loc[:1, "y"] = np.nan
     src2 = write_files(tmp_path / "in2", df.astype({"y": "Int64"}))
-    code, err = run([src2, tmp_path / "o2", "--qi", "x,y", "--k", "3", "--missing", "separate"], client)
+    code, err = run([src2, tmp_path / "o2", "--qi", "x,y", "--k", "3", "--missing", "separate", "--keep", "id"], client)
     assert code == 2 and "missing 'x', 'y'" in err and "fewer than k = 3" in err
 
 
 def test_single_file_output_with_strata(tmp_path, client):
     src = write_files(tmp_path / "in", frame())
     out = tmp_path / "r.parquet"
-    assert run([src, out, "--qi", "x,y", "--k", "3", "--strata", "s"], client)[0] == 0
+    assert run([src, out, "--qi", "x,y", "--k", "3", "--strata", "s", "--keep", "id"], client)[0] == 0
     rel = pd.read_parquet(out)
     assert len(rel) == 120 and verify_k_anonymity(rel, ["x", "y"], 3)
     assert out.with_suffix(".report.json").exists()
@@ -301,7 +304,7 @@ def test_release_bytes_do_not_depend_on_files_or_workers(tmp_path, client, monke
     monkeypatch.setattr(executor, "SMALL_GROUP_ROWS", 500)   # strata of 1000 rows go through the pipeline
     df = frame(3000, seed=5)
     opts = ["--qi", "x,y", "--k", "5", "--strata", "s", "--seed", "9", "--rows-per-file", "700",
-            "--partition-size", "400", "--K", "100"]
+            "--partition-size", "400", "--K", "100", "--keep", "id"]
     outs = []
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as lc, \
             Client(lc, set_as_default=False) as one:

@@ -205,6 +205,26 @@ def test_bad_qi_cell_is_counted_not_quoted(tmp_path, case):
     assert_clean(str(info.value), secrets)
 
 
+# --------------------------------------------------------------------------- identifiers published as they are
+
+
+@pytest.mark.parametrize("column", ["code", "user_name"])
+def test_identifier_refusal_names_the_column_only(tmp_path, column):
+    """A column of secrets distinct for every record ("code": refused by its values; "user_name" by
+    its name) is refused in one line that names it, never one of its values."""
+    values = [f"{TOKEN}{i:03d}" if i % 2 else str(int(NUMBER * 1000) + i) for i in range(12)]
+    df = pd.DataFrame({"x": np.arange(12.0), "y": np.arange(12.0) % 5, column: values})
+    src = tmp_path / "in.csv"
+    df.to_csv(src, index=False)
+    done = cli("anonymize", src, tmp_path / "out.parquet", "--qi", "x,y", "--k", "3", "--quiet")
+    secrets = [TOKEN, NUMBER, *values]
+    assert_one_line_refusal(done, secrets, names=[f"'{column}'", f"--drop {column}", f"--keep {column}"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"]
+    with pytest.raises(ValueError) as info:
+        daskmicro.anonymize(df, qi=["x", "y"], k=3)
+    assert_clean(str(info.value), secrets)
+
+
 # --------------------------------------------------------------------------- participation and partitions
 
 

@@ -32,7 +32,8 @@ def _by_row(release: pd.DataFrame) -> pd.DataFrame:
 
 def _run(data, qi, client, npartitions, **kw):
     ddf = dd.from_pandas(data, npartitions=npartitions, sort=False)
-    release, report = anonymize(ddf, qi, 5, seed=11, keep_row_id=True, client=client, **{**SMALL, **kw})
+    release, report = anonymize(ddf, qi, 5, seed=11, keep_row_id=True, client=client, keep=["record_id"],
+                                **{**SMALL, **kw})
     return _by_row(client.compute(release).result()), report
 
 
@@ -64,7 +65,7 @@ def test_quality_high_same_release_for_1_2_workers_and_any_chunking(data, qi, cl
     number of workers, k-anonymous as verified before the commit."""
     def run(client, npartitions):
         ddf = dd.from_pandas(data, npartitions=npartitions, sort=False)
-        release, report = anonymize(ddf, qi, 3, seed=11, keep_row_id=True, client=client, quality="high",
+        release, report = anonymize(ddf, qi, 3, seed=11, keep_row_id=True, client=client, quality="high", keep=["record_id"],
                                     **{**SMALL, "task_rows": 8_000, "partition_size": 3_000})
         return _by_row(client.compute(release).result()), report
 
@@ -117,7 +118,7 @@ def test_release_is_k_anonymous_and_keeps_every_row(data, qi, client):
 def test_one_task_mdav_equals_the_kernel(data, qi, client):
     sub = data.iloc[:3000]
     release, report = anonymize(dd.from_pandas(sub, npartitions=2, sort=False), qi, 4, method="mdav",
-                                seed=1, keep_row_id=True, client=client)
+                                seed=1, keep_row_id=True, client=client, keep=["record_id"])
     release = _by_row(client.compute(release).result())
     X = sub[qi].to_numpy(np.float64)
     labels = mdav(standardize(X)[0], 4)
@@ -131,18 +132,21 @@ def test_one_task_mdav_equals_the_kernel(data, qi, client):
 def test_nu_extremes_of_the_two_partition_mode(data, qi, client):
     sub = data.iloc[:4000]
     X = sub[qi].to_numpy(np.float64)
-    _, plain = anonymize(sub, qi, 5, method="proximal-distal", nu=1.0, K=500, client=client, seed=0)
+    _, plain = anonymize(sub, qi, 5, method="proximal-distal", nu=1.0, K=500, client=client, seed=0,
+                         keep=["record_id"])
     assert plain.information_loss == pytest.approx(information_loss(X, mdav(standardize(X)[0], 5)), rel=1e-9)
-    _, pca = anonymize(sub, qi, 5, method="proximal-distal", nu=0.0, K=500, client=client, seed=0)
-    _, pca_ref = anonymize(sub, qi, 5, method="pca-mdav", seed=0)
+    _, pca = anonymize(sub, qi, 5, method="proximal-distal", nu=0.0, K=500, client=client, seed=0,
+                       keep=["record_id"])
+    _, pca_ref = anonymize(sub, qi, 5, method="pca-mdav", seed=0, keep=["record_id"])
     assert pca.information_loss == pytest.approx(pca_ref.information_loss, rel=0.02)
-    _, mid = anonymize(sub, qi, 5, method="proximal-distal", nu=0.4, K=500, client=client, seed=0)
+    _, mid = anonymize(sub, qi, 5, method="proximal-distal", nu=0.4, K=500, client=client, seed=0,
+                       keep=["record_id"])
     assert mid.pipeline["distal_macrocells"] == round(0.4 * mid.pipeline["macrocells"])
     assert plain.information_loss <= mid.information_loss <= pca.information_loss * 1.05
 
 
 def test_pandas_in_pandas_out(data, qi, client):
-    release, report = anonymize(data.iloc[:5000], qi, 5, seed=3, client=client, **SMALL)
+    release, report = anonymize(data.iloc[:5000], qi, 5, seed=3, client=client, keep=["record_id"], **SMALL)
     assert isinstance(release, pd.DataFrame) and len(release) == 5000 and report.verified
     assert list(release.columns) == list(data.columns)
 
@@ -163,16 +167,18 @@ def test_pandas_in_pandas_out(data, qi, client):
 )
 def test_bad_pipeline_parameters_are_refused(data, qi, client, kw, message):
     with pytest.raises(ParameterError, match=message):
-        anonymize(data.iloc[:4000], qi, 5, client=client, **{**SMALL, **kw})
+        anonymize(data.iloc[:4000], qi, 5, client=client, keep=["record_id"], **{**SMALL, **kw})
 
 
 def test_bad_input_on_the_cluster(data, qi, client):
     bad = data.iloc[:2000].copy()
     bad.loc[bad.index[3], "AGI"] = np.nan
     with pytest.raises(InputError, match="'AGI' \\(1\\)"):
-        anonymize(dd.from_pandas(bad, npartitions=2), qi, 5, client=client, method="partitioned")
+        anonymize(dd.from_pandas(bad, npartitions=2), qi, 5, client=client, method="partitioned",
+                  keep=["record_id"])
     with pytest.raises(ParameterError, match="k must be at most|k"):
-        anonymize(dd.from_pandas(data.iloc[:20], npartitions=2), qi, 50, client=client, method="partitioned")
+        anonymize(dd.from_pandas(data.iloc[:20], npartitions=2), qi, 50, client=client, method="partitioned",
+                  keep=["record_id"])
     with pytest.raises(ParameterError, match="unknown QI"):
         anonymize(dd.from_pandas(data.iloc[:20], npartitions=2), ["nope"], 5, client=client)
 
@@ -214,9 +220,9 @@ def test_ingest_keeps_the_spread_of_epoch_milliseconds_for_any_chunking(client):
 def test_epoch_milliseconds_end_to_end_match_in_process_mdav(client):
     df = _epoch_frame()
     qi = ["ts", "age", "income", "batch"]
-    _, local = anonymize(df, qi, 5, method="mdav", seed=2)
+    _, local = anonymize(df, qi, 5, method="mdav", seed=2, keep=["id"])
     release, report = anonymize(dd.from_pandas(df, npartitions=4, sort=False), qi, 5, method="mdav", seed=2,
-                                client=client)
+                                client=client, keep=["id"])
     assert report.verified and local.verified
     assert report.constant_columns == local.constant_columns == ["batch"]
     assert report.m_used == 3
@@ -245,7 +251,7 @@ def big():
 def test_release_order_is_global_and_independent_of_the_chunking(big, client):
     df, qi4 = big
     kw = dict(method="partitioned", task_rows=10_000, partition_size=2_500, K=500, seed=7, keep_row_id=True,
-              client=client)
+              client=client, keep=["record_id"])
     ddf = dd.from_pandas(df, npartitions=8, sort=False)
     release, report = anonymize(ddf, qi4, 5, **kw)
     assert release.npartitions == 8 and report.verified

@@ -38,7 +38,8 @@ def Z(data, qi):
 
 def _run(data, qi, client, npartitions, **kw):
     ddf = dd.from_pandas(data, npartitions=npartitions, sort=False)
-    release, report = anonymize(ddf, qi, 5, seed=3, keep_row_id=True, client=client, **{**SMALL, **kw})
+    release, report = anonymize(ddf, qi, 5, seed=3, keep_row_id=True, client=client, keep=["record_id"],
+                                **{**SMALL, **kw})
     return client.compute(release).result().sort_values("row_id").reset_index(drop=True), report
 
 
@@ -141,8 +142,10 @@ def test_refine_and_macro_pcl_same_release_for_1_2_4_workers_and_any_chunking(da
 
 def test_macro_pcl_two_partition_layout(data, qi, client):
     sub = data.iloc[:3_000]
-    _, mdav_rep = anonymize(sub, qi, 5, method="proximal-distal", K=300, nu=0.4, seed=0, client=client)
-    _, rep = anonymize(sub, qi, 5, method="proximal-distal", K=300, nu=0.4, seed=0, client=client, macro="pcl")
+    _, mdav_rep = anonymize(sub, qi, 5, method="proximal-distal", K=300, nu=0.4, seed=0, client=client,
+                              keep=["record_id"])
+    _, rep = anonymize(sub, qi, 5, method="proximal-distal", K=300, nu=0.4, seed=0, client=client, macro="pcl",
+                         keep=["record_id"])
     assert rep.verified and rep.min_cell_size >= 5
     assert rep.pipeline["macrocells"] == mdav_rep.pipeline["macrocells"]
     # the paper's two partitions (proximal, distal) over every record
@@ -153,12 +156,12 @@ def test_macro_pcl_two_partition_layout(data, qi, client):
 def test_method_pcl_in_process_and_on_the_cluster(data, qi, client):
     sub = data.iloc[:400]
     X = sub[qi].to_numpy(np.float64)
-    release, rep = anonymize(sub, qi, 4, method="pcl", seed=0)
+    release, rep = anonymize(sub, qi, 4, method="pcl", seed=0, keep=["record_id"])
     assert rep.method == "pcl" and rep.verified and rep.min_cell_size >= 4 and len(release) == 400
     labels = pcl(standardize(X)[0], 4, init="mdav", seed=0)
     assert rep.information_loss == pytest.approx(information_loss(X, labels), rel=1e-9)
     assert rep.information_loss < information_loss(X, mdav(standardize(X)[0], 4))
-    _, crep = anonymize(sub, qi, 4, method="pcl", seed=0, client=client)
+    _, crep = anonymize(sub, qi, 4, method="pcl", seed=0, client=client, keep=["record_id"])
     # on the cluster the same one-task kernel runs on a worker: the same cells
     assert crep.verified and crep.min_cell_size >= 4
     assert crep.information_loss == pytest.approx(rep.information_loss, rel=1e-12)
@@ -195,7 +198,7 @@ def test_exports():
 def test_bad_pcl_options_in_process(data, qi, kw, message):
     kw = {"k": 5, **kw}
     with pytest.raises(ParameterError, match=message) as exc:
-        anonymize(data.iloc[:300], qi, seed=0, **kw)
+        anonymize(data.iloc[:300], qi, seed=0, keep=["record_id"], **kw)
     assert "\n" not in str(exc.value)
 
 
@@ -211,7 +214,7 @@ def test_bad_pcl_options_in_process(data, qi, kw, message):
 def test_bad_pcl_options_on_the_cluster(data, qi, client, kw, message):
     kw = {"k": 5, **kw}
     with pytest.raises(ParameterError, match=message):
-        anonymize(data.iloc[:300], qi, seed=0, client=client, **kw)
+        anonymize(data.iloc[:300], qi, seed=0, client=client, keep=["record_id"], **kw)
 
 
 def test_pipeline_config_checks_pcl_options():
@@ -230,7 +233,8 @@ def test_cli_method_pcl_in_process(data, qi, tmp_path, capsys):
     src = tmp_path / "in.csv"
     data.iloc[:300].to_csv(src, index=False)
     out = tmp_path / "out.parquet"
-    args = ["anonymize", str(src), str(out), "--qi", ",".join(qi), "--k", "5", "--method", "pcl", "--seed", "0"]
+    args = ["anonymize", str(src), str(out), "--qi", ",".join(qi), "--k", "5", "--method", "pcl", "--seed", "0",
+            "--keep", "record_id"]
     assert main(args) == 0
     report = json.loads(out.with_suffix(".report.json").read_text())
     assert report["method"] == "pcl" and report["min_cell_size"] >= 5
@@ -243,7 +247,8 @@ def test_cli_refine_and_macro_on_a_scheduler(data, qi, client, tmp_path):
     out = tmp_path / "out.parquet"
     args = ["anonymize", str(src), str(out), "--qi", ",".join(qi), "--k", "5", "--method", "partitioned",
             "--partition-size", "1000", "--K", "200", "--task-rows", "1500", "--refine", "pcl", "--refine-iter", "2",
-            "--macro", "pcl", "--macro-iter", "1", "--seed", "0", "--scheduler", client.scheduler.address]
+            "--macro", "pcl", "--macro-iter", "1", "--seed", "0", "--scheduler", client.scheduler.address,
+            "--keep", "record_id"]
     assert main(args) == 0
     report = json.loads(out.with_suffix(".report.json").read_text())
     p = report["pipeline"]

@@ -25,7 +25,8 @@ def _exact_il(frame, k):
 
 
 def test_reference_exact_and_self(data):
-    _, report = anonymize(data, QI, 5, method="pca-mdav", n_components=3, seed=0, reference="exact")
+    _, report = anonymize(data, QI, 5, method="pca-mdav", n_components=3, seed=0, reference="exact",
+                          keep=["record_id"])
     assert report.reference["kind"] == "exact"
     assert report.reference_information_loss == pytest.approx(_exact_il(data, 5), rel=1e-9)
     assert report.information_loss > report.reference_information_loss  # 3 of 13 components cost distortion
@@ -34,16 +35,17 @@ def test_reference_exact_and_self(data):
     page = render_html(d)
     assert "exact MDAV on all 900 records" in page and "relative distortion increment" in page
     # "auto" on a small table is exact; MDAV is its own reference; the default computes nothing
-    _, auto = anonymize(data, QI, 5, method="pca-mdav", n_components=3, seed=0, reference="auto")
+    _, auto = anonymize(data, QI, 5, method="pca-mdav", n_components=3, seed=0, reference="auto",
+                        keep=["record_id"])
     assert auto.reference_information_loss == pytest.approx(report.reference_information_loss)
-    _, own = anonymize(data, QI, 5, method="mdav", seed=0, reference="auto")
+    _, own = anonymize(data, QI, 5, method="mdav", seed=0, reference="auto", keep=["record_id"])
     assert own.reference["kind"] == "self" and own.reference_information_loss == own.information_loss
-    _, none = anonymize(data, QI, 5, method="pca-mdav", seed=0)
+    _, none = anonymize(data, QI, 5, method="pca-mdav", seed=0, keep=["record_id"])
     assert none.reference_information_loss is None and "reference" not in none.to_dict()
 
 
 def test_reference_estimated_on_a_sample(data):
-    _, report = anonymize(data, QI, 5, method="pca-mdav", n_components=2, seed=0)
+    _, report = anonymize(data, QI, 5, method="pca-mdav", n_components=2, seed=0, keep=["record_id"])
     rec = attach_reference(report, data, QI, "sample", sample_rows=400, seed=3)
     assert rec["kind"] == "sample" and rec["sample_size"] == 400 and rec["sample_seed"] == 3
     assert rec["label"] == "estimated on a sample of 400 records"
@@ -83,7 +85,8 @@ def test_reference_bad_value(data):
 
 # --------------------------------------------------------------------------- Dask performance report
 
-CLUSTER = ["--method", "partitioned", "--partition-size", "300", "--K", "60", "--nu", "0.5", "--workers", "1"]
+CLUSTER = ["--method", "partitioned", "--partition-size", "300", "--K", "60", "--nu", "0.5", "--workers", "1",
+           "--keep", "record_id"]
 
 
 @pytest.fixture(scope="module")

@@ -72,7 +72,7 @@ def test_lake_files_are_the_single_file_release_cut(client, tmp_path_factory, se
     tmp = tmp_path_factory.mktemp("shuffle")
     df = _frame(seed, n, qi_dtype, extra)
     src = _write(tmp / "in", df, files)
-    opts = dict(qi=["a", "b"], k=3, seed=seed, keep_row_id=keep_row_id, client=client)
+    opts = dict(qi=["a", "b"], k=3, seed=seed, keep_row_id=keep_row_id, client=client, keep=["extra"])
     # hive partitions are strata: the partitioned release is the stratified single-file release, cut
     anonymize_file(src, tmp / "one.parquet", strata=["region"] if hive else None, **opts)
     lake = tmp / "lake"

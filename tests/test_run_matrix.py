@@ -101,7 +101,8 @@ def with_missing(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def options(case: dict) -> dict:
-    opts = {"qi": QI, "k": K_ANON, "method": case["method"], "seed": 7}
+    # "id" is published as it is; the π column "p" (fractions) needs no keep when it is not the participation column
+    opts = {"qi": QI, "k": K_ANON, "method": case["method"], "seed": 7, "keep": ["id"]}
     if case["method"] in ("partitioned", "proximal-distal"):
         opts.update(K=40)
     if case["method"] == "partitioned":
@@ -150,8 +151,8 @@ def _write_input(df: pd.DataFrame, kind: str, root: Path) -> Path:
 def _spec(case, opts, inp, out, path: Path) -> Path:
     import yaml
 
-    spec = {"version": 1, "name": "matrix", "input": {"path": str(inp)}, "qi": QI, "k": K_ANON,
-            "method": case["method"], "parameters": {"seed": 7}, "output": {"path": str(out)}}
+    spec = {"version": 1, "name": "matrix", "input": {"path": str(inp), "keep": opts["keep"]}, "qi": QI,
+            "k": K_ANON, "method": case["method"], "parameters": {"seed": 7}, "output": {"path": str(out)}}
     for key in ("K", "partition_size", "refine", "quality"):
         if key in opts:
             spec["parameters"][key] = opts[key]
@@ -169,7 +170,7 @@ def _spec(case, opts, inp, out, path: Path) -> Path:
 
 def _cli_argv(opts, inp, out) -> list:
     argv = ["anonymize", str(inp), str(out), "--qi", ",".join(QI), "--k", str(K_ANON), "--method", opts["method"],
-            "--seed", "7", "--no-dask-report"]
+            "--seed", "7", "--no-dask-report", "--keep", ",".join(opts["keep"])]
     for key, flag in (("K", "--K"), ("partition_size", "--partition-size"), ("refine", "--refine"),
                       ("quality", "--quality")):
         if key in opts:

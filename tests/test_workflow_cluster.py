@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 
 from daskmicro.cli import main
-from daskmicro.datasets import census_like
+from daskmicro.datasets import CENSUS_COLUMNS, census_like
 from daskmicro.privacy import verify_k_anonymity
 from daskmicro.workflow import Clock, load_workflow
 from daskmicro.workflow.submit import RUNS
@@ -29,6 +29,8 @@ from daskmicro.workflow.submit import RUNS
 from _clusters import ENV, connect, start_dask_processes
 
 QI = ["AGI", "FEDTAX", "FICA"]
+# published as they are: record_id and the other census columns (nearly one value per record)
+KEEP = ["record_id", *(c for c in CENSUS_COLUMNS if c not in QI)]
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -47,7 +49,7 @@ def cluster(dask_processes):
 
 def _spec(path: Path, name: str, output: str, schedule: str = "", extra: str = "") -> Path:
     path.write_text(f"""name: {name}
-input: {{path: census.parquet}}
+input: {{path: census.parquet, keep: {json.dumps(KEEP)}}}
 qi: {json.dumps(QI)}
 k: 5
 method: mdav

@@ -96,6 +96,7 @@ def _add_lake_options(p) -> None:
     g.add_argument("--filter", action="append", default=[], metavar="EXPR", help="row filter, e.g. 'year>=2020' or 'region in (north,south)'; repeat to AND")
     g.add_argument("--columns", metavar="COLS", help="read only these columns (projection)")
     g.add_argument("--drop", metavar="COLS", help="leave out these columns (direct identifiers)")
+    g.add_argument("--keep", metavar="COLS", help="publish these columns as they are although they look like identifiers (named like one, or text, integers, dates or whole-number floats with a distinct value for nearly every record); such columns are refused otherwise")
     g.add_argument("--strata", metavar="COLS", help="microaggregate independently inside each stratum of these columns")
     g.add_argument("--merge-small-strata", action="store_true", help="merge a stratum with fewer than K records into its neighbour (in key order) instead of refusing")
     g.add_argument("--missing", choices=["refuse", "separate"], default=None, help="missing QI values: refuse (default) or microaggregate each missingness pattern on its observed columns")

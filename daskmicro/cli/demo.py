@@ -100,9 +100,10 @@ def _cmd_demo(args) -> int:
               file=sys.stderr, flush=True)
         perf = DaskPerformanceReport(enabled=args.dask_report)
         with perf.record(), StageProgress() as progress:
+            # record_id is an identifier: kept here only to show that pass-through columns are untouched
             release, report = anonymize(data, qi=qi, k=args.k, seed=args.seed, method="partitioned",
                                         partition_size=args.partition_size, keep_row_id=True, client=client,
-                                        progress=progress, reference="auto")
+                                        progress=progress, reference="auto", keep=["record_id"])
     # utility and risk need each published row next to its original: align by row id, then drop it
     original = data[qi].to_numpy(np.float64)
     published = release.sort_values(ROW_ID)[qi].to_numpy(np.float64)

@@ -30,6 +30,7 @@ from ..io.shuffle import COUNTS_DIR, SHUFFLE_DIR
 from ..io.source import RID
 from ..kernels.bounds import MAX_ABS
 from ..kernels.figures import scale_from_moments
+from ..privacy import identifiers
 from ..publish import canonical_values
 from ..runplan import GroupResult
 from ..strata import group_mask, merged_labels, plan_groups, publish_strata
@@ -289,10 +290,15 @@ def _prescan(client, source, plan, sink) -> _Layout:
         c for c in source.partition_fields if c in source.columns and c not in qi]
     hive.check_names(partition_by)
     strata = list(dict.fromkeys(list(plan.strata) + partition_by))
+    # every column published as it is is accounted for: no identifier by accident
+    as_is = [c for c in source.columns
+             if c not in set(qi) | set(strata) | set(plan.release.hidden) | set(plan.release.keep)]
+    identifiers.check_names(as_is)
     keys = strata
     source.attach(client)
     scans = client.gather(client.compute([source.scan_task(i, qi, keys) for i in range(len(source.files))]))
     n = check_scan(scans, qi, plan.missing, getattr(source, "path", None))
+    _check_distinct(client, source, as_is, plan.k)
     _check_partition_values(scans, keys, partition_by)
     if plan.participation is not None:
         _check_participation_column(client, source, plan.participation.column)
@@ -446,6 +452,20 @@ def _tick(progress, name, t0) -> float:
     if progress is not None:
         progress(name, seconds)
     return seconds
+
+
+def _check_distinct(client, source, columns, k) -> None:
+    """Refuse a column published as it is whose values single the records out (counted on the
+    workers as merged hash sketches, :mod:`daskmicro.privacy.identifiers`)."""
+    import dask
+
+    if not columns:
+        return
+    sk = dask.delayed(identifiers.sketch, pure=True)
+    parts = [sk(source.read_task(i, columns, 0), columns) for i in range(len(source.files))]
+    while len(parts) > 1:
+        parts = [dask.delayed(identifiers.merge, pure=True)(*parts[i:i + 8]) for i in range(0, len(parts), 8)]
+    identifiers.check_values(client.compute(parts[0]).result(), k)
 
 
 def _check_partition_values(scans, keys, partition_by) -> None:

@@ -24,7 +24,7 @@ _FILTER_OPS = ("==", "!=", "<", "<=", ">", ">=", "in", "not in")
 
 #: The keys each section (and ``cluster.tls``) accepts.
 SECTIONS = {
-    "input": ("path", "filters", "strata", "missing", "merge_small_strata", "columns", "drop"),
+    "input": ("path", "filters", "strata", "missing", "merge_small_strata", "columns", "drop", "keep"),
     "parameters": ("K", "nu", "partition_size", "task_rows", "max_task_rows", "energy_loss", "n_components",
                    "sse_threshold", "seed", "keep_row_id", "quality", "refine", "refine_iter", "macro", "macro_iter",
                    "reference"),
@@ -66,7 +66,7 @@ def check_input(value, base: Path) -> dict:
         out["filters"].append([col, op, _jsonable(val)])  # column names exactly as written
     if "strata" in sec and sec["strata"] is not None:
         out["strata"] = as_columns(sec["strata"], "input.strata")
-    for key in ("columns", "drop"):
+    for key in ("columns", "drop", "keep"):
         if sec.get(key) is not None:
             out[key] = as_columns(sec[key], f"input.{key}")
     if "missing" in sec:
