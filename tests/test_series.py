@@ -86,10 +86,10 @@ SIX_WAYS = [dict(k=5), dict(k=5, quality="high"), dict(k=6), dict(k=5, method="p
 
 def test_intersection_attack_works_on_trial_runs_and_recovers_nothing_from_a_series(tmp_path):
     people = _people(1000, seed=4)
-    trial = [anonymize(people, qi=QI, seed=i, ledger="off", **opts)[0] for i, opts in enumerate(SIX_WAYS)]
+    trial = [anonymize(people, qi=QI, seed=i, ledger="off", keep=["pid"], **opts)[0] for i, opts in enumerate(SIX_WAYS)]
     assert intersection(trial, people) > 100          # the attack works: six fresh aggregations
     ledger = tmp_path / "ledger"
-    series = [anonymize(people, qi=QI, seed=i, ledger=ledger, **opts)[0] for i, opts in enumerate(SIX_WAYS)]
+    series = [anonymize(people, qi=QI, seed=i, ledger=ledger, keep=["pid"], **opts)[0] for i, opts in enumerate(SIX_WAYS)]
     assert intersection(series, people) == 0
     first = _tuples(series[0])
     for rel, opts in zip(series, SIX_WAYS):
@@ -102,13 +102,13 @@ def test_differencing_an_appended_record(tmp_path):
     new = pd.DataFrame({"pid": [99999], "region": ["north"], "age": [47], "income": [123457.0],
                         "savings": [31337.77000001]})
     grown = pd.concat([people, new], ignore_index=True)
-    t1, _ = anonymize(people, qi=QI, k=5, seed=1, ledger="off")
-    t2, _ = anonymize(grown, qi=QI, k=5, seed=1, ledger="off")
+    t1, _ = anonymize(people, qi=QI, k=5, seed=1, ledger="off", keep=["pid"])
+    t2, _ = anonymize(grown, qi=QI, k=5, seed=1, ledger="off", keep=["pid"])
     # trial runs: the appended record is a cell of its own neighbours, re-formed; the totals give it
     assert differencing(t1, t2, new[QI].iloc[0])
     ledger = tmp_path / "ledger"
-    r1, _ = anonymize(people, qi=QI, k=5, seed=1, ledger=ledger)
-    r2, rep = anonymize(grown, qi=QI, k=5, seed=1, ledger=ledger)
+    r1, _ = anonymize(people, qi=QI, k=5, seed=1, ledger=ledger, keep=["pid"])
+    r2, rep = anonymize(grown, qi=QI, k=5, seed=1, ledger=ledger, keep=["pid"])
     assert not differencing(r1, r2, new[QI].iloc[0])
     assert _tuples(r2) <= _tuples(r1)
     assert rep.series["republished"] == 2000 and rep.series["joined_frozen"] == 1
@@ -118,7 +118,7 @@ def test_a_new_series_aggregates_afresh_and_says_so(tmp_path, capsys):
     people = _people(300, seed=2)
     people.to_parquet(tmp_path / "in.parquet", index=False)
     ledger = tmp_path / "ledger"
-    base = ["anonymize", tmp_path / "in.parquet", "--qi", ",".join(QI), "--k", "4", "--ledger", ledger]
+    base = ["anonymize", tmp_path / "in.parquet", "--qi", ",".join(QI), "--k", "4", "--ledger", ledger, "--keep", "pid"]
     assert main([str(a) for a in base + [tmp_path / "a.parquet", "--seed", "1"]]) == 0
     capsys.readouterr()
     assert main([str(a) for a in base + [tmp_path / "b.parquet", "--k", "6", "--new-series"]]) == 0
@@ -131,7 +131,7 @@ def test_a_new_series_aggregates_afresh_and_says_so(tmp_path, capsys):
 def test_trial_run_says_it_must_not_be_published(tmp_path, capsys):
     _people(50).to_parquet(tmp_path / "in.parquet", index=False)
     rc = main([str(a) for a in ["anonymize", tmp_path / "in.parquet", tmp_path / "o.parquet", "--qi", "age,income",
-                                "--k", "3", "--ledger", "off"]])
+                                "--k", "3", "--ledger", "off", "--keep", "pid"]])
     cap = capsys.readouterr()
     assert rc == 0
     assert "trial run, not recorded; its output must not be published" in cap.err
@@ -145,9 +145,9 @@ def test_default_ledger_catches_a_re_release_into_another_directory(tmp_path, mo
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     people = _people(400, seed=3)
     people.to_parquet(tmp_path / "in.parquet", index=False)
-    anonymize_file(tmp_path / "in.parquet", tmp_path / "one", qi=QI, k=4, seed=1)
+    anonymize_file(tmp_path / "in.parquet", tmp_path / "one", qi=QI, k=4, seed=1, keep=["pid"])
     (tmp_path / "elsewhere").mkdir()
-    anonymize_file(tmp_path / "in.parquet", tmp_path / "elsewhere" / "two.parquet", qi=QI, k=9, seed=2)
+    anonymize_file(tmp_path / "in.parquet", tmp_path / "elsewhere" / "two.parquet", qi=QI, k=9, seed=2, keep=["pid"])
     one, two = pd.read_parquet(tmp_path / "one"), pd.read_parquet(tmp_path / "elsewhere" / "two.parquet")
     assert _tuples(two) <= _tuples(one) and _smallest(two, QI) >= 9
     ledger = tmp_path / "state" / "daskmicro" / "ledger"
@@ -163,9 +163,9 @@ def test_default_ledger_catches_a_re_release_into_another_directory(tmp_path, mo
 def test_strata_merged_cells_and_deletions(tmp_path):
     people = _people(600, seed=5)
     ledger = tmp_path / "ledger"
-    r1, _ = anonymize(people, qi=QI, k=4, strata=["region"], seed=1, ledger=ledger)
+    r1, _ = anonymize(people, qi=QI, k=4, strata=["region"], seed=1, ledger=ledger, keep=["pid"])
     kept = people[people.pid % 3 != 0]                  # a third deleted: many cells fall below k
-    r2, rep = anonymize(kept, qi=QI, k=4, strata=["region"], seed=1, ledger=ledger)
+    r2, rep = anonymize(kept, qi=QI, k=4, strata=["region"], seed=1, ledger=ledger, keep=["pid"])
     assert rep.series["merged_cells"] > 0 and rep.series["new"] == 0
     assert _smallest(r2, ["region"] + QI) >= 4
     before = r1.set_index("pid")[QI]
@@ -206,7 +206,7 @@ def test_a_ledger_that_is_a_file_is_refused_by_the_cli(tmp_path, capsys):
     _people(40).to_parquet(tmp_path / "in.parquet", index=False)
     (tmp_path / "led").write_text("mine")
     rc = main([str(a) for a in ["anonymize", tmp_path / "in.parquet", tmp_path / "o.parquet", "--qi", "age,income",
-                                "--k", "3", "--ledger", tmp_path / "led"]])
+                                "--k", "3", "--ledger", tmp_path / "led", "--keep", "pid"]])
     err = capsys.readouterr().err
     assert rc == 2 and "ledger" in err and len([ln for ln in err.splitlines() if "error" in ln]) == 1
     assert (tmp_path / "led").read_text() == "mine" and not (tmp_path / "o.parquet").exists()
@@ -216,8 +216,8 @@ def test_workflow_spec_series_section(tmp_path, capsys):
     people = _people(200, seed=7)
     people.to_parquet(tmp_path / "in.parquet", index=False)
     spec = tmp_path / "w.yaml"
-    spec.write_text(f"name: s\ninput: {{path: {tmp_path / 'in.parquet'}}}\nqi: [age, income, savings]\nk: 4\n"
-                    f"output: {{path: {tmp_path / 'out.parquet'}}}\nseries: {{ledger: {tmp_path / 'led'}}}\n")
+    spec.write_text(f"name: s\ninput: {{path: {tmp_path / 'in.parquet'}, keep: [pid]}}\nqi: [age, income, savings]\n"
+                    f"k: 4\noutput: {{path: {tmp_path / 'out.parquet'}}}\nseries: {{ledger: {tmp_path / 'led'}}}\n")
     assert main(["run", str(spec)]) == 0
     assert len(list((tmp_path / "led" / "series").glob("*/r000001"))) == 1
     bad = tmp_path / "bad.yaml"
@@ -244,7 +244,7 @@ def test_every_republished_value_was_published_before(tmp_path_factory, steps, s
     ledger = tmp_path_factory.mktemp("ledger")
     people = _people(80, seed=seed)
     k, next_id = 3, 10_000
-    opts = dict(qi=QI, strata=["region"] if strata else None, merge_small_strata=True, ledger=ledger)
+    opts = dict(qi=QI, strata=["region"] if strata else None, merge_small_strata=True, ledger=ledger, keep=["pid"])
     rel, _ = anonymize(people, k=k, seed=seed, **opts)
     published = {}                                   # pid → the values published for it so far
     all_values = set()
@@ -275,8 +275,8 @@ def test_every_republished_value_was_published_before(tmp_path_factory, steps, s
 def test_a_re_release_of_the_same_records_is_the_same_release_with_the_same_figures(tmp_path):
     people = _people(700, seed=8)
     ledger = tmp_path / "ledger"
-    r1, rep1 = anonymize(people, qi=QI, k=5, seed=3, ledger=ledger)
-    r2, rep2 = anonymize(people, qi=QI, k=5, seed=3, ledger=ledger, method="pca-mdav")
+    r1, rep1 = anonymize(people, qi=QI, k=5, seed=3, ledger=ledger, keep=["pid"])
+    r2, rep2 = anonymize(people, qi=QI, k=5, seed=3, ledger=ledger, method="pca-mdav", keep=["pid"])
     pd.testing.assert_frame_equal(r1, r2)
     assert rep2.information_loss == pytest.approx(rep1.information_loss, rel=1e-9)
     assert (rep2.cells, rep2.min_cell_size, rep2.max_cell_size) == (rep1.cells, rep1.min_cell_size, rep1.max_cell_size)
@@ -286,9 +286,9 @@ def test_a_re_release_of_the_same_records_is_the_same_release_with_the_same_figu
 def test_a_short_frozen_cell_takes_its_nearest_new_records(tmp_path):
     first = _people(10, seed=9).assign(region="north")
     ledger = tmp_path / "ledger"
-    r1, _ = anonymize(first, qi=QI, k=5, seed=1, ledger=ledger)
+    r1, _ = anonymize(first, qi=QI, k=5, seed=1, ledger=ledger, keep=["pid"])
     later = pd.concat([first.iloc[:2], _people(20, seed=10, start=500).assign(region="north")], ignore_index=True)
-    r2, rep = anonymize(later, qi=QI, k=5, seed=1, ledger=ledger)
+    r2, rep = anonymize(later, qi=QI, k=5, seed=1, ledger=ledger, keep=["pid"])
     assert _smallest(r2, QI) >= 5
     s = rep.series
     assert s["republished"] == 2 and s["joined_frozen"] >= 3 and s["new_cells"] >= 1
@@ -303,7 +303,8 @@ def test_a_re_release_of_a_lake_on_a_cluster_through_the_pipeline(tmp_path, clie
     for i in range(4):
         people.iloc[i * 6000:(i + 1) * 6000].to_parquet(lake / f"p{i}.parquet", index=False)
     ledger = tmp_path / "ledger"
-    opts = dict(qi=QI, k=5, method="partitioned", K=200, partition_size=2000, seed=2, ledger=ledger, client=client)
+    opts = dict(qi=QI, k=5, method="partitioned", K=200, partition_size=2000, seed=2, ledger=ledger, client=client,
+                keep=["pid"])
     anonymize_file(lake, tmp_path / "r1", **opts)
     (lake / "p3.parquet").unlink()                      # deletions …
     _people(1500, seed=12, start=50_000).to_parquet(lake / "p4.parquet", index=False)   # … and new records
@@ -357,5 +358,5 @@ def test_a_ledger_inside_or_around_an_input_or_output_is_refused(tmp_path, where
               "inside the input": lake / "ledger", "the input": lake}[where]
     before = sorted(p.name for p in tmp_path.rglob("*"))
     with pytest.raises(ParameterError, match="release ledger"):
-        anonymize_file(lake, out, qi=QI, k=3, ledger=ledger)
+        anonymize_file(lake, out, qi=QI, k=3, ledger=ledger, keep=["pid"])
     assert sorted(p.name for p in tmp_path.rglob("*")) == before
