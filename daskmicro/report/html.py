@@ -3,12 +3,12 @@
 :func:`render_html` is a pure function of the dict produced by
 :meth:`daskmicro.report.Report.to_dict` (as stored in ``report.json``): no file access, no clock,
 the same dict always gives the same page.  The page has inline CSS, plots as inline SVG
-(:mod:`daskmicro.report.plots`, :mod:`daskmicro.report.beforeafter`) and no external URL, so it
+(:mod:`daskmicro.report.plots`, :mod:`daskmicro.report.release_figures`) and no external URL, so it
 can be mailed or archived as one file.  :func:`daskmicro.report.files.write_report` writes the
 page of any release a run wrote.
 
-From the top: the verdict in plain words (privacy, utility, risk when measured), the before/after
-pictures (each QI's distribution, original vs released, and both correlation matrices), then the
+From the top: the verdict in plain words (privacy, utility, risk when measured), the release
+pictures (each QI's distribution in the release and the release's correlation matrix), then the
 details — parameters, one timings table (kernel compile time apart), information loss (relative
 to exact MDAV when known), cell sizes, PCA spectrum (Fig. 9 of *Efficient k-Anonymous Microaggregation … via PCA*), macrocell SSE with the
 proximal/distal cut (Fig. 13), verification, incremental timings, p-probabilistic failure
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Mapping
 
 from ..errors import ParameterError
-from .beforeafter import before_after_body
+from .release_figures import release_body
 from .page import CSS, HEAD_SCRIPT, TAIL_SCRIPT, esc, fmt, number, percent, seconds, table
 from .plots import (cell_size_plot, eigenvalue_plot, energy_spectrum_plot, macrocell_sse_plot, recommend_setting,
                     sweep_plot, timings_plot)
@@ -32,14 +32,14 @@ __all__ = ["render_html", "SECTION_IDS"]
 
 #: ids of the <section> elements, in page order (a section is left out when the run has no data for it).
 SECTION_IDS = (
-    "summary", "before-after", "parameters", "timings", "information-loss", "cell-sizes", "pca-spectrum",
+    "summary", "release", "parameters", "timings", "information-loss", "cell-sizes", "pca-spectrum",
     "macrocells", "verification", "incremental", "probabilistic", "utility", "risk", "sweep", "performance",
     "glossary",
 )
 
 _TITLES = {
     "summary": "In plain words",
-    "before-after": "Original and released data",
+    "release": "The release, column by column",
     "parameters": "Parameters",
     "timings": "Time per stage",
     "information-loss": "Information loss",
@@ -335,7 +335,7 @@ def _performance(r: Mapping) -> str | None:
 
 
 _BUILDERS = {
-    "summary": summary_body, "before-after": lambda r: before_after_body(r.get("before_after") or {}),
+    "summary": summary_body, "release": lambda r: release_body(r.get("release_figures") or {}),
     "parameters": _parameters, "timings": _timings, "information-loss": _information_loss,
     "cell-sizes": _cell_sizes, "pca-spectrum": _pca_spectrum, "macrocells": _macrocells,
     "verification": _verification,

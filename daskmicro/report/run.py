@@ -114,10 +114,10 @@ class Report:
     reference : dict, optional
         How ``reference_information_loss`` was obtained (:func:`daskmicro.reference.attach_reference`):
         ``kind`` ("exact", "sample" or "self"), ``label`` and, on a sample, its size and the ratio.
-    before_after : dict, optional
-        Each QI's histogram before and after on common bin edges (bins of 1 … k−1 original
-        records suppressed) and the two correlation matrices
-        (:func:`daskmicro.kernels.figures.publish`).
+    release_figures : dict, optional
+        Each QI's histogram in the release, on bins from its smallest to its largest published
+        value, and the release's correlation matrix (:func:`daskmicro.kernels.figures.publish`):
+        figures of the published values only.
     """
 
     n: int
@@ -160,7 +160,7 @@ class Report:
     reference: dict | None = None
     strata: dict | None = None      # strata / missing-pattern groups (daskmicro.strata)
     lake: dict | None = None        # directory releases: input fingerprint, configuration, files (daskmicro.plan)
-    before_after: dict | None = None  # per-QI histograms and correlations, original vs released (kernels.figures)
+    release_figures: dict | None = None  # per-QI histograms and correlations of the release (kernels.figures)
 
     @property
     def distortion(self) -> float:
@@ -262,8 +262,8 @@ class Report:
             out["performance_report"] = str(self.performance_report)
         if self.reference is not None:
             out["reference"] = dict(self.reference)
-        if self.before_after is not None:
-            out["before_after"] = self.before_after
+        if self.release_figures is not None:
+            out["release_figures"] = self.release_figures
         return out
 
     def to_json(self, path) -> None:
