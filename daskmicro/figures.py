@@ -1,12 +1,11 @@
-"""The before/after figures of a run, from the frames the run already holds (no Dask here).
+"""The release figures of a run, from what the run already holds (no Dask here).
 
-Thin adapters between the executor's frames and the kernel (:mod:`daskmicro.kernels.figures`):
-:func:`group_figures` summarises a one-task group (its records before and after the centroids
-went in); a pipeline group is summarised by :func:`chunk_figures` per input chunk (the original
-values, in the pass that checks the release) and :func:`cells_figures` per partition (the
-released values, from the cells: each centroid weighted by its size); :func:`report_figures`
-merges the groups' summaries into the report's ``before_after`` section, small counts
-suppressed.
+Thin adapters between the executor and the kernel (:mod:`daskmicro.kernels.figures`): the bins'
+range comes from the published values of each group as its cells are made —
+:func:`group_range` of a one-task group's released records, :func:`cells_range` of a pipeline
+partition's centroids — and the counts from the release as it is verified (:func:`piece_figures`
+of each written file, range of a file, or in-memory partition); :func:`report_figures` gives the
+report's ``release_figures`` section.  No original value is read.
 """
 
 from __future__ import annotations
@@ -14,44 +13,56 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .io.qi import qi_frame_matrix
 from .kernels import figures as kf
 
-__all__ = ["group_figures", "chunk_figures", "cells_figures", "report_figures"]
+__all__ = ["group_range", "cells_range", "piece_figures", "report_figures"]
 
 
-def group_figures(original: pd.DataFrame, released: pd.DataFrame, qi, scale) -> dict | None:
-    """Summary of a group's records before and after (same rows, same order)."""
-    if scale is None:
-        return None
+def _column(values) -> np.ndarray:
+    if isinstance(values, (pd.Series, pd.api.extensions.ExtensionArray)):
+        return pd.Series(values).to_numpy(dtype=np.float64, na_value=np.nan)
+    return np.asarray(values, dtype=np.float64)
+
+
+def _matrix(columns, qi, n: int) -> np.ndarray:
+    """The published values of ``qi`` (a DataFrame, or a mapping of columns to arrays or Series of
+    ``n`` rows) as a float64 matrix, NaN where missing."""
+    Y = np.empty((int(n), len(qi)), dtype=np.float64)
+    for j, c in enumerate(qi):
+        Y[:, j] = _column(columns[c])
+    return Y
+
+
+def group_range(released: pd.DataFrame, qi) -> tuple:
+    """The bins' range of a one-task group: ``(qi, value_range)`` of its released records."""
     qi = list(qi)
-    return kf.summarize(qi_frame_matrix(original, qi), qi_frame_matrix(released, qi), scale.subset(qi))
+    return tuple(qi), kf.value_range(_matrix(released, qi, len(released)))
 
 
-def chunk_figures(part: pd.DataFrame, qi, scale) -> dict | None:
-    """The original side of one input chunk of a pipeline group (its released side comes from
-    the cells: :func:`cells_figures`)."""
-    if scale is None:
-        return None
-    qi = list(qi)
-    return kf.summarize_original(qi_frame_matrix(part, qi), scale.subset(qi))
-
-
-def cells_figures(result, qi, mean, std, varying, scale) -> dict | None:
-    """The released side of one partition of a pipeline group from its cells: each centroid
+def cells_range(result, qi, mean, std, varying) -> tuple:
+    """The bins' range of one pipeline partition from its cells: the centroids in original units
     (z-scored by the group's ``mean`` and ``std``, varying columns only; a constant column
-    publishes its one value, the mean) weighted by its cell's size."""
-    if scale is None:
-        return None
+    publishes its one value, the mean)."""
     qi = list(qi)
     varying = np.asarray(varying, dtype=bool)
-    values = np.tile(np.asarray(mean, dtype=np.float64), (result.n_cells, 1))
-    if varying.any():
+    values = np.tile(np.asarray(mean, dtype=np.float64), (max(int(result.n_cells), 0), 1))
+    if varying.any() and len(values):
         values[:, varying] = result.centroid * std[varying] + mean[varying]
-    return kf.summarize_cells(values, result.size, scale.subset(qi))
+    return tuple(qi), kf.value_range(values)
 
 
-def report_figures(infos, qi, scale, k: int) -> dict | None:
-    """The report's ``before_after`` section from the groups' figures (None when none has any)."""
-    parts = [i.figures for i in infos if i is not None]
-    return kf.publish(kf.merge(parts, list(qi)), scale, int(k))
+def piece_figures(columns, qi, bins, n: int | None = None) -> dict | None:
+    """Summary of one piece of the release as verified (a DataFrame, or a mapping of columns to
+    arrays of ``n`` rows) over the QI columns it holds."""
+    if bins is None:
+        return None
+    n = len(columns) if n is None else int(n)
+    qi = [c for c in qi if c in bins.columns and c in columns]
+    if not qi:
+        return None
+    return kf.summarize(_matrix(columns, qi, n), bins.subset(qi))
+
+
+def report_figures(summaries, qi, bins, k: int) -> dict | None:
+    """The report's ``release_figures`` section from the pieces' summaries (None when none has any)."""
+    return kf.publish(kf.merge(list(summaries or []), list(qi)), bins, int(k))

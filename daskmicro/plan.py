@@ -445,6 +445,14 @@ def _report_dict(report, extra):
     return doc
 
 
+def _public_il(il) -> dict:
+    from .report.coarse import public_information_loss
+
+    out = public_information_loss(il)
+    return {"information_loss": out["information_loss"],
+            "information_loss_rounding": out["information_loss_rounding"]}
+
+
 def _commit_lake(cfg, ex, report, output, report_path, perf, version, run_fp, input_fp, extra):
     import shutil
 
@@ -466,7 +474,8 @@ def _commit_lake(cfg, ex, report, output, report_path, perf, version, run_fp, in
             "committed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "configuration": {key: v for key, v in cfg.fingerprint_dict().items() if key != "seed"},
             "rows": {"in": int(report.n), "out": int(report.rows.rows_out)},
-            "metrics": {"information_loss": float(report.information_loss), "cells": int(report.cells),
+            # the information loss as the report publishes it: rounded (daskmicro.report.coarse)
+            "metrics": {**_public_il(report.information_loss), "cells": int(report.cells),
                         "min_cell_size": int(report.min_cell_size), "max_cell_size": int(report.max_cell_size),
                         "k_min_count": int(report.k_anonymity.min_count)},
             "files": ex.files,

@@ -263,7 +263,7 @@ class GroupResult:
     macrocell_sse: list | None = None
     nu: float | None = None
     n_distal: int | None = None
-    figures: object = None                # the report's before/after figures of this group
+    figures: list | None = None           # the range of this group's published values (daskmicro.figures)
     information_loss_at_k: float | None = None   # participation runs: the same records at plain k
     failure_partials: list | None = None  # per-record participation: the cells' failure figures
     expected_distortion: float | None = None

@@ -77,7 +77,7 @@ def build_report(cfg, ex, source, client) -> Report:
     report.dtype_changes = _dtype_changes(source, qi, ex.labels, ex.frame)
     report.timings = dict(ex.timings)
     report.compile = ex.compile
-    report.before_after = report_figures(ex.infos, qi, ex.scale, ex.k)
+    report.release_figures = report_figures(ex.figures, qi, ex.bins, ex.k)
     report.probabilistic = _probabilistic(cfg, ex)
     _reference(cfg, report, ex, reports, client)
     report.k = int(cfg.k)

@@ -14,6 +14,7 @@ from daskmicro import __version__
 from daskmicro.cli import main
 from daskmicro.datasets import CENSUS_COLUMNS, load_census
 from daskmicro.privacy import verify_k_anonymity
+from daskmicro.report.coarse import information_loss_text, rounded_information_loss
 
 CENSUS_IL = {3: 5.69, 4: 7.49, 5: 9.09, 10: 14.16}
 QI = ",".join(CENSUS_COLUMNS)
@@ -41,7 +42,9 @@ def test_census_in_process(census_csv, tmp_path, capsys, k):
     out = tmp_path / "release.parquet"
     assert main(["anonymize", str(census_csv), str(out), "--qi", QI, "--k", str(k), "--seed", "1"]) == 0
     report = json.loads((tmp_path / "release.report.json").read_text())
-    assert report["information_loss"] == pytest.approx(CENSUS_IL[k], abs=0.01)
+    # published rounded (the grid value whose interval holds it); exact in the private run record
+    value, low, high = rounded_information_loss(CENSUS_IL[k])
+    assert report["information_loss"] == value and report["information_loss_rounding"]["interval"] == [low, high]
     for key in ("n", "m", "k", "method", "cells", "min_cell_size", "information_loss", "seconds"):
         assert key in report
     assert (report["n"], report["m"], report["k"], report["method"]) == (1080, 13, k, "mdav")
@@ -51,9 +54,11 @@ def test_census_in_process(census_csv, tmp_path, capsys, k):
     assert len(release) == 1080
     assert verify_k_anonymity(release, list(CENSUS_COLUMNS), k)
     captured = capsys.readouterr()
-    assert f"{CENSUS_IL[k]:.2f}" in captured.out and str(out) in captured.out
+    assert information_loss_text(CENSUS_IL[k]) in captured.out and str(out) in captured.out
+    assert f"{CENSUS_IL[k]:.2f}" not in captured.out
     record = _run_record(captured.err)
     assert record["seed"] == 1 and record["paths"]["input"] == str(census_csv)
+    assert record["report"]["information_loss"] == pytest.approx(CENSUS_IL[k], abs=0.01)
     assert oct(record_path(captured.err).stat().st_mode & 0o777) == oct(0o600)
 
 
@@ -78,9 +83,11 @@ def test_census_subprocess(census_csv, tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     data = json.loads(report.read_text())
-    assert data["information_loss"] == pytest.approx(CENSUS_IL[10], abs=0.01)
+    assert data["information_loss"] == rounded_information_loss(CENSUS_IL[10])[0]
     assert "seed" not in data  # drawn, and kept in the private run record only
-    assert isinstance(_run_record(proc.stderr)["seed"], int)
+    record = _run_record(proc.stderr)
+    assert isinstance(record["seed"], int)
+    assert record["report"]["information_loss"] == pytest.approx(CENSUS_IL[10], abs=0.01)
     assert verify_k_anonymity(pd.read_parquet(out), list(CENSUS_COLUMNS), 10)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.parquet", "run.json"]
 
@@ -222,10 +229,15 @@ def test_demo(tmp_path, capsys):
     assert report["k"] == 4 and "seed" not in report and report["verification"]["passed"]
     # it ran on a LocalCluster of two worker processes, with several partitions
     assert report["pipeline"]["workers"] == 2 and report["pipeline"]["partitions"] >= 2
-    assert "row_id" not in release.columns and report["utility"]["il1s"] > 0
+    assert "row_id" not in release.columns and "utility" not in report and "risk" not in report
+    # they compare each release row with its original: the private run record holds them
+    captured = capsys.readouterr()
+    assert "information loss" in captured.out
+    record = _run_record(captured.err)
+    assert record["report"]["utility"]["il1s"] > 0 and record["report"]["risk"]["record_linkage"]["rate"] >= 0
+    assert record["report"]["information_loss"] != report["information_loss"]
     assert verify_k_anonymity(release, list(CENSUS_COLUMNS), 4)
     assert sorted(release["record_id"]) == sorted(data["record_id"])
-    assert "information loss" in capsys.readouterr().out
     assert main(["demo", "--output", str(out), "--n", "3000", "--k", "4", "--seed", "2", "--partition-size", "1000"]) == 0  # re-runnable
 
 

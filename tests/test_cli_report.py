@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from daskmicro.cli import main
@@ -31,12 +34,17 @@ def test_report_of_file_release(data, tmp_path, capsys):
     out = tmp_path / "release.parquet"
     assert main(["anonymize", str(data), str(out), "--qi", QI, "--k", "5", "--seed", "1", "--keep", KEEP]) == 0
     assert (tmp_path / "release.report.json").is_file()
-    capsys.readouterr()
+    record = re.findall(r"private run record .*: (\S+)\s*$", capsys.readouterr().err, re.M)[-1]
     assert main(["report", str(out)]) == 0
     html = tmp_path / "release.report.html"
     assert f"report: {html}" in capsys.readouterr().out
     page = _page_ok(html)
     assert '<section id="summary">' in page and 'data-plot="distributions"' in page
+    assert "rounded" in page and "private, not for publication" not in page
+    # the private run record's page: the exact report, marked private, written beside the record
+    private = tmp_path / "private.html"
+    assert main(["report", record, "--output", str(private)]) == 0
+    assert "private, not for publication" in _page_ok(private)
     # an existing page is refused in one line, and left as it was
     before = html.read_bytes()
     assert main(["report", str(out)]) == 2
@@ -66,12 +74,16 @@ def test_report_of_directory_release(data, tmp_path, capsys):
     report = json.loads((out / "_report.json").read_text())
     if report.get("performance_report"):  # the link is rebased to the page's place, beside the directory
         assert 'href="lake/_dask-report.html"' in page
-    # the pipeline recorded the before/after figures in its release-check pass: every record counted
-    figures = report["before_after"]
+    # the release figures, counted as the written files were read back: every record counted, on
+    # bins from the smallest to the largest published value
+    figures = report["release_figures"]
     assert [c["name"] for c in figures["columns"]] == QI.split(",")
+    release = pd.read_parquet(out)
     for column in figures["columns"]:
-        assert sum(column["released"]) == 1200
-        assert sum(v for v in column["original"] if v is not None) <= 1200
+        assert sum(column["released"]) == 1200 and "original" not in column
+        values = release[column["name"]]
+        assert column["edges"][0] == values.min() and column["edges"][-1] == values.max()
+        assert column["released"] == np.histogram(values, bins=column["edges"])[0].tolist()
     assert figures["correlation"]["records"] == 1200
     assert 'data-plot="distributions"' in page and 'data-plot="correlations"' in page
 

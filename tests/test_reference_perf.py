@@ -32,8 +32,14 @@ def test_reference_exact_and_self(data):
     assert report.information_loss > report.reference_information_loss  # 3 of 13 components cost distortion
     d = report.to_dict()
     assert d["reference"]["label"] == "exact MDAV on all 900 records"
+    # published: how the reference was obtained, not its value (a figure of the original spread)
+    assert "reference_information_loss" not in d and "information_loss" not in d["reference"]
     page = render_html(d)
-    assert "exact MDAV on all 900 records" in page and "relative distortion increment" in page
+    assert "exact MDAV on all 900 records" in page and "private run record" in page
+    assert "relative distortion increment δ =" not in page
+    # the exact report (private run record) has it, and so has its page
+    assert report.run_record()["report"]["reference_information_loss"] == report.reference_information_loss
+    assert "relative distortion increment δ =" in render_html(report.exact_dict())
     # "auto" on a small table is exact; MDAV is its own reference; the default computes nothing
     _, auto = anonymize(data, QI, 5, method="pca-mdav", n_components=3, seed=0, reference="auto",
                         keep=["record_id"])
@@ -54,8 +60,11 @@ def test_reference_estimated_on_a_sample(data):
     assert report.reference_information_loss == pytest.approx(report.information_loss / rec["ratio"])
     # the estimate lands near the exact value (same data, 44 % sample)
     assert report.reference_information_loss == pytest.approx(_exact_il(data, 5), rel=0.25)
-    page = render_html(report.to_dict())
+    page = render_html(report.exact_dict())
     assert "estimated on a sample of 400 records" in page and "ratio IL(method)/IL(exact MDAV)" in page
+    public = report.to_dict()["reference"]
+    assert public["sample_size"] == 400 and not {"ratio", "method_information_loss", "mdav_information_loss",
+                                                 "information_loss"} & set(public)
     # "auto" switches to the sample above its threshold
     rec2 = attach_reference(report, data, QI, "auto", max_exact_rows=500, sample_rows=300)
     assert rec2["kind"] == "sample" and rec2["sample_size"] == 300

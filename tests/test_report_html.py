@@ -34,9 +34,7 @@ def _run(method="pca-mdav", **kw):
     return data[QI].to_numpy(float), release[QI].to_numpy(float), report
 
 
-@pytest.fixture(scope="module")
-def full_report():
-    """A real PCA-MDAV run with every optional field filled in."""
+def _full_run():
     X, Y, report = _run(energy_loss=0.1)
     report.utility = utility_measures(X, Y, columns=QI)
     report.risk = disclosure_risk(X, Y, sample_size=200, seed=0)
@@ -48,7 +46,27 @@ def full_report():
     report.incremental = {"tau0": 12.0, "tau_plus": 3.0, "delta_tau": 5.0, "delta": 0.012, "nu": 0.146}
     report.probabilistic = {"p": 0.9, "n_min": 5, "table_failure": 0.001}
     report.performance_report = "dask-performance.html"
-    d = report.to_dict()
+    return report
+
+
+@pytest.fixture(scope="module")
+def full_run():
+    return _full_run()
+
+
+@pytest.fixture(scope="module")
+def full_report(full_run):
+    """A real PCA-MDAV run with every optional field filled in, exact (the private run record's
+    report): the page shows every section."""
+    d = full_run.exact_dict()
+    d["sweep"] = {"points": SWEEP, "budget": 0.01}
+    return d
+
+
+@pytest.fixture(scope="module")
+def public_report(full_run):
+    """The same run's report as published: IL rounded, no figure of the original spread."""
+    d = full_run.to_dict()
     d["sweep"] = {"points": SWEEP, "budget": 0.01}
     return d
 
@@ -80,6 +98,7 @@ def test_all_sections_and_plots(full_page):
     names = re.findall(r'<svg class="plot" data-plot="([^"]+)"', full_page)
     assert names == ["distributions", "correlations", "timings", "cell-sizes", "energy-spectrum", "macrocell-sse",
                      "eigenvalues", "sweep"]
+    assert "private, not for publication" in full_page  # the exact report's page says what it is
     assert "+2.00 %" in _section(full_page, "information-loss")  # δ against exact MDAV
     assert "2 % more distortion than exact MDAV" in _section(full_page, "summary")
     assert "retaining" in _section(full_page, "pca-spectrum")
@@ -97,8 +116,8 @@ def test_sections_only_for_what_ran(minimal_report):
         assert f'id="{sid}"' not in page and f'href="#{sid}"' not in page, sid
     assert "not run" not in page
     assert "passed" in _section(page, "verification")
-    # a plain MDAV run still has its summary, its before/after pictures and its glossary
-    for sid in ("summary", "before-after", "glossary"):
+    # a plain MDAV run still has its summary, its release pictures and its glossary
+    for sid in ("summary", "release", "glossary"):
         assert f'<section id="{sid}">' in page
     assert re.findall(r'<svg class="plot" data-plot="([^"]+)"', page) == ["distributions", "correlations"]
     # no exact-MDAV reference in this report: the summary makes no comparison and no risk card
@@ -213,12 +232,12 @@ def test_renders_in_headless_chromium(tmp_path, full_report):
     assert 'data-plots-rendered="8"' in body.group(1), body.group(1)  # every plot has a non-empty box
     for sid in SECTION_IDS:
         assert f'<section id="{sid}">' in dom.stdout
-    # the verdict comes first, then the before/after pictures; one timings table, one total
-    assert dom.stdout.index('<section id="summary">') < dom.stdout.index('<section id="before-after">') \
+    # the verdict comes first, then the release pictures; one timings table, one total
+    assert dom.stdout.index('<section id="summary">') < dom.stdout.index('<section id="release">') \
         < dom.stdout.index('<section id="parameters">')
     assert "Every combination of published quasi-identifier" in dom.stdout
-    before_after = _section(dom.stdout, "before-after")
-    assert 'data-plot="distributions"' in before_after and 'data-plot="correlations"' in before_after
+    release = _section(dom.stdout, "release")
+    assert 'data-plot="distributions"' in release and 'data-plot="correlations"' in release
     assert dom.stdout.count('<table class="timings">') == 1
     assert _section(dom.stdout, "timings").count("<td>total") == 1
 
@@ -231,12 +250,11 @@ def test_renders_in_headless_chromium(tmp_path, full_report):
     packed = (rgb[..., 0].astype(np.int64) << 16) | (rgb[..., 1].astype(np.int64) << 8) | rgb[..., 2]
     colours = np.unique(packed)
     assert len(colours) > 100, "screenshot is (nearly) blank"
-    # the header band is dark, the page background (right margin) light, and the plots add blue bars
-    # (original data) and orange ones (released data) on the first screen
+    # the header band is dark, the page background (right margin) light, and the plots add orange bars
+    # (the released data) on the first screen
     assert rgb[20:60, 20:400].mean() < 120 and rgb[200:, -12:].mean() > 200
-    blue = (rgb[..., 2] > 140) & (rgb[..., 0] < 90) & (rgb[..., 1] < 130)
     orange = (rgb[..., 0] > 200) & (rgb[..., 1] > 90) & (rgb[..., 1] < 150) & (rgb[..., 2] < 60)
-    assert blue.sum() > 2000 and orange.sum() > 2000, "no plot colour on the first screen"
+    assert orange.sum() > 2000, "no plot colour on the first screen"
 
 
 # --------------------------------------------------------------------------- the page a data owner reads
@@ -316,22 +334,49 @@ def test_glossary_explains_the_papers_terms(full_page):
         assert f"<dt>{term}" in glossary or term in glossary, term
 
 
-def test_before_after_figures_of_a_real_run(full_report):
-    ba = full_report["before_after"]
-    assert [c["name"] for c in ba["columns"]] == QI
+def test_release_figures_of_a_real_run(full_run):
+    """The release section: bins from the smallest to the largest published value, counts of the
+    published values, the release's correlations; nothing of the original values."""
+    release = anonymize(census_like(400, seed=3), qi=QI, k=5, seed=0, method="pca-mdav", energy_loss=0.1)[0]
+    figures = full_run.to_dict()["release_figures"]
+    assert figures == full_run.exact_dict()["release_figures"]  # figures of the release: public as they are
+    assert [c["name"] for c in figures["columns"]] == QI
     data = census_like(400, seed=3)
-    k = full_report["k"]
-    for column in ba["columns"]:
+    k = full_run.k
+    for column in figures["columns"]:
+        y, x = release[column["name"]].to_numpy(float), data[column["name"]].to_numpy(float)
         edges = np.asarray(column["edges"])
-        x = data[column["name"]].to_numpy(float)
-        # edges are mean + j·σ/4, never the data's extremes
-        assert np.allclose(np.diff(edges), x.std() / 4) and np.isclose(edges[16], x.mean())
-        assert x.min() not in edges and x.max() not in edges
-        # every shown count of the original is 0 or ≥ k; shown + hidden counts add up to n
-        shown = [v for v in column["original"] if v is not None]
-        assert all(v == 0 or v >= k for v in shown)
-        assert sum(shown) <= len(x) and (sum(shown) == len(x)) == (None not in column["original"])
-        # the released histogram counts every record (group averages: each bin 0 or ≥ k)
-        assert sum(v for v in column["released"] if v is not None) == len(x)
-    corr = np.array(ba["correlation"]["original"], dtype=float)
-    assert np.allclose(corr, np.corrcoef(data[QI].to_numpy(float), rowvar=False), atol=1e-4)
+        assert edges[0] == y.min() and edges[-1] == y.max() and np.allclose(np.diff(edges), np.ptp(y) / 32)
+        for v in (x.mean(), x.std(), x.min(), x.max()):   # no original figure among the edges
+            assert not np.isclose(edges, v, rtol=1e-6, atol=0).any() or v in y
+        assert "original" not in column
+        counts = column["released"]
+        assert all(v == 0 or v >= k for v in counts) and sum(counts) == len(y)
+        assert counts == np.histogram(y, bins=edges)[0].tolist()
+    assert "original" not in figures["correlation"]
+    corr = np.array(figures["correlation"]["released"], dtype=float)
+    assert np.allclose(corr, np.corrcoef(release[QI].to_numpy(float), rowvar=False), atol=1e-4)
+
+
+def test_public_page_gives_no_figure_of_the_original_spread(public_report, full_run):
+    """What the published report's page shows: the information loss rounded with its interval, no
+    reference IL or δ, no utility measures, no SSE curve, no spectrum of the original correlation."""
+    il = full_run.information_loss
+    assert public_report["information_loss"] != il and public_report["information_loss_rounding"]["rounded"]
+    low, high = public_report["information_loss_rounding"]["interval"]
+    assert low <= il < high
+    for key in ("utility", "macrocell_sse", "reference_information_loss"):
+        assert key not in public_report, key
+    assert "eigenvalues" not in public_report["pca"] and "energy_loss" not in public_report["pca"]
+    assert "delta" not in public_report["incremental"] and public_report["incremental"]["tau0"] == 12.0
+    page = render_html(public_report)
+    assert 'id="utility"' not in page and "private, not for publication" not in page
+    names = re.findall(r'<svg class="plot" data-plot="([^"]+)"', page)
+    assert names == ["distributions", "correlations", "timings", "cell-sizes", "sweep"]
+    loss = _section(page, "information-loss")
+    assert "rounded" in loss and f"{low:g} – {high:g} %" in loss and "private run record" in loss
+    assert "δ" not in loss and "more distortion than exact MDAV" not in _section(page, "summary")
+    assert "components kept" in _section(page, "pca-spectrum") and "retaining" not in page
+    assert "SSE curve is not published" in _section(page, "macrocells")
+    for digits in (3, 4, 6):   # the exact information loss appears nowhere
+        assert f"{il:.{digits}g}" not in page.replace(f"{public_report['information_loss']:g}", "")

@@ -6,7 +6,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..errors import ParameterError
+from ..errors import ParameterError, describe
 from .common import StageProgress, check_target, non_negative_int, positive_int
 
 __all__ = ["add_parsers"]
@@ -15,7 +15,10 @@ _DEMO_DESCRIPTION = """\
 Generate a census-like data set (resampled and jittered rows of the CASC Census reference data,
 plus pass-through columns record_id and region), anonymize its 13 numerical columns, and write
 DIR/input.parquet, DIR/release.parquet, DIR/report.json and DIR/report.html (and, with
---dask-report, DIR/dask-report.html).  Files from an earlier demo in DIR are replaced.
+--dask-report, DIR/dask-report.html).  Files from an earlier demo in DIR are replaced.  The
+utility and disclosure-risk measures (each release row against its original) and the exact
+information loss go to the private run record, whose path the demo prints; ``daskmicro report
+RECORD.json`` renders its page.
 """
 
 _DEMO_DATA_DESCRIPTION = """\
@@ -121,6 +124,15 @@ def _cmd_demo(args) -> int:
             report.performance_report = "dask-report.html"
         batch.json(report.to_dict(), paths["report"])
     html = write_report(out_dir)
+    # utility and risk compare each release row with its original: the private run record's
+    # (exact) report holds them, never the published one
+    from ..io.runrecord import record_text, write_run_record
+
+    try:
+        record = write_run_record(report.run_record())
+        print(f"daskmicro: {record_text(record)}", file=sys.stderr)
+    except OSError as exc:
+        print(f"daskmicro: {record_text(None, describe(exc))}", file=sys.stderr)
     print(report.summary())
     print(f"input:   {paths['input']}\nrelease: {paths['release']}\nreport:  {paths['report']}\nhtml:    {html}")
     print(f"done in {time.perf_counter() - started:.1f} s")

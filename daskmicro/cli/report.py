@@ -18,12 +18,16 @@ PATH is any of:
   a demo directory        demo-output/      reads demo-output/report.json,
                                             writes demo-output/report.html
   a JSON report           X.json            writes X.html beside it
+  a private run record    RECORD.json       the page of its exact report, RECORD.html beside it
 --output PATH.html writes the page elsewhere.  An existing page is refused unless --overwrite.
 
-The page is self-contained (inline CSS and SVG plots, no external links): parameters, timings,
-information loss, cell sizes, PCA energy spectrum, macrocell SSE, verification, and the utility
-and disclosure-risk measures the run recorded.  It is written to a temporary file and moved into
-place; on error nothing is written.
+The page is self-contained (inline CSS and SVG plots, no external links) and shows what its JSON
+holds.  A release's report gives the release's distributions and correlations, the information
+loss rounded, parameters, timings, cell sizes, layout and verification — no figure of the original
+values.  A run record's page adds the exact figures the run recorded (information loss, exact-MDAV
+reference, PCA spectrum, macrocell SSE, utility and disclosure-risk measures): it is private, like
+the record.  The page is written to a temporary file and moved into place; on error nothing is
+written.
 """
 
 _EPILOG = """\

@@ -16,6 +16,7 @@ import sys
 import time
 
 from ..errors import ParameterError
+from ..report.coarse import information_loss_text
 
 __all__ = ["add_parsers"]
 
@@ -181,7 +182,7 @@ def _cmd_run(args) -> int:
             summary = execute_run(spec, slot, client, progress=progress)
     il = summary["information_loss"]
     print(f"committed {summary['rows']:,} rows in {summary['cells']:,} cells"
-          + (f", information loss {il:.3f} %" if il is not None else f", {summary['strata']} strata")
+          + (f", information loss {information_loss_text(il)}" if il is not None else f", {summary['strata']} strata")
           + f" in {summary['seconds']:.1f} s")
     print(f"release: {summary['output']}\nreport:  {summary['report']}\nrun key: {summary['key']}")
     return 0

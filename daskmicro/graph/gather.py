@@ -49,7 +49,7 @@ class Published:
     cell_size_counts: dict
     k_anonymity: object           # None: not checked here (gather_release's check=False)
     rows: RowCheck | None
-    figures: dict | None = None   # summary of the before/after figures (daskmicro.kernels.figures)
+    figures: list | None = None   # per partition, the range of its cells' published values (daskmicro.figures)
 
 
 def _pieces_check(pieces, qi):
@@ -88,12 +88,6 @@ def bucketed_check(level, k: int, n_rows: int):
             bucket = [merge(*bucket[i:i + 8]) for i in range(0, len(bucket), 8)]
         verdicts.append(dask.delayed(bucket_verdict, pure=True)(bucket[0], k))
     return dask.delayed(_verdict, pure=True)(k, [p[0] for p in parts], *verdicts)
-
-
-def _merge_figures(qi, *summaries):
-    from ..kernels.figures import merge
-
-    return merge(summaries, qi)
 
 
 @dataclass
@@ -210,15 +204,14 @@ def _publish_pieces(part, row0: int, *pieces, columns):
 
 
 def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: bool, timings: dict,
-                   figures=None, check: bool = True, task_rows: int = DEFAULT_TASK_ROWS) -> Published:
+                   figures: bool = False, check: bool = True, task_rows: int = DEFAULT_TASK_ROWS) -> Published:
     """Number cells globally, build the (lazy) release of ``ddf`` and verify it; with ``figures``
-    (a :class:`~daskmicro.kernels.figures.Scale`) the check's pass also summarises each input
-    chunk before and after for the report (the chunk is read once for both).
+    the range of each partition's published values is taken from its cells (the bins of the
+    report's release figures, :func:`daskmicro.figures.cells_range`).
 
     ``check=False``: no release check here, for a caller that verifies the release as it publishes
     it (the run executor checks the written files, or the collected frame, before any commit): the
-    release is then made once, not twice.  ``k_anonymity`` and ``rows`` are None, and the original
-    side of the figures comes from the ingest's summaries (``ing.figures``).  ``task_rows``: the
+    release is then made once, not twice.  ``k_anonymity`` and ``rows`` are None.  ``task_rows``: the
     run's top-level task size, which sets the gather's (:data:`GATHER_TASKS`).
 
     Consumes ``fo.results``: once every input chunk has its rows' published values the partition
@@ -231,12 +224,12 @@ def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: boo
     ids = chunk_centroids(client, ing, fo, task_rows)
     values, counts, sse, hist = ids.cells, ids.counts, ids.sse, ids.hist
     varying = [c for c, v in zip(qi, ing.varying) if v]
-    released = None
-    if figures is not None:  # the released side of the report's figures, from the cells (where they are)
-        from ..figures import cells_figures
+    ranges = None
+    if figures:  # the range of the published values, from the cells (where they are)
+        from ..figures import cells_range
 
-        released = client.map(cells_figures, fo.results, qi=list(qi), mean=ing.mean, std=ing.std,
-                              varying=ing.varying, scale=figures, pure=False)
+        ranges = client.gather(client.map(cells_range, fo.results, qi=list(qi), mean=ing.mean, std=ing.std,
+                                          varying=ing.varying, pure=False))
     fo.results = None  # the rows' published values are all the release needs now
     timings["gather"] = time.perf_counter() - t0
 
@@ -249,13 +242,11 @@ def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: boo
     ]
     bucket = dask.delayed(release_bucket, pure=True)
     parts = [bucket(*[p[b] for p in pieces], seed=seed, keep_row_id=keep_row_id) for b in range(n_out)]
-    summary = rows = k_check = None
+    rows = k_check = None
     if not check:
         del pieces
-        if figures is not None:
-            summary = client.submit(_merge_figures, list(qi), *released, *ing.figures, pure=False).result()
     else:
-        rows, k_check, summary = _check_release(client, pieces, ddf, qi, k, figures, released, ing.n)
+        rows, k_check = _check_release(client, pieces, qi, k, ing.n)
         del pieces
         timings["verify"] = time.perf_counter() - t0
 
@@ -276,13 +267,12 @@ def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: boo
         cell_size_counts=dict(sorted(hist.items())),
         k_anonymity=k_check,
         rows=None if rows is None else RowCheck(ok=int(rows) == ing.n, rows_in=int(ing.n), rows_out=int(rows)),
-        figures=summary,
+        figures=ranges,
     )
 
 
-def _check_release(client, pieces, ddf, qi, k: int, figures, released, n_rows: int):
-    """(rows, k-anonymity check, figures summary) of the published rows ``pieces`` (see
-    :func:`gather_release`), in one graph with the figures' pass over the input chunks."""
+def _check_release(client, pieces, qi, k: int, n_rows: int):
+    """(rows, k-anonymity check) of the published rows ``pieces`` (see :func:`gather_release`)."""
     import dask
 
     # The check counts the published rows where they are made, piece by piece: the same rows and
@@ -291,14 +281,4 @@ def _check_release(client, pieces, ddf, qi, k: int, figures, released, n_rows: i
     # dask folds each count in as it comes.
     check = dask.delayed(_pieces_check, pure=True)
     verdict = bucketed_check([check(p, list(qi)) for p in pieces], k, n_rows)
-    if figures is None:
-        rows, k_check = client.compute(verdict).result()
-        return rows, k_check, None
-    from ..figures import chunk_figures
-
-    chunk = dask.delayed(chunk_figures, pure=True)
-    summary = dask.delayed(_merge_figures, pure=True)(
-        list(qi), *released, *[chunk(o, list(qi), figures) for o in ddf.to_delayed()])
-    # one graph: each input chunk is read once for the check and the figures
-    (rows, k_check), summary = client.gather(client.compute([verdict, summary]))
-    return rows, k_check, summary
+    return client.compute(verdict).result()

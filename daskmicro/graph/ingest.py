@@ -47,7 +47,6 @@ class Ingested:
     std: np.ndarray         # population std; 0 for constant columns
     varying: np.ndarray     # bool per QI column
     weights: list | None = None   # futures of the π_j of each block (participation column), or None
-    figures: list | None = None   # futures: each chunk's original side of the report's figures, or None
 
     @property
     def m_used(self) -> int:
@@ -102,15 +101,13 @@ def _check_participation_column(ddf, qi: list, column) -> None:
         raise participation_refusal(column, [], dtype=dtype)
 
 
-def ingest(client, ddf, qi: list, participation_column=None, figures=None) -> Ingested:
+def ingest(client, ddf, qi: list, participation_column=None) -> Ingested:
     """Check and z-score the QI columns of ``ddf`` on the cluster (see module docstring).
 
     ``participation_column``: label of a column of π_j in (0, 1] to check and keep beside the
-    z-scored chunks (``Ingested.weights``).  ``figures``: the report's figure scale
-    (:class:`~daskmicro.kernels.figures.Scale`); each chunk's original side is then summarised
-    from the values read here (``Ingested.figures``), with no pass of its own.  The tasks get
-    fresh keys (``pure=False``), and so does everything computed from them: a run repeated on the
-    same client never reuses a key the scheduler may still be forgetting.
+    z-scored chunks (``Ingested.weights``).  The tasks get fresh keys (``pure=False``), and so does
+    everything computed from them: a run repeated on the same client never reuses a key the
+    scheduler may still be forgetting.
     """
     column = participation_column
     if column is not None:
@@ -152,12 +149,7 @@ def ingest(client, ddf, qi: list, participation_column=None, figures=None) -> In
     std = np.where(varying & ~(std > 0), 1.0, std)
     blocks = client.map(_zscore, parts, qi=qi, mean=mean, std=std, varying=varying, pure=False)
     weights = None if column is None else client.map(_weights, parts, column=column, pure=False)
-    summaries = None
-    if figures is not None:
-        from ..figures import chunk_figures
-
-        summaries = client.map(chunk_figures, parts, qi=list(qi), scale=figures, pure=False)
     row0s = list(np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(int))
     del parts
     return Ingested(blocks=blocks, row0s=row0s, lengths=lengths, n=n, mean=mean, std=std, varying=varying,
-                    weights=weights, figures=summaries)
+                    weights=weights)

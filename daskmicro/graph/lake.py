@@ -29,7 +29,7 @@ from ..io import layout as lay
 from ..io.shuffle import COUNTS_DIR, SHUFFLE_DIR
 from ..io.source import RID
 from ..kernels.bounds import MAX_ABS
-from ..kernels.figures import scale_from_moments
+from ..kernels.figures import merge_ranges
 from ..privacy import identifiers
 from ..publish import canonical_values
 from ..runplan import GroupResult
@@ -67,7 +67,8 @@ class Execution:
     inputs: list = field(default_factory=list)   # per group: its pieces (for the reference)
     meta: object = None
     compile: dict | None = None  # the kernel warm-up, apart from the stages (warmup.warm_workers)
-    scale: object = None        # bins of the report's before/after figures (kernels.figures.Scale)
+    bins: object = None         # the release figures' bins, from the published values (kernels.figures.Bins)
+    figures: list = field(default_factory=list)  # summaries of the release figures, per piece verified
     strata: list = field(default_factory=list)   # stratum columns, partition columns of the release included
 
 
@@ -161,11 +162,11 @@ def _select(df, strata, qi, group):
     return df[group_mask(df, strata, qi, group)]
 
 
-def _run_one_task(gp, figures, *parts):
+def _run_one_task(gp, qi, *parts):
     """One group as one task (its :class:`~daskmicro.runplan.GroupPlan`), records in global row id
-    order (independent of the chunking); ``figures``: (QI columns, scale) of the report's
-    before/after figures, or None."""
-    from ..figures import group_figures
+    order (independent of the chunking); its info holds the range of the published values of the
+    QI columns ``qi`` (the bins of the report's release figures)."""
+    from ..figures import group_range
     from ..group import one_task
 
     df = pd.concat(parts, ignore_index=True).sort_values(RID, kind="stable").reset_index(drop=True)
@@ -173,9 +174,7 @@ def _run_one_task(gp, figures, *parts):
     out, info = one_task(df, list(gp.group.observed), gp.k, gp.method, gp.energy_loss, gp.n_components,
                          part.column if part else None, part.max_cell_failure if part else None, gp.plain_k,
                          improve=gp.improve.as_tuple() if gp.improve else None)
-    if figures is not None:
-        info = replace(info, figures=group_figures(df, out, *figures))
-    return out, info
+    return out, replace(info, figures=[group_range(out, qi)])
 
 
 def _empty_like(df):
@@ -188,7 +187,7 @@ def _check_memory(client, plans, task_rows: int) -> None:
         check_memory(gp.method, gp.group.n, len(gp.group.observed), wmem, gp.group.label, task_rows)
 
 
-def _pipeline_group(client, gp, sel, meta, seed, progress, scale=None):
+def _pipeline_group(client, gp, sel, meta, seed, progress):
     """A large group through the partitioned pipeline (its :class:`~daskmicro.runplan.GroupPlan`);
     (release pieces, figures of its cells)."""
     import dask.dataframe as dd
@@ -200,7 +199,7 @@ def _pipeline_group(client, gp, sel, meta, seed, progress, scale=None):
     # check=False: the group's release is not checked on its own; the run's release is, as published
     # (written files, or the collected frame, stratum columns included) before anything is committed
     pub, details = run_pipeline(client, sub, list(g.observed), gp.pipeline.pipeline_config(m, gp.k), seed, False,
-                                progress, participation=gp.participation, figures=scale, check=False)
+                                progress, participation=gp.participation, figures=True, check=False)
     reference_il = None
     if gp.reference_k is not None:  # asked for: the same pipeline at plain k
         _, plain = run_pipeline(client, sub, list(g.observed), gp.pipeline.pipeline_config(m, gp.reference_k), seed,
@@ -243,7 +242,6 @@ class _Layout:
     strata: list            # the strata columns, then the partition columns that are not strata
     rows: list
     plans: list = field(default_factory=list)   # one GroupPlan per group (daskmicro.runplan)
-    scale: object = None    # mean and spread of each QI: the bins of the report's figures
 
 
 def execute(client, source, plan, sink: str, output=None, progress=None, series=None) -> Execution:
@@ -270,9 +268,11 @@ def execute(client, source, plan, sink: str, output=None, progress=None, series=
     if stage is None:
         timings["cells"] = _tick(progress, "cells", t0)
     t0 = time.perf_counter()
+    # the release figures' bins: the range of the published values, from the cells just made
+    bins = merge_ranges(lay_.qi, [r for i in infos if i is not None for r in (i.figures or [])])
     ex = Execution(n=lay_.n, k=lay_.k, groups=lay_.groups, infos=infos, labels=lay_.labels, k_check=None,
                    rows_check=None, tuple_sizes=None, timings=timings, inputs=inputs, meta=meta, compile=compiled,
-                   scale=lay_.scale, strata=lay_.strata)
+                   bins=bins, strata=lay_.strata)
     _release(client, source, plan.release, lay_, sink, output, releases, ex)
     name = "write + verify" if sink == "lake" else "collect + verify"
     timings[name] = _tick(progress, name, t0)
@@ -315,8 +315,7 @@ def _prescan(client, source, plan, sink) -> _Layout:
     _check_memory(client, plans, plan.pipeline.task_rows)
     row0s = np.concatenate([[0], np.cumsum([s["rows"] for s in scans])[:-1]]).astype(np.int64)
     return _Layout(qi=qi, n=n, k=k, groups=groups, labels=labels, partition_by=partition_by, part_counts=part_counts,
-                   row0s=row0s, strata=strata, plans=plans, rows=[s["rows"] for s in scans],
-                   scale=scale_from_moments(qi, [s.get("moments") for s in scans]))
+                   row0s=row0s, strata=strata, plans=plans, rows=[s["rows"] for s in scans])
 
 
 def _cells(client, source, plan, lay_: _Layout, stage, series=None):
@@ -363,7 +362,7 @@ def _cells(client, source, plan, lay_: _Layout, stage, series=None):
             sse[i] = gs.new_sse(client, rels, freezes[i], sel)
     infos = [i.result() if hasattr(i, "result") else i for i in infos]
     if freezes:
-        frames, partials = gs.frozen_pieces(client, pieces, freezes, strata, qi, frozen, lay_.scale)
+        frames, partials = gs.frozen_pieces(client, pieces, freezes, strata, qi, frozen)
         releases.extend(frames)
         for i, gf in freezes.items():
             total = sum(f.result() for f in sse.get(i, []))
@@ -385,10 +384,10 @@ def _group_cells(client, gp, sel, meta, plan, lay_: _Layout, stage):
     """One group's cells (its :class:`~daskmicro.runplan.GroupPlan`): (release pieces, figures)."""
     qi = list(plan.qi)
     if gp.one_task:
-        pair = client.submit(_run_one_task, gp, (qi, lay_.scale), *client.compute(sel))
+        pair = client.submit(_run_one_task, gp, qi, *client.compute(sel))
         return [client.submit(operator.itemgetter(0), pair)], client.submit(operator.itemgetter(1), pair)
     # lazy: each part is built where it is split
-    return _pipeline_group(client, gp, sel, meta, plan.release.seed, stage, lay_.scale)
+    return _pipeline_group(client, gp, sel, meta, plan.release.seed, stage)
 
 
 def _release(client, source, rp, lay_: _Layout, sink, output, releases, ex: Execution) -> None:
@@ -415,21 +414,21 @@ def _release(client, source, rp, lay_: _Layout, sink, output, releases, ex: Exec
         inflight: list = []
         try:
             listing = write_and_verify(client, releases, files, schema, published, k, rp.seed, partition_by,
-                                        rp.keep_row_id, ex.staging, n, expected, inflight)
+                                        rp.keep_row_id, ex.staging, n, expected, inflight, (qi, ex.bins))
         except BaseException:
             cm.discard_staging(ex.staging, client, inflight)  # cancel the writes first, then remove
             raise
         ex.files, ex.k_check, ex.rows_check = listing["files"], listing["k_check"], listing["rows_check"]
-        ex.tuple_sizes = listing["tuple_sizes"]
+        ex.tuple_sizes, ex.figures = listing["tuple_sizes"], listing["figures"]
     elif sink == "memory" and getattr(source, "dask", False):  # a Dask release: parts stay on the workers
         keyed = [source.read_task(i, [], int(lay_.row0s[i])) for i in live]
         per_part = -(-n // max(1, len(live)))   # as many partitions as the input has (non-empty)
         files = lay.plan_files([], {(): n}, per_part, file_cuts(client, keyed, rp.seed, [], per_part))
-        ex.frame, ex.k_check, ex.rows_check, ex.tuple_sizes = dask_release(
-            client, releases, files, names, qi, published, k, rp.seed, rp.keep_row_id, n, expected, ex.meta)
+        ex.frame, ex.k_check, ex.rows_check, ex.tuple_sizes, ex.figures = dask_release(
+            client, releases, files, names, qi, published, k, rp.seed, rp.keep_row_id, n, expected, ex.meta, ex.bins)
     else:
-        ex.frame, ex.k_check, ex.rows_check, ex.tuple_sizes = collect(client, releases, names, qi, published, k,
-                                                                       rp.seed, rp.keep_row_id, n, expected)
+        ex.frame, ex.k_check, ex.rows_check, ex.tuple_sizes, ex.figures = collect(
+            client, releases, names, qi, published, k, rp.seed, rp.keep_row_id, n, expected, ex.bins)
 
 
 class _StageRecorder:

@@ -234,19 +234,17 @@ def _staged(client, tops, cfg: PipelineConfig, fcfg: FanoutConfig, timings, colu
 
 
 def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row_id: bool, progress=None,
-                 participation=None, figures=None, check: bool = True):
+                 participation=None, figures: bool = False, check: bool = True):
     """Run the pipeline on ``ddf``; returns (Published, details dict for the report).
 
     ``progress(stage, seconds)``, when given, is called as each stage ends.  ``participation``,
     when given, has attributes ``column`` (a column of ``ddf`` with π_j in (0, 1], not a QI) and
     ``max_cell_failure`` (p̄ in (0, 1)): every cell is grown until it fails with probability
     q̄ ≤ p̄, and ``details["probabilistic"]`` holds the failure figures (see module docstring).
-    ``figures``, when given, is the :class:`~daskmicro.kernels.figures.Scale` of the report's
-    before/after figures: ``details["figures"]`` then holds their summary, made in the release
-    check's pass over the input chunks (:func:`~daskmicro.graph.gather.gather_release`).
+    ``figures=True``: ``details["figures"]`` holds the range of the published values of each
+    partition's cells (the bins of the report's release figures, :mod:`daskmicro.kernels.figures`).
     ``check=False`` leaves the release check to a caller that verifies the release as published
-    (the run executor, before its commit): ``Published.k_anonymity`` and ``rows`` are then None,
-    and the original side of the figures is summarised at ingest.
+    (the run executor, before its commit): ``Published.k_anonymity`` and ``rows`` are then None.
     """
     column = pbar = None
     if participation is not None:
@@ -254,7 +252,7 @@ def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row
     timings = _Timings(progress)
     t_all = time.perf_counter()
     t0 = time.perf_counter()
-    ing = ingest(client, ddf, qi, participation_column=column, figures=None if check else figures)
+    ing = ingest(client, ddf, qi, participation_column=column)
     timings["ingest"] = time.perf_counter() - t0
     cfg, fcfg, task_rows = plan_layout(cfg, ing)
     tops = top_cells(client, ing, task_rows, timings)  # takes ing.blocks: the workers free them when done
@@ -299,6 +297,6 @@ def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row
     }
     if probabilistic is not None:
         details["probabilistic"] = probabilistic
-    if figures is not None:
+    if figures:
         details["figures"] = pub.figures
     return pub, details

@@ -132,12 +132,14 @@ def _scatter_all(client, releases, args, inflight) -> list:
 
 
 def write_and_verify(client, releases, files, schema, columns, k, seed, partition_by, keep_row_id, staging, n,
-                      expected, inflight):
+                      expected, inflight, figures=None):
     """Write the files through the staging directory (:mod:`daskmicro.io.shuffle`: each release
     chunk scattered into per-file fragments, then each file made from its fragments), then
     re-read every file and count its published tuples (``columns``: stratum columns + QIs) in
     the written dtypes.  Empties ``releases`` once they are scattered; ``inflight`` holds the
-    futures still outstanding (for the caller to cancel on failure)."""
+    futures still outstanding (for the caller to cancel on failure).  ``figures`` = (QI columns,
+    :class:`~daskmicro.kernels.figures.Bins`): each file read back is also summarised for the
+    report's release figures (``"figures"`` of the result, one summary per piece checked)."""
     from ..privacy.verify import RowCheck
 
     order = _file_order(files)
@@ -166,13 +168,13 @@ def write_and_verify(client, releases, files, schema, columns, k, seed, partitio
     sh.remove_fragments(staging)
     # the partition values as a hive reader reads them: decoded from the directory names written
     keep = [(p, r, _hive_constants(files[key][0])) for p, r, (key, _) in zip(paths, results, order) if r["rows"]]
-    k_check, sizes, same, rows_read = _verify_files(client, [(p, c, r["rows"]) for p, r, c in keep], schema,
-                                                    columns, k, n, staging, inflight)
+    k_check, sizes, same, rows_read, summaries = _verify_files(client, [(p, c, r["rows"]) for p, r, c in keep],
+                                                               schema, columns, k, n, staging, inflight, figures)
     cm.check_written(results, n, expected, same, k_check, rows_read)
     listing = [{"path": str(p.relative_to(staging)), "rows": r["rows"], "bytes": p.stat().st_size}
                for p, r, _ in keep]
     return {"files": listing, "k_check": k_check, "rows_check": RowCheck(ok=True, rows_in=n, rows_out=rows_read),
-            "tuple_sizes": sizes}
+            "tuple_sizes": sizes, "figures": summaries}
 
 
 def _hive_constants(rel: str) -> dict:
@@ -199,8 +201,8 @@ def check_ranges(rows: list, threads: int) -> list:
     return out
 
 
-def _verify_files(client, files, schema, columns, k, n, staging, inflight):
-    """(KAnonymityCheck, tuple sizes, schema as promised per file, rows read) of the written
+def _verify_files(client, files, schema, columns, k, n, staging, inflight, figures=None):
+    """(KAnonymityCheck, tuple sizes, schema as promised per file, rows read, figures' summaries) of the written
     ``files`` (``[(path, hive constants, rows)]``): each re-read and the tuple counts of each of
     its row ranges (:func:`check_ranges`) cut into hash buckets on disk
     (:func:`daskmicro.io.shuffle.scatter_counts`), then each bucket merged and checked on its
@@ -212,13 +214,13 @@ def _verify_files(client, files, schema, columns, k, n, staging, inflight):
     threads = worker_threads(client)
     ranges = check_ranges([r for _, _, r in files], threads)
     checks = [client.submit(sh.scatter_counts, str(files[f][0]), schema, columns, files[f][1], n_buckets, directory, j,
-                            rows, pure=False)
+                            rows, figures, pure=False)
               for j, (f, rows) in enumerate(ranges)]
     inflight.extend(checks)
     got = client.gather(checks)
     inflight.clear()
     by_bucket: dict = {}
-    for j, (_, _, written) in enumerate(got):
+    for j, (_, _, written, _) in enumerate(got):
         for b in written:
             by_bucket.setdefault(b, []).append(j)
     verdicts = [client.submit(sh.bucket_verdict_of, directory, b, js, k, pure=False) for b, js in by_bucket.items()]
@@ -226,12 +228,14 @@ def _verify_files(client, files, schema, columns, k, n, staging, inflight):
     k_check, sizes = client.submit(combine_verdicts, k, *verdicts).result()
     inflight.clear()
     sh.remove_counts(staging)
-    return k_check, sizes, [g[1] for g in got], sum(g[0] for g in got)
+    return k_check, sizes, [g[1] for g in got], sum(g[0] for g in got), [g[3] for g in got if g[3] is not None]
 
 
-def _bucket(names, qi, columns, keep_row_id, *pieces):
+def _bucket(names, qi, columns, keep_row_id, bins, *pieces):
     """One partition of an in-memory release from its pieces: rows in key order, published
-    columns, mixed QI columns as float64; with its rows, row checksum and tuple counts."""
+    columns, mixed QI columns as float64; with its rows, row checksum, tuple counts and the
+    summary of the report's release figures (``bins``: :class:`~daskmicro.kernels.figures.Bins`)."""
+    from ..figures import piece_figures
     from ..io.qi import qi_column
     from ..privacy.verify import tuple_counts
     from ..publish import ROW_ID
@@ -246,10 +250,10 @@ def _bucket(names, qi, columns, keep_row_id, *pieces):
         t = df[c].dtype
         if t == object or (isinstance(t, pd.api.extensions.ExtensionDtype) and df[c].hasnans):
             df[c] = qi_column(df[c], c)
-    return df, len(df), cm.row_checksum(rids), tuple_counts(df, list(columns))
+    return df, len(df), cm.row_checksum(rids), tuple_counts(df, list(columns)), piece_figures(df, qi, bins)
 
 
-def dask_release(client, releases, files, names, qi, columns, k, seed, keep_row_id, n, expected, meta):
+def dask_release(client, releases, files, names, qi, columns, k, seed, keep_row_id, n, expected, meta, bins=None):
     """The release of a Dask input as a Dask DataFrame whose partitions (consecutive key ranges,
     so in the one seeded order) are built and verified on the workers and stay there."""
     import dask.dataframe as dd
@@ -258,10 +262,10 @@ def dask_release(client, releases, files, names, qi, columns, k, seed, keep_row_
 
     splits = _split_all(client, releases, seed, [], files)
     _, nb, _ = files[()]
-    buckets = [client.submit(_bucket, names, qi, columns, keep_row_id,
+    buckets = [client.submit(_bucket, names, qi, columns, keep_row_id, bins,
                              *[client.submit(lay.pick, s, ((), b)) for s in splits]) for b in range(nb)]
     get = operator.itemgetter
-    results = client.gather([client.submit(lambda r: (r[1], r[2]), b) for b in buckets])
+    results = client.gather([client.submit(lambda r: (r[1], r[2], r[4]), b) for b in buckets])
     rows = sum(r[0] for r in results)
     checksum = 0
     for r in results:
@@ -272,7 +276,9 @@ def dask_release(client, releases, files, names, qi, columns, k, seed, keep_row_
     k_check.raise_if_failed()
     parts = [client.submit(get(0), b) for b in buckets]
     out_meta = client.submit(lambda f: f.iloc[:0], parts[0]).result()
-    return dd.from_delayed(parts, meta=out_meta, verify_meta=False), k_check, RowCheck(ok=True, rows_in=n, rows_out=rows), sizes
+    summaries = [r[2] for r in results if r[2] is not None]
+    return (dd.from_delayed(parts, meta=out_meta, verify_meta=False), k_check, RowCheck(ok=True, rows_in=n, rows_out=rows),
+            sizes, summaries)
 
 
 def bucketed_verdict(client, counts, k, n_rows):
@@ -299,11 +305,13 @@ def tuple_sizes(counts):
     return np.unique(counts.counts, return_counts=True)
 
 
-def collect(client, releases, names, qi, columns, k, seed, keep_row_id, n, expected):
+def collect(client, releases, names, qi, columns, k, seed, keep_row_id, n, expected, bins=None):
     """The release in one frame, rows in seeded key order, checked on its values as they are
-    (QI columns that are not float become float64, exactly as a file release writes them)."""
+    (QI columns that are not float become float64, exactly as a file release writes them), and
+    the summary of the report's release figures (``bins``: :class:`~daskmicro.kernels.figures.Bins`)."""
     from dask.delayed import Delayed
 
+    from ..figures import piece_figures
     from ..privacy.verify import check_tuple_counts, tuple_counts, verify_rows
     from ..io.qi import qi_column
     from ..publish import ROW_ID, shuffle_keys
@@ -323,4 +331,5 @@ def collect(client, releases, names, qi, columns, k, seed, keep_row_id, n, expec
             df[c] = qi_column(df[c], c)
     counts = tuple_counts(df, list(columns))
     k_check = check_tuple_counts(counts, k).raise_if_failed()
-    return df, k_check, verify_rows(n, df).raise_if_failed(), tuple_sizes(counts)
+    summary = piece_figures(df, qi, bins)
+    return df, k_check, verify_rows(n, df).raise_if_failed(), tuple_sizes(counts), [] if summary is None else [summary]

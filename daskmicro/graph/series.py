@@ -125,11 +125,9 @@ def _select_new(df, g, strata, qi, frozen, absorbed):
     return sub[keep]
 
 
-def _frozen_stats(df, freezes, strata, qi, frozen, scale):
+def _frozen_stats(df, freezes, strata, qi, frozen):
     """One piece's share of each re-released group: records per root cell, records published before,
-    SSE in the group's z-units, before/after figures."""
-    from ..kernels import figures as kf
-
+    SSE in the group's z-units."""
     partials = {}
     for gf in freezes:
         mask = group_mask(df, strata, list(qi), gf.group)
@@ -142,8 +140,7 @@ def _frozen_stats(df, freezes, strata, qi, frozen, scale):
         X = df[observed].to_numpy(np.float64)[rows]
         z = ((X - values) / gf.sd)[:, ~gf.constant]
         partials[gf.index] = {"roots": np.bincount(roots, minlength=len(gf.roots)), "sse": float(np.sum(z * z)),
-                              "known": known,
-                              "figures": kf.summarize(X, values, scale.subset(observed)) if scale is not None else None}
+                              "known": known}
     return partials
 
 
@@ -234,14 +231,14 @@ def new_selection(pieces, gf: GroupFreeze, strata, qi, frozen_future):
                                                                                                         n=gf.new)
 
 
-def frozen_pieces(client, pieces, freezes: dict, strata, qi, frozen_future, scale):
+def frozen_pieces(client, pieces, freezes: dict, strata, qi, frozen_future):
     """Per piece: its published records of frozen cells (lazy: built where they are written), and
-    the groups' figures from every piece (computed now)."""
+    the groups' counts from every piece (computed now)."""
     import dask
 
     [decided] = client.scatter([list(freezes.values())], broadcast=True)
     stats = dask.delayed(_frozen_stats, pure=True)
-    partials = client.gather(client.compute([stats(p, decided, strata, tuple(qi), frozen_future, scale)
+    partials = client.gather(client.compute([stats(p, decided, strata, tuple(qi), frozen_future)
                                              for p in pieces]))
     frame = dask.delayed(_frozen_frame, pure=True)
     return [frame(p, decided, strata, tuple(qi), frozen_future) for p in pieces], partials
@@ -271,6 +268,7 @@ def group_result(gf: GroupFreeze, partials: list, new_info, sse_new: float, dtyp
 
     mine = [p[gf.index] for p in partials if gf.index in p]
     roots = np.sum([p["roots"] for p in mine], axis=0) if mine else np.zeros(len(gf.roots), np.int64)
+    used = gf.values[gf.alive[roots[gf.alive] > 0]]
     sizes = roots[gf.alive]
     sizes = sizes[sizes > 0]
     counts = {int(s): int(c) for s, c in zip(*np.unique(sizes, return_counts=True))}
@@ -282,7 +280,8 @@ def group_result(gf: GroupFreeze, partials: list, new_info, sse_new: float, dtyp
     sse = sum(p["sse"] for p in mine) + sse_new
     il = 100.0 * sse / (n * m_var) if m_var else 0.0
     observed = list(gf.group.observed)
-    figures = kf.merge([p["figures"] for p in mine] + ([new_info.figures] if new_info is not None else []), observed)
+    # the bins' range of the release figures: the frozen values published and the new cells' range
+    figures = [(tuple(observed), kf.value_range(used))] + list((new_info.figures or []) if new_info is not None else [])
     republished = int(sum(p["known"] for p in mine))
     joined = int(sum(p["roots"].sum() for p in mine)) - republished
     return GroupResult(

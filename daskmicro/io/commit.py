@@ -159,9 +159,11 @@ def range_checksum(n: int, block: int = CHECKSUM_BLOCK) -> int:
     return total % (1 << 64)
 
 
-def verify_file(path: str, schema, columns: list, constants: dict | None = None, rows: tuple | None = None):
+def verify_file(path: str, schema, columns: list, constants: dict | None = None, rows: tuple | None = None,
+                with_values: bool = False):
     """Re-read a written file: (rows, schema as promised, counts of the published tuples over
-    ``columns`` — stratum columns and QIs — in the dtypes as written).
+    ``columns`` — stratum columns and QIs — in the dtypes as written), and with ``with_values``
+    the values read (``{column: array or Series}``) as a fourth item.
 
     ``constants`` are the hive partition values of the file's directory (``col=value/``): they
     are published by the path, not in the file, and join each of its tuples.  ``rows`` =
@@ -188,7 +190,8 @@ def verify_file(path: str, schema, columns: list, constants: dict | None = None,
     for c, v in constants.items():
         if c in columns:
             values[c] = pd.array([v] * n, dtype=object)
-    return n, same, tuple_counts(values, list(columns), n)
+    counts = tuple_counts(values, list(columns), n)
+    return (n, same, counts, values) if with_values else (n, same, counts)
 
 
 def read_manifest(target: Path):

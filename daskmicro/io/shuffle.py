@@ -135,15 +135,24 @@ def _atomic_save(path: Path, array: np.ndarray) -> None:
 
 
 def scatter_counts(path: str, schema, columns: list, constants: dict, n_buckets: int, directory,
-                   file_no: int, rows: tuple | None = None):
+                   file_no: int, rows: tuple | None = None, figures=None):
     """Verify one written file, or its rows ``rows`` = (start, stop)
     (:func:`daskmicro.io.commit.verify_file`), and write its tuple counts as one fragment per
     hash bucket, ``BUCKET-FILE.npy`` (hash, count, per-column hashes in one uint64 array;
-    ``file_no`` numbers the checked pieces); returns (rows, schema as promised, [buckets written])."""
+    ``file_no`` numbers the checked pieces); returns (rows, schema as promised, [buckets written],
+    summary of the report's release figures or None).  ``figures`` = (QI columns,
+    :class:`~daskmicro.kernels.figures.Bins`): the values read are summarised for the report's
+    release figures (:func:`daskmicro.figures.piece_figures`)."""
     from ..privacy.verify import check_no_collision, split_tuple_counts
     from .commit import verify_file
 
-    rows, same, counts = verify_file(path, schema, columns, constants, rows)
+    rows, same, counts, values = verify_file(path, schema, columns, constants, rows, with_values=True)
+    summary = None
+    if figures is not None:
+        from ..figures import piece_figures
+
+        summary = piece_figures(values, figures[0], figures[1], rows)
+    del values
     check_no_collision(counts)   # the fragments do not carry the flag: a collision inside the file stops here
     written = []
     for b, piece in enumerate(split_tuple_counts(counts, n_buckets)):
@@ -152,7 +161,7 @@ def scatter_counts(path: str, schema, columns: list, constants: dict, n_buckets:
             packed[:, 0], packed[:, 1], packed[:, 2:] = piece.hashes, piece.counts.view(np.uint64), piece.tuples
             _atomic_save(counts_path(directory, b, file_no), packed)
             written.append(b)
-    return rows, same, written
+    return rows, same, written, summary
 
 
 def bucket_verdict_of(directory, bucket: int, file_nos: list, k: int):

@@ -20,7 +20,6 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError, ParameterError, describe, masked_path
-from ..kernels.figures import moments as figure_moments
 from . import hive as hive_dirs
 from .filters import parse_filters
 from .qi import qi_frame_matrix
@@ -341,8 +340,7 @@ def scan_frame(df: pd.DataFrame, qi: list, keys: list) -> dict:
     n = len(df)
     if n == 0:  # nothing to check (a column of an empty file may not even have a numeric type)
         zero = np.zeros(len(qi), dtype=np.int64)
-        return {"rows": 0, "missing": zero, "posinf": zero, "neginf": zero, "maxabs": np.zeros(len(qi)), "combos": {},
-                "moments": None}
+        return {"rows": 0, "missing": zero, "posinf": zero, "neginf": zero, "maxabs": np.zeros(len(qi)), "combos": {}}
     X = qi_frame_matrix(df, list(qi))  # exact float64, or refused (integers beyond ±2^53)
     miss = np.isnan(X)
     finite = np.where(np.isfinite(X), np.abs(X), 0.0)
@@ -363,7 +361,6 @@ def scan_frame(df: pd.DataFrame, qi: list, keys: list) -> dict:
         "neginf": np.isneginf(X).sum(axis=0).astype(np.int64),
         "maxabs": finite.max(axis=0) if n else np.zeros(len(qi)),
         "combos": combos,
-        "moments": figure_moments(X),  # fixes the bins of the report's before/after figures
     }
 
 

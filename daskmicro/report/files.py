@@ -72,7 +72,8 @@ def write_report(path, output=None, *, overwrite: bool = True) -> Path:
     """Render the HTML page of a run's JSON report; returns the HTML path.
 
     ``path`` is anything :func:`find_report` accepts (a release file, a directory release, a
-    demo directory or a report JSON); the page goes to ``output`` when given, else where
+    demo directory or a report JSON — a private run record's JSON gives the page of its exact
+    report, private like the record); the page goes to ``output`` when given, else where
     :func:`find_report` says.  With ``overwrite=False`` an existing page is refused.  The page
     is written to a temporary file and moved into place, so on error nothing is written and an
     earlier page is left untouched.  Raises :class:`~daskmicro.errors.InputError` naming the
@@ -97,6 +98,8 @@ def write_report(path, output=None, *, overwrite: bool = True) -> Path:
         raise InputError(f"cannot read {source}: {describe(exc)}") from None
     if not isinstance(report, dict):
         raise InputError(f"{source} does not hold a report object")
+    if str(report.get("format", "")).startswith("daskmicro-run-record") and isinstance(report.get("report"), dict):
+        report = report["report"]   # a private run record: the page of its exact report (private too)
     page = render_html(_rebase_links(report, source, target))
     tmp = target.with_name(f".{target.name}.tmp")
     try:

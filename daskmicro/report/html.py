@@ -7,13 +7,19 @@ the same dict always gives the same page.  The page has inline CSS, plots as inl
 can be mailed or archived as one file.  :func:`daskmicro.report.files.write_report` writes the
 page of any release a run wrote.
 
-From the top: the verdict in plain words (privacy, utility, risk when measured), the before/after
-pictures (each QI's distribution, original vs released, and both correlation matrices), then the
-details — parameters, one timings table (kernel compile time apart), information loss (relative
-to exact MDAV when known), cell sizes, PCA spectrum (Fig. 9 of *Efficient k-Anonymous Microaggregation … via PCA*), macrocell SSE with the
-proximal/distal cut (Fig. 13), verification, incremental timings, p-probabilistic failure
-figures, utility and disclosure-risk measures, a parameter sweep (Fig. 14/21), the link to the
-Dask performance report — each only when the run produced it, and a glossary of the terms.
+From the top: the verdict in plain words (privacy, utility, risk when measured), the release
+pictures (each QI's distribution in the release and the release's correlation matrix), then the
+details — parameters, one timings table (kernel compile time apart), information loss, cell
+sizes, PCA spectrum (Fig. 9 of *Efficient k-Anonymous Microaggregation … via PCA*), macrocells
+with the proximal/distal cut (Fig. 13), verification, incremental timings, p-probabilistic
+failure figures, utility and disclosure-risk measures, a parameter sweep (Fig. 14/21), the link
+to the Dask performance report — each only when the report has it, and a glossary of the terms.
+
+The page shows what its dict holds.  A published report (:meth:`~daskmicro.report.Report.to_dict`)
+holds the information loss rounded and no figure of the original spread (no original moments,
+no exact-MDAV reference, no SSE curve, no spectrum of the original correlation, no utility
+measure: :mod:`daskmicro.report.coarse`), so neither does its page; the page of the exact
+report (:meth:`~daskmicro.report.Report.exact_dict`, in the private run record) shows them all.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from pathlib import Path
 from typing import Mapping
 
 from ..errors import ParameterError
-from .beforeafter import before_after_body
+from .release_figures import release_body
 from .page import CSS, HEAD_SCRIPT, TAIL_SCRIPT, esc, fmt, number, percent, seconds, table
 from .plots import (cell_size_plot, eigenvalue_plot, energy_spectrum_plot, macrocell_sse_plot, recommend_setting,
                     sweep_plot, timings_plot)
@@ -32,20 +38,20 @@ __all__ = ["render_html", "SECTION_IDS"]
 
 #: ids of the <section> elements, in page order (a section is left out when the run has no data for it).
 SECTION_IDS = (
-    "summary", "before-after", "parameters", "timings", "information-loss", "cell-sizes", "pca-spectrum",
+    "summary", "release", "parameters", "timings", "information-loss", "cell-sizes", "pca-spectrum",
     "macrocells", "verification", "incremental", "probabilistic", "utility", "risk", "sweep", "performance",
     "glossary",
 )
 
 _TITLES = {
     "summary": "In plain words",
-    "before-after": "Original and released data",
+    "release": "The release, column by column",
     "parameters": "Parameters",
     "timings": "Time per stage",
     "information-loss": "Information loss",
     "cell-sizes": "Group (cell) sizes",
     "pca-spectrum": "PCA energy spectrum",
-    "macrocells": "Macrocell SSE and proximal/distal cut",
+    "macrocells": "Macrocells and proximal/distal cut",
     "verification": "Verification",
     "incremental": "Incremental mode",
     "probabilistic": "p-Probabilistic mode",
@@ -161,7 +167,14 @@ def _information_loss(r: Mapping) -> str | None:
     il = r.get("information_loss")
     if il is None:
         return None
-    rows = [("information loss IL = 100·SSE/SST (z-scored)", float(il)), ("distortion D = SSE/SST", float(il) / 100)]
+    rounding = r.get("information_loss_rounding") if isinstance(r.get("information_loss_rounding"), Mapping) else None
+    if rounding:
+        low, high = rounding.get("interval") or (None, None)
+        rows = [("information loss IL = 100·SSE/SST (z-scored), rounded", f"{number(float(il), 3)} %"),
+                ("the exact value lies in", f"{number(float(low), 3)} – {number(float(high), 3)} %")]
+    else:
+        rows = [("information loss IL = 100·SSE/SST (z-scored)", float(il)),
+                ("distortion D = SSE/SST", float(il) / 100)]
     ref = r.get("reference_information_loss")
     how = r.get("reference") if isinstance(r.get("reference"), Mapping) else {}
     if ref is not None:
@@ -177,7 +190,17 @@ def _information_loss(r: Mapping) -> str | None:
         delta = relative_to_mdav(r)
         if delta is not None:
             rows.append(("relative distortion increment δ = (D − D_MDAV)/D_MDAV", f"{100 * delta:+.2f} %"))
+    elif how.get("kind") == "self":
+        rows.append(("relative distortion increment δ over exact MDAV", "0 (the run is exact MDAV)"))
+    elif how.get("kind") not in (None, "none"):
+        rows.append(("IL of exact MDAV (reference)", f"computed ({how.get('label') or how.get('kind')}); "
+                     "in the private run record"))
     body = table(rows, ("measure", "value"))
+    if rounding:
+        body += ("<p class=\"note\">The information loss is published rounded to a fixed grid (0.1 percentage "
+                 "points near 0 % and 100 %, up to 5 points near 50 %). With the release, an exact value would give "
+                 "the sum of squared distances of the records to their group averages, and with it how far records "
+                 "lie from them; the exact value is in the data owner's private run record.</p>")
     pca = r.get("pca") or {}
     if pca.get("energy_loss") is not None:
         body += f"<p>PCA energy loss ε² of the kept components: {fmt(float(pca['energy_loss']))}</p>"
@@ -204,7 +227,13 @@ def _pca_spectrum(r: Mapping) -> str | None:
     eigenvalues = r.get("eigenvalues") or pca.get("eigenvalues")
     n_components = r.get("n_components", pca.get("n_components"))
     if not eigenvalues:
-        return None
+        if n_components is None:
+            return None
+        text = f"<p>m̃ = {int(n_components)} principal components kept"
+        if pca.get("energy_loss_bound") is not None:
+            text += f" (energy-loss bound ε² = {fmt(float(pca['energy_loss_bound']))})"
+        return text + (". The spectrum of the original data's correlation is not published (it is in the private "
+                       "run record).</p>")
     total = sum(float(v) for v in eigenvalues)
     text = f"<p>{len(eigenvalues)} eigenvalues of the z-scored QI covariance (Σλ = {fmt(total)})"
     if n_components is not None:
@@ -217,20 +246,25 @@ def _pca_spectrum(r: Mapping) -> str | None:
 
 def _macrocells(r: Mapping) -> str | None:
     sse = r.get("macrocell_sse")
-    if not sse:
-        return None
     n_distal = r.get("n_distal")
     nu = r.get("nu")
-    if n_distal is None and nu is not None:
-        n_distal = int(round(float(nu) * len(sse)))
-    rows = [("macrocells", len(sse)), ("distal macrocells C_D", n_distal), ("distal fraction ν", nu)]
-    total = sum(float(v) for v in sse)
-    if n_distal:
-        top = sum(sorted((float(v) for v in sse), reverse=True)[: int(n_distal)])
-        rows.append(("share of macrocell SSE in the distal part", percent(top / total) if total > 0 else "—"))
+    macrocells = len(sse) if sse else r.get("macrocells") or (r.get("pipeline") or {}).get("macrocells")
+    if not sse and not (macrocells and macrocells > 1 and (n_distal is not None or nu is not None)):
+        return None
+    if n_distal is None and nu is not None and macrocells:
+        n_distal = int(round(float(nu) * macrocells))
+    rows = [("macrocells", macrocells), ("distal macrocells C_D", n_distal), ("distal fraction ν", nu)]
+    if sse:
+        total = sum(float(v) for v in sse)
+        if n_distal:
+            top = sum(sorted((float(v) for v in sse), reverse=True)[: int(n_distal)])
+            rows.append(("share of macrocell SSE in the distal part", percent(top / total) if total > 0 else "—"))
     body = table(rows, ("", "value"))
-    if n_distal is not None and int(n_distal) >= len(sse):
+    if n_distal is not None and macrocells and int(n_distal) >= macrocells:
         body += "<p>Every macrocell is distal: exact MDAV ran everywhere (ν = 1, the default).</p>"
+    if not sse:
+        return body + ("<p>The macrocells' SSE curve is not published (it is in the private run record): with the "
+                       "release it would tell the spread within the cells.</p>")
     return body + macrocell_sse_plot(sse, n_distal)
 
 
@@ -335,7 +369,7 @@ def _performance(r: Mapping) -> str | None:
 
 
 _BUILDERS = {
-    "summary": summary_body, "before-after": lambda r: before_after_body(r.get("before_after") or {}),
+    "summary": summary_body, "release": lambda r: release_body(r.get("release_figures") or {}),
     "parameters": _parameters, "timings": _timings, "information-loss": _information_loss,
     "cell-sizes": _cell_sizes, "pca-spectrum": _pca_spectrum, "macrocells": _macrocells,
     "verification": _verification,
@@ -346,6 +380,14 @@ _BUILDERS = {
 
 
 # --------------------------------------------------------------------------- page
+
+
+def _footer(r: Mapping) -> str:
+    if r.get("information_loss_rounding"):
+        return ("Information loss is 100·SSE/SST on z-scored QI columns, rounded; figures of the release only, no "
+                "data values, no figure of the original values.")
+    return ("Information loss is 100·SSE/SST on z-scored QI columns; aggregates only, no data values. This page "
+            "shows exact figures of the original data: private, not for publication.")
 
 
 def render_html(report: Mapping) -> str:
@@ -390,7 +432,6 @@ def render_html(report: Mapping) -> str:
         f"<header><h1>{esc(title)}</h1><p>{subtitle}</p>"
         f"<p>created {esc(r.get('created', '—'))} · daskmicro {esc(r.get('daskmicro_version', '?'))}</p></header>"
         f"<nav>{nav}</nav><main>\n" + "\n".join(sections) + "\n</main>"
-        "<footer>Generated by daskmicro from the run's JSON report. Information loss is 100·SSE/SST on z-scored QI "
-        "columns; aggregates only, no data values.</footer>"
+        f"<footer>Generated by daskmicro from the run's JSON report. {_footer(r)}</footer>"
         f"<script>{TAIL_SCRIPT}</script></body></html>\n"
     )

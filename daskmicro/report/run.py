@@ -1,10 +1,14 @@
 """The report of one anonymization run: what was done, how much it cost, and the checks it passed.
 
 A :class:`Report` holds parameters, aggregate metrics and verification results — never a data
-value — so it can be archived and compared across runs.  The object holds the shuffle ``seed``
-and the input's paths, but its published form (:meth:`Report.to_dict`: the JSON and HTML
-reports) does not: with the seed anyone could undo the shuffle of the release rows.  They go to
-the private run record (:meth:`Report.run_record`, :mod:`daskmicro.io.runrecord`).
+value — so it can be archived and compared across runs.  The object holds the shuffle ``seed``,
+the input's paths and the exact information loss, but its published form
+(:meth:`Report.to_dict`: the JSON and HTML reports) does not: with the seed anyone could undo the
+shuffle of the release rows, and with the exact information loss (or any other exact figure of
+the original spread) and the release anyone could work out the within-cell sum of squares
+(:mod:`daskmicro.report.coarse`).  The published report gives the information loss rounded to a
+fixed grid; the exact figures go to the private run record (:meth:`Report.run_record`,
+:mod:`daskmicro.io.runrecord`).
 """
 
 from __future__ import annotations
@@ -61,7 +65,8 @@ class Report:
     min_cell_size, max_cell_size : int
         Smallest and largest cell (between k and 2k − 1 for MDAV).
     information_loss : float
-        IL = 100·SSE/SST on the columnwise z-scored QI columns.
+        IL = 100·SSE/SST on the columnwise z-scored QI columns, exact (the published report gives
+        it rounded, :mod:`daskmicro.report.coarse`).
     seconds : float
         Wall time of the microaggregation proper (kernel only, not I/O or validation).
     seed : int
@@ -90,8 +95,11 @@ class Report:
     created : str
         UTC time stamp (ISO 8601) of the run.
 
-    The optional fields below default to None and appear in :meth:`to_dict` only when set; the
-    HTML report (:func:`daskmicro.report.render_html`) shows a section for each one present.
+    The optional fields below default to None and appear in :meth:`exact_dict` only when set; the
+    HTML report (:func:`daskmicro.report.render_html`) shows a section for each one present.  The
+    published :meth:`to_dict` leaves out, or keeps only the counts and labels of, those that are
+    figures of the original spread: the reference IL and δ, the macrocell SSE curve, utility and
+    risk measures, the PCA spectrum (:func:`daskmicro.report.coarse.public_report`).
 
     timings : dict, optional
         ``{stage: seconds}`` wall time per pipeline stage, in execution order.
@@ -114,10 +122,10 @@ class Report:
     reference : dict, optional
         How ``reference_information_loss`` was obtained (:func:`daskmicro.reference.attach_reference`):
         ``kind`` ("exact", "sample" or "self"), ``label`` and, on a sample, its size and the ratio.
-    before_after : dict, optional
-        Each QI's histogram before and after on common bin edges (bins of 1 … k−1 original
-        records suppressed) and the two correlation matrices
-        (:func:`daskmicro.kernels.figures.publish`).
+    release_figures : dict, optional
+        Each QI's histogram in the release, on bins from its smallest to its largest published
+        value, and the release's correlation matrix (:func:`daskmicro.kernels.figures.publish`):
+        figures of the published values only.
     """
 
     n: int
@@ -160,7 +168,7 @@ class Report:
     reference: dict | None = None
     strata: dict | None = None      # strata / missing-pattern groups (daskmicro.strata)
     lake: dict | None = None        # directory releases: input fingerprint, configuration, files (daskmicro.plan)
-    before_after: dict | None = None  # per-QI histograms and correlations, original vs released (kernels.figures)
+    release_figures: dict | None = None  # per-QI histograms and correlations of the release (kernels.figures)
     series: dict | None = None      # the release ledger: recorded or not, records republished with frozen values
 
     @property
@@ -181,7 +189,17 @@ class Report:
 
     def to_dict(self) -> dict:
         """The published report as a JSON-serialisable dictionary: parameters, metrics, checks; no
-        data values, no shuffle seed, no input paths (:meth:`run_record` holds those)."""
+        data values, no shuffle seed, no input paths, the information loss rounded and no other
+        figure of the original spread (:meth:`run_record` holds those; see
+        :func:`daskmicro.report.coarse.public_report`)."""
+        from .coarse import public_report
+
+        return public_report(self.exact_dict())
+
+    def exact_dict(self) -> dict:
+        """Every figure of the run as a JSON-serialisable dictionary, the exact information loss and
+        the other figures of the original spread included: private (:meth:`run_record`), never
+        published.  Like :meth:`to_dict`, no seed and no input paths."""
         out = {
             "daskmicro_version": self.version,
             "created": self.created,
@@ -230,10 +248,12 @@ class Report:
 
     def run_record(self) -> dict:
         """What the published report leaves out (:mod:`daskmicro.io.runrecord`): the shuffle seed, the
-        input's paths and identity, the configuration as given.  Private: never written to an output."""
+        input's paths and identity, the configuration as given, and the exact report
+        (:meth:`exact_dict`: the exact information loss and the other figures of the original
+        spread).  Private: never written to an output."""
         return {"format": "daskmicro-run-record/1", "created": self.created, "daskmicro_version": self.version,
                 "seed": int(self.seed), "paths": {str(key): str(value) for key, value in (self.paths or {}).items()},
-                "lake": self.lake}
+                "lake": self.lake, "report": self.exact_dict()}
 
     def _optional_dict(self) -> dict:
         out = {}
@@ -263,8 +283,8 @@ class Report:
             out["performance_report"] = str(self.performance_report)
         if self.reference is not None:
             out["reference"] = dict(self.reference)
-        if self.before_after is not None:
-            out["before_after"] = self.before_after
+        if self.release_figures is not None:
+            out["release_figures"] = self.release_figures
         return out
 
     def to_json(self, path) -> None:
@@ -274,11 +294,15 @@ class Report:
         write_json_atomic(self.to_dict(), path)
 
     def summary(self) -> str:
-        """A few human-readable lines for a terminal."""
+        """A few human-readable lines for a terminal: what the published report says (the
+        information loss rounded, :func:`~daskmicro.report.coarse.information_loss_text`)."""
+        from .coarse import information_loss_text
+
         lines = [
             f"anonymized {self.n:,} records on {self.m} QI columns with {self.method} at k = {self.k}",
             f"  cells: {self.cells:,} of {self.min_cell_size}–{self.max_cell_size} records",
-            f"  information loss: {self.information_loss:.2f} (100·SSE/SST, z-scored)",
+            f"  information loss: {information_loss_text(self.information_loss)} (100·SSE/SST, z-scored; "
+            "exact in the private run record)",
             f"  microaggregation time: {self.seconds:.2f} s",
         ]
         if self.compile is not None:
@@ -294,8 +318,7 @@ class Report:
             )
             if p.get("refine"):
                 r = p["refine"]
-                lines.append(f"  refinement: {r['method']}, ≤ {r['max_iter']} iterations per partition, "
-                             f"SSE × {r['sse_ratio']:.4f}")
+                lines.append(f"  refinement: {r['method']}, ≤ {r['max_iter']} iterations per partition")
         if self.method == "pca-mdav" and self.n_components is not None:
             lines.append(f"  principal components kept: {self.n_components} of {self.m_used}")
         if self.constant_columns:
@@ -333,6 +356,4 @@ def _probabilistic_lines(prob: dict) -> list:
         f"  cell failure q̄: max {prob['cell_failure_max']:.3g}, mean {prob['cell_failure_mean']:.3g}; "
         f"table failure t̄ = {prob['table_failure']:.3g}; expected unprotected records {prob['expected_unprotected']:.3g}",
     ]
-    if prob.get("information_loss_at_k") is not None:
-        lines.append(f"  information loss with π = 1 (plain k): {prob['information_loss_at_k']:.2f}")
     return lines

@@ -55,9 +55,16 @@ def _utility(r: Mapping) -> str:
     if il is None:
         return "<p>No information loss was recorded.</p>"
     il = float(il)
-    text = (f"<p>Information loss <b>{number(il, 3)}</b> (out of 100): after putting every QI on the same "
-            f"scale, {percent(il / 100)} of the variation between records is replaced by group averages; "
-            "the remaining columns are published unchanged.</p>")
+    rounding = r.get("information_loss_rounding") if isinstance(r.get("information_loss_rounding"), Mapping) else None
+    if rounding and rounding.get("interval"):
+        low, high = (float(v) for v in rounding["interval"])
+        text = (f"<p>Information loss about <b>{number(il, 3)} %</b> (rounded; between {number(low, 3)} % and "
+                f"{number(high, 3)} %): after putting every QI on the same scale, that share of the variation between "
+                "records is replaced by group averages; the remaining columns are published unchanged.</p>")
+    else:
+        text = (f"<p>Information loss <b>{number(il, 3)}</b> (out of 100): after putting every QI on the same "
+                f"scale, {percent(il / 100)} of the variation between records is replaced by group averages; "
+                "the remaining columns are published unchanged.</p>")
     delta = relative_to_mdav(r)
     how = r.get("reference") if isinstance(r.get("reference"), Mapping) else {}
     if delta is not None:
@@ -71,13 +78,8 @@ def _utility(r: Mapping) -> str:
         where = " (estimated on a sample)" if how.get("kind") == "sample" else ""
         text += (f"<p>That is <b>{cmp}</b>, the slow reference method (information loss "
                  f"{number(ref, 3)}{where}).</p>")
-    corr = (r.get("before_after") or {}).get("correlation") or {}
     utility = r.get("utility") or {}
     change = utility.get("correlation_max_abs_diff")
-    if change is None and corr.get("original") and corr.get("released"):
-        diffs = [abs(a - b) for ra, rb in zip(corr["original"], corr["released"]) for a, b in zip(ra, rb)
-                 if a is not None and b is not None]
-        change = max(diffs) if diffs else None
     if change is not None:
         text += f"<p>Correlations between QIs move by at most {number(float(change), 2)}.</p>"
     return text
@@ -131,7 +133,8 @@ GLOSSARY = (
     ("SSE, SST", "Sum of squared distances of the records to their cell's centroid (SSE) and to the overall "
      "mean (SST), after putting every QI on the same scale (z-scores)."),
     ("information loss IL, distortion D", "D = SSE/SST, IL = 100·D: the share of the variation between "
-     "records lost to averaging."),
+     "records lost to averaging. Published rounded to a fixed grid: with the release, the exact value would give "
+     "the spread of the records around their group averages."),
     ("δ (relative distortion increment)", "(D − D_MDAV)/D_MDAV: how much more distortion than exact MDAV."),
     ("macrocell, K", "A large cell of about K records formed first, inside which the small cells are formed."),
     ("proximal / distal", "Macrocells with a low SSE (compact, proximal) or a high one (spread out, distal); "

@@ -132,8 +132,8 @@ def execute_run(spec: WorkflowSpec, slot: dt.datetime | None = None, client=None
     Returns
     -------
     dict
-        ``key``, ``slot``, ``output``, ``report``, ``rows``, ``cells``, ``information_loss``,
-        ``seconds``.
+        ``key``, ``slot``, ``output``, ``report``, ``rows``, ``cells``, ``information_loss`` (rounded,
+        as the published report gives it: the summary is shown by ``daskmicro status``), ``seconds``.
     """
     from ..cluster import cluster_client
 
@@ -206,8 +206,17 @@ def _planned(spec, slot, source, out, report_path, client, progress, should_stop
                 "information_loss": None, "strata": 0, "nothing_to_do": True}
     r = outcome.report
     return {"output": str(out), "report": str(outcome.report_path or report_path), "rows": int(r.n),
-            "cells": int(r.cells), "information_loss": r.information_loss,
+            "cells": int(r.cells), "information_loss": _public_il(r.information_loss)["information_loss"],
             "strata": len((r.strata or {}).get("groups", [])) if d["input"]["strata"] else 0}
+
+
+def _public_il(il) -> dict:
+    """The information loss as a public manifest gives it: rounded (:mod:`daskmicro.report.coarse`)."""
+    from ..report.coarse import public_information_loss
+
+    out = public_information_loss(il)
+    return {"information_loss": out["information_loss"],
+            "information_loss_rounding": out["information_loss_rounding"]}
 
 
 def _manifest(staging: Path, report, n: int, workflow: dict) -> dict:
@@ -224,7 +233,7 @@ def _manifest(staging: Path, report, n: int, workflow: dict) -> dict:
             "daskmicro_version": __version__, "committed": _time.strftime("%Y-%m-%dT%H:%M:%SZ", _time.gmtime()),
             "configuration": {"workflow": workflow["name"], "key": workflow["key"]},
             "rows": {"in": int(n), "out": int(n)},
-            "metrics": {"information_loss": float(report.information_loss), "cells": int(report.cells),
+            "metrics": {**_public_il(report.information_loss), "cells": int(report.cells),
                         "min_cell_size": int(report.min_cell_size), "max_cell_size": int(report.max_cell_size)},
             "files": files}
 
@@ -297,6 +306,6 @@ def _commit(client, parts, out: Path, report_path: Path, is_dir: bool, workflow:
     cells = sum(r.cells for _, _, r in parts)
     il = None
     if len(parts) == 1:
-        il = parts[0][2].information_loss
+        il = _public_il(parts[0][2].information_loss)["information_loss"]
     return {"output": str(out), "report": str(report_path), "rows": int(n), "cells": int(cells),
             "information_loss": il, "strata": len(parts) if parts[0][0] is not None else 0, "run_record": record}

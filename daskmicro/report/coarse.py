@@ -1,0 +1,132 @@
+"""What the public companions of a release say about its within-cell spread: one coarse figure.
+
+A release publishes every cell's centroid and size, so anyone can compute the between-cell sum of
+squares SSB of each QI (the grand mean is the release's mean, the cells are its groups of equal
+published tuples).  The total SST is SSE + SSB exactly (centroids are cell means), so an exact
+information loss IL = 100·SSE/SST gives SSE = SSB·IL/(100 − IL), the within-cell sum of squares;
+so do the original means and standard deviations (SST = n·σ²), per-cell or per-QI SSE, and any
+other exact function of the original spread.  Someone who knows every record but a cell's few
+then solves for them — a pair exactly.
+
+The published report (:meth:`daskmicro.report.Report.to_dict`: ``_report.json`` /
+``NAME.report.json``, the HTML page), the ``_SUCCESS`` manifest and the printed summary therefore
+give the information loss only rounded to a fixed grid (:data:`IL_GRID`), and no other figure of
+the original spread: :func:`public_report` takes the exact report dict and leaves out what would
+pin the spread down (it all goes to the private run record, :mod:`daskmicro.io.runrecord`).
+
+The grid: 0.1 percentage points near 0 % and 100 %, coarser towards 50 % (0.2, 0.5, 1, 2 and
+5 points), so that the two ends of every interval differ by a factor of at least
+:data:`MIN_ODDS_RATIO` in IL/(100 − IL) = SSE/SSB.  With one varying QI, the rounded value fixes
+SSE only to within that factor — a pair's difference to within about ±4.5 % — wherever the true
+value lies; with several QIs it fixes one weighted sum of their SSEs, not each.
+"""
+
+from __future__ import annotations
+
+import bisect
+import copy
+import math
+from typing import Mapping
+
+__all__ = ["IL_GRID", "MIN_ODDS_RATIO", "rounded_information_loss", "public_information_loss",
+           "information_loss_text", "public_report", "PRIVATE_NOTE"]
+
+#: The SSE/SSB bounds of each interval of the grid differ by at least this factor.
+MIN_ODDS_RATIO = 1.2
+
+_LOWER = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0,
+          15.0, 20.0, 25.0, 30.0, 35.0, 40.0, 45.0)
+#: The published values of the information loss (percent); a value stands for every IL between the
+#: midpoints to its neighbours.
+IL_GRID = _LOWER + (50.0,) + tuple(round(100.0 - v, 1) for v in reversed(_LOWER))
+_CUTS = tuple((a + b) / 2 for a, b in zip(IL_GRID[:-1], IL_GRID[1:]))
+
+PRIVATE_NOTE = "exact value in the private run record"
+
+
+def rounded_information_loss(il: float) -> tuple[float, float, float]:
+    """``(value, low, high)``: the grid value (:data:`IL_GRID`) published for the information loss
+    ``il`` (percent) and the interval it stands for, ``low ≤ il < high`` (``high`` = 100 at the top)."""
+    il = float(il)
+    if not math.isfinite(il):
+        raise ValueError(f"information loss must be finite, got {il!r}")
+    il = min(max(il, 0.0), 100.0)
+    i = bisect.bisect_right(_CUTS, il)
+    low = _CUTS[i - 1] if i > 0 else 0.0
+    high = _CUTS[i] if i < len(_CUTS) else 100.0
+    return IL_GRID[i], round(low, 2), round(high, 2)
+
+
+def public_information_loss(il: float) -> dict:
+    """The report fields of an information loss as published: the grid value and its interval."""
+    value, low, high = rounded_information_loss(il)
+    return {"information_loss": value, "distortion": round(value / 100.0, 4),
+            "information_loss_rounding": {"rounded": True, "interval": [low, high], "unit": "percent",
+                                          "note": f"IL rounded to a fixed grid; {PRIVATE_NOTE}"}}
+
+
+def _number(v: float) -> str:
+    return f"{v:g}"
+
+
+def information_loss_text(il: float) -> str:
+    """``"about 6 % (rounded: 5.5 – 7 %)"``: the information loss as the summary prints it."""
+    value, low, high = rounded_information_loss(il)
+    return f"about {_number(value)} % (rounded: {_number(low)} – {_number(high)} %)"
+
+
+# --------------------------------------------------------------------------- the published report
+
+#: Keys whose values follow from the original spread, left out of the published report wherever
+#: they occur (the exact figures stay in the private run record).
+_SPREAD_KEYS = frozenset({
+    "information_loss", "distortion", "reference_information_loss", "method_information_loss",
+    "mdav_information_loss", "information_loss_at_k", "distortion_ratio", "expected_distortion",
+    "macrocell_sse", "eigenvalues", "energy_loss", "ratio", "delta", "utility",
+})
+
+
+def _scrub(value):
+    """``value`` without the keys of :data:`_SPREAD_KEYS` or starting with ``sse`` (recursively)."""
+    if isinstance(value, Mapping):
+        return {key: _scrub(v) for key, v in value.items()
+                if not (str(key) in _SPREAD_KEYS or str(key).lower().startswith("sse"))}
+    if isinstance(value, list):
+        return [_scrub(v) for v in value]
+    return value
+
+
+#: Top-level fields left out of the published report: figures computed from the original values
+#: (the exact-MDAV reference IL, utility and disclosure-risk measures comparing each record with its
+#: released values, the spectrum of the original correlation); the rounded IL replaces ``distortion``.
+_LEFT_OUT = frozenset({"reference_information_loss", "utility", "risk", "eigenvalues", "distortion"})
+
+#: Sections of the report that may carry spread figures: scrubbed, the rest kept.
+_SCRUBBED = ("pca", "pipeline", "strata", "reference", "incremental", "probabilistic", "verification")
+
+
+def public_report(doc: Mapping) -> dict:
+    """The published form of an exact report dict: the information loss on the grid
+    (:func:`public_information_loss`), no other figure of the original spread (reference IL,
+    δ, per-group IL, SSE curves, eigenvalues of the original correlation, utility and risk
+    measures)."""
+    il = public_information_loss(doc["information_loss"]) if doc.get("information_loss") is not None else None
+    out = {}
+    for key, value in doc.items():
+        if key in _LEFT_OUT:
+            continue
+        if key == "macrocell_sse":   # their number only: a layout figure
+            if value:
+                out["macrocells"] = len(value)
+            continue
+        if key == "information_loss":
+            if il is not None:  # the rounded value, its interval and the distortion D = IL/100 rounded
+                out.update(il)
+            continue
+        out[key] = copy.deepcopy(value)
+    for key in _SCRUBBED:
+        if isinstance(out.get(key), Mapping):
+            out[key] = _scrub(out[key])
+    if isinstance(out.get("reference"), Mapping):
+        out["reference"]["values"] = PRIVATE_NOTE
+    return out
