@@ -132,7 +132,7 @@ def _record(stderr: str) -> dict:
 def test_the_pair_is_not_solved_from_the_release_and_its_companions(example, kind, capsys):
     root, path = example
     out = root / ("release.parquet" if kind == "file" else "lake")
-    assert main(["anonymize", str(path), str(out), "--qi", "x", "--k", "2", "--seed", "3"]) == 0
+    assert main(["anonymize", str(path), str(out), "--qi", "x", "--k", "2", "--seed", "3", "--keep", "note"]) == 0
     captured = capsys.readouterr()
     if kind == "file":
         release, report_path = pd.read_parquet(out), root / "release.report.json"
@@ -169,7 +169,7 @@ def test_the_pair_is_not_solved_from_the_release_and_its_companions(example, kin
 def test_the_pair_from_bin_edges_in_units_of_the_original_spread(example):
     """What a report with before/after bins at mean + j·σ/4 of the originals gave away: σ, so SST."""
     _, path = example
-    release, report = anonymize(pd.read_parquet(path), qi=["x"], k=2, seed=3)
+    release, report = anonymize(pd.read_parquet(path), qi=["x"], k=2, seed=3, keep=["note"])
     x = np.asarray(EXAMPLE)
     leaky = dict(report.to_dict(), before_after={"columns": [
         {"name": "x", "edges": list(x.mean() + x.std() * np.linspace(-4, 4, 33))}]})
@@ -259,7 +259,7 @@ def test_no_original_mean_sd_or_extreme_in_the_companions(tmp_path, capsys):
         originals += [x.mean(), x.std(), x.std(ddof=1), x.min(), x.max(), x.var(), np.median(x)]
     texts = {}
     for name, out in (("file", tmp_path / "r.parquet"), ("dir", tmp_path / "lake")):
-        assert main(["anonymize", str(path), str(out), "--qi", ",".join(qi), "--k", "3", "--seed", "2"]) == 0
+        assert main(["anonymize", str(path), str(out), "--qi", ",".join(qi), "--k", "3", "--seed", "2", "--keep", "id"]) == 0
         texts[f"{name}: stdout"] = capsys.readouterr().out
         assert main(["report", str(out)]) == 0
         capsys.readouterr()

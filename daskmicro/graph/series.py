@@ -26,7 +26,7 @@ import pandas as pd
 
 from ..io.ledger import record_piece
 from ..io.source import RID
-from ..kernels.figures import merge_moments
+from ..kernels.moments import combine_moments
 from ..publish import replace_qi
 from ..runplan import GroupResult
 from ..series.fingerprint import FP, fingerprints, with_fingerprints
@@ -187,9 +187,9 @@ def plan_groups(client, pieces, plans, strata, qi, k, frozen, frozen_future) -> 
         counts = np.concatenate([p["counts"] for p in parts])
         cells, inv = np.unique(cells, return_inverse=True)
         counts = np.bincount(inv, weights=counts, minlength=len(cells)).astype(np.int64)
-        n, mean, m2 = merge_moments([p["moments"] for p in parts])
-        sd = np.sqrt(m2 / np.maximum(n, 1))
-        constant = ~(sd > 0)
+        mo = combine_moments([p["moments"] for p in parts])
+        mean, sd = mo.mean, mo.std()
+        constant = mo.constant | ~(sd > 0)
         sd = np.where(constant, 1.0, sd)
         cols = [list(qi).index(c) for c in g.observed]
         values = frozen.cell_values(cells)[:, cols]

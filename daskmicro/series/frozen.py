@@ -159,13 +159,13 @@ def known_cells(df: pd.DataFrame, observed: list, qi: tuple, frozen: Frozen) -> 
 def scan_group(df: pd.DataFrame, observed: list, qi: tuple, frozen: Frozen) -> dict:
     """One piece's share of one group: its new records, its records per frozen cell, the moments
     of its observed QIs."""
-    from ..kernels.figures import moments
+    from ..kernels.moments import chunk_moments
 
     cell = known_cells(df, observed, qi, frozen)
     known = cell != NONE
     cells, counts = np.unique(cell[known], return_counts=True)
     return {"new": int(np.sum(~known)), "cells": cells, "counts": counts,
-            "moments": moments(df[observed].to_numpy(np.float64, na_value=np.nan))}
+            "moments": chunk_moments(df[observed].to_numpy(np.float64, na_value=np.nan))}
 
 
 def merge_cells(C: np.ndarray, counts: np.ndarray, k: int, mean, sd):
