@@ -28,6 +28,8 @@ from .io import recovery as rec
 
 __all__ = ["run", "Outcome", "open_input", "needs_cluster"]
 
+#: What a trial run (the release ledger off) says once its release is made.
+TRIAL = "release ledger off: this is a trial run, not recorded; its output must not be published"
 #: A CSV input up to this size is counted (lines) to choose in-process or cluster execution.
 CSV_COUNT_BYTES = 64 << 20
 
@@ -260,6 +262,8 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
                     "output": str(output) if output is not None else None}
     if sink == "memory":  # pandas, or a Dask DataFrame built on the workers for a Dask input
         _record_series(series, ex)
+        if series is None:
+            say(TRIAL)
         return Outcome(ex.frame, report)
     if before_commit is not None:
         try:
@@ -282,6 +286,8 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
     else:
         outcome = _commit_file(cfg, ex, report, output, report_path, perf, perf_path, extra_report)
     outcome.run_record = _write_run_record(report, say)
+    if series is None:
+        say(TRIAL)
     return outcome
 
 
@@ -290,9 +296,8 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
 
 def open_series(plan, say):
     """The run's side of its ledger series (:class:`daskmicro.graph.series.SeriesRun`), or None for a
-    trial run (ledger off), which says in one line that its output must not be published."""
+    trial run (ledger off; :data:`TRIAL` is said once its release is made)."""
     if plan.series is None:
-        say("release ledger off: this is a trial run, not recorded; its output must not be published")
         return None
     from .graph.series import SeriesRun
     from .io.ledger import Ledger

@@ -17,6 +17,7 @@ Errors follow :mod:`daskmicro.cli`: one line on stderr, exit status 2, nothing w
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -211,7 +212,16 @@ def run_spec(args) -> int:
         print(f"largest cell failure q̄ = {q.max():.3g} (≤ p̄ = {args.max_cell_failure:g}); "
               f"table failure t̄ = {table_failure(q):.3g}")
     print(f"spec:     {out}\nchecksum: sha256 {spec['checksum']['value']}")
+    if series is None and _ledger_off(args):
+        print("daskmicro: release ledger off: this is a trial run, not recorded; the spec must not be published",
+              file=sys.stderr)
     return 0
+
+
+def _ledger_off(args) -> bool:
+    from ..io.ledger import default_ledger
+
+    return (args.ledger or default_ledger()).strip().lower() == "off"
 
 
 def _series_design(args, df, qi):
@@ -228,7 +238,6 @@ def _series_design(args, df, qi):
                           participation=participation, max_cell_failure=args.max_cell_failure,
                           ledger=args.ledger, new_series=args.new_series, id_column=args.id_column)
     if cfg.ledger_path == "off":
-        echo_stderr("release ledger off: this is a trial run, not recorded; the spec must not be published")
         return None
     outcome = run(cfg, df.reset_index(drop=True), say=echo_stderr)
     published = outcome.release.sort_values(ROW_ID)[list(qi)].to_numpy(np.float64)
