@@ -308,6 +308,15 @@ def open_series(plan, say):
         ledger = Ledger.open(sp.ledger)
         keys = split_key(ledger.key())
         folder = ledger.series_dir(plan.qi, plan.strata, sp.id_column)
+        # a series of its own for the same people would be intersected with theirs: starting one is
+        # refused unless asked for (continuing a series is not: its frozen values protect it)
+        others = [] if Ledger.releases(folder) else ledger.overlapping(plan.qi, folder)
+        if others and not sp.new_series:
+            raise ParameterError(
+                f"ledger (--ledger): it holds releases with other QIs, strata or id column sharing QI columns with "
+                f"these ({len(others)} series); releases of the same people made two ways can be intersected: use the "
+                "same QIs, strata and id column, or --new-series (new_series=True) if these are other people or the "
+                "earlier releases were withdrawn")
         frozen = Ledger.load(folder, plan.qi)
         stage = Ledger.stage(folder)
     except OSError as exc:

@@ -360,3 +360,19 @@ def test_a_ledger_inside_or_around_an_input_or_output_is_refused(tmp_path, where
     with pytest.raises(ParameterError, match="release ledger"):
         anonymize_file(lake, out, qi=QI, k=3, ledger=ledger, keep=["pid"])
     assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
+
+def test_a_release_with_other_qis_of_a_recorded_series_is_refused_unless_a_new_series(tmp_path):
+    people = _people(300, seed=14)
+    ledger = tmp_path / "ledger"
+    anonymize(people, qi=QI, k=4, seed=1, ledger=ledger, keep=["pid"])
+    for other in (dict(qi=QI[:2]), dict(qi=QI, strata=["region"]), dict(qi=QI, id_column="pid")):
+        with pytest.raises(ParameterError, match="can be intersected") as err:
+            anonymize(people, k=4, seed=1, ledger=ledger, keep=["pid"], **other)
+        assert "\n" not in str(err.value)
+    rel, rep = anonymize(people, qi=QI[:2], k=4, seed=1, ledger=ledger, keep=["pid"], new_series=True)
+    assert rep.series["recorded"] and len(rel) == 300
+    anonymize(people.rename(columns={"age": "years"}), qi=["years"], k=4, seed=1, ledger=ledger, keep=["pid"])
+    # both series go on as they are: each one's frozen values protect it against itself
+    again, rep = anonymize(people, qi=QI, k=6, seed=2, ledger=ledger, keep=["pid"])
+    assert rep.series["republished"] == 300 and _smallest(again, QI) >= 6

@@ -129,6 +129,18 @@ class Ledger:
             os.replace(tmp, folder / "series.json")
         return folder
 
+    def overlapping(self, qi, folder: Path) -> list:
+        """Other series of this ledger holding releases whose QIs share a column with ``qi``: their
+        QI lists (the same people released with other QIs could be intersected)."""
+        out = []
+        for other in sorted((self.path / "series").glob("*/series.json")):
+            if other.parent == folder or not self.releases(other.parent):
+                continue
+            desc = json.loads(other.read_text())
+            if set(desc.get("qi", ())) & set(qi):
+                out.append(list(desc["qi"]))
+        return out
+
     @staticmethod
     def releases(folder: Path) -> list:
         return sorted(p for p in folder.glob("r[0-9]*") if p.is_dir())
