@@ -368,7 +368,7 @@ def test_property_every_run_is_k_anonymous_as_published_or_refused_for_its_reaso
         assert_refused(rc, err, folder, before)
         assert any(words in err for _, words in reasons), (reasons, err)
         # the same run through the API: refused by the error of one of its reasons, which names it
-        opts = dict(qi=["q", "r"], k=k, seed=5, method="mdav", reference=None, dask_report=False)
+        opts = dict(qi=["q", "r"], k=k, seed=5, method="mdav", reference=None, dask_report=False, keep=["keep"])
         if strata:
             opts.update(strata=["s"], merge_small_strata=strata == "merged", client=client)
         with pytest.raises(tuple(kind for kind, _ in reasons)) as refusal:
