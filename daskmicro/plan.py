@@ -205,6 +205,7 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
     from ._version import __version__
     from .cluster import cluster_client, given_client_refusal
     from .graph.lake import SMALL_GROUP_ROWS, execute
+    from .graph.series import discarded_on_failure, series_report
     from .runplan import RunPlan
     from .graph.local import InProcess
     from .report import dask_report
@@ -245,14 +246,14 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
         with cluster_client(client, scheduler=cfg.scheduler, security=security, **workers) as c:
             if client is None and c.dashboard_link:
                 say(f"dask dashboard: {c.dashboard_link}")
-            with perf.record(), _ledger_stage(series):
+            with perf.record(), discarded_on_failure(series):
                 ex = execute(c, source, plan, sink, output, progress, series)
             report = build_report(cfg, ex, source, c)
     else:
-        with _ledger_stage(series):
+        with discarded_on_failure(series):
             ex = execute(InProcess(), source, plan, sink, output, progress, series)
         report = build_report(cfg, ex, source, None)
-    report.series = _series_report(series, ex)
+    report.series = series_report(series, ex.infos)
     if perf.error:
         say(f"warning: {perf.error}")
     report.timings["total"] = time.perf_counter() - started
@@ -261,8 +262,9 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
     report.paths = {"input": str(input) if input is not None else None,
                     "output": str(output) if output is not None else None}
     if sink == "memory":  # pandas, or a Dask DataFrame built on the workers for a Dask input
-        _record_series(series, ex)
-        if series is None:
+        if series is not None:
+            series.commit()
+        else:
             say(TRIAL)
         return Outcome(ex.frame, report)
     if before_commit is not None:
@@ -272,10 +274,11 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
             if ex.staging is not None:
                 cm.discard_staging(ex.staging)
             if series is not None:
-                _discard_series(series)
+                series.discard()
             raise
     try:
-        _record_series(series, ex)   # in the ledger before it is on disk: a published release is always recorded
+        if series is not None:
+            series.commit()   # in the ledger before it is on disk: a published release is always recorded
     except BaseException:
         if ex.staging is not None:
             cm.discard_staging(ex.staging)
@@ -328,49 +331,6 @@ def open_series(plan, say):
             "ones together can give their values back")
     return SeriesRun(keys=keys, columns=sp.record_columns(plan.qi, plan.strata), frozen=frozen, stage=stage,
                      new_series=sp.new_series)
-
-
-class _ledger_stage:
-    """Discard the ledger's staged pieces when the run fails."""
-
-    def __init__(self, series):
-        self.series = series
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc_type is not None and self.series is not None:
-            _discard_series(self.series)
-        return False
-
-
-def _discard_series(series) -> None:
-    from .io.ledger import Ledger
-
-    Ledger.discard(series.stage)
-
-
-def _record_series(series, ex) -> None:
-    """The verified release's pieces become a release of the ledger."""
-    if series is None:
-        return
-    from .io.ledger import Ledger
-
-    Ledger.commit(series.stage.parent, series.stage)
-
-
-def _series_report(series, ex) -> dict:
-    """The report's ``series`` section: counts only."""
-    if series is None:
-        return {"recorded": False}
-    out = {"recorded": True, "new_series": bool(series.new_series), "republished": 0, "new": 0, "merged_cells": 0,
-           "new_cells": 0, "joined_frozen": 0}
-    for info in ex.infos:
-        for key, value in ((getattr(info, "series", None) or {}).items()):
-            if key in out and key not in ("recorded", "new_series"):
-                out[key] += int(value)
-    return out
 
 
 def _write_run_record(report, say):

@@ -18,13 +18,14 @@ published before:
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ..io.ledger import record_piece
+from ..io.ledger import Ledger, record_piece
 from ..io.source import RID
 from ..kernels.moments import combine_moments
 from ..publish import replace_qi
@@ -34,7 +35,7 @@ from ..series.frozen import CELL, Frozen, GroupFreeze, classify, frozen_rows, me
 from ..strata import group_mask
 from .local import Done
 
-__all__ = ["SeriesRun", "fingerprinted", "recorded", "plan_groups", "new_selection", "frozen_pieces", "new_sse",
+__all__ = ["SeriesRun", "discarded_on_failure", "series_report", "fingerprinted", "recorded", "plan_groups", "new_selection", "frozen_pieces", "new_sse",
            "group_result"]
 
 
@@ -52,6 +53,37 @@ class SeriesRun:
     @property
     def rerelease(self) -> bool:
         return len(self.frozen) > 0 and not self.new_series
+
+    def commit(self) -> None:
+        """The verified release's pieces become a release of the ledger."""
+        Ledger.commit(self.stage.parent, self.stage)
+
+    def discard(self) -> None:
+        Ledger.discard(self.stage)
+
+
+@contextmanager
+def discarded_on_failure(series):
+    """The ledger's staged pieces are removed when the run fails (``series`` None: a trial run)."""
+    try:
+        yield
+    except BaseException:
+        if series is not None:
+            series.discard()
+        raise
+
+
+def series_report(series, infos) -> dict:
+    """The report's ``series`` section: counts only."""
+    if series is None:
+        return {"recorded": False}
+    counts = ("republished", "new", "merged_cells", "new_cells", "joined_frozen")
+    out = {"recorded": True, "new_series": bool(series.new_series), **dict.fromkeys(counts, 0)}
+    for info in infos:
+        for key, value in (getattr(info, "series", None) or {}).items():
+            if key in counts:
+                out[key] += int(value)
+    return out
 
 
 def fingerprinted(client, pieces, sr: SeriesRun, qi, frozen_future=None) -> list:
