@@ -80,13 +80,6 @@ class Frozen:
         return self.values[np.minimum(pos, max(len(self.cell_ids) - 1, 0))]
 
 
-def _scale(X: np.ndarray):
-    mean = np.nanmean(X, axis=0) if len(X) else np.zeros(X.shape[1])
-    sd = np.nanstd(X, axis=0) if len(X) else np.ones(X.shape[1])
-    sd = np.where(sd > 0, sd, 1.0)
-    return mean, sd
-
-
 def _nearest_alive(tree, point, alive, me, n):
     q = 2
     while True:
