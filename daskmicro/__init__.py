@@ -32,7 +32,7 @@ from .kernels.utility import eigen_measure, il1s, utility_measures
 from .report import render_html, write_report
 from . import schedule
 from .tradeoff import sweep
-from .incremental_run import anonymize_incremental
+from .incremental_api import anonymize_incremental
 
 __all__ = [
     "mdav", "pca_reduce", "pca_mdav", "standardize", "centroids", "cell_sizes", "cell_sse", "sse",

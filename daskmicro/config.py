@@ -19,16 +19,20 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 from .errors import ParameterError
+from .incremental.options import incremental_value
 from .validators import MIN_MEMORY_LIMIT  # noqa: F401 (re-exported: the limit the memory_limit field applies)
 from .validators import (choice, flag, integer, label, label_list, ledger_value, memory_size, number,
                          participation_value, path_text, scheduler_address, seed_value, text_list)
 
-__all__ = ["RunConfig", "DEFAULTS", "METHODS", "QUALITIES", "QUALITY", "ONE_TASK_METHODS", "RULES", "Rule", "rules_table",
+__all__ = ["RunConfig", "DEFAULTS", "METHODS", "RUN_METHODS", "QUALITIES", "QUALITY", "ONE_TASK_METHODS", "RULES", "Rule", "rules_table",
            "AUTO_EXACT_ROWS", "DEFAULT_TASK_ROWS", "DEFAULT_MAX_TASK_ROWS", "DEFAULT_ROWS_PER_FILE",
            "check_seed", "check_k_for"]
 
 #: Microaggregation methods.
 METHODS = ("auto", "mdav", "pca-mdav", "pcl", "partitioned", "proximal-distal")
+#: What a run may be: one of :data:`METHODS`, or an incremental survey (a base stage while the
+#: records arrive, an increment at the close: :mod:`daskmicro.incremental`).
+RUN_METHODS = METHODS + ("incremental",)
 #: Methods that form all the cells of a group in one task.
 ONE_TASK_METHODS = ("mdav", "pca-mdav", "pcl")
 #: ``method="auto"``: a group of at most this many records runs exact MDAV in one task, larger
@@ -78,7 +82,7 @@ QUALITIES = tuple(QUALITY)
 FIELDS: dict[str, Callable[[str, Any], Any]] = {
     "qi": label_list,
     "k": integer(2),
-    "method": choice(METHODS),
+    "method": choice(RUN_METHODS),
     "energy_loss": number(0.0, 1.0, high_open=True),
     "n_components": integer(1),
     "seed": seed_value,
@@ -120,6 +124,7 @@ FIELDS: dict[str, Callable[[str, Any], Any]] = {
     "ledger": ledger_value,
     "new_series": flag,
     "id_column": label,
+    "incremental": incremental_value,
 }
 
 
@@ -144,6 +149,30 @@ def _pcl_stage(c) -> bool:
     return c.refine is not None or c.macro == "pcl"
 
 
+#: What an incremental run does not take, and why: the survey is one group microaggregated in two
+#: stages at two moments (§III-B), so nothing that splits, refines or re-reads it applies.
+_NOT_INCREMENTAL = {
+    "strata": lambda c: bool(c.strata), "missing": lambda c: c.missing != "refuse",
+    "merge_small_strata": lambda c: c.merge_small_strata, "participation": lambda c: c.participation is not None,
+    "reference": lambda c: c.reference is not None, "quality": lambda c: c.quality != "balanced",
+    "refine": lambda c: c.refine is not None, "macro": lambda c: c.macro != "mdav",
+    "sse_threshold": lambda c: c.sse_threshold is not None, "max_task_rows": lambda c: c.max_task_rows is not None,
+    "filters": lambda c: bool(c.filters), "columns": lambda c: c.columns is not None,
+    "partition_by": lambda c: c.partition_by is not None, "keep_row_id": lambda c: c.keep_row_id,
+    "force": lambda c: c.force,
+}
+_BASE_PIPELINE = ("K", "nu", "partition_size", "task_rows", "energy_loss", "n_components")
+
+
+def _incremental_extra(c) -> list:
+    if c.method != "incremental":
+        return []
+    out = [name for name, given in _NOT_INCREMENTAL.items() if given(c)]
+    if c.incremental is None or not c.incremental.partitioned:
+        out += [name for name in _BASE_PIPELINE if getattr(c, name) is not None]
+    return out
+
+
 def _per_record(c) -> bool:
     return c.participation is not None and not isinstance(c.participation, float)
 
@@ -154,8 +183,17 @@ RULES: tuple[Rule, ...] = (
          "acceptable cell failure p̄"),
     Rule("plain_k_reference needs participation", lambda c: c.plain_k_reference is not None and c.participation is None,
          "plain_k_reference applies only with participation and max_cell_failure"),
+    Rule("incremental options need method incremental", lambda c: c.incremental is not None
+         and c.method != "incremental",
+         "incremental options (close_at, zeta, nu of the survey, increment, …) apply only to method 'incremental'"),
+    Rule("options an incremental run does not take", lambda c: bool(_incremental_extra(c)),
+         "method 'incremental' microaggregates one survey in two stages (a base stage while the records arrive, an "
+         "increment at the close); strata, participation, quality, PCL stages, filters, column selection, "
+         "partitioned output, the exact-MDAV reference and --force do not apply to it, and the pipeline layout "
+         "(K, nu, partition_size, task_rows, energy_loss, n_components) only to base_method 'partitioned'",
+         lambda c: _names(_incremental_extra(c))),
     Rule("PCA options need a PCA method", lambda c: (c.energy_loss is not None or c.n_components is not None)
-         and c.method not in ("pca-mdav", "partitioned", "proximal-distal"),
+         and c.method not in ("pca-mdav", "partitioned", "proximal-distal", "incremental"),
          "energy_loss and n_components apply only to method 'pca-mdav' and to the pipeline methods that use PCA "
          "(partitioned, proximal-distal)"),
     Rule("one PCA bound", lambda c: c.energy_loss is not None and c.n_components is not None,
@@ -163,6 +201,8 @@ RULES: tuple[Rule, ...] = (
     Rule("layout options need the pipeline", lambda c: c.method in ONE_TASK_METHODS
          and any(v is not None for v in (c.K, c.nu, c.partition_size, c.sse_threshold)),
          "K, nu, partition_size and sse_threshold apply to the partitioned and proximal-distal methods"),
+    Rule("K not above k", lambda c: c.K is not None and c.K <= c.k,
+         "K (macrocell size) must be larger than k (the cell size)", lambda c: f"K = {c.K}, k = {c.k}"),
     Rule("refine_iter without refine", lambda c: c.refine_iter is not None and c.refine is None,
          "refine_iter applies only with refine='pcl'"),
     Rule("macro_iter without macro='pcl'", lambda c: c.macro_iter is not None and c.macro != "pcl",
@@ -287,6 +327,8 @@ class RunConfig:
     ledger: str | None = None           # None: the default ledger; "off": a trial run, nothing recorded
     new_series: bool = False            # re-aggregate records published before (gives earlier values away)
     id_column: str | None = None        # records identified by this column (else by strata + QIs)
+    # an incremental survey (method "incremental": daskmicro.incremental)
+    incremental: Any = None             # IncrementalOptions (None: their defaults)
     seed_drawn: bool = field(default=False, compare=False)
 
     # ----------------------------------------------------------------- builders
@@ -353,6 +395,11 @@ class RunConfig:
         cluster = data.get("cluster") or {}
         tls = cluster.get("tls") or {}
         inp, out = data.get("input") or {}, data.get("output") or {}
+        incremental = None
+        if method == "incremental":
+            from .incremental.options import from_spec_section
+
+            incremental = from_spec_section(data.get("incremental") or {})
 
         def cols(v):
             return tuple(v) if v else None
@@ -371,6 +418,7 @@ class RunConfig:
             memory_limit=cluster.get("memory_limit"), spill_directory=cluster.get("spill_directory"),
             ledger=(data.get("series") or {}).get("ledger"), new_series=(data.get("series") or {}).get("new_series"),
             id_column=(data.get("series") or {}).get("id_column"),
+            incremental=incremental,
         )
 
     # ----------------------------------------------------------------- checks and derived values
@@ -380,6 +428,13 @@ class RunConfig:
         for rule in RULES:
             if rule.when(self):
                 raise rule.error(self)
+
+    @property
+    def incremental_options(self):
+        """The incremental options of a survey run (their defaults when none were given)."""
+        from .incremental.options import IncrementalOptions
+
+        return self.incremental if self.incremental is not None else IncrementalOptions()
 
     @property
     def per_record_participation(self) -> bool:
@@ -433,6 +488,8 @@ class RunConfig:
             if f.name in skip:
                 continue
             v = getattr(self, f.name)
+            if f.name == "incremental":
+                v = None if v is None else v.fingerprint_dict()
             out[f.name] = list(v) if isinstance(v, tuple) else v
         if self.seed_drawn:
             out["seed"] = None  # a drawn seed: the same input and options are the same run

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from .config import ONE_TASK_METHODS, RunConfig
 from .errors import InputError, ParameterError
+from .finish import Outcome, commit_file, commit_lake, write_run_record
 from .io import commit as cm
 from .io import recovery as rec
 
@@ -32,20 +32,6 @@ __all__ = ["run", "Outcome", "open_input", "needs_cluster"]
 TRIAL = "release ledger off: this is a trial run, not recorded; its output must not be published"
 #: A CSV input up to this size is counted (lines) to choose in-process or cluster execution.
 CSV_COUNT_BYTES = 64 << 20
-
-
-@dataclass
-class Outcome:
-    """The result of :func:`run`: the release (in-memory runs), the report, what was written."""
-
-    release: object
-    report: object
-    output: Path | None = None
-    report_path: Path | None = None
-    performance_report: Path | None = None
-    nothing_to_do: bool = False
-    previous: dict | None = None
-    run_record: Path | None = None   # the private run record (seed, input files), outside every output
 
 
 # --------------------------------------------------------------------------- source
@@ -204,7 +190,7 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
     """
     from ._version import __version__
     from .cluster import cluster_client, given_client_refusal
-    from .graph.lake import SMALL_GROUP_ROWS, execute
+    from .graph.lake import SMALL_GROUP_ROWS
     from .graph.series import discarded_on_failure, series_report
     from .runplan import RunPlan
     from .graph.local import InProcess
@@ -214,16 +200,18 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
     say = say or (lambda line: None)
     for line in recover_outputs(output, report_path):  # first: whatever this run then does or refuses
         say(line)
-    source = open_input(cfg, data, input)
     plan = RunPlan.from_config(cfg, SMALL_GROUP_ROWS)   # resolved once: the executor never sees cfg
+    survey = plan.incremental is not None   # records followed as they arrive (daskmicro.incremental)
+    source, executor = _source(cfg, plan, data, input)
     sink = _sink(output)
     output = Path(output) if output is not None else None
     if cfg.partition_by and sink != "lake":
         raise ParameterError("partition_by (--partition-by) needs a directory OUTPUT")
-    input_fp = source.fingerprint()
+    # a survey's records are only known at its close: its run is never the same as a committed one
+    input_fp = cm.fingerprint({"survey": str(input), "opened": time.time()}) if survey else source.fingerprint()
     run_fp = cm.fingerprint({"input": input_fp, "configuration": cfg.fingerprint_dict()})
     existing_ok = []
-    if sink == "lake":
+    if sink == "lake" and not survey:
         previous = cm.read_manifest(output)
         same = previous is not None and previous.get("fingerprint") == run_fp
         if same:
@@ -233,7 +221,7 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
                 return Outcome(None, None, output, nothing_to_do=True, previous=previous)
     if client is not None and (cfg.memory_limit is not None or cfg.spill_directory is not None):
         raise given_client_refusal()
-    cluster = needs_cluster(cfg, source, client)
+    cluster = survey or needs_cluster(cfg, source, client)   # a survey's two stages are work on a cluster
     workers = worker_settings(cfg, source)
     if cluster and client is None and not cfg.scheduler and sink == "memory":
         client = _memory_run_client(source, workers)
@@ -247,11 +235,13 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
             if client is None and c.dashboard_link:
                 say(f"dask dashboard: {c.dashboard_link}")
             with perf.record(), discarded_on_failure(series):
-                ex = execute(c, source, plan, sink, output, progress, series)
+                ex = executor(c, source, plan, sink, output, progress, series)
+                if survey and client is None and not cfg.scheduler and sink == "memory":
+                    ex.frame = _local(c, ex.frame)   # the run's own cluster closes with it
             report = build_report(cfg, ex, source, c)
     else:
         with discarded_on_failure(series):
-            ex = execute(InProcess(), source, plan, sink, output, progress, series)
+            ex = executor(InProcess(), source, plan, sink, output, progress, series)
         report = build_report(cfg, ex, source, None)
     report.series = series_report(series, ex.infos)
     if perf.error:
@@ -284,14 +274,26 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
             cm.discard_staging(ex.staging)
         raise
     if sink == "lake":
-        outcome = _commit_lake(cfg, ex, report, output, report_path, perf, __version__, run_fp, input_fp,
+        outcome = commit_lake(cfg, ex, report, output, report_path, perf, __version__, run_fp, input_fp,
                                extra_report)
     else:
-        outcome = _commit_file(cfg, ex, report, output, report_path, perf, perf_path, extra_report)
-    outcome.run_record = _write_run_record(report, say)
+        outcome = commit_file(cfg, ex, report, output, report_path, perf, perf_path, extra_report)
+    outcome.run_record = write_run_record(report, say)
     if series is None:
         say(TRIAL)
     return outcome
+
+
+def _source(cfg, plan, data, input):
+    """The run's source and its executor: a survey followed as its records arrive
+    (:mod:`daskmicro.incremental`), or the input read in pieces (:mod:`daskmicro.graph.lake`)."""
+    if plan.incremental is not None:
+        from .incremental.execute import execute_incremental, open_survey_input
+
+        return open_survey_input(cfg, plan, data, input), execute_incremental
+    from .graph.lake import execute
+
+    return open_input(cfg, data, input), execute
 
 
 # --------------------------------------------------------------------------- the release ledger
@@ -331,21 +333,6 @@ def open_series(plan, say):
             "ones together can give their values back")
     return SeriesRun(keys=keys, columns=sp.record_columns(plan.qi, plan.strata), frozen=frozen, stage=stage,
                      new_series=sp.new_series)
-
-
-def _write_run_record(report, say):
-    """The private run record of a committed release (:mod:`daskmicro.io.runrecord`); its path."""
-    from .io.runrecord import record_text, write_run_record
-
-    try:
-        path = write_run_record(report.run_record())
-    except OSError as exc:
-        from .errors import describe
-
-        say(record_text(None, describe(exc)))
-        return None
-    say(record_text(path))
-    return path
 
 
 def recover_outputs(output, report_path=None) -> list:
@@ -400,6 +387,12 @@ def _memory_run_client(source, workers):
     return None
 
 
+def _local(client, frame):
+    from .io.frames import is_dask_frame
+
+    return client.compute(frame).result() if is_dask_frame(frame) else frame
+
+
 def _security(cfg):
     if cfg.tls_ca_file is None:
         return None
@@ -410,75 +403,6 @@ def _security(cfg):
 
     return Security(tls_ca_file=cfg.tls_ca_file, tls_client_cert=cfg.tls_cert, tls_client_key=cfg.tls_key,
                     require_encryption=True)
-
-
-def _report_dict(report, extra):
-    doc = report.to_dict()
-    for key, value in (extra or {}).items():
-        doc[key] = value
-    return doc
-
-
-def _public_il(il) -> dict:
-    from .report.coarse import public_information_loss
-
-    out = public_information_loss(il)
-    return {"information_loss": out["information_loss"],
-            "information_loss_rounding": out["information_loss_rounding"]}
-
-
-def _commit_lake(cfg, ex, report, output, report_path, perf, version, run_fp, input_fp, extra):
-    import shutil
-
-    from .report import dask_report
-
-    staging = ex.staging
-    try:
-        report.paths["report"] = str(report_path or output / "_report.json")
-        if perf.available:
-            perf.write(staging / dask_report.LAKE_NAME)
-            report.performance_report = dask_report.LAKE_NAME
-        doc = _report_dict(report, extra)
-        from .io.tables import write_json_atomic
-
-        write_json_atomic(doc, staging / "_report.json")
-        manifest = {
-            "format": "daskmicro-release/1", "fingerprint": run_fp, "daskmicro_version": version,
-            # the input's identity and the seed are private (the run record): a hash of them only
-            "committed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "configuration": {key: v for key, v in cfg.fingerprint_dict().items() if key != "seed"},
-            "rows": {"in": int(report.n), "out": int(report.rows.rows_out)},
-            # the information loss as the report publishes it: rounded (daskmicro.report.coarse)
-            "metrics": {**_public_il(report.information_loss), "cells": int(report.cells),
-                        "min_cell_size": int(report.min_cell_size), "max_cell_size": int(report.max_cell_size),
-                        "k_min_count": int(report.k_anonymity.min_count)},
-            "files": ex.files,
-        }
-        cm.commit(staging, output, manifest)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
-    if report_path is not None:
-        from .io.tables import write_json_atomic
-
-        write_json_atomic(doc, report_path)
-    return Outcome(None, report, output, Path(report_path or output / "_report.json"),
-                   output / dask_report.LAKE_NAME if perf.available else None)
-
-
-def _commit_file(cfg, ex, report, output, report_path, perf, perf_path, extra):
-    from .io.tables import AtomicBatch
-    from .report import dask_report
-
-    report.paths["report"] = str(report_path)
-    if perf.available:
-        report.performance_report = dask_report.relative_link(perf_path, report_path)
-    with AtomicBatch() as batch:
-        # verified again as read back from the staged file: the bytes users get
-        report.k_anonymity = batch.release(ex.frame, output, report.published_columns(), report.k_anonymity.k)
-        batch.json(_report_dict(report, extra), report_path)
-        perf.stage(batch, perf_path)
-    return Outcome(None, report, output, report_path, perf_path if perf.available else None)
 
 
 def echo_stderr(line: str) -> None:

@@ -154,6 +154,7 @@ class RunPlan:
     pipeline: PipelineSettings
     release: ReleasePlan
     series: SeriesPlan | None = None    # None: a trial run (ledger off)
+    incremental: object = None          # an incremental survey: daskmicro.incremental.options.IncrementalPlan
 
     @classmethod
     def from_config(cls, cfg: RunConfig, exact_rows: int) -> "RunPlan":
@@ -173,6 +174,11 @@ class RunPlan:
                               keep=tuple(cfg.keep))
         ledger = cfg.ledger_path
         series = None if ledger == "off" else SeriesPlan(ledger, cfg.id_column, bool(cfg.new_series))
+        incremental = None
+        if cfg.method == "incremental":
+            from .incremental.options import IncrementalPlan
+
+            incremental = IncrementalPlan.from_config(cfg)
         return cls(qi=tuple(cfg.qi), strata=tuple(cfg.strata), missing=cfg.missing,
                    merge_small_strata=bool(cfg.merge_small_strata), k=int(cfg.k), method=cfg.method,
                    exact_rows=int(exact_rows), auto_pipeline=cfg.group_method(0, 0) == "partitioned",
@@ -180,7 +186,7 @@ class RunPlan:
                    participation=participation, max_cell_failure=cfg.max_cell_failure,
                    plain_k_reference=cfg.plain_k_reference, energy_loss=cfg.energy_loss,
                    n_components=cfg.n_components, nu=cfg.nu, refine=cfg.refine, macro=cfg.macro,
-                   quality=dict(q), pipeline=pipeline, release=release, series=series)
+                   quality=dict(q), pipeline=pipeline, release=release, series=series, incremental=incremental)
 
     # ------------------------------------------------------------------ per group
 

@@ -74,13 +74,17 @@ def build_report(cfg, ex, source, client) -> Report:
         report.cell_size_counts = {int(s): int(c) for s, c in zip(sizes, counts)}
     report.k_anonymity, report.rows, report.seed = ex.k_check, ex.rows_check, int(cfg.seed)
     report.keep_row_id = bool(cfg.keep_row_id)
-    report.dtype_changes = _dtype_changes(source, qi, ex.labels, ex.frame)
+    if ex.incremental is None:   # a survey's changes are the stages' own (its source has no schema)
+        report.dtype_changes = _dtype_changes(source, qi, ex.labels, ex.frame)
     report.timings = dict(ex.timings)
     report.compile = ex.compile
     report.release_figures = report_figures(ex.figures, qi, ex.bins, ex.k)
     report.probabilistic = _probabilistic(cfg, ex)
     _reference(cfg, report, ex, reports, client)
     report.k = int(cfg.k)
+    if ex.incremental is not None:   # both stages' schedule and times, τ and δ against one-pass runs
+        report.incremental = ex.incremental
+        report.reference_information_loss = ex.incremental.get("reference_information_loss")
     return report
 
 

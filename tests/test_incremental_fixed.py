@@ -32,6 +32,8 @@ import test_incremental_pipeline
 from test_incremental_pipeline import K, N, NU, OPTIONS, finished
 
 data = test_incremental_pipeline.data  # its module-scoped fixture, shared here
+#: The survey's record ids are published as they are, on purpose: the tests follow each record.
+KEEP = ["record_id"]
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +97,7 @@ def _by_id(release, data, qi):
 
 
 def test_nn_fixed_equals_the_plan_run_by_hand(data, qi, client):
-    release, report = anonymize_incremental(finished(data), qi, K, nu=NU, increment="nn-fixed", time_column="ts",
+    release, report = anonymize_incremental(finished(data), qi, K, keep=KEEP, nu=NU, increment="nn-fixed", time_column="ts",
                                             base_method="partitioned", base_options=dict(OPTIONS), client=client,
                                             seed=3, timeout=120)
     release = client.compute(release).result()
@@ -118,7 +120,7 @@ def test_late_files_are_published_as_they_land(data, qi, client, tmp_path):
     published before the close; the release is still the plan by hand (late rows in arrival order)."""
     lake = tmp_path / "lake"
     with ArrivalSimulator(data, lake, n_files=24, duration=4.0, speed=1.0):
-        release, report = anonymize_incremental(str(lake), qi, K, nu=0.75, increment="nn-fixed",
+        release, report = anonymize_incremental(str(lake), qi, K, keep=KEEP, nu=0.75, increment="nn-fixed",
                                                 base_method="partitioned", base_options=dict(OPTIONS),
                                                 client=client, seed=2, timeout=120)
     release = client.compute(release).result()
@@ -132,7 +134,7 @@ def test_late_files_are_published_as_they_land(data, qi, client, tmp_path):
 
 def test_same_release_whatever_the_workers(data, qi, client):
     def run(c):
-        rel, rep = anonymize_incremental(finished(data), qi, K, nu=NU, increment="nn-fixed", time_column="ts",
+        rel, rep = anonymize_incremental(finished(data), qi, K, keep=KEEP, nu=NU, increment="nn-fixed", time_column="ts",
                                          base_method="partitioned", base_options=dict(OPTIONS), client=c, seed=8,
                                          timeout=120)
         return c.compute(rel).result(), rep
@@ -155,7 +157,7 @@ def test_nu_of_a_fixed_increment_from_the_calibrated_base_stage(data, qi, client
     lake = tmp_path / "lake"
     # a survey long enough for the late path's timing on a loaded machine (else nu is refused, rightly)
     with ArrivalSimulator(data, lake, n_files=12, duration=15.0, speed=1.0):
-        release, report = anonymize_incremental(str(lake), qi, K, increment="nn-fixed", base_method="partitioned",
+        release, report = anonymize_incremental(str(lake), qi, K, keep=KEEP, increment="nn-fixed", base_method="partitioned",
                                                 base_options=dict(OPTIONS), client=client, seed=1, timeout=120)
     inc = report.incremental
     cal = inc["calibration"]
@@ -183,7 +185,7 @@ def test_nu_of_a_fixed_increment_from_a_given_time_model(data, qi, client):
     """A DataFrame survey and a given time model: the late path is timed on the frame's first
     sixteenth of records, ν holds it and the modelled base stage."""
     survey = data.assign(ts=time.time() - 300.0 + np.arange(N) * 0.1)  # 240 s, over
-    release, report = anonymize_incremental(survey, qi, K, increment="nn-fixed", time_column="ts",
+    release, report = anonymize_incremental(survey, qi, K, keep=KEEP, increment="nn-fixed", time_column="ts",
                                             time_model=(1e-3, 1.0), base_method="partitioned",
                                             base_options=dict(OPTIONS), client=client, seed=6, timeout=120)
     inc = report.incremental
@@ -202,7 +204,7 @@ def test_a_survey_too_short_for_its_late_records_is_refused():
 
 def test_nn_fixed_needs_a_partitioned_base(data, qi):
     with pytest.raises(ParameterError, match="needs base_method='partitioned'"):
-        anonymize_incremental(finished(data), qi, K, nu=NU, increment="nn-fixed", time_column="ts")
+        anonymize_incremental(finished(data), qi, K, keep=KEEP, nu=NU, increment="nn-fixed", time_column="ts")
 
 
 def test_running_counts_equal_a_full_count():
@@ -224,7 +226,7 @@ def test_late_values_in_a_base_constant_column_are_refused(data, qi, client):
     df = data.copy()
     df["AGI"] = np.where(np.arange(N) < int(np.ceil(N * (1 - NU))), 1.0, 2.0)
     with pytest.raises(InputError, match="'AGI' are constant in the base stage"):
-        anonymize_incremental(finished(df), qi, K, nu=NU, increment="nn-fixed", time_column="ts",
+        anonymize_incremental(finished(df), qi, K, keep=KEEP, nu=NU, increment="nn-fixed", time_column="ts",
                               base_method="partitioned", base_options=dict(OPTIONS), client=client, timeout=120)
 
 
@@ -236,7 +238,7 @@ def test_spec_run_commits_what_the_api_returns(data, qi, tmp_path, client):
     params = "".join(f"  {key}: {value}\n" for key, value in OPTIONS.items())
     spec.write_text(
         "version: 1\nname: survey\n"
-        f"input:\n  path: {lake_spec}\n"
+        f"input:\n  path: {lake_spec}\n  keep: [record_id]\n"
         f"qi: [{', '.join(qi)}]\nk: {K}\nmethod: incremental\n"
         f"incremental:\n  close_at: 8s\n  nu: {NU}\n  deadline: 120s\n  increment: nn-fixed\n"
         "  base_method: partitioned\n"
@@ -247,7 +249,7 @@ def test_spec_run_commits_what_the_api_returns(data, qi, tmp_path, client):
     with ArrivalSimulator(data, lake_spec, n_files=8, duration=4.0, speed=1.0):
         assert main(["run", str(spec)]) == 0
     with ArrivalSimulator(data, lake_api, n_files=8, duration=4.0, speed=1.0):
-        api, api_report = anonymize_incremental(str(lake_api), qi, K, nu=NU, increment="nn-fixed",
+        api, api_report = anonymize_incremental(str(lake_api), qi, K, keep=KEEP, nu=NU, increment="nn-fixed",
                                                 base_method="partitioned", base_options=dict(OPTIONS),
                                                 client=client, seed=4, timeout=120)
         api = client.compute(api).result()

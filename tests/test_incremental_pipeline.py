@@ -30,6 +30,8 @@ from daskmicro.workflow import load_workflow
 N, K = 2400, 5
 NU = 0.25
 OPTIONS = {"K": 40, "partition_size": 240, "task_rows": 800}  # 1800 base records: 2 top cells, ~8 partitions
+#: The survey's record ids are published as they are, on purpose: the tests follow each record.
+KEEP = ["record_id"]
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +52,7 @@ def finished(data):
 
 
 def _run(data, qi, client, increment, seed=3, **kw):
-    release, report = anonymize_incremental(finished(data), qi, K, nu=NU, increment=increment, time_column="ts",
+    release, report = anonymize_incremental(finished(data), qi, K, keep=KEEP, nu=NU, increment=increment, time_column="ts",
                                             base_method="partitioned", base_options=dict(OPTIONS), client=client,
                                             seed=seed, timeout=120, **kw)
     return client.compute(release).result(), report
@@ -137,16 +139,16 @@ def test_reference_gives_delta_and_the_share_of_the_one_pass_run(data, qi, clien
 def test_nu_from_the_time_model_calibrated_on_the_partitioned_base(data, qi, client, tmp_path, monkeypatch):
     import functools
 
-    from daskmicro import incremental_run
+    from daskmicro.incremental import nu as incremental_nu
 
     # a survey this small times mostly overheads: calibrate on larger samples (the run's own sizes
     # are task_rows / 2 … 2·task_rows, at most a quarter of the survey)
     sizes = [2_000, 8_000, 32_000]
-    monkeypatch.setattr(incremental_run, "calibrate_pipeline",
+    monkeypatch.setattr(incremental_nu, "calibrate_pipeline",
                         functools.partial(incremental_pipeline.calibrate_pipeline, sizes=sizes))
     lake = tmp_path / "lake"
     with ArrivalSimulator(data, lake, n_files=12, duration=6.0, speed=1.0):
-        release, report = anonymize_incremental(str(lake), qi, K, increment="nn-split-end", base_method="partitioned",
+        release, report = anonymize_incremental(str(lake), qi, K, keep=KEEP, increment="nn-split-end", base_method="partitioned",
                                                 base_options=dict(OPTIONS), client=client, seed=1, timeout=120)
     inc = report.incremental
     cal = inc["calibration"]
@@ -170,7 +172,7 @@ def test_spec_path_and_api_path_agree(data, qi, client, tmp_path):
     params = "".join(f"  {key}: {value}\n" for key, value in OPTIONS.items())
     spec.write_text(
         "version: 1\nname: survey\n"
-        f"input:\n  path: {lake_spec}\n"
+        f"input:\n  path: {lake_spec}\n  keep: [record_id]\n"
         f"qi: [{', '.join(qi)}]\nk: {K}\nmethod: incremental\n"
         f"incremental:\n  close_at: 8s\n  nu: {NU}\n  deadline: 120s\n  increment: nn-split-end\n"
         "  base_method: partitioned\n"
@@ -181,7 +183,7 @@ def test_spec_path_and_api_path_agree(data, qi, client, tmp_path):
     with ArrivalSimulator(data, lake_spec, n_files=8, duration=4.0, speed=1.0):
         assert main(["run", str(spec)]) == 0
     with ArrivalSimulator(data, lake_api, n_files=8, duration=4.0, speed=1.0):
-        api, api_report = anonymize_incremental(str(lake_api), qi, K, nu=NU, increment="nn-split-end",
+        api, api_report = anonymize_incremental(str(lake_api), qi, K, keep=KEEP, nu=NU, increment="nn-split-end",
                                                 base_method="partitioned", base_options=dict(OPTIONS), client=client,
                                                 seed=4, timeout=120)
         api = client.compute(api).result()
@@ -202,7 +204,7 @@ def test_spec_path_and_api_path_agree(data, qi, client, tmp_path):
 ])
 def test_bad_base_options(data, qi, kwargs, message):
     with pytest.raises(ParameterError, match=message):
-        anonymize_incremental(finished(data), qi, K, nu=NU, time_column="ts", **kwargs)
+        anonymize_incremental(finished(data), qi, K, keep=KEEP, nu=NU, time_column="ts", **kwargs)
 
 
 def test_late_values_in_a_base_constant_column_are_refused(data, qi, client):

@@ -18,6 +18,8 @@ from daskmicro.kernels import centroids, mdav, standardize
 from daskmicro.report import render_html
 
 N, K = 2000, 5
+#: The survey's record ids are published as they are, on purpose: the tests follow each record.
+KEEP = ["record_id"]
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +55,7 @@ def _check_release(release, data, qi, k):
 def test_lake_2mdav_base_starts_before_the_last_file_and_increment_waits_for_close(data, qi, client, tmp_path):
     sim, lake = _simulate(data, tmp_path)
     events = []
-    release, report = anonymize_incremental(lake, qi, K, nu=0.3, client=client, seed=4, timeout=60,
+    release, report = anonymize_incremental(lake, qi, K, keep=KEEP, nu=0.3, client=client, seed=4, timeout=60,
                                             progress=lambda event, s: events.append(event))
     assert sim.join(5)
     inc = report.incremental
@@ -87,7 +89,7 @@ def test_frame_source_nn_split_end_with_reference(data, qi, client):
     t0 = time.time() + 0.2
     frame = data.assign(ts=t0 + np.linspace(0.0, 2.0, N))
     frame = frame.sample(frac=1.0, random_state=0)  # arrival order comes from the timestamps, not the rows
-    release, report = anonymize_incremental(frame, qi, K, nu=0.25, increment="nn-split-end", time_column="ts",
+    release, report = anonymize_incremental(frame, qi, K, keep=KEEP, nu=0.25, increment="nn-split-end", time_column="ts",
                                             client=client, reference=True, seed=1, timeout=60)
     inc = report.incremental
     assert inc["times"]["base_start"] < t0 + 2.0 <= inc["times"]["increment_submitted"]
@@ -109,7 +111,7 @@ def test_frame_source_nn_split_end_with_reference(data, qi, client):
 
 def test_nu_star_from_zeta(data, qi, client):
     frame = data.assign(ts=time.time() - 10.0 + np.arange(N) * 1e-3)  # a finished survey
-    _, report = anonymize_incremental(frame, qi, K, zeta=5, time_column="ts", client=client, seed=0)
+    _, report = anonymize_incremental(frame, qi, K, keep=KEEP, zeta=5, time_column="ts", client=client, seed=0)
     inc = report.incremental
     assert inc["nu_source"] == "zeta" and inc["nu"] == pytest.approx(schedule.optimal_ratio(5)) == pytest.approx(0.146, abs=1e-3)
     # The base is every record up to the one that completes the fraction 1 − ν (a finished survey).
@@ -120,7 +122,7 @@ def test_nu_star_from_zeta(data, qi, client):
 def test_nu_star_from_time_model_and_survey_duration(data, qi, client, tmp_path):
     sim, lake = _simulate(data, tmp_path, duration=1.0)
     a = 0.2 / N**2  # one pass predicted at 0.2 s, the survey lasts 1 s: ζ = 5
-    _, report = anonymize_incremental(lake, qi, K, time_model=(a, 2.0), client=client, seed=0, timeout=60)
+    _, report = anonymize_incremental(lake, qi, K, keep=KEEP, time_model=(a, 2.0), client=client, seed=0, timeout=60)
     sim.join(5)
     inc = report.incremental
     assert inc["nu_source"] == "time model" and inc["zeta"] == pytest.approx(5.0)
@@ -132,7 +134,7 @@ def test_missing_close_times_out_with_no_release(data, qi, client, tmp_path):
     sim, lake = _simulate(data, tmp_path, duration=30.0, n_files=100)  # closes long after the timeout
     try:
         with pytest.raises(SurveyTimeoutError, match="had not closed") as info:
-            anonymize_incremental(lake, qi, K, nu=0.99, client=client, timeout=1.5)
+            anonymize_incremental(lake, qi, K, keep=KEEP, nu=0.99, client=client, timeout=1.5)
         assert "\n" not in str(info.value) and isinstance(info.value, TimeoutError)
         # The base stage had been submitted; after the timeout nothing of the run is left on the cluster.
         time.sleep(0.2)
@@ -146,7 +148,7 @@ def test_base_fraction_not_reached_times_out(data, qi, client, tmp_path):
     sim, lake = _simulate(data, tmp_path, duration=30.0)
     try:
         with pytest.raises(SurveyTimeoutError, match="base stage"):
-            anonymize_incremental(lake, qi, K, nu=0.1, client=client, timeout=0.5)
+            anonymize_incremental(lake, qi, K, keep=KEEP, nu=0.1, client=client, timeout=0.5)
     finally:
         sim.stop()
 
@@ -155,7 +157,7 @@ def test_datetime_arrivals_and_close_at(data, qi, client):
     now = pd.Timestamp.now(tz="UTC").tz_localize(None)  # naive datetimes are UTC
     frame = data.assign(ts=now - pd.to_timedelta(np.linspace(5.0, 1.0, N), unit="s"))
     close = now + pd.Timedelta(seconds=2.0)
-    release, report = anonymize_incremental(frame, qi, K, nu=0.2, increment="nn", time_column="ts", close_at=close,
+    release, report = anonymize_incremental(frame, qi, K, keep=KEEP, nu=0.2, increment="nn", time_column="ts", close_at=close,
                                             client=client, seed=2, timeout=30)
     inc = report.incremental
     assert inc["times"]["close"] == pytest.approx(close.tz_localize("UTC").timestamp())
@@ -166,11 +168,11 @@ def test_datetime_arrivals_and_close_at(data, qi, client):
 def test_non_numeric_qi_reported_from_the_workers(data, qi, client):
     frame = data.assign(ts=time.time() - 1.0, region=data["region"].astype(str))
     with pytest.raises(InputError, match="'region' is not numeric"):
-        anonymize_incremental(frame, qi + ["region"], K, nu=0.2, time_column="ts", client=client)
+        anonymize_incremental(frame, qi + ["region"], K, keep=KEEP, nu=0.2, time_column="ts", client=client)
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"k": 1}, "k must be ≥ 2"),
+    ({"k": 1}, "k must be an integer ≥ 2"),
     ({"k": N + 1}, "exceeds the number of records"),
     ({"nu": 1.0}, "nu must be < 1"),
     ({"nu": -0.1}, "nu must lie in"),
@@ -190,18 +192,18 @@ def test_non_numeric_qi_reported_from_the_workers(data, qi, client):
 ])
 def test_bad_parameters(data, qi, kwargs, message):
     frame = data.assign(ts=time.time())
-    args = {"k": K, "qi": qi, "time_column": "ts", **kwargs}
+    args = {"k": K, "qi": qi, "time_column": "ts", "keep": KEEP, **kwargs}
     with pytest.raises(ParameterError, match=message):
         anonymize_incremental(frame, args.pop("qi"), args.pop("k"), **args)
 
 
 def test_bad_sources(tmp_path, qi):
     with pytest.raises(InputError, match="does not exist"):
-        anonymize_incremental(tmp_path / "nowhere", qi, K, nu=0.1)
+        anonymize_incremental(tmp_path / "nowhere", qi, K, keep=KEEP, nu=0.1)
     with pytest.raises(InputError, match="must be a Parquet lake directory or a pandas DataFrame"):
         anonymize_incremental(np.zeros((10, 2)), [0], K, nu=0.1)
     (tmp_path / "empty").mkdir()
     with pytest.raises(ParameterError, match="give nu or zeta"):
-        anonymize_incremental(tmp_path / "empty", qi, K, expected_rows=100)
+        anonymize_incremental(tmp_path / "empty", qi, K, keep=KEEP, expected_rows=100)
     with pytest.raises(ParameterError, match="give expected_rows"):
-        anonymize_incremental(tmp_path / "empty", qi, K, nu=0.2)
+        anonymize_incremental(tmp_path / "empty", qi, K, keep=KEEP, nu=0.2)

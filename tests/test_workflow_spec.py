@@ -91,7 +91,7 @@ def test_each_mistake_is_one_line_naming_the_key(path, value, message, tmp_path)
     ({"zeta": 5}, "incremental.close_at: missing"),
     ({"close_at": "soon", "zeta": 5}, "incremental.close_at: expected an ISO 8601 time or a duration such as 2h, got 'soon'"),
     ({"close_at": "2h", "zeta": -1}, "incremental.zeta: expected a number > 0, got -1"),
-    ({"close_at": "2h", "zeta": 5, "arrivals": "poisson"}, "incremental.arrivals: expected one of uniform, front, back"),
+    ({"close_at": "2h", "zeta": 5, "arrivals": "uniform"}, "incremental.arrivals: not an option of a run"),
     ({"close_at": "2h", "zeta": 5, "deadline": "tomorrow"}, "incremental.deadline: expected a duration"),
     ({"close_at": "2h", "zeta": 5, "base_method": "pcl"}, "incremental.base_method: expected one of mdav, pca-mdav, partitioned"),
 ])

@@ -85,8 +85,9 @@ class StageResult:
 # --------------------------------------------------------------------------- tasks (run on workers)
 
 
-def read_chunk(chunk, qi: list) -> Chunk:
-    """Rows of a chunk (Parquet paths or a DataFrame) and their validated QI matrix."""
+def read_chunk(chunk, qi: list, prepare: Callable | None = None) -> Chunk:
+    """Rows of a chunk (Parquet paths or a DataFrame) and their validated QI matrix; ``prepare(frame)``
+    (the run's columns left out, the records' fingerprints added) applied as they are read."""
     if isinstance(chunk, pd.DataFrame):
         frame = chunk.reset_index(drop=True)
     else:
@@ -97,6 +98,8 @@ def read_chunk(chunk, qi: list) -> Chunk:
             except (OSError, ValueError) as exc:
                 raise InputError(f"unreadable Parquet file {Path(path).name}: {describe(exc)}") from None
         frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if prepare is not None:
+        frame = prepare(frame)
     if len(frame):
         check_qi(frame, qi)
         X = qi_matrix(frame, qi)
@@ -245,10 +248,13 @@ class IncrementalGraph:
         ``kernel(Z, k) -> labels``: base microaggregation (and 2MDAV's increment MDAV).
     seed : int
         Shuffle seed of the release.
+    prepare : callable, optional
+        Applied to every chunk's frame as a worker reads it (:func:`read_chunk`).
     """
 
-    def __init__(self, client, qi: list, k: int, increment: str, kernel: Callable, seed: int):
+    def __init__(self, client, qi: list, k: int, increment: str, kernel: Callable, seed: int, prepare=None):
         self.client, self.qi, self.k, self.increment, self.kernel, self.seed = client, list(qi), k, increment, kernel, seed
+        self.prepare = prepare
         self._tag = uuid.uuid4().hex[:8]
         self._futures: list = []
         self._reads: dict = {}
@@ -263,7 +269,7 @@ class IncrementalGraph:
 
     def ingest(self, paths: list) -> None:
         """Have a worker read newly landed files now, while the survey goes on."""
-        fut = self._submit(f"read-{len(self._reads)}", read_chunk, list(paths), self.qi)
+        fut = self._submit(f"read-{len(self._reads)}", read_chunk, list(paths), self.qi, self.prepare)
         for p in paths:
             self._reads[Path(p).name] = fut
 
@@ -272,7 +278,7 @@ class IncrementalGraph:
         if len(chunk) == 1 and isinstance(chunk[0], pd.DataFrame):
             [frame] = self.client.scatter([chunk[0]], hash=False)
             self._futures.append(frame)
-            return self._submit(f"read-{name}", read_chunk, frame, self.qi)
+            return self._submit(f"read-{name}", read_chunk, frame, self.qi, self.prepare)
         missing = [p for p in chunk if Path(p).name not in self._reads]
         if missing:
             self.ingest(missing)

@@ -182,8 +182,8 @@ class FixedIncrementalGraph(PipelineIncrementalGraph):
     published and counted in the base stage and each late file published as soon as it is handled
     (:meth:`collect`, called at every look at the survey)."""
 
-    def __init__(self, client, qi: list, k: int, increment: str, options: dict, seed: int):
-        super().__init__(client, qi, k, increment, options, seed)
+    def __init__(self, client, qi: list, k: int, increment: str, options: dict, seed: int, prepare=None):
+        super().__init__(client, qi, k, increment, options, seed, prepare)
         self._late_open = False
         self._pending: list = []      # (future of Chunk, rows) of late reads not handled yet
         self._late: list = []         # futures of the late Chunks handled, in row order
@@ -237,7 +237,7 @@ class FixedIncrementalGraph(PipelineIncrementalGraph):
         c = self.client
         frames = [p for p in chunk if isinstance(p, pd.DataFrame)]
         data = c.scatter(pd.concat(frames, ignore_index=True)) if frames else [str(p) for p in chunk]
-        chunks = [c.submit(read_chunk, data, self.qi, pure=False)]  # these records alone (reads may hold more)
+        chunks = [c.submit(read_chunk, data, self.qi, self.prepare, pure=False)]  # these records alone (reads may hold more)
         base = base_cells(c, chunks, self.qi, self.cfg)
         pub = publish_base(c, base, self.qi, self.seed)
         ing = base.ing
@@ -287,7 +287,7 @@ class FixedIncrementalGraph(PipelineIncrementalGraph):
         after = len(self._pending)
         if chunk and isinstance(chunk[0], pd.DataFrame):  # a DataFrame source: the late records at once
             frame = pd.concat(chunk, ignore_index=True) if len(chunk) > 1 else chunk[0]
-            fut = self.client.submit(read_chunk, self.client.scatter(frame), self.qi, pure=False)
+            fut = self.client.submit(read_chunk, self.client.scatter(frame), self.qi, self.prepare, pure=False)
             self._futures.append(fut)
             self._pending.append((fut, len(frame)))
         else:

@@ -162,10 +162,13 @@ class PipelineIncrementalGraph:
         fraction of the macrocells, not the data ratio).
     seed : int
         Shuffle seed of the release.
+    prepare : callable, optional
+        Applied to every chunk's frame as a worker reads it (:func:`~daskmicro.graph.incremental.read_chunk`).
     """
 
-    def __init__(self, client, qi: list, k: int, increment: str, options: dict, seed: int):
+    def __init__(self, client, qi: list, k: int, increment: str, options: dict, seed: int, prepare=None):
         self.client, self.qi, self.k, self.increment, self.seed = client, list(qi), k, increment, seed
+        self.prepare = prepare
         self.cfg = PipelineConfig(method="partitioned", k=k, **(options or {}))
         self._reads: dict = {}
         self._futures: list = []
@@ -179,7 +182,7 @@ class PipelineIncrementalGraph:
 
     def ingest(self, paths: list) -> None:
         """Have a worker read newly landed files now, while the survey goes on."""
-        fut = self.client.submit(read_chunk, [str(p) for p in paths], self.qi, pure=False)
+        fut = self.client.submit(read_chunk, [str(p) for p in paths], self.qi, self.prepare, pure=False)
         self._futures.append(fut)
         for p in paths:
             self._reads[Path(p).name] = fut
@@ -189,7 +192,8 @@ class PipelineIncrementalGraph:
         if len(chunk) == 1 and isinstance(chunk[0], pd.DataFrame):
             df = chunk[0]
             pieces = [df.iloc[i:i + CHUNK_ROWS] for i in range(0, len(df), CHUNK_ROWS)] or [df]
-            parts = [self.client.submit(read_chunk, f, self.qi, pure=False) for f in self.client.scatter(pieces)]
+            parts = [self.client.submit(read_chunk, f, self.qi, self.prepare, pure=False)
+                     for f in self.client.scatter(pieces)]
         else:
             missing = [p for p in chunk if Path(p).name not in self._reads]
             if missing:

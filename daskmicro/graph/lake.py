@@ -70,6 +70,7 @@ class Execution:
     bins: object = None         # the release figures' bins, from the published values (kernels.figures.Bins)
     figures: list = field(default_factory=list)  # summaries of the release figures, per piece verified
     strata: list = field(default_factory=list)   # stratum columns, partition columns of the release included
+    incremental: dict | None = None  # an incremental survey: its schedule and stage times (daskmicro.incremental)
 
 
 # --------------------------------------------------------------------------- memory

@@ -5,21 +5,20 @@ caller's process) and on a worker of the cluster for ``daskmicro submit`` (with 
 client, :func:`distributed.worker_client`).  Paths are therefore read and written by whichever
 machine runs it: on a real cluster they must be on storage every machine sees.
 
-The release is written next to its target and moved into place only when complete and verified
-(the CLI's helpers in :mod:`daskmicro.io.lake` and :mod:`daskmicro.io.tables`), together with its
-report; a run that fails or is cancelled leaves nothing behind.
+Every run, an incremental survey's too, is the spec's :class:`~daskmicro.config.RunConfig` through
+the one planner (:func:`daskmicro.plan.run`): its one commit writes the release next to its
+target and moves it into place only when complete and verified, together with its report; a run
+that fails or is cancelled leaves nothing behind.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import inspect
 import sys
 import time
 from pathlib import Path
 
-from ..io.frames import is_dask_frame
-from ..errors import InputError, ParameterError, VerificationError
+from ..errors import ParameterError
 from .slots import UTC, fill, run_key as _run_key, slot_id
 from .spec import WorkflowSpec
 
@@ -79,30 +78,6 @@ def filter_texts(filters: list, name: str, slot) -> list:
     return out
 
 
-def _incremental(spec: WorkflowSpec, source: Path, client, slot, started: float):
-    import daskmicro
-
-    fn = getattr(daskmicro, "anonymize_incremental", None)
-    if fn is None:
-        raise ParameterError("method: incremental needs daskmicro.anonymize_incremental, not in this build yet")
-    inc = dict(spec.data["incremental"])
-    params = inspect.signature(fn).parameters
-    kw = {"nu": inc.get("nu"), "zeta": inc.get("zeta"), "seed": spec.data["parameters"].get("seed"), "client": client}
-    if "close_at" in inc:
-        kw["close_at"] = dt.datetime.fromisoformat(inc["close_at"])
-    else:
-        kw["close_at"] = dt.datetime.fromtimestamp(started + inc["close_at_seconds"], UTC)
-    for key in ("base_method", "increment", "reference", "arrivals"):
-        if key in inc and key in params:
-            kw[key] = inc[key]
-    pipeline = {key: v for key, v in spec.data["parameters"].items() if key != "seed"}
-    if inc.get("base_method") == "partitioned":  # the spec validated these against the base method
-        kw["base_options"] = pipeline
-    if "deadline" in inc:
-        kw["timeout"] = inc["deadline"]
-    return fn(str(source), spec.data["qi"], spec.data["k"], **kw)
-
-
 def _check(should_stop) -> None:
     if should_stop is not None and should_stop():
         raise Cancelled("cancelled")
@@ -135,8 +110,6 @@ def execute_run(spec: WorkflowSpec, slot: dt.datetime | None = None, client=None
         ``key``, ``slot``, ``output``, ``report``, ``rows``, ``cells``, ``information_loss`` (rounded,
         as the published report gives it: the summary is shown by ``daskmicro status``), ``seconds``.
     """
-    from ..cluster import cluster_client
-
     d = spec.data
     key = key or _run_key(spec, slot)
     from ..io import recovery as rec
@@ -161,29 +134,15 @@ def execute_run(spec: WorkflowSpec, slot: dt.datetime | None = None, client=None
     workflow = {"name": spec.name, "key": key, "slot": slot.isoformat() if slot else None,
                 "spec": spec.source, "spec_digest": spec.digest, "started": dt.datetime.fromtimestamp(started, UTC).isoformat(),
                 "strata": list(d["input"]["strata"] or [])}
-    cl = d.get("cluster", {})
     _check(should_stop)
-    if d["method"] != "incremental":
-        summary = _planned(spec, slot, source, out, report_path, client, progress, should_stop, workflow)
-        stage("commit")
-        summary.update(key=key, slot=slot_id(slot), seconds=round(time.time() - started, 3))
-        return summary
-    if not source.exists():
-        raise InputError(f"input not found: {source}")
-    with cluster_client(client, n_workers=cl.get("workers"), memory_limit=cl.get("memory_limit"),
-                        spill_directory=cl.get("spill_directory")) as c:
-        release, report = _incremental(spec, source, c, slot, started)
-        parts = [(None, release, report)]
-        stage("anonymize")
-        _check(should_stop)
-        summary = _commit(c, parts, out, report_path, is_dir, workflow, should_stop)
-        stage("commit")
+    summary = _planned(spec, slot, source, out, report_path, client, progress, should_stop, workflow)
+    stage("commit")
     summary.update(key=key, slot=slot_id(slot), seconds=round(time.time() - started, 3))
     return summary
 
 
 def _planned(spec, slot, source, out, report_path, client, progress, should_stop, workflow) -> dict:
-    """A non-incremental run: the spec's RunConfig through the one planner (:mod:`daskmicro.plan`),
+    """The spec's RunConfig through the one planner (:mod:`daskmicro.plan`),
     filters pushed down to pyarrow, strata as groups, the lake commit with ``_SUCCESS``."""
     from ..config import RunConfig
     from ..plan import echo_stderr, run
@@ -217,95 +176,3 @@ def _public_il(il) -> dict:
     out = public_information_loss(il)
     return {"information_loss": out["information_loss"],
             "information_loss_rounding": out["information_loss_rounding"]}
-
-
-def _manifest(staging: Path, report, n: int, workflow: dict) -> dict:
-    """The ``_SUCCESS`` manifest of an incremental directory release (:func:`daskmicro.io.commit.commit`)."""
-    import time as _time
-
-    from .._version import __version__
-    from ..io import commit
-
-    files = [{"path": str(p.relative_to(staging)), "bytes": p.stat().st_size}
-             for p in sorted(staging.rglob("*.parquet"))]
-    return {"format": "daskmicro-release/1",
-            "fingerprint": commit.fingerprint({"workflow": workflow["spec_digest"], "key": workflow["key"]}),
-            "daskmicro_version": __version__, "committed": _time.strftime("%Y-%m-%dT%H:%M:%SZ", _time.gmtime()),
-            "configuration": {"workflow": workflow["name"], "key": workflow["key"]},
-            "rows": {"in": int(n), "out": int(n)},
-            "metrics": {**_public_il(report.information_loss), "cells": int(report.cells),
-                        "min_cell_size": int(report.min_cell_size), "max_cell_size": int(report.max_cell_size)},
-            "files": files}
-
-
-def _commit(client, parts, out: Path, report_path: Path, is_dir: bool, workflow: dict, should_stop) -> dict:
-    """Write the incremental release and its report into place atomically (one commit: a directory
-    with ``_SUCCESS``, a file with its report in one batch)."""
-    import pandas as pd
-
-    from ..io import commit, lake
-    from ..io.tables import AtomicBatch, write_json_atomic
-
-    reports = [r.to_dict() for _, _, r in parts]
-    n = sum(r.n for _, _, r in parts)
-    if len(parts) == 1:
-        doc = dict(reports[0])
-    else:
-        doc = {"n": n, "k": parts[0][2].k, "strata": [{"stratum": s, "report": rd} for (s, _, _), rd in zip(parts, reports)]}
-    doc["workflow"] = workflow
-    doc["paths"] = {"output": str(out), "report": str(report_path)}
-    inside = is_dir and report_path.parent == out
-    first = parts[0][2]
-    columns = list(dict.fromkeys(list(workflow.get("strata") or []) + list(first.qi)))
-    if is_dir:
-        staging = commit.open_staging(out)
-        futures = []
-        try:
-            frames = []
-            for _, release, _ in parts:
-                if is_dask_frame(release):
-                    futures.extend(client.compute(release.to_delayed()))
-                else:
-                    frames.append(release)
-            if frames:
-                futures.extend(client.scatter(frames))
-            # every part read back and counted as written, stratum columns + QIs together
-            rows, k_check = lake.write_parts(client, futures, staging, columns, first.k_anonymity.k)
-            if rows != n:
-                raise VerificationError(f"wrote {rows} rows but the input has {n}")
-            k_check.raise_if_failed()
-            if inside:
-                write_json_atomic(doc, staging / report_path.name)
-            _check(should_stop)
-            # the lake commit every directory release uses: rename, then _SUCCESS with a fingerprint
-            commit.commit(staging, out, _manifest(staging, first, n, workflow))
-        except BaseException:
-            commit.discard_staging(staging, client, futures)
-            raise
-        if not inside:
-            write_json_atomic(doc, report_path)
-    else:
-        frames = []
-        for _, release, _ in parts:
-            frames.append(release.compute() if is_dask_frame(release) else release)
-        table = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-        if len(table) != n:
-            raise VerificationError(f"release has {len(table)} rows but the input has {n}")
-        _check(should_stop)
-        with AtomicBatch() as batch:
-            # verified again as read back from the staged file, stratum columns + QIs together
-            batch.release(table, out, columns, first.k_anonymity.k)
-            batch.json(doc, report_path)
-    from ..io.runrecord import write_run_record
-
-    try:  # the seeds and the source's path: private, never beside the release
-        record = str(write_run_record({"format": "daskmicro-run-record/1", "workflow": workflow,
-                                       "output": str(out), "parts": [r.run_record() for _, _, r in parts]}))
-    except OSError:
-        record = None
-    cells = sum(r.cells for _, _, r in parts)
-    il = None
-    if len(parts) == 1:
-        il = _public_il(parts[0][2].information_loss)["information_loss"]
-    return {"output": str(out), "report": str(report_path), "rows": int(n), "cells": int(cells),
-            "information_loss": il, "strata": len(parts) if parts[0][0] is not None else 0, "run_record": record}

@@ -114,8 +114,6 @@ def check_parameters(value) -> dict:
 
 def check_incremental(value) -> dict:
     sec = as_mapping(value, "incremental", SECTIONS["incremental"])
-    from ..io.arrivals import PROFILES
-
     out: dict = {}
     if "close_at" not in sec:
         fail("incremental.close_at", "missing (when the survey closes: a duration after the run starts, or a time)")
@@ -136,10 +134,9 @@ def check_incremental(value) -> dict:
         out["nu"] = as_float(sec["nu"], "incremental.nu", 0, 1)
     if "zeta" not in out and "nu" not in out:
         fail("incremental", "give zeta (arrivals coefficient) or nu (incremental data ratio)")
-    if "arrivals" in sec:
-        if sec["arrivals"] not in PROFILES:
-            fail("incremental.arrivals", f"expected one of {', '.join(PROFILES)}, got {show(sec['arrivals'])}")
-        out["arrivals"] = sec["arrivals"]
+    if "arrivals" in sec:  # a run follows the records as they land: an arrival profile would be ignored
+        fail("incremental.arrivals", "not an option of a run: the schedule follows the records as they land "
+             "(an arrival profile is an option of the simulator, daskmicro.io.arrivals); remove it")
     if "deadline" in sec:
         out["deadline"] = as_duration(sec["deadline"], "incremental.deadline")
     if "base_method" in sec:
@@ -148,10 +145,9 @@ def check_incremental(value) -> dict:
                   f"got {show(sec['base_method'])}")
         out["base_method"] = sec["base_method"]
     if "increment" in sec:
-        from ..graph.incremental_fixed import FIXED_INCREMENTS
-        from ..kernels.incremental import METHODS
+        from ..incremental.options import FIXED_INCREMENTS, INCREMENTS
 
-        increments = METHODS + FIXED_INCREMENTS
+        increments = INCREMENTS + FIXED_INCREMENTS
         out["increment"] = as_str(sec["increment"], "incremental.increment")
         if out["increment"] not in increments:
             fail("incremental.increment", f"expected one of {', '.join(increments)}, got {show(sec['increment'])}")
@@ -162,7 +158,7 @@ def check_incremental(value) -> dict:
     return out
 
 
-#: Base-stage methods of ``method: incremental`` (those of :data:`daskmicro.incremental_run.BASE_METHODS`).
+#: Base-stage methods of ``method: incremental`` (those of :data:`daskmicro.incremental.options.BASE_METHODS`).
 INCREMENTAL_BASE_METHODS = ("mdav", "pca-mdav", "partitioned")
 #: ``parameters`` an incremental run uses: the seed, and the pipeline layout of a partitioned base.
 INCREMENTAL_PIPELINE_PARAMETERS = ("K", "nu", "partition_size", "task_rows", "energy_loss", "n_components")

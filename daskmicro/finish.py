@@ -1,0 +1,112 @@
+"""The end of every run (:func:`daskmicro.plan.run`): the one commit of its release — a
+directory with ``_SUCCESS`` and a fingerprint (:mod:`daskmicro.io.commit`), or a file and its
+report in one atomic batch — and the private run record beside no output."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .io import commit as cm
+
+__all__ = ["Outcome", "commit_lake", "commit_file", "write_run_record"]
+
+
+@dataclass
+class Outcome:
+    """The result of :func:`run`: the release (in-memory runs), the report, what was written."""
+
+    release: object
+    report: object
+    output: Path | None = None
+    report_path: Path | None = None
+    performance_report: Path | None = None
+    nothing_to_do: bool = False
+    previous: dict | None = None
+    run_record: Path | None = None   # the private run record (seed, input files), outside every output
+
+
+
+def write_run_record(report, say):
+    """The private run record of a committed release (:mod:`daskmicro.io.runrecord`); its path."""
+    from .io.runrecord import record_text, write_run_record
+
+    try:
+        path = write_run_record(report.run_record())
+    except OSError as exc:
+        from .errors import describe
+
+        say(record_text(None, describe(exc)))
+        return None
+    say(record_text(path))
+    return path
+
+
+def _report_dict(report, extra):
+    doc = report.to_dict()
+    for key, value in (extra or {}).items():
+        doc[key] = value
+    return doc
+
+
+def _public_il(il) -> dict:
+    from .report.coarse import public_information_loss
+
+    out = public_information_loss(il)
+    return {"information_loss": out["information_loss"],
+            "information_loss_rounding": out["information_loss_rounding"]}
+
+
+def commit_lake(cfg, ex, report, output, report_path, perf, version, run_fp, input_fp, extra):
+    import shutil
+
+    from .report import dask_report
+
+    staging = ex.staging
+    try:
+        report.paths["report"] = str(report_path or output / "_report.json")
+        if perf.available:
+            perf.write(staging / dask_report.LAKE_NAME)
+            report.performance_report = dask_report.LAKE_NAME
+        doc = _report_dict(report, extra)
+        from .io.tables import write_json_atomic
+
+        write_json_atomic(doc, staging / "_report.json")
+        manifest = {
+            "format": "daskmicro-release/1", "fingerprint": run_fp, "daskmicro_version": version,
+            # the input's identity and the seed are private (the run record): a hash of them only
+            "committed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "configuration": {key: v for key, v in cfg.fingerprint_dict().items() if key != "seed"},
+            "rows": {"in": int(report.n), "out": int(report.rows.rows_out)},
+            # the information loss as the report publishes it: rounded (daskmicro.report.coarse)
+            "metrics": {**_public_il(report.information_loss), "cells": int(report.cells),
+                        "min_cell_size": int(report.min_cell_size), "max_cell_size": int(report.max_cell_size),
+                        "k_min_count": int(report.k_anonymity.min_count)},
+            "files": ex.files,
+        }
+        cm.commit(staging, output, manifest)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    if report_path is not None:
+        from .io.tables import write_json_atomic
+
+        write_json_atomic(doc, report_path)
+    return Outcome(None, report, output, Path(report_path or output / "_report.json"),
+                   output / dask_report.LAKE_NAME if perf.available else None)
+
+
+def commit_file(cfg, ex, report, output, report_path, perf, perf_path, extra):
+    from .io.tables import AtomicBatch
+    from .report import dask_report
+
+    report.paths["report"] = str(report_path)
+    if perf.available:
+        report.performance_report = dask_report.relative_link(perf_path, report_path)
+    with AtomicBatch() as batch:
+        # verified again as read back from the staged file: the bytes users get
+        report.k_anonymity = batch.release(ex.frame, output, report.published_columns(), report.k_anonymity.k)
+        batch.json(_report_dict(report, extra), report_path)
+        perf.stage(batch, perf_path)
+    return Outcome(None, report, output, report_path, perf_path if perf.available else None)

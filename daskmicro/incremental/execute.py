@@ -1,0 +1,305 @@
+"""The executor of an incremental survey run, called by the one planner (:func:`daskmicro.plan.run`).
+
+Implements the two-stage scheme of Rebollo-Monedero et al., *Incremental k-Anonymous
+Microaggregation in Large-Scale Electronic Surveys With Optimized Scheduling* (IEEE Access 2018):
+a base stage microaggregates the first fraction 1 − ν of the records while the rest are still
+arriving (§III-B), and a small increment stage adds the last ν when the survey closes (2MDAV,
+§IV-A, or nearest-neighbour assignment with cell splitting, §IV-D).  ν comes from the scheduling
+formulas of §IV-B (:mod:`daskmicro.incremental.nu`).  Both stages are Dask work on the same
+cluster, submitted at those two moments (:mod:`daskmicro.graph.incremental` and its partitioned
+twins).  The executor hands back the same :class:`~daskmicro.graph.lake.Execution` as every other
+run: the planner commits it with the one commit and reports it with the one report.
+
+Every record carries its keyed fingerprint from the task that reads it (a recorded series): the
+release's pieces write their ledger rows before anything is committed, and a survey holding
+records published before in the same series is refused (the two stages aggregate every record
+afresh, so republishing them would give their earlier values away).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError, ParameterError, VerificationError
+from ..io.frames import is_dask_frame
+from ..privacy import identifiers
+from ..runplan import GroupResult
+from .options import FIXED_INCREMENTS, base_kernel, check_increment_size
+from .nu import choose_nu
+from .report import incremental_section
+
+__all__ = ["SurveyInput", "open_survey_input", "execute_incremental"]
+
+
+@dataclass
+class SurveyInput:
+    """The survey a run follows, and its schedule when it is known before a cluster is up."""
+
+    src: object
+    sched: dict | None
+    path: object = None
+
+    columns = property(lambda self: self.src.columns() or [])
+
+
+def open_survey_input(cfg, plan, data=None, input=None) -> SurveyInput:
+    """The survey of ``cfg`` (a timestamped DataFrame or a lake being filled), checked against the
+    run's columns; ν planned now when no calibration on the cluster is needed."""
+    from ..io.qi import unknown_columns
+    from ..io.survey import open_survey
+
+    if (data is None) == (input is None):
+        raise ParameterError("give the data (a DataFrame) or an input path, not both")
+    source = data if data is not None else input
+    if data is not None and is_dask_frame(data):
+        raise InputError("source must be a Parquet lake directory or a pandas DataFrame, not a Dask DataFrame")
+    opts = cfg.incremental_options
+    src = open_survey(source, time_column=opts.time_column, close_at=opts.close_at, expected_rows=opts.expected_rows)
+    cols = src.columns()
+    if cols is not None:
+        unknown = [c for c in cfg.qi if c not in cols]
+        if unknown:
+            raise unknown_columns(unknown, cols)
+        for what, names in (("id_column (--id-column)", [cfg.id_column] if cfg.id_column else []),
+                            ("keep (--keep)", cfg.keep), ("drop (--drop)", cfg.drop)):
+            bad = [c for c in names if c not in cols]
+            if bad:
+                raise ParameterError(f"{what}: column(s) {', '.join(map(repr, bad))} not in the survey")
+        identifiers.check_names(_as_is(cols, plan))
+    total = src.total_rows
+    if total is not None and cfg.k > total:
+        raise ParameterError(f"k = {cfg.k} exceeds the number of records of the survey ({total})")
+    if total is None:
+        raise ParameterError(f"the lake {source} has no _arrivals.json manifest: give expected_rows (total records "
+                             "of the survey)")
+    if opts.nu is None and opts.zeta is None and src.survey_seconds() is None:
+        raise ParameterError("give nu or zeta: the survey's duration is unknown for a lake without a simulator manifest")
+    ip = plan.incremental
+    needs_cluster = opts.nu is None and opts.time_model is None and (opts.zeta is None or ip.base_options is not None)
+    sched = None if needs_cluster else choose_nu(opts.nu, opts.zeta, opts.time_model, src, None, _base(plan))
+    if sched is not None and sched["nu"] is not None:
+        check_increment_size(sched["nu"], total, cfg.k, opts.increment)
+    return SurveyInput(src, sched, input)
+
+
+def _as_is(columns, plan) -> list:
+    """The columns published as they are (neither QIs, nor withheld, nor kept on purpose)."""
+    skip = set(plan.qi) | set(plan.release.hidden) | set(plan.release.keep)
+    return [c for c in columns if c not in skip]
+
+
+def _base(plan) -> tuple:
+    ip = plan.incremental
+    return (base_kernel(ip.options), ip.options.base_name, ip.base_options, ip.options.increment, len(plan.qi),
+            plan.k)
+
+
+def _prepare(df: pd.DataFrame, drop: tuple, fp_columns, keys) -> pd.DataFrame:
+    """A survey chunk as read on its worker: dropped columns left out, fingerprints added."""
+    from ..series.fingerprint import with_fingerprints
+
+    if drop:
+        df = df.drop(columns=[c for c in drop if c in df.columns])
+    return with_fingerprints(df, fp_columns, keys) if fp_columns else df
+
+
+def execute_incremental(client, survey: SurveyInput, plan, sink: str, output=None, progress=None, series=None):
+    """Run both stages on ``client`` and return the planner's
+    :class:`~daskmicro.graph.lake.Execution`: the verified release (a frame, or the files of a
+    directory release in its staging directory) and the figures of the report."""
+    from ..graph.incremental import IncrementalGraph, default_kernel, warm_up
+    from ..graph.incremental_fixed import FixedIncrementalGraph
+    from ..graph.incremental_pipeline import PipelineIncrementalGraph
+
+    ip, src, qi, k = plan.incremental, survey.src, list(plan.qi), plan.k
+    opts = ip.options
+    t_call = time.time()
+    deadline = None if opts.timeout is None else t_call + opts.timeout
+
+    def step(event: str) -> None:
+        if progress is not None:
+            progress(event, time.time() - t_call)
+
+    kernel = base_kernel(opts)
+    warm_up(client, "nn" if opts.increment in FIXED_INCREMENTS else opts.increment, kernel or default_kernel)
+    step("workers ready")
+    sched = survey.sched
+    if sched is None:  # calibrate the time model on the cluster
+        sched = choose_nu(opts.nu, opts.zeta, opts.time_model, src, client, _base(plan))
+        if sched["nu"] is not None:
+            check_increment_size(sched["nu"], src.total_rows, k, opts.increment)
+    step("schedule")
+    fp = (series.columns, series.keys) if series is not None else (None, None)
+    prepare = functools.partial(_prepare, drop=tuple(plan.incremental.drop), fp_columns=fp[0], keys=fp[1])
+    seed = plan.release.seed
+    if ip.base_options is None:
+        graph = IncrementalGraph(client, qi, k, opts.increment, kernel, seed, prepare=prepare)
+    else:
+        cls = FixedIncrementalGraph if opts.increment in FIXED_INCREMENTS else PipelineIncrementalGraph
+        graph = cls(client, qi, k, opts.increment, ip.base_options, seed, prepare=prepare)
+    release, outcome = _stages(src, graph, sched, opts, k, deadline, step)
+    return _execution(client, plan, graph, sched, release, outcome, src, sink, output, series, step)
+
+
+def _stages(src, graph, sched, opts, k, deadline, step):
+    """Base stage at the base trigger, increment at the close, verified release (§III-B)."""
+    from ..graph.incremental_fixed import PROBE_FRACTION
+
+    try:
+        if sched["nu"] is None:  # a fixed increment's late path, timed on the survey's first records
+            sched.update(graph.plan_nu(src.wait_base(PROBE_FRACTION, deadline, on_new=graph.ingest), sched,
+                                       src.total_rows))
+        base_chunk = src.wait_base(1.0 - sched["nu"], deadline, on_new=graph.ingest)
+        graph.submit_base(base_chunk)
+        step("base stage submitted")
+        inc_chunk = src.wait_close(base_chunk, deadline, on_new=graph.ingest, on_poll=graph.collect)
+        n_base, n_inc = src.rows(base_chunk), src.rows(inc_chunk)
+        method = opts.increment
+        if method == "2mdav" and 0 < n_inc < k:
+            method = "nn"  # too few late records for their own cells
+        graph.submit_increment(inc_chunk, method)
+        step("increment stage submitted")
+        release, changes, k_check = graph.results()
+        k_check.raise_if_failed()
+        row_check = graph.check_rows(n_base + n_inc, release).raise_if_failed()
+        t_release = time.time()
+        step("release verified")
+        results = graph.stage_results()
+        ref = graph.reference() if opts.reference else None
+        if ref is not None:
+            step("reference done")
+    except BaseException:
+        graph.cancel()
+        raise
+    return release, {"results": results, "counts": (n_base, n_inc), "method": method, "ref": ref,
+                     "checks": (changes, k_check, row_check), "t_release": t_release}
+
+
+# --------------------------------------------------------------------------- the release
+
+
+def _ledger_piece(df, stage, index, qi, hidden, frozen, refuse_known):
+    """One release piece's ledger rows written (its fingerprints and withheld columns dropped);
+    a piece holding records published before in the series is refused."""
+    from ..io.ledger import record_piece
+    from ..series.fingerprint import FP, FP_DTYPE
+
+    if refuse_known and len(frozen) and len(df):
+        fp = np.empty(len(df), FP_DTYPE)
+        fp["hi"], fp["lo"] = df[FP[0]].to_numpy(np.uint64), df[FP[1]].to_numpy(np.uint64)
+        known = int(np.count_nonzero(frozen.lookup(fp)))
+        if known:
+            raise ParameterError(
+                f"{known} record(s) of this survey were published before in this series: an incremental run "
+                "aggregates every record afresh, which would give their earlier values away; release the survey "
+                "with another method (records published before keep their values), or start a new series "
+                "(--new-series) if the earlier releases were withdrawn")
+    return record_piece(df, stage, index, list(qi), FP, tuple(hidden))
+
+
+def _withheld(df, hidden):
+    return df.drop(columns=[c for c in hidden if c in df.columns])
+
+
+def _recorded(client, release, plan, series):
+    """The release with its ledger rows written on the workers (a recorded series), else with its
+    withheld columns dropped."""
+    import dask
+
+    hidden = tuple(plan.release.hidden)
+    if series is None:
+        return release.map_partitions(_withheld, hidden) if is_dask_frame(release) else _withheld(release, hidden)
+    from ..series.fingerprint import FP
+
+    args = (str(series.stage),)
+    refuse = not series.new_series
+    if not is_dask_frame(release):
+        return _ledger_piece(release, *args, 0, plan.qi, hidden, series.frozen, refuse)
+    import dask.dataframe as dd
+
+    frozen = client.scatter(series.frozen, broadcast=True) if len(series.frozen) else series.frozen
+    rec = dask.delayed(_ledger_piece, pure=True)
+    parts = client.compute([rec(p, *args, i, plan.qi, hidden, frozen, refuse)
+                            for i, p in enumerate(release.to_delayed())])
+    client.gather(parts)   # every piece recorded before the release goes further
+    meta = _withheld(release._meta, hidden + tuple(FP))
+    return dd.from_delayed(parts, meta=meta, verify_meta=False)
+
+
+def _check_values(client, release, plan, k) -> None:
+    """A column published as it is whose values single the records out is refused
+    (:mod:`daskmicro.privacy.identifiers`), as in every run."""
+    import dask
+
+    cols = _as_is(list(release.columns), plan)
+    if not cols:
+        return
+    if not is_dask_frame(release):
+        identifiers.check_values(identifiers.sketch(release, cols), k)
+        return
+    sk = dask.delayed(identifiers.sketch, pure=True)
+    parts = [sk(p, cols) for p in release.to_delayed()]
+    while len(parts) > 1:
+        parts = [dask.delayed(identifiers.merge, pure=True)(*parts[i:i + 8]) for i in range(0, len(parts), 8)]
+    identifiers.check_values(client.compute(parts[0]).result(), k)
+
+
+def _execution(client, plan, graph, sched, release, outcome, src, sink, output, series, step):
+    from ..graph.lake import Execution
+    from ..strata import Group
+
+    qi, k = list(plan.qi), plan.k
+    base_res, inc_res, metrics = outcome["results"]
+    n_base, n_inc = outcome["counts"]
+    n = n_base + n_inc
+    changes, k_check, row_check = outcome["checks"]
+    release = _recorded(client, release, plan, series)
+    _check_values(client, release, plan, k)
+    info = GroupResult(
+        n=n, m_used=metrics["m_used"], method="incremental", cells=metrics["cells"],
+        min_cell_size=metrics["min_cell_size"], max_cell_size=metrics["max_cell_size"],
+        cell_size_counts=dict(metrics["cell_size_counts"] or {}), information_loss=metrics["information_loss"],
+        seconds=base_res.seconds + inc_res.seconds, constant_columns=list(metrics["constant_columns"]),
+        dtype_changes=dict(changes or {}))
+    section = incremental_section(src, graph, sched, outcome, plan.incremental.options, metrics["information_loss"])
+    sizes = np.array(sorted(info.cell_size_counts), dtype=np.int64)
+    ex = Execution(n=n, k=k, groups=[Group(strata=[()], pattern=0, observed=qi, n=n, label="all records")], infos=[info],
+                   labels={}, k_check=k_check, rows_check=row_check,
+                   tuple_sizes=(sizes, np.array([info.cell_size_counts[s] for s in sizes], dtype=np.int64)),
+                   timings={"base stage": base_res.seconds, "increment stage": inc_res.seconds,
+                            "close to release": outcome["t_release"] - float(src.closed_at)},
+                   incremental=section)
+    if sink == "lake":
+        _write_lake(client, release, plan, output, n, ex)
+    elif sink == "file":
+        ex.frame = release.compute() if is_dask_frame(release) else release
+    else:
+        ex.frame = release
+    step("release written" if sink == "lake" else "release ready")
+    return ex
+
+
+def _write_lake(client, release, plan, output, n, ex) -> None:
+    """A directory release: written into its staging directory, read back and counted (k-anonymity
+    over the published QIs, rows in = rows out) before the planner commits it."""
+    from ..io import commit as cm
+    from ..io.lake import write_parts
+
+    staging = cm.open_staging(output)
+    try:
+        parts = release.to_delayed() if is_dask_frame(release) else release
+        rows, k_check = write_parts(client, parts, staging, list(plan.qi), plan.k)
+        if rows != n:
+            raise VerificationError(f"wrote {rows} rows but the survey has {n}")
+        k_check.raise_if_failed()
+    except BaseException:
+        cm.discard_staging(staging)
+        raise
+    ex.staging, ex.k_check = staging, k_check
+    ex.files = [{"path": str(p.relative_to(staging)), "bytes": p.stat().st_size}
+                for p in sorted(staging.rglob("*.parquet"))]
