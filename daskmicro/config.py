@@ -359,8 +359,9 @@ class RunConfig:
         return cfg
 
     @classmethod
-    def from_args(cls, args, qi, participation=None) -> "RunConfig":
-        """The config of ``daskmicro anonymize`` from its parsed arguments (``qi`` split exactly)."""
+    def from_args(cls, args, qi, participation=None, incremental=None) -> "RunConfig":
+        """The config of ``daskmicro anonymize`` from its parsed arguments (``qi`` split exactly;
+        ``incremental``: the incremental options given, a mapping)."""
         from .io.qi import column_list
 
         def cols(text, flag):
@@ -372,7 +373,9 @@ class RunConfig:
             task_rows=args.task_rows, max_task_rows=args.max_task_rows, quality=args.quality, refine=args.refine,
             refine_iter=args.refine_iter, macro=args.macro, macro_iter=args.macro_iter,
             participation=participation, max_cell_failure=args.max_cell_failure,
-            reference=None if args.reference == "none" else args.reference,
+            # the exact-MDAV reference (default "auto") is not one of a survey: its own is --one-pass-reference
+            reference=None if args.reference == "none" or (args.method == "incremental" and args.reference == "auto")
+            else args.reference,
             strata=cols(args.strata, "--strata"), missing=args.missing,
             merge_small_strata=args.merge_small_strata, filters=tuple(args.filter or ()) or None,
             columns=cols(args.columns, "--columns"), drop=cols(args.drop, "--drop"), keep=cols(args.keep, "--keep"),
@@ -382,7 +385,7 @@ class RunConfig:
             dask_report=bool(getattr(args, "dask_report", False)),
             memory_limit=getattr(args, "memory_limit", None), spill_directory=getattr(args, "spill_dir", None),
             ledger=getattr(args, "ledger", None), new_series=getattr(args, "new_series", None),
-            id_column=getattr(args, "id_column", None),
+            id_column=getattr(args, "id_column", None), incremental=incremental,
         )
 
     @classmethod

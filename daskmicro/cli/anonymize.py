@@ -49,7 +49,7 @@ def add_parser(sub, fmt) -> None:
     p.add_argument("output", metavar="OUTPUT", help="release to write: a .parquet file, or a directory (no extension) for a partitioned release written by the workers")
     p.add_argument("--qi", required=True, metavar="COLS", help="comma-separated quasi-identifier columns (numeric)")
     p.add_argument("--k", required=True, type=int, metavar="K", help="anonymity parameter: each published QI tuple is shared by ≥ K records (2 ≤ K ≤ rows)")
-    p.add_argument("--method", default="auto", choices=["auto", "mdav", "pca-mdav", "partitioned", "proximal-distal", "pcl"], help="microaggregation method (default: %(default)s: exact MDAV up to 100,000 rows of a single file, partitioned otherwise; pcl: PCL from MDAV, lower distortion, much slower, one task)")
+    p.add_argument("--method", default="auto", choices=["auto", "mdav", "pca-mdav", "partitioned", "proximal-distal", "pcl", "incremental"], help="microaggregation method (default: %(default)s: exact MDAV up to 100,000 rows of a single file, partitioned otherwise; pcl: PCL from MDAV, lower distortion, much slower, one task; incremental: a survey lake followed while it fills, see the incremental options)")
     p.add_argument("--energy-loss", type=float, metavar="EPS2", help="pca-mdav and proximal records: largest fraction of eigenvalue energy the discarded components may hold, in [0, 1)")
     p.add_argument("--n-components", type=positive_int, metavar="M", help="pca-mdav and proximal records: number of principal components to keep (instead of --energy-loss)")
     p.add_argument("--K", dest="K", type=int, metavar="K", help="partitioned, proximal-distal: macrocell size, > k (default 1000)")
@@ -75,7 +75,53 @@ def add_parser(sub, fmt) -> None:
     add_cluster_options(p)
     _add_lake_options(p)
     add_series_options(p)
+    _add_incremental_options(p)
     p.set_defaults(handler=run_anonymize)
+
+
+def _add_incremental_options(p) -> None:
+    g = p.add_argument_group("incremental survey (--method incremental: INPUT is a lake being filled)")
+    g.add_argument("--close-at", metavar="TIME", help="when the survey closes: an ISO 8601 time or POSIX seconds "
+                   "(default: the lake's _closed.json marker)")
+    g.add_argument("--zeta", type=float, metavar="Z", help="arrivals coefficient ζ (survey duration / one-pass time) "
+                   "for the optimal data ratio ν*")
+    g.add_argument("--data-ratio", type=float, metavar="NU", help="fraction of the records left to the increment "
+                   "stage, in [0, 1) (default: ν* from --zeta, else from a time model calibrated on the cluster)")
+    g.add_argument("--base-method", choices=["mdav", "pca-mdav", "partitioned"], help="base stage: exact MDAV or "
+                   "PCA-MDAV in one task, or the partitioned pipeline (its layout from --K, --nu, --partition-size, "
+                   "--task-rows) (default mdav)")
+    g.add_argument("--increment", choices=["2mdav", "nn", "nn-split-mid", "nn-split-end", "nn-fixed"],
+                   help="increment stage: 2MDAV, or nearest-neighbour assignment with cell splitting; nn-fixed "
+                   "(partitioned base): late records join fixed base cells (default 2mdav)")
+    g.add_argument("--expected-rows", type=positive_int, metavar="N", help="records of the survey when the lake has "
+                   "no _arrivals.json manifest")
+    g.add_argument("--survey-timeout", type=float, metavar="SECONDS", help="give up (nothing released) when the base "
+                   "fraction or the close is not reached within this many seconds")
+    g.add_argument("--one-pass-reference", action="store_true", help="after the release, also time one-pass "
+                   "microaggregation of all the records (τ and δ in the report)")
+
+
+def incremental_args(args) -> dict | None:
+    """The incremental options given on the command line (None: none given)."""
+    def opt(name):
+        return getattr(args, name, None)
+
+    close = opt("close_at")
+    if close is not None:
+        try:
+            close = float(close)
+        except ValueError:
+            import datetime as dt
+
+            try:
+                close = dt.datetime.fromisoformat(close)
+            except ValueError:
+                raise ParameterError(f"--close-at: expected an ISO 8601 time or POSIX seconds, got {close!r}") from None
+    given = {"close_at": close, "zeta": opt("zeta"), "nu": opt("data_ratio"), "base_method": opt("base_method"),
+             "increment": opt("increment"), "expected_rows": opt("expected_rows"), "timeout": opt("survey_timeout"),
+             "reference": True if opt("one_pass_reference") else None}
+    given = {key: v for key, v in given.items() if v is not None}
+    return given or ({} if args.method == "incremental" else None)
 
 
 def add_series_options(p) -> None:
@@ -114,7 +160,7 @@ def run_anonymize(args, client=None) -> int:
 
     qi = tuple(column_list(args.qi, "--qi"))
     participation = _participation_arg(args)
-    cfg = RunConfig.from_args(args, qi, participation)
+    cfg = RunConfig.from_args(args, qi, participation, incremental_args(args))
     with StageProgress(quiet=getattr(args, "quiet", False)) as progress:
         outcome = run(cfg, input=args.input, output=args.output, report_path=args.report, progress=progress,
                       say=progress.say, client=client)
