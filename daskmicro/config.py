@@ -19,7 +19,6 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 from .errors import ParameterError
-from .validators import MIN_MEMORY_LIMIT  # noqa: F401 (re-exported: the limit the memory_limit field applies)
 from .validators import (choice, flag, integer, label, label_list, ledger_value, memory_size, number,
                          participation_value, path_text, scheduler_address, seed_value, text_list)
 

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from .cluster import given_client_refusal
+from .runtime.cluster import given_client_refusal
 from .errors import ParameterError
 from .graph.incremental import default_kernel, pca_mdav_kernel
 from .graph.incremental_pipeline import PIPELINE_OPTIONS

@@ -22,7 +22,7 @@ from .schedule import calibrate, check_ratio, check_zeta, critical_ratio_numeric
 from .schedule_model import calibrate_near_linear
 from .config import check_seed
 from .io.frames import is_dask_frame
-from .cluster import cluster_client
+from .runtime.cluster import cluster_client
 from .errors import InputError, ParameterError
 from .incremental_checks import (BASE_METHODS, check_base_method, check_base_options, check_increment_size, check_k,
                                  check_qi_names, check_time_model, positive_seconds, worker_settings)
@@ -30,7 +30,7 @@ from .graph.incremental import IncrementalGraph, calibrate_on, default_kernel, w
 from .graph.incremental_fixed import FIXED_INCREMENTS, PROBE_FRACTION, FixedIncrementalGraph, calibrate_fixed
 from .graph.incremental_pipeline import PipelineIncrementalGraph, calibrate_pipeline
 from .io.survey import SurveyTimeoutError, open_survey
-from .kernels.incremental import METHODS as INCREMENT_METHODS
+from .kernels.increment import METHODS as INCREMENT_METHODS
 from .report.run import Report
 
 __all__ = ["anonymize_incremental", "BASE_METHODS", "INCREMENT_METHODS", "SurveyTimeoutError"]

@@ -131,7 +131,7 @@ class SeriesPlan:
 
 @dataclass(frozen=True)
 class RunPlan:
-    """A run description resolved once, for the executor (:mod:`daskmicro.graph.lake`)."""
+    """A run description resolved once, for the executor (:mod:`daskmicro.graph.executor`)."""
 
     qi: tuple
     strata: tuple
@@ -243,7 +243,7 @@ class RunPlan:
 @dataclass(frozen=True)
 class GroupResult:
     """What one group's cells came to: the same type from the one-task and the pipeline paths,
-    read by the report (:mod:`daskmicro.runreport`).  Figures only, never a data value."""
+    read by the report (:mod:`daskmicro.report.run_report`).  Figures only, never a data value."""
 
     n: int
     m_used: int
@@ -263,7 +263,7 @@ class GroupResult:
     macrocell_sse: list | None = None
     nu: float | None = None
     n_distal: int | None = None
-    figures: list | None = None           # the range of this group's published values (daskmicro.figures)
+    figures: list | None = None           # the range of this group's published values (daskmicro.release.run_figures)
     information_loss_at_k: float | None = None   # participation runs: the same records at plain k
     failure_partials: list | None = None  # per-record participation: the cells' failure figures
     expected_distortion: float | None = None

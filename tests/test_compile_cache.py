@@ -200,7 +200,7 @@ def test_local_cluster_worker_processes_use_the_same_cache_dir(home):
     code = """
 import daskmicro, numba
 from distributed import Client
-from daskmicro.cluster import local_cluster
+from daskmicro.runtime.cluster import local_cluster
 def worker_dir():
     import numba
     return numba.config.CACHE_DIR

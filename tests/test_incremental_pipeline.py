@@ -24,7 +24,7 @@ from daskmicro.graph.incremental import default_kernel, warm_up
 from daskmicro.graph.pipeline import PipelineConfig, run_pipeline
 from daskmicro.io.arrivals import ArrivalSimulator
 from daskmicro.kernels import centroids, mdav, standardize
-from daskmicro.kernels.incremental import increment as increment_kernel
+from daskmicro.kernels.increment import increment as increment_kernel
 from daskmicro.workflow import load_workflow
 
 N, K = 2400, 5

@@ -56,7 +56,7 @@ class StageProgress:
     0.2 s once a stage has run for a second), replaced by each stage's final line when it ends,
     so there is no silent gap; elsewhere (a pipe, a log file) only the final lines; with
     ``quiet`` nothing at all — no log line of Dask and no warning either
-    (:func:`daskmicro.cluster.quiet_run`).  Use as a context manager around the run.
+    (:func:`daskmicro.runtime.cluster.quiet_run`).  Use as a context manager around the run.
     """
 
     FRAMES = "|/-\\"
@@ -79,7 +79,7 @@ class StageProgress:
         import threading
         import time
 
-        from ..cluster import quiet_run
+        from ..runtime.cluster import quiet_run
 
         self._quiet = contextlib.ExitStack()
         self._quiet.enter_context(quiet_run(self.quiet))  # no log line or warning either

@@ -5,4 +5,4 @@ from .html import render_html
 from .plots import recommend_setting, sweep_plot
 from .run import Report
 
-__all__ = ["Report", "render_html", "write_report", "sweep_plot", "recommend_setting"]
+__all__ = ["Report", "render_html", "write_report", "find_report", "sweep_plot", "recommend_setting"]

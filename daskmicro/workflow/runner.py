@@ -21,7 +21,7 @@ from pathlib import Path
 from ..io.frames import is_dask_frame
 from ..errors import InputError, ParameterError, VerificationError
 from .slots import UTC, fill, run_key as _run_key, slot_id
-from .spec import WorkflowSpec
+from .workflow_spec import WorkflowSpec
 
 __all__ = ["execute_run", "Cancelled", "output_paths"]
 
@@ -135,7 +135,7 @@ def execute_run(spec: WorkflowSpec, slot: dt.datetime | None = None, client=None
         ``key``, ``slot``, ``output``, ``report``, ``rows``, ``cells``, ``information_loss`` (rounded,
         as the published report gives it: the summary is shown by ``daskmicro status``), ``seconds``.
     """
-    from ..cluster import cluster_client
+    from ..runtime.cluster import cluster_client
 
     d = spec.data
     key = key or _run_key(spec, slot)

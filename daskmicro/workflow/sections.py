@@ -1,7 +1,7 @@
 """The checks of each section of a workflow spec (input, parameters, incremental, participation,
 output, cluster, schedule): every key known, every value checked, the section normalised.
 
-:func:`daskmicro.workflow.spec.parse_spec` calls them in turn and checks what spans sections.
+:func:`daskmicro.workflow.workflow_spec.parse_spec` calls them in turn and checks what spans sections.
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ def check_incremental(value) -> dict:
         out["base_method"] = sec["base_method"]
     if "increment" in sec:
         from ..graph.incremental_fixed import FIXED_INCREMENTS
-        from ..kernels.incremental import METHODS
+        from ..kernels.increment import METHODS
 
         increments = METHODS + FIXED_INCREMENTS
         out["increment"] = as_str(sec["increment"], "incremental.increment")

@@ -43,7 +43,7 @@ is skipped.  Paths in the spec must be visible to the workers (shared storage).
 
 
 def _duration(text: str) -> float:
-    from ..durations import parse_duration
+    from ..workflow.durations import parse_duration
 
     try:
         return parse_duration(text)
@@ -147,11 +147,11 @@ def _say(text: str) -> None:
 
 def _cmd_run(args) -> int:
     from .common import StageProgress
-    from ..cluster import cluster_client
+    from ..runtime.cluster import cluster_client
     from ..workflow.runner import execute_run, output_paths
     from ..workflow.slots import latest_slot, next_slot
     from ..workflow.loader import load_workflow
-    from ..workflow.spec import Clock
+    from ..workflow.workflow_spec import Clock
 
     spec = load_workflow(args.spec)
     if args.workers is not None and args.workers < 1:
@@ -189,7 +189,7 @@ def _cmd_run(args) -> int:
 
 
 def _connect(args, spec=None, required: bool = True):
-    from ..cluster import cluster_client
+    from ..runtime.cluster import cluster_client
 
     address = args.scheduler or (spec.cluster.get("address") if spec is not None else None)
     if not address:
@@ -201,7 +201,7 @@ def _connect(args, spec=None, required: bool = True):
 
 def _cmd_submit(args) -> int:
     from ..workflow.loader import load_workflow
-    from ..workflow.spec import Clock
+    from ..workflow.workflow_spec import Clock
     from ..workflow.submit import submit_spec
 
     spec = load_workflow(args.spec)

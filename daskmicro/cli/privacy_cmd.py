@@ -93,7 +93,7 @@ def add_parsers(subparsers) -> None:
     p.add_argument("--rule", default="nearest-centroid", help="assignment rule written in the spec; only %(default)s "
                    "(sequential-balls, which published model records, is refused)")
     p.add_argument("--overwrite", action="store_true", help="replace SPEC if it exists")
-    from .anonymize import add_series_options
+    from .anonymize_cmd import add_series_options
 
     add_series_options(p)
     p.set_defaults(handler=run_spec)
@@ -231,7 +231,7 @@ def _series_design(args, df, qi):
     run (the ledger off), whose design is aggregated afresh."""
     from ..config import RunConfig
     from ..plan import echo_stderr, run
-    from ..publish import ROW_ID
+    from ..release.publish import ROW_ID
 
     participation = args.participation_column if args.participation_column is not None else args.participation
     cfg = RunConfig.build(qi=tuple(qi), k=args.k, method="mdav", seed=0, keep_row_id=True,

@@ -16,7 +16,7 @@ import re
 import time
 import warnings
 
-from .errors import ParameterError, describe_text
+from ..errors import ParameterError, describe_text
 
 __all__ = ["cluster_client", "connect_timeout", "default_workers", "local_cluster", "WORKER_ENV", "CONNECT_TIMEOUT",
            "TaskLogFilter", "quiet_task_logs", "worker_memory_limit", "given_client_refusal", "WORKER_BASE_BYTES",

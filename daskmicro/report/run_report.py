@@ -12,10 +12,10 @@ import time
 
 import pandas as pd
 
-from .errors import VerificationError
-from .figures import report_figures
-from .report.run import Report
-from .strata import strata_summary
+from ..errors import VerificationError
+from ..release.run_figures import report_figures
+from .run import Report
+from ..strata import strata_summary
 
 __all__ = ["build_report", "group_report"]
 
@@ -47,7 +47,7 @@ def _dtype_changes(source, qi, labels, frame=None) -> dict:
 
 
 def build_report(cfg, ex, source, client) -> Report:
-    """The run's report from the executor's result (:class:`daskmicro.graph.lake.Execution`)."""
+    """The run's report from the executor's result (:class:`daskmicro.graph.executor.Execution`)."""
     qi = list(cfg.qi)
     reports = [None if i is None else group_report(cfg, i, qi, ex.k) for i in ex.infos]
     done = [r for r in reports if r is not None]
@@ -110,7 +110,7 @@ def _plain_k_ratio(prob: dict, parts: list) -> None:
 def _probabilistic(cfg, ex) -> dict | None:
     if cfg.participation is None:
         return None
-    from .privacy.failures import cell_failure_summary
+    from ..privacy.failures import cell_failure_summary
 
     pbar = cfg.max_cell_failure
     base = {"mode": "per-record participation" if cfg.per_record_participation else "constant participation",
@@ -121,7 +121,7 @@ def _probabilistic(cfg, ex) -> dict | None:
         prob.update(cell_failure_summary(cfg.k, pbar, sizes, counts, participation=cfg.participation, n=ex.n))
         _plain_k_ratio(prob, [i for i in ex.infos if i is not None])
     else:
-        from .privacy.failures import merge_cell_failure
+        from ..privacy.failures import merge_cell_failure
 
         parts = [i for i in ex.infos if i is not None]
         partials = [p for i in parts for p in (i.failure_partials or [])]
@@ -144,7 +144,7 @@ def _probabilistic(cfg, ex) -> dict | None:
 
 
 def _reference(cfg, report, ex, reports, client) -> None:
-    """Exact MDAV's information loss on the released records (:mod:`daskmicro.reference`): per
+    """Exact MDAV's information loss on the released records (:mod:`daskmicro.report.reference`): per
     group, and the record-weighted mean for a run split into groups."""
     if cfg.reference is None:
         return
