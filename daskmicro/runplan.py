@@ -65,23 +65,6 @@ class PipelineSettings:
     macro_iter: int | None
     improve: Improve | None
 
-    def pipeline_config(self, method: str, k: int):
-        """The :class:`~daskmicro.graph.pipeline.PipelineConfig` of this group at cell size ``k``."""
-        from .graph.pipeline import PipelineConfig
-
-        extra = {}
-        if self.refine_iter is not None:
-            extra["refine_iter"] = self.refine_iter
-        if self.macro_iter is not None:
-            extra["macro_iter"] = self.macro_iter
-        if self.improve is not None:
-            extra.update(improve_sweeps=self.improve.sweeps, improve_neighbours=self.improve.neighbours,
-                         improve_pcl_iter=self.improve.pcl_iter, improve_post_sweeps=self.improve.post_sweeps)
-        return PipelineConfig(method=method, k=int(k), K=self.K, nu=self.nu, partition_size=self.partition_size,
-                              task_rows=self.task_rows, max_task_rows=self.max_task_rows,
-                              energy_loss=self.energy_loss, n_components=self.n_components,
-                              sse_threshold=self.sse_threshold, refine=self.refine, macro=self.macro, **extra)
-
 
 @dataclass(frozen=True)
 class GroupPlan:

@@ -173,7 +173,6 @@ def security_from_args(args):
     for flag, path in given.items():
         if not Path(path).is_file():
             raise ParameterError(f"{flag}: file not found: {path}")
-    from distributed.security import Security
+    from ..runtime.cluster import tls_security
 
-    return Security(tls_ca_file=args.tls_ca_file, tls_client_cert=args.tls_cert, tls_client_key=args.tls_key,
-                    require_encryption=True)
+    return tls_security(args.tls_ca_file, args.tls_cert, args.tls_key)

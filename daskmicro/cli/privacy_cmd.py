@@ -159,11 +159,11 @@ def _participation_column(df: pd.DataFrame, col: str) -> np.ndarray:
 
 def run_spec(args) -> int:
     """``daskmicro spec``: design cells on model records and write the spec."""
-    from ..io.tables import read_table
+    from ..io.tables import read_table, write_json_atomic
     from ..kernels import mdav, standardize
     from ..privacy.probabilistic import probabilistic_cells
     from ..kernels.mdav import check_k
-    from ..privacy.spec import RETIRED_RULES, RULES, build_spec, qi_matrix, save_spec
+    from ..privacy.spec import RETIRED_RULES, RULES, build_spec, check_spec, qi_matrix
 
     out = Path(args.spec)
     _check_target(out, args.overwrite, "spec", inputs=[args.input])
@@ -198,7 +198,7 @@ def run_spec(args) -> int:
     if series is None:
         spec = build_spec(X, labels, qi, args.k, rule=args.rule, participation=participation,
                           max_cell_failure=args.max_cell_failure, n_min=n_min)
-    save_spec(spec, out)
+    write_json_atomic(check_spec(spec), out)
     model = spec["model"]
     sizes = model["cell_sizes"]
     print(f"{len(spec['cells'])} cells over {len(df):,} model records (sizes {min(sizes)}–{max(sizes)}), "

@@ -133,11 +133,10 @@ def _security(args, spec=None):
 
     sec = security_from_args(args)
     if sec is None and spec is not None and "tls" in spec.cluster and not args.scheduler:
-        from distributed.security import Security
+        from ..runtime.cluster import tls_security
 
         tls = spec.cluster["tls"]
-        sec = Security(tls_ca_file=tls["ca_file"], tls_client_cert=tls["cert"], tls_client_key=tls["key"],
-                       require_encryption=True)
+        sec = tls_security(tls["ca_file"], tls["cert"], tls["key"])
     return sec
 
 

@@ -89,6 +89,24 @@ class PipelineConfig:
     improve_pcl_iter: int = 0     # ... PCL iterations after them (kernels.improve.polish)
     improve_post_sweeps: int = 0  # ... and passes after the PCL iterations
 
+    @classmethod
+    def from_settings(cls, settings, method: str, k: int) -> "PipelineConfig":
+        """The pipeline of a group planned with ``settings`` (a :class:`~daskmicro.runplan.PipelineSettings`)
+        at cell size ``k``."""
+        extra = {}
+        if settings.refine_iter is not None:
+            extra["refine_iter"] = settings.refine_iter
+        if settings.macro_iter is not None:
+            extra["macro_iter"] = settings.macro_iter
+        if settings.improve is not None:
+            imp = settings.improve
+            extra.update(improve_sweeps=imp.sweeps, improve_neighbours=imp.neighbours,
+                         improve_pcl_iter=imp.pcl_iter, improve_post_sweeps=imp.post_sweeps)
+        return cls(method=method, k=int(k), K=settings.K, nu=settings.nu, partition_size=settings.partition_size,
+                   task_rows=settings.task_rows, max_task_rows=settings.max_task_rows,
+                   energy_loss=settings.energy_loss, n_components=settings.n_components,
+                   sse_threshold=settings.sse_threshold, refine=settings.refine, macro=settings.macro, **extra)
+
     def resolved(self, n: int) -> "PipelineConfig":
         """Defaults filled in and every parameter checked against ``n``; raises ParameterError."""
         d = DEFAULTS[self.method]

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import time
 
-import pandas as pd
-
 from ..errors import VerificationError
 from ..release.run_figures import report_figures
-from .run import Report
 from ..strata import strata_summary
+from .run import Report
 
 __all__ = ["build_report", "group_report"]
 
@@ -148,19 +146,14 @@ def _reference(cfg, report, ex, reports, client) -> None:
     group, and the record-weighted mean for a run split into groups."""
     if cfg.reference is None:
         return
-    import dask.dataframe as dd
-
+    from ..io.frames import pieces_frame
     from .reference import attach_reference
 
     started = time.perf_counter()
     parts = [(g, sel, r) for g, sel, r in zip(ex.groups, ex.inputs, reports) if r is not None and g.observed]
 
-    def frame(sel):
-        if client is None:  # in process: the pieces are computed here
-            import dask
-
-            return pd.concat(dask.compute(*sel, scheduler="sync"), ignore_index=True)
-        return dd.from_delayed(sel, meta=ex.meta, verify_meta=False)
+    def frame(sel):  # in process (no client): the pieces are computed here
+        return pieces_frame(sel, ex.meta, in_process=client is None)
 
     if len(parts) == 1 and (parts[0][2].n == report.n):
         g, sel, r = parts[0]

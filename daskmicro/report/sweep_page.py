@@ -18,7 +18,8 @@ from typing import Mapping
 import pandas as pd
 
 from ..errors import ParameterError
-from .plots import recommend_setting, sweep_plot, sweep_png
+from ..tuning.points import recommend_setting
+from .plots import sweep_plot, sweep_png
 from .page import CSS, HEAD_SCRIPT, TAIL_SCRIPT, esc, fmt, table
 
 __all__ = ["SWEEP_FILES", "sweep_document", "render_sweep_html", "write_sweep"]

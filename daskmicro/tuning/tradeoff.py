@@ -11,7 +11,7 @@ the same sample, in this process, one thread, timed like the reference.
 Two distortion increments are reported: ``delta_D`` = D′ − D, the paper's ΔD (an increment of
 normalized distortion), and ``relative_distortion`` δ = (D′ − D)/D, the relative increment the
 run reports use.  A distortion *budget* bounds δ; the recommended setting is the fastest one
-within it (:func:`daskmicro.report.plots.recommend_setting`).
+within it (:func:`daskmicro.tuning.points.recommend_setting`).
 """
 
 from __future__ import annotations
@@ -221,7 +221,7 @@ def sweep(
     from ..io.qi import check_qi
     from ..kernels import information_loss, mdav, standardize
     from ..kernels.algorithm_c import algorithm_c
-    from ..report.plots import recommend_setting
+    from .points import recommend_setting
     from .sampling import check_sample_size, qi_sample
 
     if not (isinstance(df, pd.DataFrame) or is_dask_frame(df)):
