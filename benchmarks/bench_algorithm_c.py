@@ -30,7 +30,7 @@ def main():
     a = ap.parse_args()
     from distributed import Client
 
-    from daskmicro.cluster import local_cluster
+    from daskmicro.runtime.cluster import local_cluster
 
     cluster = local_cluster(1, dashboard_address=None)
     client = Client(cluster)

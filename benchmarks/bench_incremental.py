@@ -19,16 +19,15 @@ has 15 dimensions; ours are correlated, see ``daskmicro.datasets``).  One thread
 
 from __future__ import annotations
 
-import _common  # noqa: F401  (pins thread pools to one thread before numpy is imported)
+from _common import best_time, print_machine_info  # first: pins thread pools to one thread before numpy is imported
 
 import argparse
 import time
 
 import numpy as np
 
-from _common import best_time, print_machine_info
 from daskmicro.datasets import census_like, correlated_gaussian
-from daskmicro.kernels.incremental import METHODS, increment
+from daskmicro.kernels.increment import METHODS, increment
 from daskmicro.kernels.mdav import mdav
 from daskmicro.kernels.metrics import distortion, standardize
 

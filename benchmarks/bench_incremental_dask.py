@@ -25,7 +25,7 @@ is not optimal for it: see the README).
 
 from __future__ import annotations
 
-import _common  # noqa: F401  (pins thread pools to one thread before numpy is imported)
+from _common import print_machine_info  # first: pins thread pools to one thread before numpy is imported
 
 import argparse
 import os
@@ -37,7 +37,6 @@ import distributed
 import numpy as np
 
 import quadratic_mdav
-from _common import print_machine_info
 from daskmicro import anonymize_incremental, schedule
 from daskmicro.datasets import census_like
 from daskmicro.io.arrivals import ArrivalSimulator

@@ -21,7 +21,7 @@ stage run by the partitioned pipeline across a LocalCluster:
 
 from __future__ import annotations
 
-import _common  # noqa: F401  (pins thread pools to one thread before numpy is imported)
+from _common import print_machine_info  # first: pins thread pools to one thread before numpy is imported
 
 import argparse
 import os
@@ -33,9 +33,8 @@ import dask.dataframe as dd
 import distributed
 import numpy as np
 
-from _common import print_machine_info
 from daskmicro import anonymize_incremental
-from daskmicro.cluster import local_cluster
+from daskmicro.runtime.cluster import local_cluster
 from daskmicro.datasets import census_like
 from daskmicro.graph.incremental import default_kernel, warm_up
 from daskmicro.graph.pipeline import PipelineConfig, run_pipeline

@@ -85,7 +85,7 @@ def main():
     n = int(a.n)
     from distributed import Client
 
-    from daskmicro.cluster import local_cluster
+    from daskmicro.runtime.cluster import local_cluster
 
     t0 = time.perf_counter()
     cluster = local_cluster(a.workers, dashboard_address=None)  # daskmicro's own worker settings

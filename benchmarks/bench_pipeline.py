@@ -94,7 +94,7 @@ def memory_kwargs(choice: str, workers: int) -> dict:
     """LocalCluster memory limit: 'daskmicro' (what ``daskmicro anonymize`` gives the LocalCluster it
     starts, from the default task size and rows per file of 13 QI columns), 'dask' (Dask's default,
     the machine's share) or a size."""
-    from daskmicro.cluster import worker_memory_limit
+    from daskmicro.runtime.cluster import worker_memory_limit
     from daskmicro.config import DEFAULT_ROWS_PER_FILE, DEFAULT_TASK_ROWS
 
     if choice == "dask":
@@ -173,7 +173,7 @@ def main():
     a = ap.parse_args()
     from distributed import Client
 
-    from daskmicro.cluster import local_cluster
+    from daskmicro.runtime.cluster import local_cluster
 
     t0 = time.perf_counter()
     # daskmicro's own worker settings (memory limit: see --memory-limit)

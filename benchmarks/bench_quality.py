@@ -221,7 +221,7 @@ def main():
     only = a.only.split(",") if a.only else None
     from distributed import Client
 
-    from daskmicro.cluster import local_cluster
+    from daskmicro.runtime.cluster import local_cluster
     from daskmicro.datasets import census_like
 
     _common.print_machine_info()

@@ -57,7 +57,7 @@ def main():
     a = ap.parse_args()
     from distributed import Client
 
-    from daskmicro.cluster import local_cluster
+    from daskmicro.runtime.cluster import local_cluster
 
     n = int(a.n)
     base = make_lake(n)

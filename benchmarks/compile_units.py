@@ -5,7 +5,7 @@ Two parts, each on an empty numba cache dir of its own:
 1. ``serial``: one process runs the units of the kernel sets in order and prints each unit's seconds and
    the functions numba compiled for it (exclusive seconds, from numba's ``numba:compile`` events, which fire
    on real compiles only), its own kernels and numba's library overloads alike;
-2. ``shared``: ``--procs`` processes run :func:`daskmicro.warmup.run_units` on one cache dir, as a
+2. ``shared``: ``--procs`` processes run :func:`daskmicro.runtime.warmup.run_units` on one cache dir, as a
    machine's worker processes do, and print their timelines (unit, start, end, seconds since the start).
 
     .venv/bin/python benchmarks/compile_units.py                      # mdav + partitioned + improve
@@ -45,8 +45,8 @@ def _listen():
 
 def serial(sets: list[str], top: int) -> None:
     seconds = _listen()
-    from daskmicro.compile_cache import configure
-    from daskmicro.warmup import units
+    from daskmicro.runtime.compile_cache import configure
+    from daskmicro.runtime.warmup import units
 
     configure()
     total = 0.0
@@ -64,8 +64,8 @@ def serial(sets: list[str], top: int) -> None:
 
 
 def _share(sets: list[str], t0: float):
-    from daskmicro.compile_cache import configure
-    from daskmicro.warmup import Unit, lock_dir, run_units, units
+    from daskmicro.runtime.compile_cache import configure
+    from daskmicro.runtime.warmup import Unit, lock_dir, run_units, units
 
     configure()
     log = []

@@ -15,7 +15,7 @@ ratio to the raw QI bytes (n × 13 × 8).
 
 from __future__ import annotations
 
-import _common  # noqa: F401  (one thread per process)
+__import__("_common")  # first: one thread per process, before numpy is imported
 
 import argparse
 import os
@@ -164,7 +164,7 @@ def main():
     a = ap.parse_args()
     from distributed import Client
 
-    from daskmicro.cluster import local_cluster
+    from daskmicro.runtime.cluster import local_cluster
 
     n = int(a.n)
     lake = make_lake(n)

@@ -24,7 +24,7 @@ shared machine.
 
 from __future__ import annotations
 
-import _common  # noqa: F401  (one thread per process)
+__import__("_common")  # first: one thread per process, before numpy is imported
 
 import argparse
 import time

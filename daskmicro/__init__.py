@@ -1,10 +1,12 @@
 """daskmicro: k-anonymous microaggregation of large numerical microdata on Dask."""
 
-from . import compile_cache  # first: numba's cache dir is chosen before any kernel module imports numba
+from .runtime import compile_cache  # first: numba's cache dir is chosen before any kernel module imports numba
 
 compile_cache.configure()
 
-from ._version import __version__
+from . import _version
+
+__version__ = _version.__version__
 
 from .kernels import (
     mdav,
@@ -31,7 +33,7 @@ from .privacy.spec import assign, build_spec, load_spec
 from .kernels.utility import eigen_measure, il1s, utility_measures
 from .report import render_html, write_report
 from . import schedule
-from .tradeoff import sweep
+from .tuning.tradeoff import sweep
 from .incremental_api import anonymize_incremental
 
 __all__ = [

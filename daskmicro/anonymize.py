@@ -18,10 +18,10 @@ from .config import AUTO_EXACT_ROWS, METHODS, RunConfig
 from .errors import InputError, ParameterError
 from .io.frames import is_dask_frame
 from .io.qi import check_qi
-from .kernels.bounds import MAX_ABS  # noqa: F401  (largest QI magnitude accepted; importable from here too)
+from .kernels.bounds import MAX_ABS  # the largest QI magnitude accepted, importable from here too
 from .plan import run
 
-__all__ = ["METHODS", "AUTO_EXACT_ROWS", "anonymize", "anonymize_file"]
+__all__ = ["METHODS", "AUTO_EXACT_ROWS", "MAX_ABS", "anonymize", "anonymize_file"]
 
 
 def anonymize(
@@ -142,7 +142,7 @@ def anonymize(
         distortion ratio.  Default: for one-task groups of at most 50,000 records.
     reference : {"auto", "exact", "sample"} or None, default None
         Also compute the information loss of exact MDAV on the same data, for the report's
-        relative distortion increment (:func:`daskmicro.reference.attach_reference`): "exact" on
+        relative distortion increment (:func:`daskmicro.report.reference.attach_reference`): "exact" on
         all records, "sample" estimated on a seeded sample of 20,000, "auto" exact up to 20,000
         records.  None (the default) computes nothing.
     strata : list of column labels, optional
@@ -178,7 +178,7 @@ def anonymize(
     memory_limit : int or str, optional
         Memory limit of each worker of the LocalCluster the run starts (bytes, or a size such as
         ``"3GiB"``); Dask spills held results to disk past 60 % of it.  Default: from the task
-        size (:func:`daskmicro.cluster.worker_memory_limit`).  Setting it runs the plan on a
+        size (:func:`daskmicro.runtime.cluster.worker_memory_limit`).  Setting it runs the plan on a
         LocalCluster; refused with ``client=`` (its workers keep their own limits).
     spill_directory : path, optional
         Where those workers spill (their local directory); default: Dask's temporary directory.

@@ -19,8 +19,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 from .errors import ParameterError
-from .incremental.options import incremental_value
-from .validators import MIN_MEMORY_LIMIT  # noqa: F401 (re-exported: the limit the memory_limit field applies)
+from .incremental.options import incremental_value, not_taken_by_a_survey
 from .validators import (choice, flag, integer, label, label_list, ledger_value, memory_size, number,
                          participation_value, path_text, scheduler_address, seed_value, text_list)
 
@@ -149,30 +148,6 @@ def _pcl_stage(c) -> bool:
     return c.refine is not None or c.macro == "pcl"
 
 
-#: What an incremental run does not take, and why: the survey is one group microaggregated in two
-#: stages at two moments (§III-B), so nothing that splits, refines or re-reads it applies.
-_NOT_INCREMENTAL = {
-    "strata": lambda c: bool(c.strata), "missing": lambda c: c.missing != "refuse",
-    "merge_small_strata": lambda c: c.merge_small_strata, "participation": lambda c: c.participation is not None,
-    "reference": lambda c: c.reference is not None, "quality": lambda c: c.quality != "balanced",
-    "refine": lambda c: c.refine is not None, "macro": lambda c: c.macro != "mdav",
-    "sse_threshold": lambda c: c.sse_threshold is not None, "max_task_rows": lambda c: c.max_task_rows is not None,
-    "filters": lambda c: bool(c.filters), "columns": lambda c: c.columns is not None,
-    "partition_by": lambda c: c.partition_by is not None, "keep_row_id": lambda c: c.keep_row_id,
-    "force": lambda c: c.force,
-}
-_BASE_PIPELINE = ("K", "nu", "partition_size", "task_rows", "energy_loss", "n_components")
-
-
-def _incremental_extra(c) -> list:
-    if c.method != "incremental":
-        return []
-    out = [name for name, given in _NOT_INCREMENTAL.items() if given(c)]
-    if c.incremental is None or not c.incremental.partitioned:
-        out += [name for name in _BASE_PIPELINE if getattr(c, name) is not None]
-    return out
-
-
 def _per_record(c) -> bool:
     return c.participation is not None and not isinstance(c.participation, float)
 
@@ -186,12 +161,12 @@ RULES: tuple[Rule, ...] = (
     Rule("incremental options need method incremental", lambda c: c.incremental is not None
          and c.method != "incremental",
          "incremental options (close_at, zeta, nu of the survey, increment, …) apply only to method 'incremental'"),
-    Rule("options an incremental run does not take", lambda c: bool(_incremental_extra(c)),
+    Rule("options an incremental run does not take", lambda c: bool(not_taken_by_a_survey(c)),
          "method 'incremental' microaggregates one survey in two stages (a base stage while the records arrive, an "
          "increment at the close); strata, participation, quality, PCL stages, filters, column selection, "
          "partitioned output, the exact-MDAV reference and --force do not apply to it, and the pipeline layout "
          "(K, nu, partition_size, task_rows, energy_loss, n_components) only to base_method 'partitioned'",
-         lambda c: _names(_incremental_extra(c))),
+         lambda c: _names(not_taken_by_a_survey(c))),
     Rule("PCA options need a PCA method", lambda c: (c.energy_loss is not None or c.n_components is not None)
          and c.method not in ("pca-mdav", "partitioned", "proximal-distal", "incremental"),
          "energy_loss and n_components apply only to method 'pca-mdav' and to the pipeline methods that use PCA "

@@ -61,7 +61,7 @@ def _public_il(il) -> dict:
 def commit_lake(cfg, ex, report, output, report_path, perf, version, run_fp, input_fp, extra):
     import shutil
 
-    from .report import dask_report
+    from .runtime import dask_report
 
     staging = ex.staging
     try:
@@ -99,7 +99,7 @@ def commit_lake(cfg, ex, report, output, report_path, perf, version, run_fp, inp
 
 def commit_file(cfg, ex, report, output, report_path, perf, perf_path, extra):
     from .io.tables import AtomicBatch
-    from .report import dask_report
+    from .runtime import dask_report
 
     report.paths["report"] = str(report_path)
     if perf.available:

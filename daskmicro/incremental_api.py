@@ -93,7 +93,7 @@ def anonymize_incremental(
         and the release a Dask DataFrame on the given ``client`` (pandas when the run starts its
         own cluster), verified before it is returned.
     increment : {"2mdav", "nn", "nn-split-mid", "nn-split-end", "nn-fixed"}, default "2mdav"
-        Increment algorithm (:func:`daskmicro.kernels.incremental.increment`).  2MDAV needs at
+        Increment algorithm (:func:`daskmicro.kernels.increment.increment`).  2MDAV needs at
         least k increment records; with fewer, "nn" is used and the report says so.  "nn-fixed"
         (partitioned base only): late records join their nearest base cell, whose centroid is
         left as it is, so the release is published and counted before the close

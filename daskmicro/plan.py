@@ -8,10 +8,10 @@
                  run with no cluster asked for, this process (the same plan, :mod:`daskmicro.graph.local`)
               ─► pre-scan → groups (strata × missingness, merges) → cells per group
                  (participation, refinement as stages) → release verified as published
-                 (:mod:`daskmicro.graph.lake`)
+                 (:mod:`daskmicro.graph.executor`)
               ─► one commit (:mod:`daskmicro.io.commit` for a directory with ``_SUCCESS`` and a
                  fingerprint; an atomic batch for a file; nothing for an in-memory release)
-              ─► one report (:mod:`daskmicro.runreport`), one timing model.
+              ─► one report (:mod:`daskmicro.report.run_report`), one timing model.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def _check_columns(cfg: RunConfig, source) -> None:
             raise ParameterError(f"participation column {cfg.participation!r} is not in the input")
     if cfg.id_column is not None and cfg.id_column not in cols:
         raise ParameterError(f"id_column (--id-column): column {cfg.id_column!r} is not in the input")
-    from .publish import ROW_ID
+    from .release.publish import ROW_ID
 
     if cfg.keep_row_id and ROW_ID in cols:
         raise ParameterError(f"keep_row_id: the input already has a column named {ROW_ID!r}")
@@ -127,7 +127,7 @@ def needs_cluster(cfg: RunConfig, source, client=None) -> bool:
     n = _rows_hint(source)
     if n is None:
         return cfg.method not in ONE_TASK_METHODS
-    from .graph.lake import SMALL_GROUP_ROWS
+    from .graph.executor import SMALL_GROUP_ROWS
 
     return cfg.group_method(n, SMALL_GROUP_ROWS) not in ONE_TASK_METHODS
 
@@ -150,7 +150,7 @@ def _sink(output) -> str:
 def _outputs(cfg, sink, output, report_path, input, perf_wanted, existing_ok=()):
     """Every path the run writes, checked against the input and each other before any work."""
     from .io.paths import Output, check_ledger, check_outputs, check_spill
-    from .report import dask_report
+    from .runtime import dask_report
 
     inputs = [input] if input is not None else []
     if sink == "memory":
@@ -189,13 +189,13 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
     ``before_commit()`` is called just before anything is committed (it may raise to cancel).
     """
     from ._version import __version__
-    from .cluster import cluster_client, given_client_refusal
-    from .graph.lake import SMALL_GROUP_ROWS
+    from .runtime.cluster import cluster_client, given_client_refusal
+    from .graph.executor import SMALL_GROUP_ROWS
     from .graph.series import discarded_on_failure, series_report
     from .runplan import RunPlan
     from .graph.local import InProcess
-    from .report import dask_report
-    from .runreport import build_report
+    from .runtime import dask_report
+    from .report.run_report import build_report
 
     say = say or (lambda line: None)
     for line in recover_outputs(output, report_path):  # first: whatever this run then does or refuses
@@ -286,12 +286,12 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
 
 def _source(cfg, plan, data, input):
     """The run's source and its executor: a survey followed as its records arrive
-    (:mod:`daskmicro.incremental`), or the input read in pieces (:mod:`daskmicro.graph.lake`)."""
+    (:mod:`daskmicro.incremental`), or the input read in pieces (:mod:`daskmicro.graph.executor`)."""
     if plan.incremental is not None:
-        from .incremental.execute import execute_incremental, open_survey_input
+        from .graph.incremental_run import execute_incremental, open_survey_input
 
         return open_survey_input(cfg, plan, data, input), execute_incremental
-    from .graph.lake import execute
+    from .graph.executor import execute
 
     return open_input(cfg, data, input), execute
 
@@ -342,7 +342,7 @@ def recover_outputs(output, report_path=None) -> list:
     if output is None:
         return []
     from .io.lake import is_lake_target
-    from .report import dask_report
+    from .runtime import dask_report
 
     targets = [Path(output)]
     if report_path is not None:
@@ -358,7 +358,7 @@ def worker_settings(cfg: RunConfig, source) -> dict:
     (``cfg.memory_limit``, else from the task size: :func:`daskmicro.cluster.worker_memory_limit`
     of the largest of a top-level task's z-scored records and a written file's rows) and where
     they spill."""
-    from .cluster import default_workers, worker_memory_limit
+    from .runtime.cluster import default_workers, worker_memory_limit
 
     n_workers = cfg.workers or default_workers()
     limit = cfg.memory_limit
@@ -381,7 +381,7 @@ def _memory_run_client(source, workers):
     except ValueError:
         pass
     if getattr(source, "dask", False):
-        from .cluster import local_cluster
+        from .runtime.cluster import local_cluster
 
         return Client(local_cluster(**workers))
     return None

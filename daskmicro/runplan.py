@@ -65,23 +65,6 @@ class PipelineSettings:
     macro_iter: int | None
     improve: Improve | None
 
-    def pipeline_config(self, method: str, k: int):
-        """The :class:`~daskmicro.graph.pipeline.PipelineConfig` of this group at cell size ``k``."""
-        from .graph.pipeline import PipelineConfig
-
-        extra = {}
-        if self.refine_iter is not None:
-            extra["refine_iter"] = self.refine_iter
-        if self.macro_iter is not None:
-            extra["macro_iter"] = self.macro_iter
-        if self.improve is not None:
-            extra.update(improve_sweeps=self.improve.sweeps, improve_neighbours=self.improve.neighbours,
-                         improve_pcl_iter=self.improve.pcl_iter, improve_post_sweeps=self.improve.post_sweeps)
-        return PipelineConfig(method=method, k=int(k), K=self.K, nu=self.nu, partition_size=self.partition_size,
-                              task_rows=self.task_rows, max_task_rows=self.max_task_rows,
-                              energy_loss=self.energy_loss, n_components=self.n_components,
-                              sse_threshold=self.sse_threshold, refine=self.refine, macro=self.macro, **extra)
-
 
 @dataclass(frozen=True)
 class GroupPlan:
@@ -131,7 +114,7 @@ class SeriesPlan:
 
 @dataclass(frozen=True)
 class RunPlan:
-    """A run description resolved once, for the executor (:mod:`daskmicro.graph.lake`)."""
+    """A run description resolved once, for the executor (:mod:`daskmicro.graph.executor`)."""
 
     qi: tuple
     strata: tuple
@@ -249,7 +232,7 @@ class RunPlan:
 @dataclass(frozen=True)
 class GroupResult:
     """What one group's cells came to: the same type from the one-task and the pipeline paths,
-    read by the report (:mod:`daskmicro.runreport`).  Figures only, never a data value."""
+    read by the report (:mod:`daskmicro.report.run_report`).  Figures only, never a data value."""
 
     n: int
     m_used: int
@@ -269,7 +252,7 @@ class GroupResult:
     macrocell_sse: list | None = None
     nu: float | None = None
     n_distal: int | None = None
-    figures: list | None = None           # the range of this group's published values (daskmicro.figures)
+    figures: list | None = None           # the range of this group's published values (daskmicro.release.run_figures)
     information_loss_at_k: float | None = None   # participation runs: the same records at plain k
     failure_partials: list | None = None  # per-record participation: the cells' failure figures
     expected_distortion: float | None = None

@@ -107,10 +107,10 @@ def seed_value(name, v):
 
 def memory_size(name, v):
     """Bytes per worker: an integer, or a size such as "2GiB" / "1.5 GB" (dask's notation)."""
-    from dask.utils import parse_bytes
+    from .runtime.cluster import memory_bytes
 
     try:
-        v = parse_bytes(v.strip()) if isinstance(v, str) else v
+        v = memory_bytes(v.strip()) if isinstance(v, str) else v
     except (ValueError, TypeError):
         v = None
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer, float)) or not v >= MIN_MEMORY_LIMIT:

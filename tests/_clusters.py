@@ -27,7 +27,7 @@ def process_client(n_workers: int = 2):
     """A client of a fresh LocalCluster with ``n_workers`` single-threaded worker processes."""
     import distributed
 
-    from daskmicro.cluster import local_cluster
+    from daskmicro.runtime.cluster import local_cluster
 
     cluster = local_cluster(n_workers)
     client = distributed.Client(cluster, set_as_default=False)

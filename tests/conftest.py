@@ -1,7 +1,7 @@
 """Shared set-up for the whole suite.
 
 * The compiled kernels are built once, before the first test, by two processes that share the
-  compile as a machine's Dask workers do (:func:`daskmicro.warmup.warm_up`); on a warm cache this
+  compile as a machine's Dask workers do (:func:`daskmicro.runtime.warmup.warm_up`); on a warm cache this
   only loads them (about a second).
 * ``client``: one LocalCluster of two single-threaded worker processes (set up as daskmicro sets
   up its own) for every test that only needs *a* cluster.  Tests that kill workers, need another
@@ -31,7 +31,7 @@ os.environ["DASKMICRO_LEDGER"] = "off"
 
 @pytest.fixture(scope="session", autouse=True)
 def _compiled_kernels():
-    from daskmicro.warmup import warm_up
+    from daskmicro.runtime.warmup import warm_up
 
     warm_up(jobs=2)
 

@@ -389,7 +389,7 @@ def test_failed_tasks_are_logged_without_their_data(tmp_path):
     script = tmp_path / "fail.py"
     script.write_text(
         "import pandas as pd\n"
-        "from daskmicro.cluster import cluster_client\n"
+        "from daskmicro.runtime.cluster import cluster_client\n"
         "def boom(df):\n"
         "    raise ValueError(\"bad value 123456.75 in 'zz-name-zz'\")\n"
         "if __name__ == '__main__':\n"

@@ -1,4 +1,4 @@
-"""The allocator of the kernel tasks (daskmicro.allocator): inside them a Dask worker serves arrays of
+"""The allocator of the kernel tasks (daskmicro.runtime.allocator): inside them a Dask worker serves arrays of
 up to 32 MiB from its heap instead of mapping each one afresh, keeps the heap it grows while they run,
 and maps them again and gives the heap back after — checked on
 real worker processes of a LocalCluster by what glibc itself reports (``mallinfo2``), not by timing."""
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from distributed import Client, LocalCluster
 
-from daskmicro import allocator
+from daskmicro.runtime import allocator
 
 
 class _MallInfo2(ctypes.Structure):

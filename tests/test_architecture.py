@@ -2,7 +2,13 @@
 
 a. no import cycles among daskmicro modules (imports inside functions count too);
 b. no module imports another daskmicro module's private (underscore) names;
-c. no function longer than MAX_FUNCTION_LINES lines.
+c. no function longer than MAX_FUNCTION_LINES lines;
+d. no import cycles among folders: each sub-package (daskmicro/io/, daskmicro/graph/, ...) is one node,
+   and each top-level module is a node of its own (see FOLDER RULES below);
+e. no module longer than MAX_MODULE_LINES lines;
+f. ``dask`` / ``distributed`` imported only by the modules and folders of DASK_ALLOWED;
+g. no two modules share a file name (``__init__.py`` and ``__main__.py`` apart);
+h. the top level holds the public API and the run model only: exactly TOP_LEVEL.
 
 The scan reads the source with :mod:`ast`; nothing is imported, so the test is fast and independent of
 optional dependencies.
@@ -30,10 +36,44 @@ import pytest
 PACKAGE = "daskmicro"
 ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 MAX_FUNCTION_LINES = 100
+MAX_MODULE_LINES = 500
 
 # ---------------------------------------------------------------------------------------------------------
-# KNOWN violations: none since the issue-17 refactor (one run model). The lists stay, asserted exactly, so
-# that a violation can never be waved through: fix it instead.
+# FOLDER RULES.
+#
+# Folder graph (rule d): an edge X -> Y when a module of X imports a module of Y. A sub-package is one node
+# whatever its depth; a top-level module is a node of its own (daskmicro/__init__.py is the node
+# "daskmicro"). The top level is not one node because it holds the run model, whose modules sit at both
+# ends of the layering: config.py (the run description) is read by the executor in graph/, and plan.py
+# drives graph/; one node for them all would be a cycle by construction. Excluding the top level would
+# hide a cycle through one of its modules (graph -> runplan -> graph); cycles among top-level modules
+# themselves are rule a's.
+#
+# Dask (rule f): where the Dask wiring lives. A folder name allows every module under it.
+DASK_ALLOWED = {
+    "daskmicro.graph",              # the task graphs: every run's executor, pipeline stages, release
+    "daskmicro.runtime",            # clusters and clients, worker plugins, the Dask performance report
+    "daskmicro.plan",               # the planner: the given client, an address or an in-process run
+    "daskmicro.io.frames",          # a Dask DataFrame input, pieces of a group as a Dask frame
+    "daskmicro.io.source",          # lake sources read as delayed pieces
+    "daskmicro.io.lake",            # Parquet lakes in and out as Dask DataFrames on the workers
+    "daskmicro.workflow.submit",    # workflow runs handed to a cluster (worker clients, locks)
+}
+DASK_PACKAGES = ("dask", "distributed")
+# The top level (rule h): the public API (the package's exports, the API entries, the exceptions, the
+# estimators, the data sets) and the run model (its description, resolution, planner, commit, the
+# incremental survey entry and its schedule). Everything else lives in a sub-package named for what it is.
+TOP_LEVEL = {
+    "daskmicro", "daskmicro.__main__", "daskmicro._version",
+    "daskmicro.anonymize", "daskmicro.errors", "daskmicro.estimators", "daskmicro.datasets",
+    "daskmicro.config", "daskmicro.validators", "daskmicro.runplan", "daskmicro.strata", "daskmicro.plan",
+    "daskmicro.finish", "daskmicro.incremental_api", "daskmicro.schedule", "daskmicro.schedule_model",
+}
+UNIQUE_NAME_EXEMPT = {"__init__.py", "__main__.py"}
+
+# ---------------------------------------------------------------------------------------------------------
+# KNOWN violations: none. The lists stay, asserted exactly, so that a violation can never be waved
+# through: fix it instead.
 # ---------------------------------------------------------------------------------------------------------
 
 # Import cycles, each as the sorted tuple of the modules of one strongly connected component.
@@ -42,6 +82,12 @@ KNOWN_CYCLES: set[tuple[str, ...]] = set()
 KNOWN_PRIVATE_IMPORTS: set[tuple[str, str, str]] = set()
 # (module, qualified function name): functions longer than MAX_FUNCTION_LINES lines.
 KNOWN_LONG_FUNCTIONS: set[tuple[str, str]] = set()
+# Folder cycles, each as the sorted tuple of the nodes of one strongly connected component.
+KNOWN_FOLDER_CYCLES: set[tuple[str, ...]] = set()
+# Modules longer than MAX_MODULE_LINES lines.
+KNOWN_LONG_MODULES: set[str] = set()
+# (module, imported name) of dask / distributed imports outside DASK_ALLOWED.
+KNOWN_DASK_IMPORTS: set[tuple[str, str]] = set()
 
 # ---------------------------------------------------------------------------------------------------------
 # The scan.
@@ -261,6 +307,82 @@ def find_long_functions(modules: dict[str, Module], limit: int = MAX_FUNCTION_LI
     return found
 
 
+def folder_node(module: Module) -> str:
+    """The node of ``module`` in the folder graph: its sub-package, or itself at the top level."""
+    parts = module.name.split(".")
+    if len(parts) > 2 or (len(parts) == 2 and module.is_package):
+        return ".".join(parts[:2])
+    return module.name
+
+
+def folder_graph(modules: dict[str, Module], refs: list[ImportRef]) -> tuple[dict[str, set[str]], dict]:
+    """({node: nodes it imports}, {(node, node): [(importer, target, line), ...]})."""
+    graph: dict[str, set[str]] = {folder_node(m): set() for m in modules.values()}
+    edges: dict[tuple[str, str], list] = {}
+    for ref in refs:
+        if ref.target not in modules:
+            continue
+        a, b = folder_node(modules[ref.importer]), folder_node(modules[ref.target])
+        if a != b:
+            graph[a].add(b)
+            edges.setdefault((a, b), []).append((ref.importer, ref.target, ref.lineno))
+    return graph, edges
+
+
+def module_lines(modules: dict[str, Module]) -> dict[str, int]:
+    return {name: len(m.path.read_text(encoding="utf-8").splitlines()) for name, m in modules.items()}
+
+
+def find_long_modules(modules: dict[str, Module], limit: int = MAX_MODULE_LINES) -> dict[str, int]:
+    return {name: n for name, n in module_lines(modules).items() if n > limit}
+
+
+def _external_imports(tree: ast.Module):
+    """(absolute name, line) of every import of a module outside the package: statements, and calls of
+    ``importlib.import_module`` / ``__import__`` with a literal name."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.module, node.lineno
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if name in ("import_module", "__import__"):
+                yield node.args[0].value, node.lineno
+
+
+def _allowed(module: str, allowed: set[str]) -> bool:
+    return any(module == a or module.startswith(a + ".") for a in allowed)
+
+
+def find_dask_imports(modules: dict[str, Module], allowed: set[str] = DASK_ALLOWED) -> dict[tuple[str, str], int]:
+    """{(module, imported name): line} for dask / distributed imports outside ``allowed``."""
+    found = {}
+    for name, module in modules.items():
+        if _allowed(name, allowed):
+            continue
+        for imported, lineno in _external_imports(module.tree):
+            if imported.split(".")[0] in DASK_PACKAGES:
+                found.setdefault((name, imported), lineno)
+    return found
+
+
+def find_duplicate_names(root: Path = ROOT) -> dict[str, list[str]]:
+    """{file name: its paths} for module file names used more than once under ``root``."""
+    paths: dict[str, list[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        if path.name not in UNIQUE_NAME_EXEMPT:
+            paths.setdefault(path.name, []).append(path.relative_to(root.parent).as_posix())
+    return {name: p for name, p in paths.items() if len(p) > 1}
+
+
+def top_level_modules(modules: dict[str, Module]) -> set[str]:
+    return {name for name, m in modules.items() if folder_node(m) == name and (name == PACKAGE or not m.is_package)}
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The rules.
 # ---------------------------------------------------------------------------------------------------------
@@ -329,6 +451,55 @@ def test_no_long_functions(scan):
     )
 
 
+def test_no_folder_cycles(scan):
+    modules, refs, _, _ = scan
+    graph, edges = folder_graph(modules, refs)
+    assert {"daskmicro.graph", "daskmicro.io", "daskmicro.plan", "daskmicro"} <= set(graph)
+
+    def describe(component):
+        lines = [" <-> ".join(component)]
+        for a in component:
+            for b in component:
+                for importer, target, n in sorted(edges.get((a, b), []))[:5]:
+                    lines.append(f"      {a} -> {b}: {importer} -> {target} (line {n})")
+        return "\n".join(lines)
+
+    _exact(find_cycles(graph), KNOWN_FOLDER_CYCLES, "folder-level import cycles", describe)
+
+
+def test_no_long_modules(scan):
+    modules, _, _, _ = scan
+    found = find_long_modules(modules)
+    _exact(set(found), KNOWN_LONG_MODULES, f"modules longer than {MAX_MODULE_LINES} lines",
+           lambda item: f"{item}: {found[item]} lines")
+
+
+def test_dask_imported_only_where_allowed(scan):
+    modules, _, _, _ = scan
+    found = find_dask_imports(modules)
+    _exact(set(found), KNOWN_DASK_IMPORTS, f"imports of {' / '.join(DASK_PACKAGES)} outside DASK_ALLOWED",
+           lambda item: f"{item[0]} (line {found[item]}): import {item[1]}")
+    # every entry of the allow-list names a module or a folder that exists, and does import Dask
+    names = set(modules) | _package_dirs()
+    assert DASK_ALLOWED <= names, sorted(DASK_ALLOWED - names)
+    importers = {name for name in modules if find_dask_imports({name: modules[name]}, allowed=set())}
+    unused = {a for a in DASK_ALLOWED if not any(_allowed(m, {a}) for m in importers)}
+    assert not unused, f"DASK_ALLOWED entries that import no Dask (remove them): {sorted(unused)}"
+
+
+def test_module_file_names_are_unique():
+    duplicates = find_duplicate_names()
+    assert not duplicates, "module file names used more than once (rename one):\n" + "\n".join(
+        f"  {name}: {', '.join(paths)}" for name, paths in sorted(duplicates.items()))
+
+
+def test_top_level_is_public_api_and_run_model(scan):
+    modules, _, _, _ = scan
+    top = top_level_modules(modules)
+    _exact(top, TOP_LEVEL, "top-level modules that are not in TOP_LEVEL (move them into a sub-package), or",
+           lambda item: item)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The scan itself can fail: synthetic packages with a cycle, a private import and a long function.
 # ---------------------------------------------------------------------------------------------------------
@@ -369,3 +540,34 @@ def test_scan_detects_violations(tmp_path):
         ("daskmicro.c", "daskmicro.sub.b", "_x"),
     }
     assert set(find_long_functions(modules)) == {("daskmicro.long", "K.m")}
+
+
+def test_scan_detects_folder_and_file_violations(tmp_path):
+    root = _fake_package(tmp_path, {
+        "__init__.py": "",
+        "top.py": "from .x import a\n",
+        "x/__init__.py": "",
+        "x/a.py": "import dask.dataframe as dd\nfrom ..y.deep import b\n",
+        "x/d.py": "def f():\n    import importlib\n    return importlib.import_module('distributed.client')\n",
+        "y/__init__.py": "",
+        "y/deep/__init__.py": "",
+        "y/deep/b.py": "def g():\n    from ...x import a\n",
+        "y/deep/a.py": "from distributed import Client\nimport daskmicro_like\n",
+        "z/__init__.py": "from .. import top\n",
+        "z/c.py": "from ..top import a\n" + "x = 1\n" * MAX_MODULE_LINES,
+        "w/__init__.py": "",
+        "w/ok.py": "import dask\n",
+    })
+    modules = scan_modules(root)
+    refs = import_refs(modules, _package_dirs(root))
+    graph, edges = folder_graph(modules, refs)
+    # x -> y.deep (folded into y) -> x; top-level modules are nodes of their own: z -> top -> x, no cycle
+    assert find_cycles(graph) == {("daskmicro.x", "daskmicro.y")}
+    assert ("daskmicro.x", "daskmicro.y") in edges and "daskmicro.top" in graph["daskmicro.z"]
+    assert set(find_long_modules(modules)) == {"daskmicro.z.c"}
+    assert set(find_dask_imports(modules, allowed={"daskmicro.w", "daskmicro.top"})) == {
+        ("daskmicro.x.a", "dask.dataframe"), ("daskmicro.x.d", "distributed.client"),
+        ("daskmicro.y.deep.a", "distributed"),
+    }
+    assert find_duplicate_names(root) == {"a.py": ["daskmicro/x/a.py", "daskmicro/y/deep/a.py"]}
+    assert top_level_modules(modules) == {"daskmicro", "daskmicro.top"}

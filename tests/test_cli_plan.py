@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from daskmicro.cli import main
-from daskmicro.durations import format_duration, parse_duration
+from daskmicro.workflow.durations import format_duration, parse_duration
 from daskmicro.errors import ParameterError
 
 

@@ -1,4 +1,4 @@
-"""daskmicro.cluster: the LocalCluster daskmicro starts for a run."""
+"""daskmicro.runtime.cluster: the LocalCluster daskmicro starts for a run."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 import distributed
 
-from daskmicro.cluster import WORKER_ENV, cluster_client, local_cluster
+from daskmicro.runtime.cluster import WORKER_ENV, cluster_client, local_cluster
 
 
 def _arrow_pool():
@@ -45,7 +45,7 @@ def _heartbeat_record_passes():
 def test_own_workers_do_not_log_the_heartbeat_lost_at_shutdown_and_others_still_do(monkeypatch):
     """The shutdown race that put a worker's traceback under a one-line refusal: dropped on the
     workers daskmicro starts (and nothing else there), kept on any other worker."""
-    from daskmicro.cluster import TaskLogFilter
+    from daskmicro.runtime.cluster import TaskLogFilter
 
     assert WORKER_ENV["DASKMICRO_LOCAL_WORKER"] == "1"
     with cluster_client(n_workers=1) as client:

@@ -167,7 +167,7 @@ def test_warmup_command_exits_0_and_prints_the_cache_dir(home):
     assert f"numba cache dir: {cache}" in proc.stdout
     assert re.search(r"^warm-up: \d+\.\d\d s$", proc.stdout, re.M)
     files = _cache_files(cache)
-    for kernel in ("mdav._mdav", "macro._dd_colsum", "_auction.auction", "incremental._adjoin"):
+    for kernel in ("mdav._mdav", "macro._dd_colsum", "_auction.auction", "increment._adjoin"):
         assert any(kernel in f for f in files), kernel
 
 
@@ -200,7 +200,7 @@ def test_local_cluster_worker_processes_use_the_same_cache_dir(home):
     code = """
 import daskmicro, numba
 from distributed import Client
-from daskmicro.cluster import local_cluster
+from daskmicro.runtime.cluster import local_cluster
 def worker_dir():
     import numba
     return numba.config.CACHE_DIR

@@ -15,7 +15,7 @@ import pytest
 
 from daskmicro.kernels import _blocktree as bt
 from daskmicro.kernels.mdav import compile_units, mdav
-from daskmicro.warmup import KERNEL_SETS, kernel_sets, units, warm
+from daskmicro.runtime.warmup import KERNEL_SETS, kernel_sets, units, warm
 
 
 def test_tree_like_is_typed_like_a_real_index():
@@ -70,7 +70,7 @@ def test_units_start_with_the_longest_chain_and_keep_every_callee_first():
 _WORKER = textwrap.dedent("""
     import json, os, sys, time
     from pathlib import Path
-    from daskmicro.warmup import Unit, run_units
+    from daskmicro.runtime.warmup import Unit, run_units
 
     store, lock_dir, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
     ran = []

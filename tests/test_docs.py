@@ -113,3 +113,33 @@ def _anchors(text: str) -> set[str]:
         slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
         out.add(slug)
     return out
+
+
+def _resolves(dotted: str) -> bool:
+    """``daskmicro.a.b``: the longest importable module prefix, then attributes."""
+    import importlib
+
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        # a module of this checkout (a file, or a package's __init__.py), looked up on disk: an installed
+        # copy of the package elsewhere must not answer for it
+        where = ROOT.joinpath(*parts[:i])
+        if not (where.with_suffix(".py").is_file() or (where / "__init__.py").is_file()):
+            continue
+        obj = importlib.import_module(".".join(parts[:i]))
+        for name in parts[i:]:
+            if not hasattr(obj, name):
+                return False
+            obj = getattr(obj, name)
+        return True
+    return False
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_module_paths_cited_exist(path):
+    """Every ``daskmicro/....py`` file and every ``daskmicro.module.name`` the page cites exists."""
+    text = path.read_text(encoding="utf-8")
+    for file in re.findall(r"(?<![\w/])daskmicro/[\w/]+\.py\b", text):
+        assert (ROOT / file).is_file(), f"{path.name}: cites a missing file {file}"
+    for dotted in set(re.findall(r"(?<![\w./-])daskmicro(?:\.[A-Za-z_]\w*)+", text)):
+        assert _resolves(dotted), f"{path.name}: cites {dotted}, which is no module or name of the package"

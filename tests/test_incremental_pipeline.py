@@ -24,7 +24,7 @@ from daskmicro.graph.incremental import default_kernel, warm_up
 from daskmicro.graph.pipeline import PipelineConfig, run_pipeline
 from daskmicro.io.arrivals import ArrivalSimulator
 from daskmicro.kernels import centroids, mdav, standardize
-from daskmicro.kernels.incremental import increment as increment_kernel
+from daskmicro.kernels.increment import increment as increment_kernel
 from daskmicro.workflow import load_workflow
 
 N, K = 2400, 5
@@ -139,7 +139,7 @@ def test_reference_gives_delta_and_the_share_of_the_one_pass_run(data, qi, clien
 def test_nu_from_the_time_model_calibrated_on_the_partitioned_base(data, qi, client, tmp_path, monkeypatch):
     import functools
 
-    from daskmicro.incremental import nu as incremental_nu
+    from daskmicro.graph import incremental_schedule as incremental_nu
 
     # a survey this small times mostly overheads: calibrate on larger samples (the run's own sizes
     # are task_rows / 2 … 2·task_rows, at most a quarter of the survey)

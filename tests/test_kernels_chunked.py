@@ -60,7 +60,7 @@ def test_non_consecutive_row_ids_and_a_centre_elsewhere(chunk):
 
 
 class _InProcessMap:
-    """The part of a Dask client that graph.macro.chunked_mdav uses, run in this process; chunks
+    """The part of a Dask client that graph.macro_stage.chunked_mdav uses, run in this process; chunks
     send ``sample`` sample points each."""
 
     def __init__(self, sample):
@@ -84,7 +84,7 @@ def test_chunked_mdav_is_mdav_at_size_K_for_any_chunking(n, m, fan, integers, si
     size K on the whole matrix (kernels.macro.mdav_large), for any chunking and sample size, with
     ties (integer data: many equal distances) broken by row id; on float32 chunks (the top level's
     working copy) exactly MDAV on the same values in float64."""
-    from daskmicro.graph.macro import chunked_mdav
+    from daskmicro.graph.macro_stage import chunked_mdav
     from daskmicro.kernels.macro import mdav_large
 
     rng = np.random.default_rng(seed)

@@ -5,7 +5,7 @@ import pytest
 from scipy.spatial.distance import cdist
 
 from daskmicro.errors import InputError, ParameterError
-from daskmicro.kernels.incremental import METHODS, _nn_assign, _split_end, increment, nn_assign, split_large_cells, two_mdav
+from daskmicro.kernels.increment import METHODS, _nn_assign, _split_end, increment, nn_assign, split_large_cells, two_mdav
 from daskmicro.kernels.mdav import mdav
 from daskmicro.kernels.metrics import centroids, distortion, standardize
 

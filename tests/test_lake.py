@@ -1,4 +1,4 @@
-"""Lake runs (daskmicro.plan, daskmicro.graph.lake): bad-input matrix, hive lakes, filters, strata, missing values,
+"""Lake runs (daskmicro.plan, daskmicro.graph.executor): bad-input matrix, hive lakes, filters, strata, missing values,
 manifest and no-op re-runs, determinism across input files and worker counts."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from distributed import Client, LocalCluster
 
 from daskmicro import cli as lake_cli
-from daskmicro.graph import lake as executor
+from daskmicro.graph import executor
 from daskmicro.cli import build_parser
 from daskmicro.errors import InputError, ParameterError, VerificationError
 from daskmicro.io.filters import parse_filter

@@ -15,7 +15,7 @@ import pandas as pd
 from distributed import Client, LocalCluster
 
 from daskmicro import cli as lake_cli
-from daskmicro.graph import lake as executor
+from daskmicro.graph import executor
 from daskmicro.cli import build_parser
 from daskmicro.io.commit import SUCCESS
 

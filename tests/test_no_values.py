@@ -280,7 +280,7 @@ def test_quiet_run_silences_dask_logs_of_a_failed_task(tmp_path):
     script.write_text(
         "import sys, warnings\n"
         "import pandas as pd\n"
-        "from daskmicro.cluster import cluster_client, quiet_run\n"
+        "from daskmicro.runtime.cluster import cluster_client, quiet_run\n"
         "def boom(df):\n"
         "    warnings.warn('a warning on the worker')\n"
         f"    raise OSError('disk full while writing {TOKEN}')\n"

@@ -44,7 +44,7 @@ def test_same_release_for_1_2_4_workers_and_any_chunking(data, qi, client, nu):
     # the default quality's improvement stage ran on every top cell and moved records
     imp = rep.pipeline["improve"]
     assert imp["top_cells"] == 3 and imp["steps"] > 0 and imp["sse_after"] < imp["sse_before"]
-    # ν = 1 with 3 top cells and 2 worker threads: one task per top cell (graph.improve.joint_top_cells);
+    # ν = 1 with 3 top cells and 2 worker threads: one task per top cell (graph.improve_stage.joint_top_cells);
     # ν = 0.5 ranks the macrocells of all top cells together: the staged fan-out
     assert ("cells" in rep.timings) == (nu == 1.0) and ("fan_out" in rep.timings) == (nu != 1.0)
     for npartitions in (1, 7):

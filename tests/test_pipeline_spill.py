@@ -59,7 +59,7 @@ def test_a_run_larger_than_its_workers_memory_completes_by_spilling(tmp_path):
     import dask
     import distributed
 
-    from daskmicro.cluster import local_cluster
+    from daskmicro.runtime.cluster import local_cluster
 
     lake = _lake(tmp_path)
     spill = tmp_path / "spill"
@@ -90,7 +90,7 @@ def test_a_run_larger_than_its_workers_memory_completes_by_spilling(tmp_path):
 def test_worker_memory_settings_on_every_entry(tmp_path):
     from daskmicro.cli import build_parser
     from daskmicro.config import RunConfig
-    from daskmicro.workflow.spec import SpecError, parse_spec
+    from daskmicro.workflow.workflow_spec import SpecError, parse_spec
 
     # CLI flags → the one run description
     args = build_parser().parse_args(["anonymize", "in/", "out/", "--qi", "a,b", "--k", "3", "--memory-limit",
@@ -132,7 +132,7 @@ def test_worker_memory_settings_on_every_entry(tmp_path):
 def test_the_default_limit_follows_the_task_size():
     from distributed.system import MEMORY_LIMIT
 
-    from daskmicro.cluster import TASK_FACTOR, WORKER_BASE_BYTES, worker_memory_limit
+    from daskmicro.runtime.cluster import TASK_FACTOR, WORKER_BASE_BYTES, worker_memory_limit
 
     share = MEMORY_LIMIT // 2
     need = WORKER_BASE_BYTES + TASK_FACTOR * (400 << 20)

@@ -8,9 +8,10 @@ import pytest
 
 from daskmicro.datasets import CENSUS_COLUMNS
 from daskmicro.errors import InputError, ParameterError
+from daskmicro.io.tables import write_json_atomic
 from daskmicro.kernels import mdav, standardize
 from daskmicro.privacy.probabilistic import probabilistic_cells
-from daskmicro.privacy.spec import RULES, assign, build_spec, cell_values, load_spec, save_spec, spec_checksum
+from daskmicro.privacy.spec import RULES, assign, build_spec, cell_values, check_spec, load_spec, spec_checksum
 
 from _oracles import binom_failure, binom_n_min, poisson_binomial_failure
 
@@ -61,7 +62,7 @@ def test_mdav_spec_cells(census, mdav_spec, tmp_path):
     st = spec["standardization"]
     for cell in spec["cells"]:  # value and centroid describe the same records
         assert np.array(cell["value"]) == pytest.approx(np.array(st["mean"]) + np.array(st["scale"]) * cell["centroid"])
-    path = save_spec(spec, tmp_path / "s.json")
+    path = write_json_atomic(check_spec(spec), tmp_path / "s.json")
     loaded = load_spec(path, expected_checksum=spec["checksum"]["value"].upper())
     assert loaded == spec
     # a matrix in QI order and a shuffled table give the same assignment

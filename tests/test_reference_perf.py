@@ -9,7 +9,7 @@ from daskmicro.cli import main
 from daskmicro.datasets import CENSUS_COLUMNS, census_like
 from daskmicro.errors import ParameterError
 from daskmicro.kernels import information_loss, mdav, standardize
-from daskmicro.reference import attach_reference
+from daskmicro.report.reference import attach_reference
 from daskmicro.report import render_html
 
 QI = list(CENSUS_COLUMNS)

@@ -131,7 +131,7 @@ def test_fragments_rewritten_the_same_and_files_sorted(tmp_path):
         assert table.schema.remove_metadata().equals(schema) and res["rows"] == table.num_rows
         out.append(table.to_pandas())
     got = pd.concat(out, ignore_index=True)
-    from daskmicro.publish import shuffle_keys
+    from daskmicro.release.publish import shuffle_keys
 
     order = np.argsort(shuffle_keys(seed, whole[RID].to_numpy()), kind="stable")
     pd.testing.assert_frame_equal(got, whole.iloc[order][["v", "t"]].reset_index(drop=True))

@@ -254,7 +254,7 @@ def test_run_with_a_per_minute_cron_picks_the_latest_slot(tmp_path, capsys, monk
                                        ("61 * * * *", "expected 5 fields"), ("* * * *", "expected 5 fields"),
                                        ("*/0 * * * *", "expected 5 fields"), ("@hourly", "expected 5 fields")])
 def test_invalid_cron_refused_in_one_line(expr, why):
-    from daskmicro.workflow.spec import SpecError, parse_spec
+    from daskmicro.workflow.workflow_spec import SpecError, parse_spec
 
     spec = {"name": "c", "input": {"path": "d.csv"}, "qi": ["a"], "k": 2, "output": {"path": "o/{slot}"},
             "schedule": {"cron": expr}}
@@ -325,7 +325,7 @@ def http_server():
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("server", ["silent_server", "http_server", "closed"])
 def test_cluster_client_gives_up_within_the_timeout(server, request):
-    from daskmicro.cluster import cluster_client
+    from daskmicro.runtime.cluster import cluster_client
 
     address = f"tcp://127.0.0.1:{_closed_port()}" if server == "closed" else request.getfixturevalue(server)
     with pytest.raises(ParameterError) as info:
@@ -348,7 +348,7 @@ def test_workflow_commands_give_up_on_a_silent_server(argv, silent_server, tmp_p
 
 @pytest.mark.parametrize("value", ["abc", "0", "-3", "inf", "nan", "1e9"])
 def test_connect_timeout_setting_is_validated(value, monkeypatch):
-    from daskmicro.cluster import connect_timeout
+    from daskmicro.runtime.cluster import connect_timeout
 
     monkeypatch.setenv("DASKMICRO_CONNECT_TIMEOUT", value)
     with pytest.raises(ParameterError, match=r"DASKMICRO_CONNECT_TIMEOUT: expected seconds in \(0, 3600\]"):
@@ -411,7 +411,7 @@ def test_kernel_entry_points_accept_the_bound_itself(entry):
 def test_max_abs_is_defined_once():
     from daskmicro.kernels import bounds
 
-    for module in ("daskmicro.anonymize", "daskmicro.graph.lake", "daskmicro.io.qi"):
+    for module in ("daskmicro.anonymize", "daskmicro.graph.executor", "daskmicro.io.qi"):
         assert importlib.import_module(module).MAX_ABS is bounds.MAX_ABS
     assert "MAX_ABS = " not in (importlib.import_module("daskmicro.anonymize").__loader__.get_source("daskmicro.anonymize"))
 

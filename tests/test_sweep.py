@@ -14,7 +14,7 @@ from daskmicro.kernels import information_loss, mdav, standardize
 from daskmicro.kernels.algorithm_c import algorithm_c, distal_macrocells
 from daskmicro.kernels.pca import pca_reduce
 from daskmicro.report.sweep_page import render_sweep_html, sweep_document
-from daskmicro.tradeoff import sweep
+from daskmicro.tuning.tradeoff import sweep
 
 QI = list(CENSUS_COLUMNS)
 

@@ -1,7 +1,8 @@
 """Command-line interface: ``daskmicro COMMAND`` (see ``daskmicro --help``).
 
-One module per group of sub-commands — :mod:`.anonymize`, :mod:`.demo`, :mod:`.privacy` (spec,
-assign, audit), :mod:`.plan`, :mod:`.report`, :mod:`.sweep`, :mod:`.workflow` (run, submit,
+One module per group of sub-commands, named ``<command>_cmd`` — :mod:`.anonymize_cmd`,
+:mod:`.demo_cmd` (demo, demo-data), :mod:`.privacy_cmd` (spec, assign, audit), :mod:`.plan_cmd`,
+:mod:`.report_cmd`, :mod:`.sweep_cmd`, :mod:`.warmup_cmd`, :mod:`.workflow_cmd` (run, submit,
 status, cancel) — and :mod:`.common` for what they share.  Every sub-command either succeeds
 completely or writes nothing; bad input ends it with one line ``daskmicro: error: <message>`` on
 stderr and exit status 2.
@@ -15,7 +16,7 @@ from typing import Sequence
 
 from ..errors import InputError, ParameterError, VerificationError, describe
 from ..io import interrupt
-from .anonymize import run_anonymize
+from .anonymize_cmd import run_anonymize
 from .common import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, PROG, Parser, error, security_from_args
 
 __all__ = ["main", "build_parser", "run_anonymize", "security_from_args"]
@@ -43,19 +44,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
-    from . import anonymize, demo
+    from . import anonymize_cmd, demo_cmd
 
-    anonymize.add_parser(sub, fmt)
-    demo.add_parsers(sub, fmt)
+    anonymize_cmd.add_parser(sub, fmt)
+    demo_cmd.add_parsers(sub, fmt)
 
-    from . import plan, privacy, report, sweep, warmup, workflow
+    from . import plan_cmd, privacy_cmd, report_cmd, sweep_cmd, warmup_cmd, workflow_cmd
 
-    report.add_parser(sub)
-    privacy.add_parsers(sub)    # spec, assign, audit
-    plan.add_parser(sub)
-    sweep.add_parser(sub)
-    workflow.add_parsers(sub)   # run, submit, status, cancel
-    warmup.add_parser(sub)      # compile every kernel ahead
+    report_cmd.add_parser(sub)
+    privacy_cmd.add_parsers(sub)    # spec, assign, audit
+    plan_cmd.add_parser(sub)
+    sweep_cmd.add_parser(sub)
+    workflow_cmd.add_parsers(sub)   # run, submit, status, cancel
+    warmup_cmd.add_parser(sub)      # compile every kernel ahead
     return parser
 
 

@@ -56,7 +56,7 @@ class StageProgress:
     0.2 s once a stage has run for a second), replaced by each stage's final line when it ends,
     so there is no silent gap; elsewhere (a pipe, a log file) only the final lines; with
     ``quiet`` nothing at all — no log line of Dask and no warning either
-    (:func:`daskmicro.cluster.quiet_run`).  Use as a context manager around the run.
+    (:func:`daskmicro.runtime.cluster.quiet_run`).  Use as a context manager around the run.
     """
 
     FRAMES = "|/-\\"
@@ -79,7 +79,7 @@ class StageProgress:
         import threading
         import time
 
-        from ..cluster import quiet_run
+        from ..runtime.cluster import quiet_run
 
         self._quiet = contextlib.ExitStack()
         self._quiet.enter_context(quiet_run(self.quiet))  # no log line or warning either
@@ -173,7 +173,6 @@ def security_from_args(args):
     for flag, path in given.items():
         if not Path(path).is_file():
             raise ParameterError(f"{flag}: file not found: {path}")
-    from distributed.security import Security
+    from ..runtime.cluster import tls_security
 
-    return Security(tls_ca_file=args.tls_ca_file, tls_client_cert=args.tls_cert, tls_client_key=args.tls_key,
-                    require_encryption=True)
+    return tls_security(args.tls_ca_file, args.tls_cert, args.tls_key)

@@ -3,7 +3,7 @@
 The shape of Algorithm C (*Efficient k-Anonymous Microaggregation … via PCA*, §IV-B) made to scale:
 
 1. **top level** — when there are more than ``task_rows`` records, MDAV at a very large size
-   over the chunked data (:func:`graph.macro.chunked_mdav`) cuts them into a few cells, and
+   over the chunked data (:func:`graph.macro_stage.chunked_mdav`) cuts them into a few cells, and
    each cell again (the §VI-B recursion), until the top cells hold about ``task_rows`` records
    each; the rows are shuffled into one task per top cell;
 2. **macroaggregation** inside each top cell: nested MDAV, first at ``partition_size`` (the
@@ -13,7 +13,7 @@ The shape of Algorithm C (*Efficient k-Anonymous Microaggregation … via PCA*, 
 4. **fan-out** — one task per partition (a group's proximal or distal macrocells), each running a
    registered method: PCA-MDAV on the proximal side, MDAV on the distal side by default.  With a
    participation column (``max_cell_failure`` set, the top cells carrying π_j) the cells are grown
-   instead until each fails with probability q̄ ≤ p̄ (:func:`~daskmicro.kernels.participation.grow_partition`),
+   instead until each fails with probability q̄ ≤ p̄ (:func:`~daskmicro.privacy.participation_tasks.grow_partition`),
    in the principal components on the proximal side and in the z-space on the distal side.
 
 The paper's own two-partition mode (``layout="two-partition"``) is the same with a single top
@@ -27,13 +27,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..allocator import reusing
+from ..runtime.allocator import reusing
 from ..kernels import chunked as ck
 from ..kernels import partition as kp
-from ..kernels import participation as kpart
+from ..privacy import participation_tasks as kpart
 from ..kernels.moments import combine_moments
 from ..kernels.pca import pca_basis
-from .macro import chunked_mdav
+from .macro_stage import chunked_mdav
 
 __all__ = ["FanoutConfig", "FanoutResult", "top_cells", "fan_out"]
 
@@ -87,7 +87,7 @@ def top_cells(client, ing, task_rows: int, timings: dict):
 
     Takes the z-scored chunks from ``ing`` (``ing.blocks`` is cleared, so the workers free them as
     soon as the top cells no longer need them).  With more than ``task_rows`` records, MDAV at a
-    very large size over the chunks (:func:`graph.macro.chunked_mdav`) cuts the data into at
+    very large size over the chunks (:func:`graph.macro_stage.chunked_mdav`) cuts the data into at
     most ``TOP_FAN`` cells, each cell is cut again the same way — the cells of one level in
     parallel — until cells hold about ``task_rows`` records, and the rows are shuffled into one
     task per final cell.  The cells are numbered depth first, so the layout depends only on the
@@ -281,7 +281,7 @@ def fan_out(client, tops: list, cfg: FanoutConfig, timings: dict) -> FanoutResul
 
 
 def _run_partition(part, method, k, params):
-    with reusing():  # the method's work arrays reused (daskmicro.allocator)
+    with reusing():  # the method's work arrays reused (daskmicro.runtime.allocator)
         return kp.run_partition(part, method, k, params)
 
 

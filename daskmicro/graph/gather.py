@@ -7,7 +7,7 @@ an input chunk assembles its pieces (every row exactly once, or the run stops). 
 the centroids of all cells
 (a k-th of the data): a chunk's values are as large as its QIs, held by Dask and spilled like
 any other result.  The release is a lazy Dask DataFrame in one global seeded order
-(:mod:`daskmicro.publish`): each input partition — every non-QI column untouched —
+(:mod:`daskmicro.release.publish`): each input partition — every non-QI column untouched —
 gets its values in place of its QIs and is split by the key ranges of its rows' shuffle
 keys, one range per output partition; each output partition gathers its range from every input
 partition and sorts it by key.  The order depends only on the seed and the row ids, never on
@@ -30,7 +30,7 @@ from ..config import DEFAULT_TASK_ROWS
 from ..kernels import assemble as kasm
 from ..privacy.verify import (RowCheck, bucket_verdict, combine_verdicts, count_buckets, merge_tuple_counts,
                               split_tuple_counts, tuple_counts)
-from ..publish import publish_chunk, release_bucket, split_chunk
+from ..release.publish import publish_chunk, release_bucket, split_chunk
 
 __all__ = ["Published", "CellIds", "cell_ids", "chunk_centroids", "gather_release"]
 
@@ -49,7 +49,7 @@ class Published:
     cell_size_counts: dict
     k_anonymity: object           # None: not checked here (gather_release's check=False)
     rows: RowCheck | None
-    figures: list | None = None   # per partition, the range of its cells' published values (daskmicro.figures)
+    figures: list | None = None   # per partition, the range of its cells' published values (daskmicro.release.run_figures)
 
 
 def _pieces_check(pieces, qi):
@@ -194,12 +194,12 @@ def _chunk_values(part, row0: int, pieces):
 
 
 def _split_pieces(part, row0: int, *pieces, columns, seed: int, n_buckets: int):
-    """:func:`~daskmicro.publish.split_chunk` of an input chunk given its pieces."""
+    """:func:`~daskmicro.release.publish.split_chunk` of an input chunk given its pieces."""
     return split_chunk(part, _chunk_values(part, row0, pieces), int(row0), columns, seed, n_buckets)
 
 
 def _publish_pieces(part, row0: int, *pieces, columns):
-    """:func:`~daskmicro.publish.publish_chunk` of an input chunk given its pieces."""
+    """:func:`~daskmicro.release.publish.publish_chunk` of an input chunk given its pieces."""
     return publish_chunk(part, _chunk_values(part, row0, pieces), columns)
 
 
@@ -207,7 +207,7 @@ def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: boo
                    figures: bool = False, check: bool = True, task_rows: int = DEFAULT_TASK_ROWS) -> Published:
     """Number cells globally, build the (lazy) release of ``ddf`` and verify it; with ``figures``
     the range of each partition's published values is taken from its cells (the bins of the
-    report's release figures, :func:`daskmicro.figures.cells_range`).
+    report's release figures, :func:`daskmicro.release.run_figures.cells_range`).
 
     ``check=False``: no release check here, for a caller that verifies the release as it publishes
     it (the run executor checks the written files, or the collected frame, before any commit): the
@@ -226,7 +226,7 @@ def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: boo
     varying = [c for c, v in zip(qi, ing.varying) if v]
     ranges = None
     if figures:  # the range of the published values, from the cells (where they are)
-        from ..figures import cells_range
+        from ..release.run_figures import cells_range
 
         ranges = client.gather(client.map(cells_range, fo.results, qi=list(qi), mean=ing.mean, std=ing.std,
                                           varying=ing.varying, pure=False))

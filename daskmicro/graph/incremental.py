@@ -39,9 +39,9 @@ import pyarrow.parquet as pq
 from ..errors import InputError, describe
 from ..io.qi import check_qi, qi_matrix  # the same checks and messages as anonymize()
 from ..kernels import centroids, information_loss, mdav, standardize
-from ..kernels.incremental import increment as increment_kernel
+from ..kernels.increment import increment as increment_kernel
 from ..privacy.verify import check_tuple_counts, merge_tuple_counts, tuple_counts, verify_k_anonymity, verify_rows
-from ..publish import replace_qi
+from ..release.publish import replace_qi
 
 __all__ = ["Chunk", "StageResult", "IncrementalGraph", "read_chunk", "concat_chunks", "default_kernel", "pca_mdav_kernel",
            "calibrate_on", "warm_up"]

@@ -40,7 +40,7 @@ import pyarrow.parquet as pq
 from ..errors import ParameterError
 from ..kernels import incremental_parts as kip
 from ..privacy.verify import RowCheck, add_tuple_counts, check_tuple_counts, merge_tuple_counts, tuple_counts
-from ..publish import release_bucket, replace_qi, split_chunk
+from ..release.publish import release_bucket, replace_qi, split_chunk
 from ..schedule_model import critical_ratio_numeric
 from .gather import cell_ids
 from .incremental import StageResult, read_chunk

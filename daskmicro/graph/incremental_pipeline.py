@@ -35,7 +35,7 @@ import pandas as pd
 
 from ..config import AUTO_EXACT_ROWS
 from ..kernels import incremental_parts as kip
-from ..publish import replace_qi
+from ..release.publish import replace_qi
 from .fanout import FanoutResult, fan_out, top_cells
 from .gather import gather_release
 from .incremental import StageResult, concat_chunks, read_chunk

@@ -6,7 +6,7 @@ partitioned pipeline.  The π_j stay on the workers beside the input chunks they
 records' π_j by row id from the chunks that hold them (one small task per top cell × chunk that
 share records), so the top-level cutting and the macroaggregation are those of a run without
 participation.  After the fan-out (cells grown by
-:func:`~daskmicro.kernels.participation.grow_partition`), every partition's failure figures come
+:func:`~daskmicro.privacy.participation_tasks.grow_partition`), every partition's failure figures come
 back — a few numbers each, no record — and are merged in partition order
 (:func:`~daskmicro.privacy.failures.merge_cell_failure`): the same figures whatever the
 chunking or the number of workers.
@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from ..errors import ParameterError, VerificationError
-from ..kernels import participation as kpart
+from ..privacy import participation_tasks as kpart
 from ..privacy.effective import check_max_cell_failure
 from ..privacy.failures import merge_cell_failure
 
@@ -91,7 +91,7 @@ def failure_summary(client, fo, k: int, column, pbar: float, m_used: int) -> dic
         "participation_column": str(column),
     }
     prob.update(merge_cell_failure(partials, k, pbar, m_used=m_used))
-    prob["partials"] = partials  # to merge with other groups' cells (daskmicro.runreport)
+    prob["partials"] = partials  # to merge with other groups' cells (daskmicro.report.run_report)
     bad = prob["cells_above_max_cell_failure"]
     if bad:
         raise VerificationError(

@@ -19,12 +19,12 @@ refinement stage after the fan-out (each partition's cells improved by at most `
 noiseless PCL iterations, never worse than before), and ``macro="pcl"`` refines the nested
 macroaggregation inside each top cell (groups and macrocells) by at most ``macro_iter`` PCL
 iterations per level instead of plain MDAV at size K.  Last, ``improve_sweeps`` > 0 (set by the
-run's ``quality``) adds the improvement stage (:mod:`daskmicro.graph.improve`): each top cell's
+run's ``quality``) adds the improvement stage (:mod:`daskmicro.graph.improve_stage`): each top cell's
 cells improved jointly by moves and swaps between neighbouring cells, across partition borders,
 and by ``improve_pcl_iter`` PCL iterations and ``improve_post_sweeps`` passes more after them.
 When the top cells do not depend on one another (ν = 1, no SSE threshold, no participation, no
 refinement) and there are at least as many as worker threads, each top cell's macroaggregation,
-partitions and improvement run as one task instead (:func:`~daskmicro.graph.improve.joint_top_cells`,
+partitions and improvement run as one task instead (:func:`~daskmicro.graph.improve_stage.joint_top_cells`,
 one ``cells`` stage): the same cells, without the partitions' trips between workers.
 
 Per-record participation (``participation=`` an object with ``column`` and ``max_cell_failure``;
@@ -48,7 +48,7 @@ from ..config import DEFAULT_MAX_TASK_ROWS, DEFAULT_TASK_ROWS, DEFAULTS
 from ..errors import ParameterError
 from .fanout import FanoutConfig, fan_out, top_cells
 from .gather import gather_release
-from .improve import can_join, improve_cells, joint_top_cells
+from .improve_stage import can_join, improve_cells, joint_top_cells
 from .ingest import ingest
 from .participation import attach_participation, check_participation, failure_summary
 
@@ -84,10 +84,28 @@ class PipelineConfig:
     refine_iter: int = DEFAULT_REFINE_ITER
     macro: str = "mdav"
     macro_iter: int = DEFAULT_MACRO_ITER
-    improve_sweeps: int = 0       # improvement stage (graph.improve): passes over each top cell's cells
+    improve_sweeps: int = 0       # improvement stage (graph.improve_stage): passes over each top cell's cells
     improve_neighbours: int = 8   # ... cells tried per record
     improve_pcl_iter: int = 0     # ... PCL iterations after them (kernels.improve.polish)
     improve_post_sweeps: int = 0  # ... and passes after the PCL iterations
+
+    @classmethod
+    def from_settings(cls, settings, method: str, k: int) -> "PipelineConfig":
+        """The pipeline of a group planned with ``settings`` (a :class:`~daskmicro.runplan.PipelineSettings`)
+        at cell size ``k``."""
+        extra = {}
+        if settings.refine_iter is not None:
+            extra["refine_iter"] = settings.refine_iter
+        if settings.macro_iter is not None:
+            extra["macro_iter"] = settings.macro_iter
+        if settings.improve is not None:
+            imp = settings.improve
+            extra.update(improve_sweeps=imp.sweeps, improve_neighbours=imp.neighbours,
+                         improve_pcl_iter=imp.pcl_iter, improve_post_sweeps=imp.post_sweeps)
+        return cls(method=method, k=int(k), K=settings.K, nu=settings.nu, partition_size=settings.partition_size,
+                   task_rows=settings.task_rows, max_task_rows=settings.max_task_rows,
+                   energy_loss=settings.energy_loss, n_components=settings.n_components,
+                   sse_threshold=settings.sse_threshold, refine=settings.refine, macro=settings.macro, **extra)
 
     def resolved(self, n: int) -> "PipelineConfig":
         """Defaults filled in and every parameter checked against ``n``; raises ParameterError."""

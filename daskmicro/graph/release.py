@@ -1,6 +1,6 @@
 """The release cut into its published pieces on the workers and verified as published.
 
-Every row carries a seeded key of its global row id (:func:`daskmicro.publish.shuffle_keys`); the
+Every row carries a seeded key of its global row id (:func:`daskmicro.release.publish.shuffle_keys`); the
 pieces are consecutive key ranges, so the release is in one seeded order whatever the chunking or
 the number of workers (:mod:`daskmicro.io.layout`).  A directory release is written file by file
 and every file read back and counted (:func:`write_and_verify`); a single file or an in-memory
@@ -235,10 +235,10 @@ def _bucket(names, qi, columns, keep_row_id, bins, *pieces):
     """One partition of an in-memory release from its pieces: rows in key order, published
     columns, mixed QI columns as float64; with its rows, row checksum, tuple counts and the
     summary of the report's release figures (``bins``: :class:`~daskmicro.kernels.figures.Bins`)."""
-    from ..figures import piece_figures
+    from ..release.run_figures import piece_figures
     from ..io.qi import qi_column
     from ..privacy.verify import tuple_counts
-    from ..publish import ROW_ID
+    from ..release.publish import ROW_ID
 
     pieces = [p for p in pieces if p is not None and len(p)]
     df = pd.concat(pieces, ignore_index=True).sort_values(lay.KEY_COLUMN, kind="stable").reset_index(drop=True)
@@ -311,10 +311,10 @@ def collect(client, releases, names, qi, columns, k, seed, keep_row_id, n, expec
     the summary of the report's release figures (``bins``: :class:`~daskmicro.kernels.figures.Bins`)."""
     from dask.delayed import Delayed
 
-    from ..figures import piece_figures
+    from ..release.run_figures import piece_figures
     from ..privacy.verify import check_tuple_counts, tuple_counts, verify_rows
     from ..io.qi import qi_column
-    from ..publish import ROW_ID, shuffle_keys
+    from ..release.publish import ROW_ID, shuffle_keys
 
     futures = [client.compute(r) if isinstance(r, Delayed) else r for r in releases]
     df = pd.concat(client.gather(futures), ignore_index=True)

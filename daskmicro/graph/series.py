@@ -28,7 +28,7 @@ import pandas as pd
 from ..io.ledger import Ledger, record_piece
 from ..io.source import RID
 from ..kernels.moments import combine_moments
-from ..publish import replace_qi
+from ..release.publish import replace_qi
 from ..runplan import GroupResult
 from ..series.fingerprint import FP, fingerprints, with_fingerprints
 from ..series.frozen import CELL, Frozen, GroupFreeze, classify, frozen_rows, merge_cells, nearest_new, scan_group

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from ..errors import ParameterError
 from ..schedule_model import TimeModel, check_ratio, check_real, check_zeta
 
-__all__ = ["IncrementalOptions", "IncrementalPlan", "incremental_value", "BASE_METHODS", "INCREMENTS", "FIXED_INCREMENTS",
+__all__ = ["IncrementalOptions", "IncrementalPlan", "not_taken_by_a_survey", "incremental_value", "BASE_METHODS", "INCREMENTS", "FIXED_INCREMENTS",
            "PIPELINE_OPTIONS", "positive_seconds", "check_increment_size"]
 
 #: Base-stage methods by name (a callable ``f(Z, k) -> labels`` is accepted too): exact MDAV and
@@ -32,6 +32,31 @@ PIPELINE_OPTIONS = ("K", "partition_size", "task_rows", "nu", "energy_loss", "n_
 #: The option names of :class:`IncrementalOptions`.
 NAMES = ("nu", "zeta", "close_at", "base_method", "increment", "reference", "timeout", "time_column", "time_model",
          "expected_rows")
+
+
+#: What an incremental run does not take, and why: the survey is one group microaggregated in two
+#: stages at two moments (§III-B), so nothing that splits, refines or re-reads it applies.
+_NOT_INCREMENTAL = {
+    "strata": lambda c: bool(c.strata), "missing": lambda c: c.missing != "refuse",
+    "merge_small_strata": lambda c: c.merge_small_strata, "participation": lambda c: c.participation is not None,
+    "reference": lambda c: c.reference is not None, "quality": lambda c: c.quality != "balanced",
+    "refine": lambda c: c.refine is not None, "macro": lambda c: c.macro != "mdav",
+    "sse_threshold": lambda c: c.sse_threshold is not None, "max_task_rows": lambda c: c.max_task_rows is not None,
+    "filters": lambda c: bool(c.filters), "columns": lambda c: c.columns is not None,
+    "partition_by": lambda c: c.partition_by is not None, "keep_row_id": lambda c: c.keep_row_id,
+    "force": lambda c: c.force,
+}
+_BASE_PIPELINE = ("K", "nu", "partition_size", "task_rows", "energy_loss", "n_components")
+
+
+def not_taken_by_a_survey(c) -> list:
+    """The options of run description ``c`` (method incremental) that a survey does not take."""
+    if c.method != "incremental":
+        return []
+    out = [name for name, given in _NOT_INCREMENTAL.items() if given(c)]
+    if c.incremental is None or not c.incremental.partitioned:
+        out += [name for name in _BASE_PIPELINE if getattr(c, name) is not None]
+    return out
 
 
 def positive_seconds(value, name: str) -> float:
@@ -170,16 +195,6 @@ def incremental_value(name: str, value) -> IncrementalOptions:
     if isinstance(value, dict):
         return IncrementalOptions.build(**value)
     raise ParameterError(f"{name} must be a mapping of incremental options, got {type(value).__name__}")
-
-
-def base_kernel(options: IncrementalOptions) -> Callable | None:
-    """The one-task base kernel ``f(Z, k) -> labels`` (None for a partitioned base)."""
-    from ..graph.incremental import default_kernel, pca_mdav_kernel
-
-    b = options.base_method
-    if callable(b):
-        return b
-    return {"mdav": default_kernel, "pca-mdav": pca_mdav_kernel, "partitioned": None}[b]
 
 
 def from_spec_section(section: dict) -> IncrementalOptions:

@@ -1,7 +1,7 @@
 """Lake output that is committed whole or not at all, with a ``_SUCCESS`` manifest.
 
 Layout (:mod:`daskmicro.io.layout`).  The release rows are ordered by seeded keys of their
-global row ids (:func:`daskmicro.publish.shuffle_keys`) and cut into files by key rank, so the
+global row ids (:func:`daskmicro.release.publish.shuffle_keys`) and cut into files by key rank, so the
 content and the bytes of every file depend only on the input rows, the configuration and the
 seed — not on the number of workers or of input files.  With partition columns the files go
 under hive directories ``col=value/``; each partition holds ``ceil(rows / rows_per_file)`` files
@@ -46,7 +46,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import VerificationError
-from ..publish import shuffle_keys
+from ..release.publish import shuffle_keys
 from .journal import fault, fsync_dir, fsync_tree, remove_journal, write_journal
 from .interrupt import check as check_interrupt
 from .paths import inside

@@ -19,7 +19,7 @@ import pandas as pd
 from ..errors import InputError, ParameterError
 from .source import RID, scan_frame
 
-__all__ = ["FrameSource", "open_frame", "is_dask_frame", "CHUNK_ROWS"]
+__all__ = ["FrameSource", "open_frame", "is_dask_frame", "pieces_frame", "CHUNK_ROWS"]
 
 #: Rows per piece of a pandas DataFrame.
 CHUNK_ROWS = 250_000
@@ -150,3 +150,15 @@ def open_frame(frame, columns=None, drop=(), filters=()) -> FrameSource:
     if not isinstance(frame, pd.DataFrame) and not is_dask_frame(frame):
         raise InputError(f"input must be a pandas or Dask DataFrame, got {type(frame).__name__}")
     return FrameSource(frame, columns, drop, filters)
+
+
+def pieces_frame(pieces: list, meta, in_process: bool):
+    """Delayed pandas ``pieces`` (columns as ``meta``) as one frame: computed here by Dask's synchronous
+    scheduler when ``in_process``, else a lazy Dask DataFrame of them for the cluster."""
+    if in_process:
+        import dask
+
+        return pd.concat(dask.compute(*pieces, scheduler="sync"), ignore_index=True)
+    import dask.dataframe as dd
+
+    return dd.from_delayed(pieces, meta=meta, verify_meta=False)

@@ -1,7 +1,7 @@
 """Which output file each release row goes to: exactly ``rows_per_file`` rows a file.
 
 Every row carries a seeded key, a bijective mix of its global row id
-(:func:`daskmicro.publish.shuffle_keys`), so keys are distinct and their order is a seeded
+(:func:`daskmicro.release.publish.shuffle_keys`), so keys are distinct and their order is a seeded
 shuffle that depends only on the row ids and the seed.  In each output partition (hive
 directory) the rows are cut by key rank: file ``i`` holds the rows of ranks ``i·R … (i+1)·R − 1``
 for ``R = rows_per_file``, so every file holds exactly R rows except the partition's last.
@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..publish import shuffle_keys
+from ..release.publish import shuffle_keys
 from . import hive
 from .source import RID
 

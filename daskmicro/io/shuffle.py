@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..publish import ROW_ID
+from ..release.publish import ROW_ID
 from .commit import row_checksum
 from .layout import KEY_COLUMN, file_index
 from .source import RID
@@ -142,14 +142,14 @@ def scatter_counts(path: str, schema, columns: list, constants: dict, n_buckets:
     ``file_no`` numbers the checked pieces); returns (rows, schema as promised, [buckets written],
     summary of the report's release figures or None).  ``figures`` = (QI columns,
     :class:`~daskmicro.kernels.figures.Bins`): the values read are summarised for the report's
-    release figures (:func:`daskmicro.figures.piece_figures`)."""
+    release figures (:func:`daskmicro.release.run_figures.piece_figures`)."""
     from ..privacy.verify import check_no_collision, split_tuple_counts
     from .commit import verify_file
 
     rows, same, counts, values = verify_file(path, schema, columns, constants, rows, with_values=True)
     summary = None
     if figures is not None:
-        from ..figures import piece_figures
+        from ..release.run_figures import piece_figures
 
         summary = piece_figures(values, figures[0], figures[1], rows)
     del values

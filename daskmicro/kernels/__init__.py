@@ -14,3 +14,7 @@ from .metrics import (
     relative_distortion,
 )
 from .pca import PCAReduction, pca_reduce, pca_mdav
+
+__all__ = ["mdav", "check_k", "as_records", "Standardization", "standardize", "centroids", "cell_sizes",
+           "cell_sse", "sse", "sst", "distortion", "information_loss", "relative_distortion", "PCAReduction",
+           "pca_reduce", "pca_mdav"]

@@ -55,7 +55,7 @@ _DTYPES = {"s": np.float32, "f": np.float64, "i": np.int64}
 
 def tree_like(m: int = 1):
     """Empty arrays typed like :func:`build`'s tuple: lets a kernel that takes the index be compiled ahead
-    (:mod:`daskmicro.warmup`) without building one. ``tests/test_compile_units.py`` checks it
+    (:mod:`daskmicro.runtime.warmup`) without building one. ``tests/test_compile_units.py`` checks it
     against a real index."""
     return tuple(np.zeros((0,) * (int(code[1]) - 1) + (m,), _DTYPES[code[0]]) for code in TREE_LAYOUT)
 

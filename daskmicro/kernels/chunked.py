@@ -1,4 +1,4 @@
-"""Per-chunk steps of MDAV over a row-chunked data set (no Dask here; the driver is graph/macro.py).
+"""Per-chunk steps of MDAV over a row-chunked data set (no Dask here; the driver is graph/macro_stage.py).
 
 The top level of the hierarchical macroaggregation (*Efficient k-Anonymous Microaggregation … via PCA*, §IV-B with the
 §VI-B recursion) runs MDAV-generic with a very large cell size K₀ over data that no single task

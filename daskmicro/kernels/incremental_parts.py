@@ -30,7 +30,7 @@ from scipy.spatial import cKDTree
 
 from ..errors import InputError
 from .cells import PartitionResult
-from .incremental import increment, split_large_cells
+from .increment import increment, split_large_cells
 from .macro import cell_stats
 from .sized import Sized
 

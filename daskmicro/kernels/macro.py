@@ -129,7 +129,7 @@ def mdav_large(X, K: int) -> np.ndarray:
 
 
 def _mean(X):
-    # the same exactly rounded mean as the chunked top level (graph/macro.py) computes
+    # the same exactly rounded mean as the chunked top level (graph/macro_stage.py) computes
     return dd_combine([dd_colsum(X)]) / X.shape[0]
 
 

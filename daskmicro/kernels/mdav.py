@@ -97,7 +97,7 @@ def as_records(X, name: str = "X") -> np.ndarray:
 def compile_units():
     """The compiled pieces of :func:`mdav`, leaf first: ``(name, dispatcher, argument types, names of the
     pieces it calls)``. Compiling them ahead in this order, possibly split across the worker processes of a
-    machine (:mod:`daskmicro.warmup`), leaves nothing for a run to compile: every piece a run calls has one
+    machine (:mod:`daskmicro.runtime.warmup`), leaves nothing for a run to compile: every piece a run calls has one
     specialization, the one listed (``tests/test_compile_units.py``)."""
     from numba import typeof
 

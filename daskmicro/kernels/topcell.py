@@ -3,7 +3,7 @@ joint improvement, one after the other on the same records.
 
 The partitioned pipeline (:mod:`daskmicro.graph.fanout`) runs these steps as separate tasks —
 one macroaggregation per top cell, one task per partition, one improvement per top cell
-(:mod:`daskmicro.graph.improve`) — so that the partitions of a few large top cells spread over
+(:mod:`daskmicro.graph.improve_stage`) — so that the partitions of a few large top cells spread over
 many workers.  When every top cell is independent of the others (no proximal/distal split across
 top cells: ν = 1, no SSE threshold, no participation column) and there are at least as many top
 cells as worker threads, that spread buys nothing: each top cell's improvement waits for all of

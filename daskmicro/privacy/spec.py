@@ -44,7 +44,7 @@ from ..kernels.metrics import Standardization
 from .effective import cell_failure, check_anonymity, check_max_cell_failure, check_participation
 from .probabilistic import weighted_centroids
 
-__all__ = ["FORMAT", "VERSION", "RULES", "RETIRED_RULES", "build_spec", "qi_matrix", "spec_checksum", "load_spec", "save_spec", "assign",
+__all__ = ["FORMAT", "VERSION", "RULES", "RETIRED_RULES", "build_spec", "qi_matrix", "spec_checksum", "load_spec", "check_spec", "assign",
            "cell_values"]
 
 FORMAT = "daskmicro.microaggregation-spec"
@@ -427,12 +427,12 @@ def load_spec(source, expected_checksum: str | None = None) -> dict:
     return spec
 
 
-def save_spec(spec: dict, path) -> Path:
-    """Check ``spec`` and write it as indented JSON, atomically."""
-    from ..io.tables import write_json_atomic
-
+def check_spec(spec: dict) -> dict:
+    """``spec`` checked as :func:`load_spec` checks a file's (raises InputError), returned as is: what
+    a writer calls before writing it (``daskmicro spec`` writes it with
+    :func:`daskmicro.io.tables.write_json_atomic`)."""
     _check_spec(spec, "")
-    return write_json_atomic(spec, path)
+    return spec
 
 
 # --------------------------------------------------------------------------- applying

@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import Mapping
 
 from ..errors import ParameterError
+from ..tuning.points import recommend_setting
 from .release_figures import release_body
 from .page import CSS, HEAD_SCRIPT, TAIL_SCRIPT, esc, fmt, number, percent, seconds, table
-from .plots import (cell_size_plot, eigenvalue_plot, energy_spectrum_plot, macrocell_sse_plot, recommend_setting,
-                    sweep_plot, timings_plot)
+from .plots import (cell_size_plot, eigenvalue_plot, energy_spectrum_plot, macrocell_sse_plot, sweep_plot,
+                    timings_plot)
 from .summary import glossary_body, relative_to_mdav, summary_body
 
 __all__ = ["render_html", "SECTION_IDS"]

@@ -10,13 +10,12 @@ plots share one page.
 from __future__ import annotations
 
 import io
-import math
 import re
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import ParameterError
+from ..tuning.points import check_points, recommend_setting
 
 __all__ = [
     "figure_to_svg",
@@ -28,7 +27,6 @@ __all__ = [
     "sweep_plot",
     "sweep_figure",
     "sweep_png",
-    "recommend_setting",
 ]
 
 _BLUE, _ORANGE, _GREY, _GREEN = "#3465a4", "#e07b16", "#888a85", "#2e8b57"
@@ -169,49 +167,6 @@ def eigenvalue_plot(original: Sequence[float], released: Sequence[float]) -> str
     return figure_to_svg(fig, "eigenvalues")
 
 
-def _check_points(points: Iterable[Mapping]) -> list[dict]:
-    checked = []
-    for i, point in enumerate(points):
-        try:
-            t = float(point["relative_time"])
-            d = float(point["relative_distortion"])
-        except (KeyError, TypeError, ValueError):
-            raise ParameterError(
-                f"points[{i}] needs numeric 'relative_time' and 'relative_distortion' (and a 'setting')"
-            ) from None
-        if not (math.isfinite(t) and math.isfinite(d)):
-            raise ParameterError(f"points[{i}] has a non-finite relative_time or relative_distortion")
-        checked.append({"setting": point.get("setting", i), "relative_time": t, "relative_distortion": d})
-    if not checked:
-        raise ParameterError("points is empty: a sweep needs at least one setting")
-    return checked
-
-
-def recommend_setting(points: Iterable[Mapping], budget: float | None) -> dict | None:
-    """The fastest sweep point whose relative distortion increment is within ``budget``.
-
-    Parameters
-    ----------
-    points : iterable of mapping
-        Each with ``setting``, ``relative_time`` (τ, time relative to exact MDAV) and
-        ``relative_distortion`` (δ = (D − D_MDAV)/D_MDAV), as fractions.
-    budget : float or None
-        Largest acceptable δ; None returns None.
-
-    Returns
-    -------
-    dict or None
-        The chosen point (ties on time broken by lower δ), or None when none fits the budget.
-    """
-    pts = _check_points(points)
-    if budget is None:
-        return None
-    fits = [p for p in pts if p["relative_distortion"] <= float(budget)]
-    if not fits:
-        return None
-    return min(fits, key=lambda p: (p["relative_time"], p["relative_distortion"]))
-
-
 def sweep_plot(points: Iterable[Mapping], budget: float | None = None, xlabel: str | None = None) -> str:
     """Relative time τ against distortion increment δ over a parameter sweep (*Efficient k-Anonymous Microaggregation … via PCA*, Figs. 14 and 21).
 
@@ -247,7 +202,7 @@ def sweep_figure(points: Iterable[Mapping], budget: float | None = None, xlabel:
     -------
     matplotlib.figure.Figure
     """
-    pts = _check_points(points)
+    pts = check_points(points)
     t = np.array([p["relative_time"] for p in pts]) * 100
     d = np.array([p["relative_distortion"] for p in pts]) * 100
     fig = _figure(WIDTH, 4.5)

@@ -120,7 +120,7 @@ class Report:
     performance_report : str, optional
         Path of the Dask performance report (HTML) of the run.
     reference : dict, optional
-        How ``reference_information_loss`` was obtained (:func:`daskmicro.reference.attach_reference`):
+        How ``reference_information_loss`` was obtained (:func:`daskmicro.report.reference.attach_reference`):
         ``kind`` ("exact", "sample" or "self"), ``label`` and, on a sample, its size and the ratio.
     release_figures : dict, optional
         Each QI's histogram in the release, on bins from its smallest to its largest published
@@ -154,7 +154,7 @@ class Report:
     version: str = field(default_factory=_version)
     created: str = field(default_factory=utc_now)
     timings: dict | None = None
-    compile: dict | None = None     # kernel compile / cache load before the stages (daskmicro.warmup)
+    compile: dict | None = None     # kernel compile / cache load before the stages (daskmicro.runtime.warmup)
     reference_information_loss: float | None = None
     cell_size_counts: dict | None = None
     macrocell_sse: list | None = None

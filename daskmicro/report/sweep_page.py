@@ -18,7 +18,8 @@ from typing import Mapping
 import pandas as pd
 
 from ..errors import ParameterError
-from .plots import recommend_setting, sweep_plot, sweep_png
+from ..tuning.points import recommend_setting
+from .plots import sweep_plot, sweep_png
 from .page import CSS, HEAD_SCRIPT, TAIL_SCRIPT, esc, fmt, table
 
 __all__ = ["SWEEP_FILES", "sweep_document", "render_sweep_html", "write_sweep"]
@@ -42,7 +43,7 @@ def sweep_document(result: pd.DataFrame, input_path: str | None = None) -> dict:
     """The JSON document of a :func:`daskmicro.sweep` result (``sweep.json``)."""
     from .._version import __version__
     from .run import utc_now
-    from ..tradeoff import sweep_points
+    from ..tuning.tradeoff import sweep_points
 
     if not isinstance(result, pd.DataFrame) or "relative_time" not in result.columns:
         raise ParameterError("result must be the DataFrame returned by daskmicro.sweep")
@@ -147,7 +148,7 @@ def write_sweep(result: pd.DataFrame, out_dir, input_path: str | None = None, ov
     Returns ``{kind: path}``.
     """
     from ..io.tables import AtomicBatch
-    from ..tradeoff import sweep_points
+    from ..tuning.tradeoff import sweep_points
 
     out_dir = Path(out_dir)
     paths = check_sweep_target(out_dir, overwrite)

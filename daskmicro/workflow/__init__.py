@@ -1,6 +1,6 @@
 """Workflow specs (YAML), runs, and scheduled submission to a running Dask cluster.
 
-* :mod:`daskmicro.workflow.spec`: load and validate a spec (:mod:`daskmicro.workflow.values` checks
+* :mod:`daskmicro.workflow.workflow_spec`: load and validate a spec (:mod:`daskmicro.workflow.values` checks
   single values, :mod:`daskmicro.workflow.sections` each section).
 * :mod:`daskmicro.workflow.slots`: schedule slots, stable run keys, the (compressed) clock.
 * :mod:`daskmicro.workflow.runner`: execute one run (read, anonymize, commit atomically).
@@ -10,7 +10,7 @@
 
 from .slots import Clock, run_key, slots_between
 from .loader import load_workflow
-from .spec import SpecError, WorkflowSpec, parse_spec
+from .workflow_spec import SpecError, WorkflowSpec, parse_spec
 from .runner import execute_run
 from .submit import cancel_run, list_runs, submit_spec
 

@@ -1,4 +1,4 @@
-"""Reading a workflow spec file safely, then validating it (:func:`daskmicro.workflow.spec.parse_spec`).
+"""Reading a workflow spec file safely, then validating it (:func:`daskmicro.workflow.workflow_spec.parse_spec`).
 
 The file is bounded in size and read with a YAML loader that refuses aliases (they let a few
 lines expand to billions of values) before anything is built, and keys given twice in one
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import InputError
-from .spec import SpecError, WorkflowSpec, parse_spec
+from .workflow_spec import SpecError, WorkflowSpec, parse_spec
 
 __all__ = ["MAX_SPEC_BYTES", "load_workflow"]
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..errors import ParameterError
 from .slots import UTC, fill, run_key as _run_key, slot_id
-from .spec import WorkflowSpec
+from .workflow_spec import WorkflowSpec
 
 __all__ = ["execute_run", "Cancelled", "output_paths"]
 

@@ -1,7 +1,7 @@
 """The checks of each section of a workflow spec (input, parameters, incremental, participation,
 output, cluster, schedule): every key known, every value checked, the section normalised.
 
-:func:`daskmicro.workflow.spec.parse_spec` calls them in turn and checks what spans sections.
+:func:`daskmicro.workflow.workflow_spec.parse_spec` calls them in turn and checks what spans sections.
 """
 
 from __future__ import annotations

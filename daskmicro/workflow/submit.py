@@ -33,7 +33,7 @@ from pathlib import Path
 
 from ..errors import ParameterError, describe
 from .slots import UTC, Clock, parse_time, run_key, slot_id
-from .spec import WorkflowSpec
+from .workflow_spec import WorkflowSpec
 
 __all__ = ["submit_spec", "list_runs", "cancel_run", "follow_key", "state_path", "LocalState", "RUNS", "CANCEL"]
 

@@ -2,7 +2,7 @@
 
 Every ``as_*`` helper takes ``(value, path)`` and returns the value normalised, or raises
 :class:`SpecError` with ``workflow spec: PATH: what was expected, got VALUE``.  The section checks
-(:mod:`daskmicro.workflow.sections`) and :func:`daskmicro.workflow.spec.parse_spec` build on them.
+(:mod:`daskmicro.workflow.sections`) and :func:`daskmicro.workflow.workflow_spec.parse_spec` build on them.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def as_columns(value, path: str) -> list[str]:
 def as_duration(value, path: str) -> float:
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
         return float(value)
-    from ..durations import parse_duration
+    from .durations import parse_duration
 
     try:
         seconds = parse_duration(value) if isinstance(value, str) else None

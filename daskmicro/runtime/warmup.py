@@ -3,7 +3,7 @@
 Two callers:
 
 * ``daskmicro warmup`` (:func:`warm_up`) compiles every kernel ahead, into the cache dir chosen by
-  :mod:`daskmicro.compile_cache`, e.g. while a Docker image is built;
+  :mod:`daskmicro.runtime.compile_cache`, e.g. while a Docker image is built;
 * every run (:func:`warm`, called on each worker process by the executor before its stages) compiles,
   or loads from the cache, the kernels of the methods it runs. Its time is reported apart from the
   stages, so a first run's compile no longer shows up as microaggregation time.
@@ -43,16 +43,16 @@ def _records(n: int = 240, m: int = 4) -> np.ndarray:
 
 
 def _pca():
-    from .kernels.algorithm_c import algorithm_c
-    from .kernels.pca import pca_mdav
+    from ..kernels.algorithm_c import algorithm_c
+    from ..kernels.pca import pca_mdav
 
     pca_mdav(_records(), 3, n_components=2)
     algorithm_c(_records(), 3, K=60, nu=0.5, n_components=1)
 
 
 def _partitioned():
-    from .kernels.chunked import distances, free_sums, rank_sample
-    from .kernels.macro import dd_colsum, nested_mdav, sq_dist
+    from ..kernels.chunked import distances, free_sums, rank_sample
+    from ..kernels.macro import dd_colsum, nested_mdav, sq_dist
 
     Z = _records()
     nested_mdav(Z, [60, 20])
@@ -65,8 +65,8 @@ def _partitioned():
 
 
 def _pcl():
-    from .kernels.partition_pcl import nested_pcl
-    from .kernels.pcl import pcl
+    from ..kernels.partition_pcl import nested_pcl
+    from ..kernels.pcl import pcl
 
     Z = _records()
     pcl(Z, 3, max_iter=2)
@@ -75,7 +75,7 @@ def _pcl():
 
 
 def _improve():
-    from .kernels.improve import improve
+    from ..kernels.improve import improve
 
     Z = _records()
     labels = np.arange(Z.shape[0], dtype=np.int64) // 3  # cells of 3 without MDAV: compiles alongside it
@@ -83,8 +83,8 @@ def _improve():
 
 
 def _polish():
-    from .kernels._auction import EXACT_MAX_CELLS
-    from .kernels.improve import polish
+    from ..kernels._auction import EXACT_MAX_CELLS
+    from ..kernels.improve import polish
 
     Z = _records(3 * (EXACT_MAX_CELLS + 1))  # enough cells for the searched candidates of PCL's step
     labels = np.arange(Z.shape[0], dtype=np.int64) // 3
@@ -92,8 +92,8 @@ def _polish():
 
 
 def _incremental():
-    from .kernels.incremental import increment
-    from .kernels.mdav import mdav
+    from ..kernels.increment import increment
+    from ..kernels.mdav import mdav
 
     Z = _records()
     base = mdav(Z[:160], 3).astype(np.int64)
@@ -122,7 +122,7 @@ COSTS = {"mdav.tree": 8.2, "mdav.nearest": 3.9, "mdav.remove": 0.9, "mdav.farthe
 
 
 def _mdav_units() -> list[Unit]:
-    from .kernels.mdav import compile_units
+    from ..kernels.mdav import compile_units
 
     return [Unit(name, (lambda d=disp, s=sig: d.compile(s)), tuple(deps), COSTS.get(name, 1.0))
             for name, disp, sig, deps in compile_units()]

@@ -40,7 +40,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    from ..warmup import warm_up
+    from ..runtime.warmup import warm_up
 
     def progress(name: str, seconds: float) -> None:
         if not args.quiet:

@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from ..allocator import reusing
+from ..runtime.allocator import reusing
 from ..kernels import improve as ki
 from ..kernels import topcell as kt
 from .fanout import FanoutConfig, FanoutResult

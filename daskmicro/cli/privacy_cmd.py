@@ -93,7 +93,7 @@ def add_parsers(subparsers) -> None:
     p.add_argument("--rule", default="nearest-centroid", help="assignment rule written in the spec; only %(default)s "
                    "(sequential-balls, which published model records, is refused)")
     p.add_argument("--overwrite", action="store_true", help="replace SPEC if it exists")
-    from .anonymize import add_series_options
+    from .anonymize_cmd import add_series_options
 
     add_series_options(p)
     p.set_defaults(handler=run_spec)
@@ -159,11 +159,11 @@ def _participation_column(df: pd.DataFrame, col: str) -> np.ndarray:
 
 def run_spec(args) -> int:
     """``daskmicro spec``: design cells on model records and write the spec."""
-    from ..io.tables import read_table
+    from ..io.tables import read_table, write_json_atomic
     from ..kernels import mdav, standardize
     from ..privacy.probabilistic import probabilistic_cells
     from ..kernels.mdav import check_k
-    from ..privacy.spec import RETIRED_RULES, RULES, build_spec, qi_matrix, save_spec
+    from ..privacy.spec import RETIRED_RULES, RULES, build_spec, check_spec, qi_matrix
 
     out = Path(args.spec)
     _check_target(out, args.overwrite, "spec", inputs=[args.input])
@@ -198,7 +198,7 @@ def run_spec(args) -> int:
     if series is None:
         spec = build_spec(X, labels, qi, args.k, rule=args.rule, participation=participation,
                           max_cell_failure=args.max_cell_failure, n_min=n_min)
-    save_spec(spec, out)
+    write_json_atomic(check_spec(spec), out)
     model = spec["model"]
     sizes = model["cell_sizes"]
     print(f"{len(spec['cells'])} cells over {len(df):,} model records (sizes {min(sizes)}–{max(sizes)}), "
@@ -231,7 +231,7 @@ def _series_design(args, df, qi):
     run (the ledger off), whose design is aggregated afresh."""
     from ..config import RunConfig
     from ..plan import echo_stderr, run
-    from ..publish import ROW_ID
+    from ..release.publish import ROW_ID
 
     participation = args.participation_column if args.participation_column is not None else args.participation
     cfg = RunConfig.build(qi=tuple(qi), k=args.k, method="mdav", seed=0, keep_row_id=True,

@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from .errors import ParameterError
+from ..errors import ParameterError
 
 __all__ = ["REFERENCE_CHOICES", "EXACT_MAX_ROWS", "check_reference", "attach_reference"]
 
@@ -43,8 +43,8 @@ def check_reference(reference):
 
 def _method_labels(Z, report, n_total):
     """Labels of the run's method on the sample ``Z`` (``n_total``: rows of the whole table)."""
-    from .kernels.algorithm_c import algorithm_c
-    from .kernels.pca import pca_mdav
+    from ..kernels.algorithm_c import algorithm_c
+    from ..kernels.pca import pca_mdav
 
     k, method, s = report.k, report.method, Z.shape[0]
     pca = {"energy_loss": report.energy_loss} if report.energy_loss is not None else (
@@ -91,9 +91,9 @@ def attach_reference(report, df, qi, reference="auto", *, max_exact_rows: int = 
         ``information_loss``, ``seconds`` and, for a sample, ``sample_size``, ``ratio``,
         ``method_information_loss`` and ``mdav_information_loss`` on the sample.
     """
-    from .io.qi import qi_matrix
-    from .kernels import information_loss, mdav, standardize
-    from .sampling import qi_sample
+    from ..io.qi import qi_matrix
+    from ..kernels import information_loss, mdav, standardize
+    from ..tuning.sampling import qi_sample
 
     reference = check_reference(reference)
     if reference is None:

@@ -18,10 +18,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ParameterError
-from ..privacy.failures import cell_failure_partial
-from ..privacy.probabilistic import grow_cells
-from .macro import cell_stats
-from .partition import PartitionResult, TopCell
+from .failures import cell_failure_partial
+from .probabilistic import grow_cells
+from ..kernels.macro import cell_stats
+from ..kernels.partition import PartitionResult, TopCell
 
 __all__ = ["GROW_METHODS", "rowid_counts", "rowids_between", "take_values", "attach_weights", "grow_partition"]
 
@@ -60,7 +60,7 @@ def _space(Z: np.ndarray, method: str, components=None, mean=None) -> np.ndarray
         return np.zeros((Z.shape[0], 1))
     if method == "pca-mdav":
         if components is None:
-            from .pca import pca_reduce
+            from ..kernels.pca import pca_reduce
 
             return pca_reduce(Z).scores
         return np.ascontiguousarray((Z - mean) @ components)

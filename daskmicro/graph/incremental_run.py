@@ -5,9 +5,9 @@ Microaggregation in Large-Scale Electronic Surveys With Optimized Scheduling* (I
 a base stage microaggregates the first fraction 1 − ν of the records while the rest are still
 arriving (§III-B), and a small increment stage adds the last ν when the survey closes (2MDAV,
 §IV-A, or nearest-neighbour assignment with cell splitting, §IV-D).  ν comes from the scheduling
-formulas of §IV-B (:mod:`daskmicro.incremental.nu`).  Both stages are Dask work on the same
+formulas of §IV-B (:mod:`daskmicro.graph.incremental_schedule`).  Both stages are Dask work on the same
 cluster, submitted at those two moments (:mod:`daskmicro.graph.incremental` and its partitioned
-twins).  The executor hands back the same :class:`~daskmicro.graph.lake.Execution` as every other
+twins).  The executor hands back the same :class:`~daskmicro.graph.executor.Execution` as every other
 run: the planner commits it with the one commit and reports it with the one report.
 
 Every record carries its keyed fingerprint from the task that reads it (a recorded series): the
@@ -26,12 +26,13 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError, ParameterError, VerificationError
+from ..incremental.options import FIXED_INCREMENTS, check_increment_size
+from ..incremental.report import incremental_section
 from ..io.frames import is_dask_frame
 from ..privacy import identifiers
 from ..runplan import GroupResult
-from .options import FIXED_INCREMENTS, base_kernel, check_increment_size
-from .nu import choose_nu
-from .report import incremental_section
+from .incremental import default_kernel, pca_mdav_kernel
+from .incremental_schedule import choose_nu
 
 __all__ = ["SurveyInput", "open_survey_input", "execute_incremental"]
 
@@ -99,6 +100,14 @@ def _base(plan) -> tuple:
             plan.k)
 
 
+def base_kernel(options):
+    """The one-task base kernel ``f(Z, k) -> labels`` of the options (None for a partitioned base)."""
+    b = options.base_method
+    if callable(b):
+        return b
+    return {"mdav": default_kernel, "pca-mdav": pca_mdav_kernel, "partitioned": None}[b]
+
+
 def _prepare(df: pd.DataFrame, drop: tuple, fp_columns, keys) -> pd.DataFrame:
     """A survey chunk as read on its worker: dropped columns left out, fingerprints added."""
     from ..series.fingerprint import with_fingerprints
@@ -110,11 +119,11 @@ def _prepare(df: pd.DataFrame, drop: tuple, fp_columns, keys) -> pd.DataFrame:
 
 def execute_incremental(client, survey: SurveyInput, plan, sink: str, output=None, progress=None, series=None):
     """Run both stages on ``client`` and return the planner's
-    :class:`~daskmicro.graph.lake.Execution`: the verified release (a frame, or the files of a
+    :class:`~daskmicro.graph.executor.Execution`: the verified release (a frame, or the files of a
     directory release in its staging directory) and the figures of the report."""
-    from ..graph.incremental import IncrementalGraph, default_kernel, warm_up
-    from ..graph.incremental_fixed import FixedIncrementalGraph
-    from ..graph.incremental_pipeline import PipelineIncrementalGraph
+    from .incremental import IncrementalGraph, warm_up
+    from .incremental_fixed import FixedIncrementalGraph
+    from .incremental_pipeline import PipelineIncrementalGraph
 
     ip, src, qi, k = plan.incremental, survey.src, list(plan.qi), plan.k
     opts = ip.options
@@ -148,7 +157,7 @@ def execute_incremental(client, survey: SurveyInput, plan, sink: str, output=Non
 
 def _stages(src, graph, sched, opts, k, deadline, step):
     """Base stage at the base trigger, increment at the close, verified release (§III-B)."""
-    from ..graph.incremental_fixed import PROBE_FRACTION
+    from .incremental_fixed import PROBE_FRACTION
 
     try:
         if sched["nu"] is None:  # a fixed increment's late path, timed on the survey's first records
@@ -250,7 +259,7 @@ def _check_values(client, release, plan, k) -> None:
 
 
 def _execution(client, plan, graph, sched, release, outcome, src, sink, output, series, step):
-    from ..graph.lake import Execution
+    from .executor import Execution
     from ..strata import Group
 
     qi, k = list(plan.qi), plan.k

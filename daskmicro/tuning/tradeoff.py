@@ -11,7 +11,7 @@ the same sample, in this process, one thread, timed like the reference.
 Two distortion increments are reported: ``delta_D`` = D′ − D, the paper's ΔD (an increment of
 normalized distortion), and ``relative_distortion`` δ = (D′ − D)/D, the relative increment the
 run reports use.  A distortion *budget* bounds δ; the recommended setting is the fastest one
-within it (:func:`daskmicro.report.plots.recommend_setting`).
+within it (:func:`daskmicro.tuning.points.recommend_setting`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from .errors import InputError, ParameterError
+from ..errors import InputError, ParameterError
 
 __all__ = ["sweep", "sweep_points", "DEFAULT_NU", "DEFAULT_SAMPLE", "INCREMENTS"]
 
@@ -134,8 +134,8 @@ def _best_of(repeat, fn):
 
 def _warm_up(Z, k):
     """Compile (or load) the numba kernels on a small slice so that no timing includes it."""
-    from .kernels.algorithm_c import algorithm_c
-    from .kernels.mdav import mdav
+    from ..kernels.algorithm_c import algorithm_c
+    from ..kernels.mdav import mdav
 
     small = Z[: min(Z.shape[0], max(8 * k, 200))]
     if small.shape[0] >= 4 * k + 4:
@@ -215,13 +215,13 @@ def sweep(
     InputError
         Non-numeric QI columns, missing or infinite values.
     """
-    from .io.qi import qi_matrix
-    from .config import check_k_for, check_seed
-    from .io.frames import is_dask_frame
-    from .io.qi import check_qi
-    from .kernels import information_loss, mdav, standardize
-    from .kernels.algorithm_c import algorithm_c
-    from .report.plots import recommend_setting
+    from ..io.qi import qi_matrix
+    from ..config import check_k_for, check_seed
+    from ..io.frames import is_dask_frame
+    from ..io.qi import check_qi
+    from ..kernels import information_loss, mdav, standardize
+    from ..kernels.algorithm_c import algorithm_c
+    from .points import recommend_setting
     from .sampling import check_sample_size, qi_sample
 
     if not (isinstance(df, pd.DataFrame) or is_dask_frame(df)):
@@ -300,7 +300,7 @@ def sweep(
 
 
 def _exact_result(labels):
-    from .kernels.algorithm_c import AlgorithmCResult
+    from ..kernels.algorithm_c import AlgorithmCResult
 
     return AlgorithmCResult(labels=labels, macrocells=1, n_distal=1, n_components=None, energy_loss=None,
                             macrocell_sse=np.zeros(1))

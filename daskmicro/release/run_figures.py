@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .kernels import figures as kf
+from ..kernels import figures as kf
 
 __all__ = ["group_range", "cells_range", "piece_figures", "report_figures"]
 

@@ -3,7 +3,7 @@
 One executor for every input kind and every output: the source's pieces (files of a lake, or
 chunks of a pandas / Dask DataFrame) are scanned once on the workers, the groups (strata ×
 missingness patterns, merges) are planned from the counts, each group's cells are formed — one
-task for small groups (:func:`daskmicro.group.one_task`), the partitioned pipeline
+task for small groups (:func:`daskmicro.graph.group_task.one_task`), the partitioned pipeline
 (:func:`daskmicro.graph.pipeline.run_pipeline`) for large ones — and the release is cut into its
 output pieces by seeded key ranges: files written and read back (a directory release), or frames
 (a single file or an in-memory release), verified on the published values, stratum columns and
@@ -31,10 +31,10 @@ from ..io.source import RID
 from ..kernels.bounds import MAX_ABS
 from ..kernels.figures import merge_ranges
 from ..privacy import identifiers
-from ..publish import canonical_values
+from ..release.publish import canonical_values
 from ..runplan import GroupResult
 from ..strata import group_mask, merged_labels, plan_groups, publish_strata
-from ..warmup import kernel_sets, warm_workers
+from ..runtime.warmup import kernel_sets, warm_workers
 from .gather import GATHER_TASKS
 from .release import collect, dask_release, file_cuts, promised_schema, write_and_verify
 
@@ -167,8 +167,8 @@ def _run_one_task(gp, qi, *parts):
     """One group as one task (its :class:`~daskmicro.runplan.GroupPlan`), records in global row id
     order (independent of the chunking); its info holds the range of the published values of the
     QI columns ``qi`` (the bins of the report's release figures)."""
-    from ..figures import group_range
-    from ..group import one_task
+    from ..release.run_figures import group_range
+    from .group_task import one_task
 
     df = pd.concat(parts, ignore_index=True).sort_values(RID, kind="stable").reset_index(drop=True)
     part = gp.participation
@@ -193,18 +193,19 @@ def _pipeline_group(client, gp, sel, meta, seed, progress):
     (release pieces, figures of its cells)."""
     import dask.dataframe as dd
 
-    from .pipeline import run_pipeline
+    from .pipeline import PipelineConfig, run_pipeline
 
     g, m = gp.group, gp.method
     sub = dd.from_delayed(sel, meta=meta, verify_meta=False)
     # check=False: the group's release is not checked on its own; the run's release is, as published
     # (written files, or the collected frame, stratum columns included) before anything is committed
-    pub, details = run_pipeline(client, sub, list(g.observed), gp.pipeline.pipeline_config(m, gp.k), seed, False,
-                                progress, participation=gp.participation, figures=True, check=False)
+    cfg = PipelineConfig.from_settings(gp.pipeline, m, gp.k)
+    pub, details = run_pipeline(client, sub, list(g.observed), cfg, seed, False, progress,
+                                participation=gp.participation, figures=True, check=False)
     reference_il = None
     if gp.reference_k is not None:  # asked for: the same pipeline at plain k
-        _, plain = run_pipeline(client, sub, list(g.observed), gp.pipeline.pipeline_config(m, gp.reference_k), seed,
-                                False, check=False)
+        plain_cfg = PipelineConfig.from_settings(gp.pipeline, m, gp.reference_k)
+        _, plain = run_pipeline(client, sub, list(g.observed), plain_cfg, seed, False, check=False)
         reference_il = plain["information_loss"]
     t = details.pop("timings")  # the run's timings hold them once (one timing model)
     pca = details.get("pca") or {}

@@ -76,14 +76,14 @@ def _cmd_demo(args) -> int:
     import numpy as np
 
     from ..anonymize import anonymize
-    from ..cluster import cluster_client
+    from ..runtime.cluster import cluster_client
     from ..datasets import CENSUS_COLUMNS, census_like
     from ..io.tables import AtomicBatch
     from ..kernels.utility import utility_measures
     from ..privacy.risk import disclosure_risk
-    from ..publish import ROW_ID
+    from ..release.publish import ROW_ID
     from ..report import write_report
-    from ..report.dask_report import DaskPerformanceReport
+    from ..runtime.dask_report import DaskPerformanceReport
 
     from ..io.recovery import recover
 

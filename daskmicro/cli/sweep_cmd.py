@@ -1,6 +1,6 @@
 """``daskmicro sweep``: relative time vs distortion increment of Algorithm C settings, on a sample.
 
-The command-line face of :func:`daskmicro.tradeoff.sweep` (*Efficient k-Anonymous Microaggregation … via PCA*, §V,
+The command-line face of :func:`daskmicro.tuning.tradeoff.sweep` (*Efficient k-Anonymous Microaggregation … via PCA*, §V,
 Figs. 11–12, 14 and 21).  Registered in :mod:`daskmicro.cli` through :func:`add_parser`;
 :func:`run` is the handler.
 """
@@ -99,7 +99,7 @@ def run(args) -> int:
     from ..io import lake
     from ..io.tables import read_table
     from ..report.sweep_page import check_sweep_target, write_sweep
-    from ..tradeoff import sweep
+    from ..tuning.tradeoff import sweep
 
     nu = parse_list(args.nu, "--nu") if args.nu is not None else None
     K = parse_list(args.K, "--K", int) if args.K is not None else None

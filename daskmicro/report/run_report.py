@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import time
 
-import pandas as pd
-
-from .errors import VerificationError
-from .figures import report_figures
-from .report.run import Report
-from .strata import strata_summary
+from ..errors import VerificationError
+from ..release.run_figures import report_figures
+from ..strata import strata_summary
+from .run import Report
 
 __all__ = ["build_report", "group_report"]
 
@@ -47,7 +45,7 @@ def _dtype_changes(source, qi, labels, frame=None) -> dict:
 
 
 def build_report(cfg, ex, source, client) -> Report:
-    """The run's report from the executor's result (:class:`daskmicro.graph.lake.Execution`)."""
+    """The run's report from the executor's result (:class:`daskmicro.graph.executor.Execution`)."""
     qi = list(cfg.qi)
     reports = [None if i is None else group_report(cfg, i, qi, ex.k) for i in ex.infos]
     done = [r for r in reports if r is not None]
@@ -114,7 +112,7 @@ def _plain_k_ratio(prob: dict, parts: list) -> None:
 def _probabilistic(cfg, ex) -> dict | None:
     if cfg.participation is None:
         return None
-    from .privacy.failures import cell_failure_summary
+    from ..privacy.failures import cell_failure_summary
 
     pbar = cfg.max_cell_failure
     base = {"mode": "per-record participation" if cfg.per_record_participation else "constant participation",
@@ -125,7 +123,7 @@ def _probabilistic(cfg, ex) -> dict | None:
         prob.update(cell_failure_summary(cfg.k, pbar, sizes, counts, participation=cfg.participation, n=ex.n))
         _plain_k_ratio(prob, [i for i in ex.infos if i is not None])
     else:
-        from .privacy.failures import merge_cell_failure
+        from ..privacy.failures import merge_cell_failure
 
         parts = [i for i in ex.infos if i is not None]
         partials = [p for i in parts for p in (i.failure_partials or [])]
@@ -148,23 +146,18 @@ def _probabilistic(cfg, ex) -> dict | None:
 
 
 def _reference(cfg, report, ex, reports, client) -> None:
-    """Exact MDAV's information loss on the released records (:mod:`daskmicro.reference`): per
+    """Exact MDAV's information loss on the released records (:mod:`daskmicro.report.reference`): per
     group, and the record-weighted mean for a run split into groups."""
     if cfg.reference is None:
         return
-    import dask.dataframe as dd
-
+    from ..io.frames import pieces_frame
     from .reference import attach_reference
 
     started = time.perf_counter()
     parts = [(g, sel, r) for g, sel, r in zip(ex.groups, ex.inputs, reports) if r is not None and g.observed]
 
-    def frame(sel):
-        if client is None:  # in process: the pieces are computed here
-            import dask
-
-            return pd.concat(dask.compute(*sel, scheduler="sync"), ignore_index=True)
-        return dd.from_delayed(sel, meta=ex.meta, verify_meta=False)
+    def frame(sel):  # in process (no client): the pieces are computed here
+        return pieces_frame(sel, ex.meta, in_process=client is None)
 
     if len(parts) == 1 and (parts[0][2].n == report.n):
         g, sel, r = parts[0]

@@ -16,11 +16,11 @@ import time
 import numpy as np
 import pandas as pd
 
-from .errors import ParameterError
-from .io.qi import qi_matrix
-from .kernels import centroids, information_loss, mdav, standardize
-from .publish import replace_qi
-from .runplan import GroupResult
+from ..errors import ParameterError
+from ..io.qi import qi_matrix
+from ..kernels import centroids, information_loss, mdav, standardize
+from ..release.publish import replace_qi
+from ..runplan import GroupResult
 
 __all__ = ["qi_space", "one_task"]
 
@@ -47,20 +47,20 @@ def _labels(method, space, k, energy_loss, n_components, pis, pbar):
     """(labels, PCA info or None) of one kernel call."""
     pca_info = None
     if method == "pca-mdav" and space.shape[1] and np.any(space):
-        from .kernels.pca import pca_mdav, pca_reduce
+        from ..kernels.pca import pca_mdav, pca_reduce
 
         pca_info = pca_reduce(space, energy_loss=energy_loss, n_components=n_components)
         if pis is not None:  # Algorithm B's space, cells grown there
-            from .privacy.probabilistic import grow_cells
+            from ..privacy.probabilistic import grow_cells
 
             return grow_cells(pca_info.scores, k, pis, pbar), pca_info
         return pca_mdav(space, k, energy_loss=energy_loss, n_components=n_components), pca_info
     if pis is not None:
-        from .privacy.probabilistic import grow_cells
+        from ..privacy.probabilistic import grow_cells
 
         return grow_cells(space, k, pis, pbar), None
     if method == "pcl":
-        from .kernels.pcl import pcl
+        from ..kernels.pcl import pcl
 
         return pcl(space, k, init="mdav", seed=0), None
     return mdav(space, k), None
@@ -98,12 +98,12 @@ def one_task(df: pd.DataFrame, observed: list, k: int, method: str, energy_loss=
     if k > n:
         raise ParameterError(f"k = {k} exceeds the number of records n = {n}")
     constant, varying, Xv, Z = qi_space(df, observed, n_components)
-    # the π_j column was checked on every piece at the pre-scan (graph.lake): read it here
+    # the π_j column was checked on every piece at the pre-scan (graph.executor): read it here
     pis = None if participation_column is None else df[participation_column].to_numpy(np.float64)
     start = time.perf_counter()
     labels, pca_info = _labels(method, Z, k, energy_loss, n_components, pis, max_cell_failure)
     if improve is not None and pis is None and varying:
-        from .kernels.improve import polish
+        from ..kernels.improve import polish
 
         labels = polish(Z, labels, k, *improve)
     seconds = time.perf_counter() - start
@@ -116,11 +116,11 @@ def one_task(df: pd.DataFrame, observed: list, k: int, method: str, energy_loss=
     sizes = sizes[sizes > 0]
     partials = expected = at_k = None
     if pis is not None:
-        from .privacy.failures import cell_failure_partial
+        from ..privacy.failures import cell_failure_partial
 
         partials = [cell_failure_partial(k, max_cell_failure, labels, pis)]
         if Xv.shape[1]:
-            from .privacy.probabilistic import expected_distortion
+            from ..privacy.probabilistic import expected_distortion
 
             expected = expected_distortion(Z, labels, pis)
     if plain_k is not None:

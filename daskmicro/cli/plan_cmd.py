@@ -12,7 +12,7 @@ import json
 import math
 
 from ..errors import ParameterError
-from ..durations import DURATION_RANGE, format_duration, parse_duration
+from ..workflow.durations import DURATION_RANGE, format_duration, parse_duration
 from ..schedule import BETA_RANGE
 
 __all__ = ["add_parser", "run", "parse_duration", "format_duration"]

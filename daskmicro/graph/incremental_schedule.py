@@ -5,12 +5,12 @@ cluster on the base method actually used."""
 
 from __future__ import annotations
 
-from ..graph.incremental import calibrate_on
-from ..graph.incremental_fixed import calibrate_fixed
-from ..graph.incremental_pipeline import calibrate_pipeline
+from ..incremental.options import FIXED_INCREMENTS
 from ..schedule import calibrate, critical_ratio_numeric, optimize_ratio, plan as schedule_plan
 from ..schedule_model import calibrate_near_linear
-from .options import FIXED_INCREMENTS
+from .incremental import calibrate_on
+from .incremental_fixed import calibrate_fixed
+from .incremental_pipeline import calibrate_pipeline
 
 __all__ = ["choose_nu", "calibrate_base", "plan_fields"]
 

@@ -25,7 +25,7 @@ of system time with a 4 MiB threshold and the nanny's trim threshold, 70 000–8
 both raised (what remains: arrays over 32 MiB, always mapped).
 It does nothing where no malloc variable pinned the threshold (glibc adjusts it by itself there),
 where the environment names ``MALLOC_MMAP_THRESHOLD_`` (the owner chose), off Linux or on another C
-library.  Used by the pipeline's kernel tasks (:mod:`daskmicro.graph.improve`, :mod:`daskmicro.graph.fanout`).
+library.  Used by the pipeline's kernel tasks (:mod:`daskmicro.graph.improve_stage`, :mod:`daskmicro.graph.fanout`).
 The settings are the process's: in a worker of several threads a task that ends puts both back while
 another may still run — which costs that task speed, never a result.
 """

@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from .errors import InputError, ParameterError
+from ..errors import InputError, ParameterError
 
 __all__ = ["qi_sample", "check_sample_size"]
 

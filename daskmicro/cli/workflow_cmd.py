@@ -43,7 +43,7 @@ is skipped.  Paths in the spec must be visible to the workers (shared storage).
 
 
 def _duration(text: str) -> float:
-    from ..durations import parse_duration
+    from ..workflow.durations import parse_duration
 
     try:
         return parse_duration(text)
@@ -133,11 +133,10 @@ def _security(args, spec=None):
 
     sec = security_from_args(args)
     if sec is None and spec is not None and "tls" in spec.cluster and not args.scheduler:
-        from distributed.security import Security
+        from ..runtime.cluster import tls_security
 
         tls = spec.cluster["tls"]
-        sec = Security(tls_ca_file=tls["ca_file"], tls_client_cert=tls["cert"], tls_client_key=tls["key"],
-                       require_encryption=True)
+        sec = tls_security(tls["ca_file"], tls["cert"], tls["key"])
     return sec
 
 
@@ -147,11 +146,11 @@ def _say(text: str) -> None:
 
 def _cmd_run(args) -> int:
     from .common import StageProgress
-    from ..cluster import cluster_client
+    from ..runtime.cluster import cluster_client
     from ..workflow.runner import execute_run, output_paths
     from ..workflow.slots import latest_slot, next_slot
     from ..workflow.loader import load_workflow
-    from ..workflow.spec import Clock
+    from ..workflow.workflow_spec import Clock
 
     spec = load_workflow(args.spec)
     if args.workers is not None and args.workers < 1:
@@ -189,7 +188,7 @@ def _cmd_run(args) -> int:
 
 
 def _connect(args, spec=None, required: bool = True):
-    from ..cluster import cluster_client
+    from ..runtime.cluster import cluster_client
 
     address = args.scheduler or (spec.cluster.get("address") if spec is not None else None)
     if not address:
@@ -201,7 +200,7 @@ def _connect(args, spec=None, required: bool = True):
 
 def _cmd_submit(args) -> int:
     from ..workflow.loader import load_workflow
-    from ..workflow.spec import Clock
+    from ..workflow.workflow_spec import Clock
     from ..workflow.submit import submit_spec
 
     spec = load_workflow(args.spec)

@@ -16,11 +16,11 @@ import re
 import time
 import warnings
 
-from .errors import ParameterError, describe_text
+from ..errors import ParameterError, describe_text
 
 __all__ = ["cluster_client", "connect_timeout", "default_workers", "local_cluster", "WORKER_ENV", "CONNECT_TIMEOUT",
            "TaskLogFilter", "quiet_task_logs", "worker_memory_limit", "given_client_refusal", "WORKER_BASE_BYTES",
-           "TASK_FACTOR", "QUIET_ENV", "quiet_run"]
+           "TASK_FACTOR", "QUIET_ENV", "quiet_run", "memory_bytes", "tls_security"]
 
 #: Seconds allowed to reach a Dask scheduler and complete Dask's handshake with it, unless the
 #: caller gives ``timeout=`` or the environment sets ``DASKMICRO_CONNECT_TIMEOUT``.
@@ -51,6 +51,22 @@ def given_client_refusal() -> ParameterError:
     return ParameterError("memory_limit and spill_directory set up the workers of the LocalCluster daskmicro starts; "
                           "the workers of a given client keep their own (LocalCluster(memory_limit=…, "
                           "local_directory=…), dask worker --memory-limit)")
+
+
+def memory_bytes(size: str) -> int:
+    """Bytes of a memory size in Dask's notation (``"2GiB"``, ``"1.5 GB"``, ``"500MB"``), as a worker's
+    ``memory_limit`` reads it; raises ValueError on anything else."""
+    from dask.utils import parse_bytes
+
+    return parse_bytes(size)
+
+
+def tls_security(ca_file, cert, key):
+    """The :class:`distributed.security.Security` of a TLS connection to a scheduler: CA file, client
+    certificate and key, encryption required."""
+    from distributed.security import Security
+
+    return Security(tls_ca_file=ca_file, tls_client_cert=cert, tls_client_key=key, require_encryption=True)
 
 
 def worker_memory_limit(task_bytes: int, n_workers: int) -> int:

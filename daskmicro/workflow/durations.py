@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import ParameterError
+from ..errors import ParameterError
 
 __all__ = ["DURATION_RANGE", "parse_duration", "format_duration"]
 

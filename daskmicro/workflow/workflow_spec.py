@@ -29,10 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ParameterError
-from .sections import (INCREMENTAL_BASE_METHODS, INCREMENTAL_PIPELINE_PARAMETERS,  # noqa: F401 (re-exported)
-                       SECTIONS, check_cluster, check_incremental, check_incremental_parameters, check_input,
+from .sections import (SECTIONS, check_cluster, check_incremental, check_incremental_parameters, check_input,
                        check_output, check_parameters, check_participation, check_schedule, check_series)
-from .slots import UTC, Clock, check_cron, fill, parse_time, run_key, slot_id, slots_between, zone  # noqa: F401 (re-exported)
+from .slots import UTC, Clock, fill, parse_time, run_key, slot_id, slots_between
 from .values import PLACEHOLDERS, SpecError, as_bool, as_columns, as_int, as_mapping, as_path, as_str, fail, show
 
 __all__ = ["SpecError", "WorkflowSpec", "parse_spec", "run_key", "slots_between", "slot_id",
