@@ -48,9 +48,9 @@ class SurveyInput:
     columns = property(lambda self: self.src.columns() or [])
 
 
-def open_survey_input(cfg, plan, data=None, input=None) -> SurveyInput:
-    """The survey of ``cfg`` (a timestamped DataFrame or a lake being filled), checked against the
-    run's columns; ν planned now when no calibration on the cluster is needed."""
+def open_survey_input(plan, data=None, input=None) -> SurveyInput:
+    """The survey of the run (a timestamped DataFrame or a lake being filled), checked against the
+    plan's columns; ν planned now when no calibration on the cluster is needed."""
     from ..io.qi import unknown_columns
     from ..io.survey import open_survey
 
@@ -59,32 +59,33 @@ def open_survey_input(cfg, plan, data=None, input=None) -> SurveyInput:
     source = data if data is not None else input
     if data is not None and is_dask_frame(data):
         raise InputError("source must be a Parquet lake directory or a pandas DataFrame, not a Dask DataFrame")
-    opts = cfg.incremental_options
+    ip, k = plan.incremental, plan.k
+    opts = ip.options
     src = open_survey(source, time_column=opts.time_column, close_at=opts.close_at, expected_rows=opts.expected_rows)
     cols = src.columns()
     if cols is not None:
-        unknown = [c for c in cfg.qi if c not in cols]
+        unknown = [c for c in plan.qi if c not in cols]
         if unknown:
             raise unknown_columns(unknown, cols)
-        for what, names in (("id_column (--id-column)", [cfg.id_column] if cfg.id_column else []),
-                            ("keep (--keep)", cfg.keep), ("drop (--drop)", cfg.drop)):
+        id_column = [plan.series.id_column] if plan.series is not None and plan.series.id_column else []
+        for what, names in (("id_column (--id-column)", id_column), ("keep (--keep)", plan.release.keep),
+                            ("drop (--drop)", ip.drop)):
             bad = [c for c in names if c not in cols]
             if bad:
                 raise ParameterError(f"{what}: column(s) {', '.join(map(repr, bad))} not in the survey")
-        identifiers.check_names(_as_is(cols, plan))
+        identifiers.check_names(_as_is([c for c in cols if c not in ip.drop], plan))
     total = src.total_rows
-    if total is not None and cfg.k > total:
-        raise ParameterError(f"k = {cfg.k} exceeds the number of records of the survey ({total})")
+    if total is not None and k > total:
+        raise ParameterError(f"k = {k} exceeds the number of records of the survey ({total})")
     if total is None:
         raise ParameterError(f"the lake {source} has no _arrivals.json manifest: give expected_rows (total records "
                              "of the survey)")
     if opts.nu is None and opts.zeta is None and src.survey_seconds() is None:
         raise ParameterError("give nu or zeta: the survey's duration is unknown for a lake without a simulator manifest")
-    ip = plan.incremental
     needs_cluster = opts.nu is None and opts.time_model is None and (opts.zeta is None or ip.base_options is not None)
     sched = None if needs_cluster else choose_nu(opts.nu, opts.zeta, opts.time_model, src, None, _base(plan))
     if sched is not None and sched["nu"] is not None:
-        check_increment_size(sched["nu"], total, cfg.k, opts.increment)
+        check_increment_size(sched["nu"], total, k, opts.increment)
     return SurveyInput(src, sched, input)
 
 
