@@ -126,3 +126,14 @@ def test_incremental_options_need_method_incremental(tmp_path, capsys):
     rc = main(["anonymize", str(src), str(tmp_path / "out.parquet"), "--qi", ",".join(QI), "--k", "5",
                "--zeta", "4", "--ledger", "off", "--drop", "region"])
     assert rc != 0 and "apply only to method 'incremental'" in capsys.readouterr().err
+
+
+def test_survey_columns_are_judged_as_published(tmp_path, client):
+    """A survey's id column is refused when it would be published as it is, and accepted dropped."""
+    df = _survey(seed=5).assign(record_id=np.arange(400))
+    frame = df.assign(ts=pd.Timestamp.now(tz="UTC").timestamp() - 60 + np.arange(len(df)) * 0.01)
+    with pytest.raises(Exception, match="record_id"):
+        anonymize_incremental(frame, QI, K, nu=0.2, time_column="ts", client=client, ledger="off")
+    release, report = anonymize_incremental(frame, QI, K, nu=0.2, time_column="ts", client=client, ledger="off",
+                                            drop=["record_id"])
+    assert "record_id" not in release.columns and report.verified
