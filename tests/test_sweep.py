@@ -94,6 +94,18 @@ def test_sweep_rows_reference_and_budget(data):
     # a budget nothing but exact MDAV meets
     tight = sweep(data, QI, 5, nu=[0, 1], sample=600, budget=0.0)
     assert tight.attrs["recommended"] == "MDAV (ν = 1)"
+    assert tight.attrs["recommended_options"] == {"method": "mdav"}
+
+
+def test_recommended_setting_is_a_run(data):
+    """The recommended setting is given as the options of a run, and a run takes them as they are."""
+    from daskmicro import anonymize
+
+    res = sweep(data, QI, 5, nu=[0.5], K=[100], energy_loss=[0.3], sample=1200, seed=3, budget=10.0)
+    opts = res.attrs["recommended_options"]
+    assert opts == {"method": "proximal-distal", "K": 100, "nu": 0.5, "energy_loss": 0.3}
+    release, report = anonymize(data[QI], QI, 5, seed=0, ledger="off", **opts)
+    assert report.verified and report.method == "proximal-distal" and len(release) == len(data)
 
 
 def test_sweep_n_components_scan(data):
@@ -189,7 +201,7 @@ def test_cli_sweep_refuses_existing_files(sweep_dir, input_file, capsys):
         (["--k", "5", "--nu", ""], "--nu is empty"),
         (["--k", "5", "--nu", "0,,1"], "empty entry"),
         (["--k", "5", "--nu", "a"], "--nu must hold numbers"),
-        (["--k", "5", "--K", "5"], "larger than k = 5"),
+        (["--k", "5", "--K", "5"], "larger than k"),
         (["--k", "5", "--K", "100.5"], "--K must hold integers"),
         (["--k", "5", "--sample", "3"], "--sample 3 is smaller than k = 5"),
         (["--k", "5", "--n-components", "0"], "n_components"),

@@ -140,6 +140,10 @@ def run(args) -> int:
         sym = "ΔD" if args.increment == "absolute" else "δ"
         print(f"recommended for {sym} ≤ {args.budget:g} %: {best}" if best else
               f"no setting keeps {sym} ≤ {args.budget:g} %: use exact MDAV")
+        if best:
+            opts = result.attrs["recommended_options"]
+            flags = " ".join(f"--{key.replace('_', '-') if key != 'K' else 'K'} {value}" for key, value in opts.items())
+            print(f"run it on all the records: daskmicro anonymize INPUT OUTPUT --qi {args.qi} --k {args.k} {flags}")
     for kind, path in paths.items():
         print(f"{kind + ':':<6}{path}")
     return 0

@@ -77,9 +77,7 @@ def _check_grid(k, nu, K, n_components, energy_loss, n, m_used):
     if K is None:
         K = [DEFAULT_K if n >= 10 * DEFAULT_K else max(k + 1, n // 10)]
     K = _number_list(K, "K", int)
-    for v in K:
-        if v <= k:
-            raise ParameterError(f"K (macrocell size) must be larger than k = {k}, got {v}")
+    for v in K:   # K > k is a rule of the run each setting stands for (_validated)
         if v > n:
             raise ParameterError(f"K = {v} exceeds the sample of {n} records")
     if n_components is not None and energy_loss is not None:
@@ -97,6 +95,27 @@ def _check_grid(k, nu, K, n_components, energy_loss, n, m_used):
             raise ParameterError(f"energy_loss must lie in [0, 1), got {bad[0]}")
         pca = [("energy_loss", v) for v in energy_loss]
     return nu, K, pca
+
+
+def run_options(k: int, nu: float, K, choice) -> dict:
+    """The options of a run (a :class:`~daskmicro.config.RunConfig`) whose cells are a setting of the
+    sweep on all the records: ν = 1 is exact MDAV, ν = 0 MDAV with PCA on every record (Algorithm B),
+    in between the proximal-distal pipeline (Algorithm C) with that K, ν and PCA bound."""
+    opts = {} if choice is None else {choice[0]: choice[1]}
+    if nu == 1.0:
+        return {"method": "mdav"}
+    if nu == 0.0:
+        return {"method": "pca-mdav", **opts}
+    return {"method": "proximal-distal", "K": int(K), "nu": float(nu), **opts}
+
+
+def _validated(qi, k, settings) -> None:
+    """Every setting is checked as the run it stands for: the one run description's fields and rules
+    (K > k, one PCA bound, …) refuse what a run would refuse, in the same words."""
+    from ..config import RunConfig
+
+    for _, v, K_, choice in settings:
+        RunConfig.build(qi=list(qi), k=k, seed=0, ledger="off", **run_options(k, v, K_, choice))
 
 
 def _settings(nu, K, pca):
@@ -255,12 +274,14 @@ def sweep(
     Z = np.ascontiguousarray(standardize(X[:, varying])[0])
     m_used = int(varying.sum())
     nus, Ks, pca = _check_grid(k, nu, K, n_components, energy_loss, n, m_used)
+    settings = _settings(nus, Ks, pca)
+    _validated(qi, k, settings)
 
     _warm_up(Z, k)
     t_ref, ref_labels = _best_of(repeat, lambda: mdav(Z, k))
     il_ref = information_loss(Z, ref_labels, standardized=True)
     rows = []
-    for label, v, K_, choice in _settings(nus, Ks, pca):
+    for label, v, K_, choice in settings:
         opts = {} if choice is None else {choice[0]: choice[1]}
         if v == 1.0:
             # ν = 1 is exact MDAV: the reference run itself (τ = 1, δ = 0 by definition)
@@ -295,6 +316,9 @@ def sweep(
         "reference": {"method": "mdav", "information_loss": float(il_ref), "distortion": float(il_ref) / 100,
                       "seconds": float(t_ref), "cells": int(ref_labels.max()) + 1},
         "recommended": None if best is None else best["setting"],
+        # the recommended setting as the options of a run on all the records (RunConfig fields)
+        "recommended_options": None if best is None else
+        next(run_options(k, v, K_, c) for label, v, K_, c in settings if label == best["setting"]),
     })
     return result
 
