@@ -152,11 +152,27 @@ def execute_incremental(client, survey: SurveyInput, plan, sink: str, output=Non
     else:
         cls = FixedIncrementalGraph if opts.increment in FIXED_INCREMENTS else PipelineIncrementalGraph
         graph = cls(client, qi, k, opts.increment, ip.base_options, seed, prepare=prepare)
-    release, outcome = _stages(src, graph, sched, opts, k, deadline, step)
-    return _execution(client, plan, graph, sched, release, outcome, src, sink, output, series, step)
+    done = _stages(src, graph, sched, opts, k, deadline, step)
+    return _execution(client, plan, done, sink, output, series, step)
 
 
-def _stages(src, graph, sched, opts, k, deadline, step):
+@dataclass
+class StagesDone:
+    """What both stages of a survey came to: the verified release and its figures."""
+
+    src: object
+    graph: object
+    sched: dict
+    release: object
+    results: tuple          # (base StageResult, increment StageResult, metrics)
+    counts: tuple           # (records of the base stage, of the increment)
+    method: str             # the increment algorithm used (2MDAV falls back to nn below k late records)
+    ref: dict | None        # the one-pass reference run, when asked for
+    checks: tuple           # (dtype changes, k-anonymity check, row check)
+    t_release: float
+
+
+def _stages(src, graph, sched, opts, k, deadline, step) -> StagesDone:
     """Base stage at the base trigger, increment at the close, verified release (§III-B)."""
     from .incremental_fixed import PROBE_FRACTION
 
@@ -186,8 +202,8 @@ def _stages(src, graph, sched, opts, k, deadline, step):
     except BaseException:
         graph.cancel()
         raise
-    return release, {"results": results, "counts": (n_base, n_inc), "method": method, "ref": ref,
-                     "checks": (changes, k_check, row_check), "t_release": t_release}
+    return StagesDone(src, graph, sched, release, results, (n_base, n_inc), method, ref, (changes, k_check, row_check),
+                      t_release)
 
 
 # --------------------------------------------------------------------------- the release
@@ -259,16 +275,15 @@ def _check_values(client, release, plan, k) -> None:
     identifiers.check_values(client.compute(parts[0]).result(), k)
 
 
-def _execution(client, plan, graph, sched, release, outcome, src, sink, output, series, step):
+def _execution(client, plan, done: StagesDone, sink, output, series, step):
     from .executor import Execution
     from ..strata import Group
 
     qi, k = list(plan.qi), plan.k
-    base_res, inc_res, metrics = outcome["results"]
-    n_base, n_inc = outcome["counts"]
-    n = n_base + n_inc
-    changes, k_check, row_check = outcome["checks"]
-    release = _recorded(client, release, plan, series)
+    base_res, inc_res, metrics = done.results
+    n = sum(done.counts)
+    changes, k_check, row_check = done.checks
+    release = _recorded(client, done.release, plan, series)
     _check_values(client, release, plan, k)
     info = GroupResult(
         n=n, m_used=metrics["m_used"], method="incremental", cells=metrics["cells"],
@@ -276,13 +291,13 @@ def _execution(client, plan, graph, sched, release, outcome, src, sink, output, 
         cell_size_counts=dict(metrics["cell_size_counts"] or {}), information_loss=metrics["information_loss"],
         seconds=base_res.seconds + inc_res.seconds, constant_columns=list(metrics["constant_columns"]),
         dtype_changes=dict(changes or {}))
-    section = incremental_section(src, graph, sched, outcome, plan.incremental.options, metrics["information_loss"])
+    section = incremental_section(done, plan.incremental.options, metrics["information_loss"])
     sizes = np.array(sorted(info.cell_size_counts), dtype=np.int64)
     ex = Execution(n=n, k=k, groups=[Group(strata=[()], pattern=0, observed=qi, n=n, label="all records")], infos=[info],
                    labels={}, k_check=k_check, rows_check=row_check,
                    tuple_sizes=(sizes, np.array([info.cell_size_counts[s] for s in sizes], dtype=np.int64)),
                    timings={"base stage": base_res.seconds, "increment stage": inc_res.seconds,
-                            "close to release": outcome["t_release"] - float(src.closed_at)},
+                            "close to release": done.t_release - float(done.src.closed_at)},
                    incremental=section)
     if sink == "lake":
         _write_lake(client, release, plan, output, n, ex)

@@ -8,10 +8,12 @@ from __future__ import annotations
 __all__ = ["incremental_section"]
 
 
-def incremental_section(src, graph, sched, outcome, options, information_loss) -> dict:
-    """The report section of a finished incremental run (``outcome`` from its stages)."""
-    base_res, inc_res, _ = outcome["results"]
-    n_base, n_inc = outcome["counts"]
+def incremental_section(done, options, information_loss) -> dict:
+    """The report section of a finished incremental run (``done``: what its stages came to,
+    :class:`daskmicro.graph.incremental_run.StagesDone`)."""
+    src, graph, sched = done.src, done.graph, done.sched
+    base_res, inc_res, _ = done.results
+    n_base, n_inc = done.counts
     timing = {
         "opened": src.opened_at(),
         "base_submitted": graph.base_submitted,
@@ -21,31 +23,37 @@ def incremental_section(src, graph, sched, outcome, options, information_loss) -
         "increment_submitted": graph.increment_submitted,
         "increment_start": inc_res.start,
         "increment_end": inc_res.end,
-        "release": outcome["t_release"],
+        "release": done.t_release,
     }
-    out = _section(sched, timing, base_res.seconds, inc_res.seconds, n_base, n_inc, options.base_name,
-                   options.increment, outcome["method"], outcome["ref"], information_loss, options.time_model,
-                   n_base + n_inc)
+    out = _schedule_and_times(sched, timing, (base_res.seconds, inc_res.seconds), (n_base, n_inc))
+    out.update(base_method=options.base_name, increment=options.increment, increment_used=done.method)
+    if sched.get("calibration"):
+        out["calibration"] = sched["calibration"]
+    out["nu_from"] = sched.get("nu_from")
+    _relative_times(out, sched, done.ref, information_loss, options.time_model, n_base + n_inc)
     out.update(base_info=dict(base_res.info), increment_info=dict(inc_res.info))
     return out
 
 
-def _section(sched, t, base_s, inc_s, n_base, n_inc, base_name, increment, method, ref, il, model, n) -> dict:
-    """Report entries: schedule, measured times, and relative times τ when a t_ref is known (§III-B)."""
+def _schedule_and_times(sched, t, seconds, counts) -> dict:
+    """The schedule and the measured times of the stages (§III-B)."""
+    (base_s, inc_s), (n_base, n_inc) = seconds, counts
     out = {
         "nu": sched["nu"], "nu_source": sched["nu_source"], "nu_actual": n_inc / (n_base + n_inc),
         "zeta": sched["zeta"], "beta": sched["beta"], "nu_star": sched["nu_star"], "nu_critical": sched["nu_critical"],
-        "n_base": n_base, "n_increment": n_inc, "base_method": base_name, "increment": increment,
-        "increment_used": method,
+        "n_base": n_base, "n_increment": n_inc,
         "times": {key: value for key, value in t.items() if value is not None},
         "base_seconds": base_s, "increment_seconds": inc_s,
         "head_start_seconds": t["close"] - t["base_start"],
         "close_to_release_seconds": t["release"] - t["close"],
         "base_started_before_close": t["base_start"] < t["close"],
     }
-    if sched.get("calibration"):
-        out["calibration"] = sched["calibration"]
-    out["nu_from"] = sched.get("nu_from")
+    return out
+
+
+def _relative_times(out, sched, ref, il, model, n) -> None:
+    """τ₀, τ₊, τ₋, Δτ relative to t_ref (measured by the one-pass reference, else predicted) and δ."""
+    base_s, inc_s = out["base_seconds"], out["increment_seconds"]
     t_ref, source = None, None
     if ref is not None:
         t_ref, source = ref["seconds"], "measured"
@@ -66,4 +74,3 @@ def _section(sched, t, base_s, inc_s, n_base, n_inc, base_name, increment, metho
             delta_tau=min(tau_minus + 1.0 - tau0, 1.0) - tau_plus,
             close_to_release_ratio=out["close_to_release_seconds"] / t_ref,
         )
-    return out

@@ -69,6 +69,13 @@ def _number_list(values, name: str, kind=float) -> list:
     return out
 
 
+def _check_lists(nu, K, n_components, energy_loss) -> None:
+    _number_list(DEFAULT_NU if nu is None else nu, "nu")
+    for name, values in (("K", K), ("n_components", n_components), ("energy_loss", energy_loss)):
+        if values is not None:
+            _number_list(values, name, int if name != "energy_loss" else float)
+
+
 def _check_grid(k, nu, K, n_components, energy_loss, n, m_used):
     nu = _number_list(DEFAULT_NU if nu is None else nu, "nu")
     bad = [v for v in nu if not 0.0 <= v <= 1.0]
@@ -258,11 +265,7 @@ def sweep(
     if budget is not None:
         if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not math.isfinite(budget) or budget < 0:
             raise ParameterError(f"budget must be a number ≥ 0 (a fraction of D), got {budget!r}")
-    # cheap checks of the lists before the data are read
-    _number_list(DEFAULT_NU if nu is None else nu, "nu")
-    for name, values in (("K", K), ("n_components", n_components), ("energy_loss", energy_loss)):
-        if values is not None:
-            _number_list(values, name, int if name != "energy_loss" else float)
+    _check_lists(nu, K, n_components, energy_loss)   # cheap, before the data are read
 
     frame, n_total = qi_sample(df, qi, sample, seed)
     X = qi_matrix(frame, qi)
