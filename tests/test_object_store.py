@@ -175,8 +175,11 @@ def test_file_url_input(tmp_path):
     src = tmp_path / "in put.parquet"
     df.to_parquet(src, index=False)
     out = tmp_path / "rel.parquet"
-    anonymize_file("file://" + str(src).replace(" ", "%20"), out, ["x", "y"], 3, seed=0, drop=["id"])
-    assert len(pd.read_parquet(out)) == len(df)
+    anonymize_file("file://" + str(src).replace(" ", "%20"), "file://" + str(out), ["x", "y"], 3, seed=0,
+                   drop=["id"])
+    assert len(pd.read_parquet(out)) == len(df) and out.with_suffix(".report.json").is_file()
+    with pytest.raises(ParameterError, match="storage_options apply only to an object-store input"):
+        anonymize_file(src, tmp_path / "o.parquet", ["x", "y"], 3, storage_options={"anon": True})
 
 
 def test_workflow_spec_reads_s3(store, client, tmp_path):

@@ -33,11 +33,13 @@ def output_paths(spec: WorkflowSpec, slot: dt.datetime | None) -> tuple[Path, Pa
     """(release path, report path, release is a directory) of one run."""
     from ..io import lake
 
-    out = Path(fill(spec.data["output"]["path"], spec.name, slot))
+    from ..io.objectstore import local_path
+
+    out = Path(local_path(fill(spec.data["output"]["path"], spec.name, slot)))
     is_dir = lake.is_lake_target(out)
     rep = spec.data.get("report", {}).get("path")
     if rep:
-        report = Path(fill(rep, spec.name, slot))
+        report = Path(local_path(fill(rep, spec.name, slot)))
     else:
         report = out / "_report.json" if is_dir else out.with_suffix(".report.json")
     return out, report, is_dir
