@@ -265,11 +265,15 @@ def anonymize(
     return outcome.release, outcome.report
 
 
-def anonymize_file(input, output, qi, k: int, *, report=None, client=None, progress=None, **options):
+def anonymize_file(input, output, qi, k: int, *, report=None, client=None, progress=None, storage_options=None,
+                   **options):
     """Publish a k-anonymous release of a file or Parquet lake into ``output``: the Python twin of
     ``daskmicro anonymize INPUT OUTPUT``.
 
-    ``input`` is a ``.parquet`` / ``.csv`` file or a directory of Parquet files; ``output`` a
+    ``input`` is a ``.parquet`` / ``.csv`` file or a directory of Parquet files, local, a
+    ``file://`` URL or an ``s3://BUCKET/KEY`` object or prefix (read by the workers; credentials and
+    endpoint from the environment's chain, or ``storage_options``, s3fs's keyword arguments,
+    which are never recorded: :mod:`daskmicro.io.objectstore`); ``output`` a
     ``.parquet`` file (written with its JSON report, ``report`` or ``OUTPUT.report.json``) or a
     directory (committed with ``_SUCCESS``).  ``options`` are those of :func:`anonymize` plus the
     lake options (``filters``, ``columns``, ``drop``, ``partition_by``, ``rows_per_file``,
@@ -279,5 +283,6 @@ def anonymize_file(input, output, qi, k: int, *, report=None, client=None, progr
     options already holds: nothing to do).
     """
     cfg = RunConfig.build(qi=qi, k=k, **options)
-    outcome = run(cfg, input=input, output=output, report_path=report, client=client, progress=progress)
+    outcome = run(cfg, input=input, output=output, report_path=report, client=client, progress=progress,
+                  storage_options=storage_options)
     return outcome.report

@@ -37,8 +37,8 @@ CSV_COUNT_BYTES = 64 << 20
 # --------------------------------------------------------------------------- source
 
 
-def open_input(cfg: RunConfig, data=None, input=None):
-    """The source of a run (a frame, or a path), checked against the config's columns."""
+def open_input(cfg: RunConfig, data=None, input=None, storage_options=None):
+    """The source of a run (a frame, a path or an object-store URL), checked against the config's columns."""
     from .io.frames import open_frame
     from .io.source import open_source
 
@@ -52,8 +52,8 @@ def open_input(cfg: RunConfig, data=None, input=None):
             named.append(cfg.participation)
         if cfg.id_column is not None:
             named.append(cfg.id_column)
-        source = open_source(Path(input), list(cfg.filters), list(cfg.columns) if cfg.columns else None,
-                             list(cfg.drop), needed=named)
+        source = open_source(input, list(cfg.filters), list(cfg.columns) if cfg.columns else None,
+                             list(cfg.drop), needed=named, storage_options=storage_options)
     _check_columns(cfg, source)
     return source
 
@@ -121,6 +121,8 @@ def needs_cluster(cfg: RunConfig, source, client=None) -> bool:
     the plan runs in this process."""
     if client is not None or cfg.scheduler or cfg.memory_limit is not None or cfg.spill_directory is not None:
         return True  # worker memory settings are settings of a cluster's workers
+    if getattr(source, "remote", False):
+        return True  # an object store's input is read by the workers, never through this process
     path = getattr(source, "path", None)
     if getattr(source, "dask", False) or len(source.files) > 1 or (path is not None and Path(path).is_dir()):
         return True
@@ -152,7 +154,9 @@ def _outputs(cfg, sink, output, report_path, input, perf_wanted, existing_ok=())
     from .io.paths import Output, check_ledger, check_outputs, check_spill
     from .runtime import dask_report
 
-    inputs = [input] if input is not None else []
+    from .io.objectstore import is_remote
+
+    inputs = [input] if input is not None and not is_remote(str(input)) else []
     if sink == "memory":
         check_spill(cfg.spill_directory, inputs)
         check_ledger(cfg.ledger_path, inputs)
@@ -178,7 +182,7 @@ def _outputs(cfg, sink, output, report_path, input, perf_wanted, existing_ok=())
 
 
 def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None, client=None, progress=None,
-        say=None, extra_report=None, before_commit=None) -> Outcome:
+        say=None, extra_report=None, before_commit=None, storage_options=None) -> Outcome:
     """Run ``cfg`` on ``data`` (a pandas or Dask DataFrame) or ``input`` (a file or a directory).
 
     ``output`` None returns the release in memory (pandas for a pandas input, Dask for a Dask
@@ -187,6 +191,8 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
     no-op unless ``cfg.force``).  ``say(line)`` gets the run's notices (stderr in the CLI).
     ``extra_report`` is merged into the report before it is written (the workflow section);
     ``before_commit()`` is called just before anything is committed (it may raise to cancel).
+    ``input`` may be an ``s3://`` URL read with ``storage_options`` (:mod:`daskmicro.io.objectstore`;
+    never recorded) or a ``file://`` URL; outputs on an object store are refused.
     """
     from ._version import __version__
     from .runtime.cluster import cluster_client, given_client_refusal
@@ -198,11 +204,12 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
     from .report.run_report import build_report
 
     say = say or (lambda line: None)
+    input, output, report_path = _located(input, output, report_path, storage_options, cfg)
     for line in recover_outputs(output, report_path):  # first: whatever this run then does or refuses
         say(line)
     plan = RunPlan.from_config(cfg, SMALL_GROUP_ROWS)   # resolved once: the executor never sees cfg
     survey = plan.incremental is not None   # records followed as they arrive (daskmicro.incremental)
-    source, executor = _source(cfg, plan, data, input)
+    source, executor = _source(cfg, plan, data, input, storage_options)
     sink = _sink(output)
     output = Path(output) if output is not None else None
     if cfg.partition_by and sink != "lake":
@@ -284,7 +291,7 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
     return outcome
 
 
-def _source(cfg, plan, data, input):
+def _source(cfg, plan, data, input, storage_options=None):
     """The run's source and its executor: a survey followed as its records arrive
     (:mod:`daskmicro.incremental`), or the input read in pieces (:mod:`daskmicro.graph.executor`)."""
     if plan.incremental is not None:
@@ -293,7 +300,25 @@ def _source(cfg, plan, data, input):
         return open_survey_input(plan, data, input), execute_incremental
     from .graph.executor import execute
 
-    return open_input(cfg, data, input), execute
+    return open_input(cfg, data, input, storage_options), execute
+
+
+def _located(input, output, report_path, storage_options, cfg):
+    """``file://`` URLs as the local paths they name; what this version does not do with an object
+    store refused in one line before anything is read or written: writing there (the release or
+    its report), an incremental survey read from there, ``storage_options`` without a URL."""
+    from .io.objectstore import is_remote, local_path, refuse_remote_output
+
+    refuse_remote_output(output, "output")
+    refuse_remote_output(report_path, "report")
+    input, output, report_path = (local_path(str(p)) if p is not None else None
+                                  for p in (input, output, report_path))
+    remote = input is not None and is_remote(input)
+    if remote and cfg.method == "incremental":
+        raise ParameterError("an incremental survey is read from a local or mounted directory, not an object store")
+    if storage_options is not None and not remote:
+        raise ParameterError("storage_options apply only to an object-store input (s3://BUCKET/KEY)")
+    return input, output, report_path
 
 
 # --------------------------------------------------------------------------- the release ledger

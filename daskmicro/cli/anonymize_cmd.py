@@ -45,7 +45,7 @@ def add_parser(sub, fmt) -> None:
         epilog=_ANONYMIZE_EPILOG,
         formatter_class=fmt,
     )
-    p.add_argument("input", metavar="INPUT", help="input table: .csv, .parquet, or a directory of Parquet files")
+    p.add_argument("input", metavar="INPUT", help="input table: .csv, .parquet, or a directory of Parquet files; also s3://BUCKET/KEY (an object or a prefix of Parquet objects; needs daskmicro[s3]) or file:///PATH")
     p.add_argument("output", metavar="OUTPUT", help="release to write: a .parquet file, or a directory (no extension) for a partitioned release written by the workers")
     p.add_argument("--qi", required=True, metavar="COLS", help="comma-separated quasi-identifier columns (numeric)")
     p.add_argument("--k", required=True, type=int, metavar="K", help="anonymity parameter: each published QI tuple is shared by ≥ K records (2 ≤ K ≤ rows)")

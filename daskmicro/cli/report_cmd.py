@@ -57,8 +57,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args) -> int:
     """Render the page; errors propagate as InputError/ParameterError for the CLI to print."""
+    from ..errors import ParameterError
+    from ..io.objectstore import is_remote
     from ..report.files import write_report
 
+    if is_remote(str(args.path)) or (args.output is not None and is_remote(str(args.output))):
+        raise ParameterError("reading or writing a report on an object store is not supported yet: "
+                             "daskmicro writes releases to local or mounted paths only")
     target = write_report(args.path, args.output, overwrite=args.overwrite)
     print(f"report: {target}")
     return 0

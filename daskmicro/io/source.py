@@ -25,7 +25,7 @@ from .filters import parse_filters
 from .qi import qi_frame_matrix
 from .tables import CSV_SUFFIXES, PARQUET_SUFFIXES, arrow_to_pandas, check_csv_header, one_line
 
-__all__ = ["LakeSource", "open_source", "read_piece", "scan_piece", "scan_frame", "arrow_to_pandas", "RID"]
+__all__ = ["LakeSource", "RemoteSource", "open_source", "read_piece", "scan_piece", "scan_frame", "arrow_to_pandas", "RID"]
 
 #: Internal column holding each record's global row id while a run is in flight.
 RID = "__daskmicro_rid__"
@@ -82,7 +82,33 @@ class LakeSource:
 
     def piece_args(self, i: int) -> tuple:
         """Arguments of :func:`read_piece` / :func:`scan_piece` for file ``i`` (picklable)."""
-        return (self.files[i], self.fmt, str(self.path) if self.path.is_dir() else None,
+        return (self.files[i], self.fmt, str(self.path.resolve()) if self.path.is_dir() else None,
+                self.full_schema, self.partition_fields, self.filter)
+
+
+@dataclass
+class RemoteSource(LakeSource):
+    """A lake input on an object store (:mod:`daskmicro.io.objectstore`): ``files`` are keys
+    (``bucket/key``), read by the workers through ``store``; ``path`` is the URL as given."""
+
+    store: object = None
+    root: str = ""               # the prefix (``bucket/key``) the hive keys are relative to
+    prefix: bool = False         # a prefix of objects, not one object
+    listing: list = field(default_factory=list)   # (key, bytes, etag) of each file
+    remote = True
+    rows_hint = None
+
+    def fingerprint(self) -> dict:
+        """The URL, each object's key below it, size and ETag, the filter and the columns."""
+        files = [{"path": k[len(self.root):].lstrip("/") if self.prefix else k.rsplit("/", 1)[-1], "bytes": b,
+                  "etag": e} for k, b, e in self.listing]
+        return {"path": str(self.path), "format": self.fmt, "files": files, "filter": list(self.filter_text),
+                "columns": self.columns}
+
+    def piece_args(self, i: int) -> tuple:
+        from .objectstore import RemoteFile
+
+        return (RemoteFile(self.store, self.files[i]), self.fmt, self.root if self.prefix else None,
                 self.full_schema, self.partition_fields, self.filter)
 
 
@@ -96,33 +122,40 @@ def _data_files(root: Path, suffixes) -> list:
     return sorted(out)
 
 
-def _file_schema(path: str, fmt: str):
+def _file_schema(path: str, fmt: str, store=None, size=None):
     import pyarrow.dataset as ds
 
-    if os.path.getsize(path) == 0:
-        raise InputError(f"empty file (0 bytes): {masked_path(path)}")
+    shown = path if store is None else f"{store.protocol}://{path}"
+    if (os.path.getsize(path) if store is None else size) == 0:
+        raise InputError(f"empty file (0 bytes): {masked_path(shown)}")
+    fs = None if store is None else store.filesystem()
     try:
         if fmt == "parquet":
             import pyarrow.parquet as pq
 
-            schema = pq.read_schema(path)  # the file's own schema, duplicate names included
-        else:
+            schema = pq.read_schema(path, filesystem=fs)  # the file's own schema, duplicate names included
+        elif fs is None:
             check_csv_header(Path(path))  # a repeated name is refused by name, before pyarrow reads it
             schema = ds.dataset(path, format=fmt).schema
+        else:
+            with fs.open(path, "rb") as fh:
+                check_csv_header(fh, masked_path(shown))
+            schema = ds.dataset(path, format=fmt, filesystem=fs).schema
     except InputError:
         raise
-    except Exception as exc:  # ArrowInvalid, OSError, ...
-        raise InputError(f"cannot read {masked_path(path)}: {one_line(exc)}") from None
+    except Exception as exc:  # ArrowInvalid, OSError, botocore's errors, ...
+        text = one_line(exc) if store is None else store.scrub(describe(exc))
+        raise InputError(f"cannot read {masked_path(shown)}: {text}") from None
     names = schema.names
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise InputError(f"duplicate column name(s) {', '.join(map(repr, dup))} in {masked_path(path)}")
     if fmt == "csv":
-        _refuse_rounded_integers(path, schema)
+        _refuse_rounded_integers(path, schema, fs)
     return schema.remove_metadata()
 
 
-def _refuse_rounded_integers(path: str, schema) -> None:
+def _refuse_rounded_integers(path: str, schema, fs=None) -> None:
     """Refuse a CSV column that Arrow reads as double although its text holds integers beyond
     ±2^53: an integer too large for int64 makes Arrow infer double for the whole column, which
     rounds it silently (a QI would look constant and be published raw; any column would be
@@ -137,7 +170,7 @@ def _refuse_rounded_integers(path: str, schema) -> None:
     bad: dict = {}
     opts = pcsv.ConvertOptions(include_columns=floats, column_types={c: pa.string() for c in floats})
     try:
-        reader = pcsv.open_csv(path, convert_options=opts)
+        reader = pcsv.open_csv(path if fs is None else fs.open(path, "rb"), convert_options=opts)
         for batch in reader:
             for c in floats:
                 text = pc.utf8_trim_whitespace(batch.column(c))
@@ -179,7 +212,7 @@ def _hive_fields(root: Path, files: list) -> list:
     return keys or []
 
 
-def open_source(path, filters=(), columns=None, drop=(), needed=()) -> LakeSource:
+def open_source(path, filters=(), columns=None, drop=(), needed=(), storage_options=None) -> LakeSource:
     """Open and check a lake input.
 
     Parameters
@@ -197,6 +230,9 @@ def open_source(path, filters=(), columns=None, drop=(), needed=()) -> LakeSourc
     needed : sequence of str
         Columns the run names (QIs, strata, …): read even when the file stores them as its
         pandas index, which is otherwise never read (row labels, often an identifier).
+    storage_options : dict, optional
+        Options of the object store's file system (s3fs) for an ``s3://`` URL
+        (:mod:`daskmicro.io.objectstore`); a ``file://`` URL is read as the local path it names.
 
     Raises
     ------
@@ -206,8 +242,11 @@ def open_source(path, filters=(), columns=None, drop=(), needed=()) -> LakeSourc
     ParameterError
         Unknown columns in ``columns``, ``drop`` or a filter.
     """
-    import pyarrow as pa
+    from .objectstore import is_remote, local_path
 
+    path = local_path(path)
+    if is_remote(str(path)):
+        return _open_remote(str(path), storage_options, filters, columns, drop, needed)
     path = Path(path)
     if not path.exists():
         raise InputError(f"input not found: {path}")
@@ -230,17 +269,61 @@ def open_source(path, filters=(), columns=None, drop=(), needed=()) -> LakeSourc
             raise InputError(f"unknown input format for {path}: expected .parquet, .csv or a directory")
         files, hive = [str(path.resolve())], []
     files = [str(Path(f).resolve()) for f in files]
-    first = _file_schema(files[0], fmt)
-    index = _stored_index(_pq_schema(files[0])) if fmt == "parquet" else []
-    for f in files[1:]:
-        s = _file_schema(f, fmt)
+    root = str(path.resolve()) if path.is_dir() else None
+    schema = _checked_schema(files, fmt, hive, root, [None] * len(files))
+    return _projected(LakeSource, dict(path=path, files=files, fmt=fmt), schema, hive, filters, columns, drop,
+                      needed)
+
+
+def _open_remote(url, storage_options, filters, columns, drop, needed) -> "RemoteSource":
+    """:func:`open_source` of an object-store URL (:func:`daskmicro.io.objectstore.open_remote`)."""
+    from .objectstore import open_remote
+    from .recovery import SUCCESS
+
+    store, root, listing, prefix, names = open_remote(url, storage_options, PARQUET_SUFFIXES)
+    if prefix:
+        if "_report.json" in names and SUCCESS not in names:
+            raise InputError(f"not a committed release (no {SUCCESS}): {url}")
+        if not listing:
+            raise InputError(f"prefix holds no Parquet objects: {url}")
+        fmt = "parquet"
+    else:
+        name = root.rsplit("/", 1)[-1].lower()
+        fmt = "parquet" if name.endswith(PARQUET_SUFFIXES) else "csv" if name.endswith(CSV_SUFFIXES) else None
+        if fmt is None:
+            raise InputError(f"unknown input format for {url}: expected .parquet, .csv or a prefix of Parquet objects")
+    files = [k for k, _, _ in listing]
+    hive = _hive_fields(Path(root), files) if prefix else []
+    schema = _checked_schema(files, fmt, hive, root if prefix else None, [b for _, b, _ in listing], store)
+    given = dict(path=url, files=files, fmt=fmt, store=store, root=root, prefix=prefix, listing=listing)
+    return _projected(RemoteSource, given, schema, hive, filters, columns, drop, needed)
+
+
+def _checked_schema(files, fmt, hive, root, sizes, store=None):
+    """The input's schema (hive keys included) and its stored pandas index, every file checked
+    against the first."""
+    import pyarrow as pa
+
+    shown = (lambda f: f) if store is None else (lambda f: f"{store.protocol}://{f}")
+    first = _file_schema(files[0], fmt, store, sizes[0])
+    fs = None if store is None else store.filesystem()
+    index = _stored_index(_pq_schema(files[0], fs)) if fmt == "parquet" else []
+    for f, size in zip(files[1:], sizes[1:]):
+        s = _file_schema(f, fmt, store, size)
         if not s.equals(first):
-            raise InputError(f"schema of {masked_path(f)} differs from that of {masked_path(files[0])}: "
+            raise InputError(f"schema of {masked_path(shown(f))} differs from that of {masked_path(shown(files[0]))}: "
                              f"{_schema_difference(first, s)}")
     clash = [k for k in hive if k in first.names]
     if clash:
         raise InputError(f"hive partition key(s) {', '.join(map(repr, clash))} also stored as column(s) in the files")
-    full = pa.schema(list(first) + [_hive_field(path, files, k) for k in hive])
+    return pa.schema(list(first) + [_hive_field(root, files, k) for k in hive]), index
+
+
+def _projected(cls, given: dict, schema, hive, filters, columns, drop, needed):
+    """The source with its projection and filter (see :func:`open_source`)."""
+    import pyarrow as pa
+
+    full, index = schema
     names = list(full.names)
     for label, cols in (("--columns", columns or []), ("--drop", drop or [])):
         unknown = [c for c in cols if c not in names]
@@ -253,14 +336,14 @@ def open_source(path, filters=(), columns=None, drop=(), needed=()) -> LakeSourc
         raise ParameterError("no column left to read after --columns/--drop")
     expr = parse_filters(filters, full)
     schema = pa.schema([full.field(c) for c in keep])
-    return LakeSource(path=path, files=files, fmt=fmt, schema=schema, full_schema=full,
-                      partition_fields=hive, filter=expr, filter_text=list(filters or ()))
+    return cls(schema=schema, full_schema=full, partition_fields=hive, filter=expr,
+               filter_text=list(filters or ()), **given)
 
 
-def _pq_schema(path):
+def _pq_schema(path, fs=None):
     import pyarrow.parquet as pq
 
-    return pq.read_schema(path)
+    return pq.read_schema(path, filesystem=fs)
 
 
 def _stored_index(schema) -> list:
@@ -278,7 +361,7 @@ def _hive_field(root: Path, files, key):
 
     values = set()
     for f in files:
-        for p in Path(f).relative_to(root.resolve()).parts[:-1]:
+        for p in Path(f).relative_to(root).parts[:-1]:
             kv = hive_dirs.parse_segment(p)
             if kv is not None and kv[0] == key and kv[1] is not None:
                 values.add(kv[1])
@@ -296,18 +379,22 @@ def _read_table(file, fmt, root, full_schema, hive, expr, columns):
     except MemoryError:
         raise
     except (pa.lib.ArrowException, OSError, ValueError) as exc:
-        raise InputError(f"cannot read {masked_path(file)}: {describe(exc)}") from None
+        text = describe(exc) if isinstance(file, str) else file.store.scrub(describe(exc))
+        raise InputError(f"cannot read {masked_path(str(file))}: {text}") from None
 
 
 def _read_file(file, fmt, root, full_schema, hive, expr, columns):
     import pyarrow as pa
     import pyarrow.dataset as ds
 
+    fs = None
+    if not isinstance(file, str):  # an object of a store (objectstore.RemoteFile)
+        fs, file = file.store.filesystem(), file.key
     file_schema = pa.schema([f for f in full_schema if f.name not in hive])
-    table = ds.dataset(file, format=fmt, schema=file_schema if fmt == "parquet" else None).to_table()
+    table = ds.dataset(file, format=fmt, schema=file_schema if fmt == "parquet" else None, filesystem=fs).to_table()
     if hive:
         values = {}
-        for p in Path(file).relative_to(Path(root).resolve()).parts[:-1]:
+        for p in Path(file).relative_to(root).parts[:-1]:
             kv = hive_dirs.parse_segment(p)
             if kv is not None:
                 values[kv[0]] = kv[1]

@@ -113,15 +113,16 @@ def read_table(path) -> pd.DataFrame:
     return df
 
 
-def check_csv_header(path: Path) -> None:
+def check_csv_header(path, name=None) -> None:
     """Refuse a CSV whose header names a column twice: pandas would rename the second ``age`` to
     ``age.1``, and a QI named ``age`` would then leave that copy unprotected in the release.
 
     The header is read by the same parser (pandas, as a data row: no renaming) that reads the
     table, so the names compared are the names pandas sees — a byte-order mark, quoting or a
-    compressed file cannot make a second parser disagree with it."""
+    compressed file cannot make a second parser disagree with it.  ``path`` may be an open
+    binary file (an object of a store), ``name`` then names it in the message."""
     header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False)
-    _refuse_duplicates(header.iloc[0].tolist() if len(header) else [], path)
+    _refuse_duplicates(header.iloc[0].tolist() if len(header) else [], name or path)
 
 
 def _refuse_duplicates(names, path) -> None:

@@ -33,17 +33,26 @@ def output_paths(spec: WorkflowSpec, slot: dt.datetime | None) -> tuple[Path, Pa
     """(release path, report path, release is a directory) of one run."""
     from ..io import lake
 
-    out = Path(fill(spec.data["output"]["path"], spec.name, slot))
+    from ..io.objectstore import local_path
+
+    out = Path(local_path(fill(spec.data["output"]["path"], spec.name, slot)))
     is_dir = lake.is_lake_target(out)
     rep = spec.data.get("report", {}).get("path")
     if rep:
-        report = Path(fill(rep, spec.name, slot))
+        report = Path(local_path(fill(rep, spec.name, slot)))
     else:
         report = out / "_report.json" if is_dir else out.with_suffix(".report.json")
     return out, report, is_dir
 
 
-def _check_targets(source: Path, out: Path, report: Path, is_dir: bool, overwrite: bool) -> None:
+def _input_path(text: str):
+    """The spec's input: a local path (``file://`` URLs included), or an object-store URL as written."""
+    from ..io.objectstore import is_remote, local_path
+
+    return text if is_remote(text) else Path(local_path(text))
+
+
+def _check_targets(source, out: Path, report: Path, is_dir: bool, overwrite: bool) -> None:
     """Every path the run writes against the input and each other (:mod:`daskmicro.io.paths`); a
     report directly inside a directory release is written into it with the commit."""
     from ..io.paths import Output, check_outputs
@@ -118,9 +127,10 @@ def execute_run(spec: WorkflowSpec, slot: dt.datetime | None = None, client=None
     # first, whatever the run then does or refuses: an interrupted commit of its outputs resolved
     for line in rec.recover(out, report_path):
         print(f"daskmicro: {line}", file=sys.stderr)
-    source = Path(fill(d["input"]["path"], spec.name, slot))
-    rec.refuse_uncommitted(source)
-    _check_targets(source, out, report_path, is_dir, d["output"]["overwrite"])
+    source = _input_path(fill(d["input"]["path"], spec.name, slot))
+    if isinstance(source, Path):
+        rec.refuse_uncommitted(source)
+    _check_targets(source if isinstance(source, Path) else None, out, report_path, is_dir, d["output"]["overwrite"])
     started = time.time()
     tick = time.perf_counter()
 
@@ -159,7 +169,8 @@ def _planned(spec, slot, source, out, report_path, client, progress, should_stop
     if report_path == out / "_report.json":
         report_path = None  # a directory release holds its own _report.json
     outcome = run(cfg, input=source, output=out, report_path=report_path, client=client, progress=progress,
-                  say=echo_stderr, extra_report={"workflow": workflow}, before_commit=lambda: _check(should_stop))
+                  say=echo_stderr, extra_report={"workflow": workflow}, before_commit=lambda: _check(should_stop),
+                  storage_options=d["input"].get("storage_options"))
     if outcome.nothing_to_do:
         return {"output": str(out), "report": str(report_path), "rows": None, "cells": None,
                 "information_loss": None, "strata": 0, "nothing_to_do": True}

@@ -24,7 +24,8 @@ _FILTER_OPS = ("==", "!=", "<", "<=", ">", ">=", "in", "not in")
 
 #: The keys each section (and ``cluster.tls``) accepts.
 SECTIONS = {
-    "input": ("path", "filters", "strata", "missing", "merge_small_strata", "columns", "drop", "keep"),
+    "input": ("path", "filters", "strata", "missing", "merge_small_strata", "columns", "drop", "keep",
+              "storage_options"),
     "parameters": ("K", "nu", "partition_size", "task_rows", "max_task_rows", "energy_loss", "n_components",
                    "sse_threshold", "seed", "keep_row_id", "quality", "refine", "refine_iter", "macro", "macro_iter",
                    "reference"),
@@ -75,7 +76,36 @@ def check_input(value, base: Path) -> dict:
         out["missing"] = sec["missing"]
     if "merge_small_strata" in sec:
         out["merge_small_strata"] = as_bool(sec["merge_small_strata"], "input.merge_small_strata")
+    if sec.get("storage_options") is not None:
+        out["storage_options"] = _storage_options(sec["storage_options"], out["path"])
     return out
+
+
+#: Option names that hold a credential: never in a spec, whose text is copied into every report.
+_SECRET_OPTION = re.compile(r"(^key$|_key$|key_id|secret|token|password|credential)", re.IGNORECASE)
+
+
+def _storage_options(value, path: str) -> dict:
+    """``input.storage_options``: s3fs options of an object-store input, credentials refused (the
+    spec's text is part of the published report; the environment, a profile or an instance role
+    give them)."""
+    from ..io.objectstore import is_remote
+
+    if not isinstance(value, dict):
+        fail("input.storage_options", f"expected a mapping of s3fs options, got {show(value)}")
+    if not is_remote(path):
+        fail("input.storage_options", "applies only to an object-store input.path (s3://BUCKET/KEY)")
+
+    def walk(obj, where):
+        for name, v in obj.items():
+            if _SECRET_OPTION.search(str(name)):
+                fail(f"{where}.{name}", "credentials are never written in a spec (its text is copied into the "
+                     "report): give them through the environment (AWS_ACCESS_KEY_ID, …), a profile "
+                     "(storage_options.profile) or the machine's role")
+            if isinstance(v, dict):
+                walk(v, f"{where}.{name}")
+    walk(value, "input.storage_options")
+    return dict(value)
 
 
 def _jsonable(value):
@@ -197,6 +227,7 @@ def check_output(value, base: Path) -> dict:
     if not isinstance(sec["path"], str):
         fail("output.path", f"expected a string, got {show(sec['path'])}")
     out = {"path": as_path(sec["path"], "output.path", base), "overwrite": False}
+    _local_only(out["path"], "output.path")
     if "overwrite" in sec:
         out["overwrite"] = as_bool(sec["overwrite"], "output.overwrite")
     if "force" in sec:
@@ -209,6 +240,14 @@ def check_output(value, base: Path) -> dict:
     if suffix and suffix not in (".parquet", ".pq"):
         fail("output.path", f"expected a .parquet file or a directory (no extension), got {show(sec['path'])}")
     return out
+
+
+def _local_only(text: str, where: str) -> None:
+    from ..io.objectstore import is_remote
+
+    if is_remote(text):
+        fail(where, "writing to an object store is not supported yet (write to a local or mounted path; "
+             "s3:// works for input.path)")
 
 
 def _size(value, path: str) -> int:

@@ -115,6 +115,11 @@ def as_template(value, path: str) -> str:
 
 
 def as_path(value, path: str, base: Path) -> str:
+    """A path of the spec, relative to its directory; a URL (``s3://…``, ``file://…``) as written."""
+    from ..io.objectstore import is_url
+
     text = as_template(value, path)
+    if is_url(text):
+        return text
     p = Path(os.path.expanduser(text))
     return str(p if p.is_absolute() else base / p)

@@ -1,0 +1,249 @@
+"""Inputs on an S3-compatible object store (daskmicro.io.objectstore), against a real S3 server:
+moto's server mode on loopback, reached through s3fs by this process and by the workers of the
+shared cluster.  Lakes, single objects, the CLI, the API and a workflow spec; bad URLs refused in
+one line with nothing written; credentials never written anywhere; outputs on a store refused."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from daskmicro import anonymize_file
+from daskmicro import cli as lake_cli
+from daskmicro.cli import build_parser
+from daskmicro.errors import InputError, ParameterError
+from daskmicro.privacy import verify_k_anonymity
+
+s3fs = pytest.importorskip("s3fs")
+moto_server = pytest.importorskip("moto.server")
+
+#: The credentials of the test store: neither may appear in anything a run writes or says.
+KEY_ID = "AKIADASKMICROTEST01"
+SECRET = "dm-secret-0f9e8d7c6b5a49382716"
+#: Credentials given through storage_options instead of the environment.
+OPT_SECRET = "dm-option-secret-5a4b3c2d1e0f"
+BUCKET = "survey-bucket"
+
+
+def _set_env(env: dict) -> dict:
+    old = {k: os.environ.get(k) for k in env}
+    for k, v in env.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    return old
+
+
+@pytest.fixture(scope="session")
+def store(client):
+    """moto's S3 server on loopback; this process and the shared cluster's workers point their
+    standard credential chain (the environment) at it.  Yields ``(endpoint, s3fs file system)``."""
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    env = {"AWS_ACCESS_KEY_ID": KEY_ID, "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_ENDPOINT_URL": endpoint,
+           "AWS_DEFAULT_REGION": "us-east-1"}
+    old = _set_env(env)
+    olds = client.run(_set_env, env)
+    try:
+        fs = s3fs.S3FileSystem(skip_instance_cache=True)
+        fs.mkdir(BUCKET)
+        yield endpoint, fs
+    finally:
+        for worker, previous in olds.items():
+            client.run(_set_env, previous, workers=[worker])
+        _set_env(old)
+        server.stop()
+
+
+def frame(n=240, seed=0):
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"x": rng.normal(size=n), "y": rng.integers(0, 1000, n).astype(np.int64),
+                         "s": np.array(["a", "b", "c"])[np.arange(n) % 3], "year": 2018 + np.arange(n) % 4,
+                         "id": np.arange(n, dtype=np.int64)})
+
+
+def put(fs, key: str, df: pd.DataFrame, fmt: str = "parquet") -> str:
+    with fs.open(f"{BUCKET}/{key}", "wb") as fh:
+        if fmt == "parquet":
+            df.to_parquet(fh, index=False)
+        else:
+            fh.write(df.to_csv(index=False).encode())
+    fs.invalidate_cache()
+    return f"s3://{BUCKET}/{key}"
+
+
+def put_lake(fs, prefix: str, df: pd.DataFrame) -> str:
+    for (year, s), g in df.groupby(["year", "s"]):
+        put(fs, f"{prefix}/year={year}/s={s}/part-0.parquet", g.drop(columns=["year", "s"]))
+    return f"s3://{BUCKET}/{prefix}"
+
+
+def run_cli(argv, client):
+    """``daskmicro anonymize`` on the shared cluster: (exit status, error line)."""
+    args = build_parser().parse_args(["anonymize", *map(str, argv)])
+    try:
+        return lake_cli.run_anonymize(args, client=client), ""
+    except (InputError, ParameterError) as exc:
+        return 2, str(exc)
+
+
+def _run_record(err: str) -> str:
+    found = re.findall(r"private run record .*: (\S+)\s*$", err, re.M)
+    assert found, err
+    return Path(found[-1]).read_text()
+
+
+def _no_credentials(*texts):
+    for text in texts:
+        for secret in (SECRET, OPT_SECRET):
+            assert secret not in text
+
+
+def _tree_text(root: Path) -> str:
+    return "".join(p.read_bytes().decode("latin-1") for p in sorted(root.rglob("*")) if p.is_file())
+
+
+def test_cli_hive_lake_on_s3(store, client, tmp_path, capsys):
+    """A hive lake on the store → a local directory release: filters and projection pushed down,
+    k-anonymous as published, rows kept, a no-op re-run, a changed object seen as another input."""
+    endpoint, fs = store
+    df = frame()
+    url = put_lake(fs, "lake", df)
+    out = tmp_path / "rel"
+    argv = [url, out, "--qi", "x,y", "--k", "3", "--filter", "year>=2019 and s in (a,b)", "--drop", "id",
+            "--seed", "3"]
+    capsys.readouterr()
+    assert run_cli(argv, client) == (0, "")
+    captured = capsys.readouterr()
+    keep = df[(df.year >= 2019) & df.s.isin(["a", "b"])]
+    parts = sorted({str(p.parent.relative_to(out)) for p in out.rglob("*.parquet")})
+    assert parts == sorted(f"year={y}/s={s}" for y in (2019, 2020, 2021) for s in "ab")
+    rel = pd.read_parquet(out)
+    assert len(rel) == len(keep) and "id" not in rel.columns
+    assert verify_k_anonymity(rel.assign(year=rel.year.astype(int), s=rel.s.astype(str)), ["year", "s", "x", "y"], 3)
+    assert sorted(rel.groupby(["year", "s"], observed=True).size().tolist()) == \
+        sorted(keep.groupby(["year", "s"]).size().tolist())
+    manifest = json.loads((out / "_SUCCESS").read_text())
+    assert manifest["rows"] == {"in": len(keep), "out": len(keep)}
+    record = _run_record(captured.err)
+    assert url in record                       # the private record names the input, never a credential
+    _no_credentials(captured.out, captured.err, record, _tree_text(out))
+    assert run_cli(argv, client) == (0, "") and "nothing to do" in capsys.readouterr().out
+    # an object rewritten on the store is another input: the committed release is not it
+    put(fs, "lake/year=2019/s=a/part-0.parquet", df[(df.year == 2019) & (df.s == "a")].drop(columns=["year", "s"])
+        .assign(x=lambda d: d.x + 1))
+    code, err = run_cli(argv, client)
+    assert code == 2 and "already exists" in err
+
+
+def test_api_single_objects_with_storage_options(store, client, tmp_path):
+    """One Parquet object and one CSV object, read by the workers with credentials given as
+    storage_options: written nowhere (report, run record, release)."""
+    endpoint, fs = store
+    df = frame(90, seed=1).drop(columns=["s"])
+    options = {"key": "AKIAOPTIONKEY", "secret": OPT_SECRET, "endpoint_url": endpoint}
+    for fmt in ("parquet", "csv"):
+        url = put(fs, f"single/table.{fmt}", df, fmt)
+        out = tmp_path / f"rel-{fmt}.parquet"
+        report = anonymize_file(url, out, ["x", "y"], 4, client=client, seed=1, drop=["id"],
+                                storage_options=options)
+        rel = pd.read_parquet(out)
+        assert len(rel) == len(df) and verify_k_anonymity(rel, ["x", "y"], 4)
+        assert sorted(rel.year) == sorted(df.year)      # other columns pass through
+        assert report.n == len(df)
+        published = out.with_suffix(".report.json").read_text()
+        _no_credentials(published, json.dumps(report.to_dict(), default=str), out.read_bytes().decode("latin-1"))
+    records = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local/state")) / "daskmicro/runs"
+    newest = sorted(records.glob("*.json"), key=lambda p: p.stat().st_mtime)[-2:]
+    _no_credentials(*(p.read_text() for p in newest))
+
+
+def test_file_url_input(tmp_path):
+    df = frame(60, seed=2).drop(columns=["s"])
+    src = tmp_path / "in put.parquet"
+    df.to_parquet(src, index=False)
+    out = tmp_path / "rel.parquet"
+    anonymize_file("file://" + str(src).replace(" ", "%20"), "file://" + str(out), ["x", "y"], 3, seed=0,
+                   drop=["id"])
+    assert len(pd.read_parquet(out)) == len(df) and out.with_suffix(".report.json").is_file()
+    with pytest.raises(ParameterError, match="storage_options apply only to an object-store input"):
+        anonymize_file(src, tmp_path / "o.parquet", ["x", "y"], 3, storage_options={"anon": True})
+
+
+def test_workflow_spec_reads_s3(store, client, tmp_path):
+    from daskmicro.workflow import parse_spec
+    from daskmicro.workflow.runner import execute_run
+
+    endpoint, fs = store
+    url = put_lake(fs, "spec-lake", frame(120, seed=3))
+    spec = parse_spec({"name": "s3in", "input": {"path": url, "drop": ["id"], "storage_options": {
+        "endpoint_url": endpoint}}, "qi": ["x", "y"], "k": 3, "output": {"path": "rel"}}, base_dir=tmp_path)
+    summary = execute_run(spec, client=client)
+    rel = pd.read_parquet(tmp_path / "rel")
+    assert summary["rows"] == 120 and len(rel) == 120
+    _no_credentials(_tree_text(tmp_path / "rel"))
+    # credentials never in a spec (its text is copied into the report)
+    with pytest.raises(ParameterError, match=r"input\.storage_options\.secret: credentials are never written"):
+        parse_spec({"name": "s", "input": {"path": url, "storage_options": {"secret": OPT_SECRET}}, "qi": ["x"],
+                    "k": 3, "output": {"path": "o"}}, base_dir=tmp_path)
+    with pytest.raises(ParameterError, match=r"output\.path: writing to an object store is not supported"):
+        parse_spec({"name": "s", "input": {"path": url}, "qi": ["x"], "k": 3,
+                    "output": {"path": f"s3://{BUCKET}/out/"}}, base_dir=tmp_path)
+
+
+def _cases(fs):
+    put(fs, "bad/notes.txt", frame(10))
+    return [
+        ("s3://no-such-bucket-x/lake", "input not found: s3://no-such-bucket-x/lake"),
+        (f"s3://{BUCKET}/no/such/key.parquet", f"input not found: s3://{BUCKET}/no/such/key.parquet"),
+        (f"s3://{BUCKET}/bad", f"prefix holds no Parquet objects: s3://{BUCKET}/bad"),
+        (f"s3://{KEY_ID}:{SECRET}@{BUCKET}/lake", f"credentials in a URL are refused (they would be recorded "
+                                                   f"with the input's path): s3://{BUCKET}/lake"),
+        ("gs://bucket/lake", "unsupported URL scheme gs://"),
+    ]
+
+
+def test_bad_inputs_one_line_nothing_written(store, client, tmp_path, capsys):
+    endpoint, fs = store
+    before = sorted(fs.find(BUCKET))
+    for url, message in _cases(fs):
+        out = tmp_path / "rel"
+        capsys.readouterr()
+        code = lake_cli.main(["anonymize", url, str(out), "--qi", "x,y", "--k", "3"])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and message in err, err
+        _no_credentials(err)
+        assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == []
+    # outputs on the store are refused before anything is read or written
+    lake = put_lake(fs, "lake2", frame(60))
+    for argv in ([lake, f"s3://{BUCKET}/out/"], [lake, f"s3://{BUCKET}/out.parquet"],
+                 [lake, tmp_path / "o.parquet", "--report", f"s3://{BUCKET}/r.json"]):
+        code = lake_cli.main(["anonymize", *map(str, argv), "--qi", "x,y", "--k", "3"])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and "to an object store is not supported yet" in err
+    assert lake_cli.main(["report", f"s3://{BUCKET}/lake2"]) == 2
+    assert "object store is not supported yet" in capsys.readouterr().err
+    fs.invalidate_cache()
+    assert sorted(fs.find(BUCKET)) == sorted(before + [f"{BUCKET}/bad/notes.txt"] +
+                                             [k for k in fs.find(f"{BUCKET}/lake2")])
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_missing_extra_is_one_line(monkeypatch, capsys, tmp_path):
+    monkeypatch.setitem(sys.modules, "s3fs", None)   # as if the s3 extra were not installed
+    code = lake_cli.main(["anonymize", f"s3://{BUCKET}/lake", str(tmp_path / "rel"), "--qi", "x,y", "--k", "3"])
+    err = capsys.readouterr().err
+    assert code == 2 and err == ("daskmicro: error: reading s3://… needs the s3 extra: "
+                                 "pip install 'daskmicro[s3]'\n")
