@@ -40,6 +40,7 @@ def test_incremental_workflow_runs_as_written(tmp_path, client):
         "incremental:\n  close_at: 6s\n  nu: 0.2\n  deadline: 60s\n  increment: 2mdav\n"
         "parameters:\n  seed: 3\n"
         f"output:\n  path: {out}\n"
+        f"series:\n  ledger: {tmp_path / 'ledger'}\n"
     )
     # the cluster is up before the survey opens: its start-up must not race the arrivals
     spec.write_text(spec.read_text() + f"cluster:\n  address: {client.scheduler.address}\n")
@@ -52,6 +53,8 @@ def test_incremental_workflow_runs_as_written(tmp_path, client):
     inc = report["incremental"]
     assert inc["nu"] == 0.2 and inc["n_base"] + inc["n_increment"] == len(df) and inc["n_increment"] > 0
     assert sorted(release.columns) == sorted(QI)
+    # recorded in the spec's release ledger, as every release is
+    assert report["series"]["recorded"] is True and list((tmp_path / "ledger").rglob("records-*.parquet"))
 
 
 def test_incremental_workflow_refuses_identifying_columns(tmp_path, client):

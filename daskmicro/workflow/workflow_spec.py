@@ -127,9 +127,6 @@ def parse_spec(obj, base_dir=".", source: str | None = None) -> WorkflowSpec:
     if "schedule" in top:
         data["schedule"] = check_schedule(top["schedule"])
     if "series" in top:
-        if method == "incremental":
-            fail("series", "an incremental survey is not recorded in the release ledger yet; run it with "
-                           "series: {ledger: off} only for trials")
         data["series"] = check_series(top["series"], base)
     if data["input"]["strata"] and method == "incremental":
         fail("input.strata", "strata are not supported with method: incremental")
