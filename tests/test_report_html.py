@@ -207,7 +207,8 @@ def _browser():
         path = shutil.which(name)
         if path:
             return path
-    pytest.skip(f"no headless Chromium here (looked for {', '.join(BROWSERS)}); .ci/run installs Debian's chromium")
+    pytest.skip(f"needs a headless Chromium to render the page (none of {', '.join(BROWSERS)} is on PATH; "
+                "install one, e.g. the chromium package)")
 
 
 def _chromium(browser, profile, *args):
