@@ -257,3 +257,4 @@ class GroupResult:
     failure_partials: list | None = None  # per-record participation: the cells' failure figures
     expected_distortion: float | None = None
     series: dict | None = None            # a re-release: records republished with frozen values, new cells
+    improve: dict | None = None           # the quality's improvement pass, when one ran: its settings, changed

@@ -221,7 +221,8 @@ def strata_summary(strata, missing, merge_small, groups, reports) -> dict:
     for g, r in zip(groups, reports):
         e = g.to_dict()
         if r is not None:
-            e.update(cells=int(r.cells), information_loss=float(r.information_loss))
+            e.update(method=str(r.method), improved=bool((r.improvement or {}).get("changed")), cells=int(r.cells),
+                     information_loss=float(r.information_loss))
         entries.append(e)
     return {"columns": list(strata), "missing": missing, "merge_small_strata": bool(merge_small),
             "information_loss": "record-weighted mean over groups, each z-scored on its own", "groups": entries}

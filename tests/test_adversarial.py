@@ -232,6 +232,24 @@ def test_qi_names_are_taken_exactly(tmp_path, capsys):
     assert "did you mean" in err
 
 
+def test_qi_near_miss_by_punctuation_gets_a_hint(tmp_path, capsys):
+    """A QI name that differs from a column only by punctuation, underscores or case is named in
+    the error; nothing is guessed and nothing is written."""
+    from daskmicro.io.qi import unknown_columns
+
+    columns = ["NET.PROFIT", "gross-margin", "Age"]
+    assert "did you mean 'NET_PROFIT' → 'NET.PROFIT'" in str(unknown_columns(["NET_PROFIT"], columns))
+    assert "'gross_margin' → 'gross-margin'" in str(unknown_columns(["gross_margin"], columns))
+    assert "did you mean" not in str(unknown_columns(["profit"], columns))
+    df = pd.DataFrame({"NET.PROFIT": np.arange(12.0) * 1.5, "grp": ["a", "b"] * 6})
+    df.to_csv(tmp_path / "in.csv", index=False)
+    before = listing(tmp_path)
+    rc, _, err = run_cli(["anonymize", tmp_path / "in.csv", tmp_path / "o.parquet", "--qi", "NET_PROFIT", "--k", "3"],
+                         capsys)
+    assert_refused(rc, err, tmp_path, before)
+    assert "did you mean 'NET_PROFIT' → 'NET.PROFIT'?" in err and len(err.strip().splitlines()) == 1
+
+
 # --------------------------------------------------------------------------- 7. nothing the user owns is overwritten
 
 

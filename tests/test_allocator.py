@@ -31,7 +31,7 @@ def _mallinfo2():
     return f
 
 
-pytestmark = pytest.mark.skipif(_mallinfo2() is None, reason="not glibc ≥ 2.33 (no mallinfo2): nothing to tune")
+pytestmark = pytest.mark.skipif(_mallinfo2() is None, reason="needs glibc ≥ 2.33 (mallinfo2) to measure the allocator settings; this C library has none")
 
 
 def mapped_while_held(nbytes: int) -> dict:

@@ -100,7 +100,7 @@ def test_jobqueue_config_and_slurm_examples():
         subprocess.run(["bash", "-n", str(DEPLOY / "jobqueue" / "daskmicro.sbatch")], check=True)
 
 
-@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl not installed")
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make test TLS certificates (install openssl)")
 def test_tls_script_makes_a_ca_and_a_node_certificate(tmp_path):
     out = tmp_path / "certs"
     subprocess.run(["sh", str(DEPLOY / "make-tls-certs.sh"), str(out), "scheduler"], check=True, capture_output=True)

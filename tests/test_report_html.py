@@ -122,7 +122,8 @@ def test_sections_only_for_what_ran(minimal_report):
     assert re.findall(r'<svg class="plot" data-plot="([^"]+)"', page) == ["distributions", "correlations"]
     # no exact-MDAV reference in this report: the summary makes no comparison and no risk card
     summary = _section(page, "summary")
-    assert "exact MDAV" not in summary and "<h3>Risk</h3>" not in summary
+    assert "than exact MDAV" not in summary and "as exact MDAV" not in summary and "<h3>Risk</h3>" not in summary
+    assert "formed by <b>exact MDAV</b>" in summary   # what ran, named
 
 
 def test_self_contained_and_deterministic(full_report, full_page):
@@ -207,7 +208,8 @@ def _browser():
         path = shutil.which(name)
         if path:
             return path
-    pytest.skip(f"no headless Chromium here (looked for {', '.join(BROWSERS)}); .ci/run installs Debian's chromium")
+    pytest.skip(f"needs a headless Chromium to render the page (none of {', '.join(BROWSERS)} is on PATH; "
+                "install one, e.g. the chromium package)")
 
 
 def _chromium(browser, profile, *args):

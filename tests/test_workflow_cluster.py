@@ -193,7 +193,7 @@ def _openssl(*args, cwd):
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory):
     if shutil.which("openssl") is None:
-        pytest.skip("openssl not installed")
+        pytest.skip("needs the openssl command to make test TLS certificates (install openssl)")
     d = tmp_path_factory.mktemp("tls")
     _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=daskmicro-test-ca",
              "-keyout", "ca-key.pem", "-out", "ca.pem", cwd=d)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from pathlib import Path
 
@@ -73,3 +74,62 @@ def test_probabilistic_survey_runs_as_written(copy, capsys):
     sizes = release.groupby(["region", *spec.data["qi"]], observed=True).size()
     assert len(release) == 600 and int(sizes.min()) >= binom_n_min(5, 0.8, 0.05) > 5
     assert max(binom_failure(5, 0.8, int(n)) for n in sizes.unique()) <= 0.05
+
+
+def _readme_commands() -> list:
+    """The command lines of the first bash block of workflows/README.md, comments removed."""
+    text = (WORKFLOWS / "README.md").read_text(encoding="utf-8")
+    block = text.split("```bash\n", 1)[1].split("```", 1)[0]
+    return [line.split("   #", 1)[0].split("  #", 1)[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def test_readme_commands_run_as_written(tmp_path, monkeypatch, capsys):
+    """From a fresh copy (no workflows/data/): every command of the README that runs here, as
+    written, with a smaller --n and one worker; the cluster commands (submit, status, cancel) name
+    the compose scheduler and are left out."""
+    shutil.copytree(WORKFLOWS, tmp_path / "workflows", ignore=shutil.ignore_patterns("data"))
+    monkeypatch.chdir(tmp_path)
+    ran = []
+    for line in _readme_commands():
+        args = shlex.split(line)
+        if args[0] == "mkdir":
+            for d in args[1:]:
+                if d != "-p":
+                    Path(d).mkdir(parents=True, exist_ok=True)
+            continue
+        assert args[0] == "daskmicro", line
+        args = args[1:]
+        if args[0] in ("submit", "status", "cancel"):
+            continue
+        if "--n" in args:
+            args[args.index("--n") + 1] = "800"
+        if args[0] == "run":
+            args += ["--workers", "1"]
+        assert main(args) == 0, (line, capsys.readouterr().err)
+        ran.append(args[0])
+    assert ran == ["demo-data", "run", "run", "demo-data", "run"]
+    assert len(pd.read_parquet("workflows/data/census-demo-release.parquet")) == 800
+    assert len(pd.read_parquet("workflows/data/probabilistic-release")) == 800
+    assert len(pd.read_parquet("workflows/data/releases/date=2026-11-21")) == 800
+
+
+def test_run_before_the_data_says_the_input_is_missing_first(tmp_path, capsys):
+    """A spec run before its data exists stops at the missing input, before any cluster starts
+    (no dashboard line) and without writing anything."""
+    shutil.copy(WORKFLOWS / "census-demo.yaml", tmp_path / "census-demo.yaml")
+    assert main(["run", str(tmp_path / "census-demo.yaml"), "--workers", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "input not found" in err and "census_like.parquet" in err and "dashboard" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["census-demo.yaml"]
+
+
+def test_demo_data_creates_the_directories_of_its_output(tmp_path, capsys):
+    out = tmp_path / "a" / "b" / "data.parquet"
+    assert main(["demo-data", str(out), "--n", "50"]) == 0
+    assert len(pd.read_parquet(out)) == 50 and sorted(p.name for p in out.parent.iterdir()) == ["data.parquet"]
+    (tmp_path / "file").write_text("x")
+    assert main(["demo-data", str(tmp_path / "file" / "sub" / "d.parquet"), "--n", "50"]) == 2
+    assert "cannot be created" in capsys.readouterr().err and (tmp_path / "file").read_text() == "x"
+    assert main(["demo-data", str(tmp_path / "c" / "d" / "lake"), "--n", "5", "--files", "9"]) == 2
+    assert not (tmp_path / "c").exists()   # refused: the directories are not made

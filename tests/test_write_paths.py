@@ -211,7 +211,7 @@ def test_output_through_a_bind_mount_of_the_input_is_refused(tmp_path):
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     if subprocess.run(["mount", "--bind", str(lake), str(mnt)], capture_output=True).returncode != 0:
-        pytest.skip("bind mounts need root and a mount namespace that allows them")
+        pytest.skip("needs root in a mount namespace that allows bind mounts (mount --bind failed)")
     try:
         with pytest.raises(ParameterError, match="input"):
             anonymize_file(lake, mnt / "rel.parquet", qi=["x", "y"], k=K)
@@ -250,7 +250,7 @@ def test_full_disk_under_quiet_prints_one_line_and_leaves_nothing(tmp_path):
     small.mkdir()
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", str(small)],
                       capture_output=True).returncode != 0:
-        pytest.skip("mounting a small tmpfs needs root and a mount namespace that allows it")
+        pytest.skip("needs root in a mount namespace that allows mounting a small tmpfs (mount -t tmpfs failed)")
     try:
         lake = tmp_path / "lake"
         lake.mkdir()

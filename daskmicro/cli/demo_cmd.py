@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -27,6 +28,7 @@ directory (ends with / or has no extension), to OUTPUT/part-00000.parquet ... : 
 split in --files N consecutive Parquet files, staged and renamed into place whole.
 census-like: the 13 Census columns (resampled and jittered Census rows; skew, outliers and
 correlations kept) plus record_id and region.  gaussian: correlated normal columns x01, x02, ...
+Missing directories on the way to OUTPUT are created (and removed again when the command fails).
 """
 
 _DEMO_DATA_EPILOG = """\
@@ -140,10 +142,7 @@ def _cmd_demo(args) -> int:
 
 
 def _cmd_demo_data(args) -> int:
-    import pandas as pd
-
-    from ..datasets import census_like, correlated_gaussian
-    from ..io.tables import table_format, write_table_atomic
+    from ..io.tables import table_format
 
     from ..io.recovery import recover
 
@@ -159,6 +158,52 @@ def _cmd_demo_data(args) -> int:
     files = args.files or 1
     if directory and files > args.n:
         raise ParameterError(f"--files {files} is more than --n {args.n} records")
+    made = _make_parents(output)   # the missing directories of OUTPUT's path, removed again on error
+    try:
+        _write_demo_data(args, output, directory, files)
+    except BaseException:
+        _remove_made(made)
+        raise
+    return 0
+
+
+def _make_parents(output: Path) -> list:
+    """Create the missing parent directories of ``output`` (part of the output's path: nothing
+    else is written); returns those created, deepest last."""
+    missing = []
+    parent = Path(os.path.abspath(output)).parent
+    while not parent.exists() and parent != parent.parent:
+        missing.append(parent)
+        parent = parent.parent
+    if not missing:
+        return []
+    if not parent.is_dir():
+        raise ParameterError(f"directory of the output cannot be created (not a directory: {parent}): {output}")
+    made = []
+    for d in reversed(missing):
+        try:
+            d.mkdir()
+        except OSError as exc:
+            _remove_made(made)
+            raise ParameterError(f"cannot create the directory of the output {d}: {describe(exc)}") from None
+        made.append(d)
+    return made
+
+
+def _remove_made(made: list) -> None:
+    for d in reversed(made):
+        try:
+            d.rmdir()
+        except OSError:
+            break
+
+
+def _write_demo_data(args, output: Path, directory: bool, files: int) -> None:
+    import pandas as pd
+
+    from ..datasets import census_like, correlated_gaussian
+    from ..io.tables import write_table_atomic
+
     if directory:
         from ..io.paths import Output, check_outputs
 
@@ -175,10 +220,9 @@ def _cmd_demo_data(args) -> int:
         _write_parts(data, output, files)
         print(f"wrote {len(data):,} {args.kind} records × {data.shape[1]} columns to {output}/ "
               f"({files} Parquet file(s))")
-        return 0
+        return
     write_table_atomic(data, output)
     print(f"wrote {len(data):,} {args.kind} records × {data.shape[1]} columns to {output}")
-    return 0
 
 
 def _write_parts(data, output: Path, files: int) -> None:

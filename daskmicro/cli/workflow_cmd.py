@@ -147,7 +147,7 @@ def _say(text: str) -> None:
 def _cmd_run(args) -> int:
     from .common import StageProgress
     from ..runtime.cluster import cluster_client
-    from ..workflow.runner import execute_run, output_paths
+    from ..workflow.runner import execute_run, output_paths, preflight
     from ..workflow.slots import latest_slot, next_slot
     from ..workflow.loader import load_workflow
     from ..workflow.workflow_spec import Clock
@@ -172,6 +172,7 @@ def _cmd_run(args) -> int:
         if wait > 0:
             _say(f"waiting {wait:.0f} s for slot {slot.isoformat()}")
             time.sleep(wait)
+    preflight(spec, slot)   # a missing input or a refused output is said before any cluster starts
     # the same progress as anonymize: a live line on a terminal, stage lines in a pipe, none with --quiet
     with StageProgress(quiet=getattr(args, "quiet", False)) as progress:
         progress.say(f"run {spec.key(slot)} → {out}")

@@ -36,6 +36,7 @@ from ..runplan import GroupResult
 from ..strata import group_mask, merged_labels, plan_groups, publish_strata
 from ..runtime.warmup import kernel_sets, warm_workers
 from .gather import GATHER_TASKS
+from .improve_stage import stage_figures
 from .release import collect, dask_release, file_cuts, promised_schema, write_and_verify
 
 __all__ = ["Execution", "execute", "check_scan", "SMALL_GROUP_ROWS", "MEMORY_FRACTION", "estimate_task_bytes",
@@ -222,8 +223,10 @@ def _pipeline_group(client, gp, sel, meta, seed, progress):
         macrocell_sse=details["macrocell_sse"] if details["macrocells"] > 1 else None, nu=details["nu"],
         n_distal=details["distal_macrocells"], figures=details.pop("figures", None), pipeline=details,
         information_loss_at_k=reference_il, failure_partials=partials,
-        expected_distortion=prob.get("expected_distortion") if prob is not None else None)
+        expected_distortion=prob.get("expected_distortion") if prob is not None else None,
+        improve=stage_figures(details.get("improve")))
     return pub.chunks, info  # per input chunk: the release stage cuts them into its pieces
+
 
 
 # --------------------------------------------------------------------------- the run

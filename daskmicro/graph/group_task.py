@@ -22,7 +22,7 @@ from ..kernels import centroids, information_loss, mdav, standardize
 from ..release.publish import replace_qi
 from ..runplan import GroupResult
 
-__all__ = ["qi_space", "one_task"]
+__all__ = ["qi_space", "one_task", "same_partition"]
 
 
 def qi_space(df: pd.DataFrame, qi: list, n_components=None):
@@ -102,10 +102,16 @@ def one_task(df: pd.DataFrame, observed: list, k: int, method: str, energy_loss=
     pis = None if participation_column is None else df[participation_column].to_numpy(np.float64)
     start = time.perf_counter()
     labels, pca_info = _labels(method, Z, k, energy_loss, n_components, pis, max_cell_failure)
+    improved = None
     if improve is not None and pis is None and varying:
         from ..kernels.improve import polish
 
+        formed = np.asarray(labels, dtype=np.int64)
         labels = polish(Z, labels, k, *improve)
+        sweeps, neighbours, pcl_iter, post_sweeps = (int(v) for v in improve)
+        improved = {"sweeps": sweeps, "neighbours": neighbours, "pcl_iter": pcl_iter,
+                    "post_sweeps": post_sweeps if pcl_iter else 0,
+                    "changed": not same_partition(formed, np.asarray(labels, dtype=np.int64))}
     seconds = time.perf_counter() - start
     labels = np.asarray(labels, dtype=np.int64)
     if varying:
@@ -134,5 +140,15 @@ def one_task(df: pd.DataFrame, observed: list, k: int, method: str, energy_loss=
         n_components=None if pca_info is None else int(pca_info.n_components),
         eigenvalues=None if pca_info is None else [float(v) for v in np.asarray(pca_info.eigenvalues)],
         pca_energy_loss=None if pca_info is None else float(pca_info.energy_loss),
-        information_loss_at_k=at_k, failure_partials=partials, expected_distortion=expected)
+        information_loss_at_k=at_k, failure_partials=partials, expected_distortion=expected, improve=improved)
     return out, info
+
+
+def same_partition(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two labellings of the same records form the same cells (whatever the cell ids)."""
+    if a.shape != b.shape:
+        return False
+    if not a.size:
+        return True
+    pairs = np.unique(np.stack([a, b], axis=1), axis=0)
+    return len(pairs) == len(np.unique(a)) == len(np.unique(b))

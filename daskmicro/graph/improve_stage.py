@@ -27,7 +27,7 @@ from ..kernels import topcell as kt
 from .fanout import FanoutConfig, FanoutResult
 from .release import worker_threads
 
-__all__ = ["improve_cells", "joint_top_cells", "can_join"]
+__all__ = ["improve_cells", "joint_top_cells", "can_join", "stage_figures"]
 
 
 def _info(results):
@@ -143,3 +143,12 @@ def _seconds(infos) -> dict:
 def _run(parts, results, k, sweeps, neighbours, pcl_iter, post_sweeps):
     with reusing():
         return ki.improve_partitions(parts, results, k, sweeps, neighbours, pcl_iter, post_sweeps)
+
+
+def stage_figures(stage) -> dict | None:
+    """The pipeline's improvement stage as a group's ``improve`` figures (settings, changed)."""
+    if not stage:
+        return None
+    changed = bool(stage.get("steps")) or float(stage.get("sse_after", 0.0)) < float(stage.get("sse_before", 0.0))
+    return {"sweeps": int(stage["sweeps"]), "neighbours": int(stage["neighbours"]),
+            "pcl_iter": int(stage["pcl_iter"]), "post_sweeps": int(stage.get("post_sweeps") or 0), "changed": changed}

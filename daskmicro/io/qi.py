@@ -139,20 +139,29 @@ def repeated(names) -> list:
 def unknown_columns(names, columns, what: str = "QI") -> ParameterError:
     """The error for column names not in the input; names are matched exactly, never stripped.
 
-    A name that differs from an input column only by surrounding white space or letter case
-    gets a hint, so ``--qi "age, income"`` says which column was meant instead of guessing.
+    A name that differs from an input column only by surrounding white space, letter case,
+    punctuation or underscores gets a hint, so ``--qi "age, income"`` or ``--qi NET_PROFIT`` (for
+    ``NET.PROFIT``) says which column was meant instead of guessing.
     """
     columns = [c for c in columns if isinstance(c, str)]
     hints = []
     for name in names:
         key = str(name).strip().lower()
         close = [c for c in columns if c.strip().lower() == key]
+        if not close:
+            loose = _loose(str(name))
+            close = [c for c in columns if loose and _loose(c) == loose]
         if close:
             hints.append(f"{name!r} → {close[0]!r}")
     text = f"unknown {what} column(s), not in the input: {', '.join(repr(c) for c in names)}"
     if hints:
         text += f" (names are matched exactly; did you mean {', '.join(hints)}?)"
     return ParameterError(text)
+
+
+def _loose(name: str) -> str:
+    """``name`` in lower case with only its letters and digits: ``NET_PROFIT`` and ``net.profit`` alike."""
+    return "".join(ch for ch in name.lower() if ch.isalnum())
 
 
 def column_list(text, option: str) -> list:

@@ -102,7 +102,7 @@ def _scrub(value):
 _LEFT_OUT = frozenset({"reference_information_loss", "utility", "risk", "eigenvalues", "distortion"})
 
 #: Sections of the report that may carry spread figures: scrubbed, the rest kept.
-_SCRUBBED = ("pca", "pipeline", "strata", "reference", "incremental", "probabilistic", "verification")
+_SCRUBBED = ("pca", "pipeline", "strata", "reference", "incremental", "probabilistic", "verification", "improvement")
 
 
 def public_report(doc: Mapping) -> dict:

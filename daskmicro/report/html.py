@@ -33,6 +33,7 @@ from .release_figures import release_body
 from .page import CSS, HEAD_SCRIPT, TAIL_SCRIPT, esc, fmt, number, percent, seconds, table
 from .plots import (cell_size_plot, eigenvalue_plot, energy_spectrum_plot, macrocell_sse_plot, sweep_plot,
                     timings_plot)
+from .describe import improvement_text, method_text
 from .summary import glossary_body, relative_to_mdav, summary_body
 
 __all__ = ["render_html", "SECTION_IDS"]
@@ -107,11 +108,15 @@ def _dtype_text(changes) -> str:
 
 
 def _parameters(r: Mapping) -> str:
-    keys = ("method", "k", "n", "m", "m_used", "qi", "cells", "keep_row_id", "constant_columns",
+    keys = ("method", "quality", "k", "n", "m", "m_used", "qi", "cells", "keep_row_id", "constant_columns",
             "dtype_changes", "nu", "n_distal", "daskmicro_version", "created")
     rows = [(key, r[key]) for key in keys if key in r and r[key] not in (None, [], {})]
     rows = [(_PARAMETER_LABELS.get(key, key), _dtype_text(value) if key == "dtype_changes" else value)
             for key, value in rows]
+    if r.get("method") is not None:
+        rows.insert(1, ("what ran", r.get("method_text") or method_text(r)))
+    if "improvement" in r:
+        rows.insert(2, ("improvement pass", _improvement_text(r.get("improvement"), r.get("quality"))))
     pca = r.get("pca") or {}
     for key, label in (("energy_loss_bound", "PCA energy-loss bound ε²"), ("energy_loss", "PCA energy lost"),
                        ("n_components", "PCA components kept m̃")):
@@ -120,7 +125,22 @@ def _parameters(r: Mapping) -> str:
     for key, value in (r.get("paths") or {}).items():
         if value not in (None, "None", ""):
             rows.append((f"path: {key}", value))
-    return table(rows, ("parameter", "value"))
+    body = table(rows, ("parameter", "value"))
+    options = r.get("options") if isinstance(r.get("options"), Mapping) else None
+    if options:
+        given = [(str(key), value) for key, value in options.items() if value not in (None, [], {}, ())]
+        body += "<h3>Run options</h3>" + table(given, ("option", "value"))
+    return body
+
+
+def _improvement_text(imp, r_quality=None) -> str:
+    if not isinstance(imp, Mapping) or not imp:
+        return "none ran" + (" (quality 'balanced' improves the partitioned pipeline only)"
+                             if r_quality == "balanced" else "")
+    text = improvement_text(imp).lstrip(",; ")
+    settings = (f"{int(imp.get('sweeps') or 0)} sweep(s) × {int(imp.get('neighbours') or 0)} neighbouring cells, "
+                f"{int(imp.get('pcl_iter') or 0)} PCL iteration(s), {int(imp.get('post_sweeps') or 0)} sweep(s) after")
+    return f"{text} ({settings})"
 
 
 def _stage_rows(timings: Mapping) -> tuple[list, float]:
@@ -192,7 +212,7 @@ def _information_loss(r: Mapping) -> str | None:
         if delta is not None:
             rows.append(("relative distortion increment δ = (D − D_MDAV)/D_MDAV", f"{100 * delta:+.2f} %"))
     elif how.get("kind") == "self":
-        rows.append(("relative distortion increment δ over exact MDAV", "0 (the run is exact MDAV)"))
+        rows.append(("relative distortion increment δ over exact MDAV", f"0 ({how.get('label') or 'the run is exact MDAV'})"))
     elif how.get("kind") not in (None, "none"):
         rows.append(("IL of exact MDAV (reference)", f"computed ({how.get('label') or how.get('kind')}); "
                      "in the private run record"))
@@ -262,7 +282,7 @@ def _macrocells(r: Mapping) -> str | None:
             rows.append(("share of macrocell SSE in the distal part", percent(top / total) if total > 0 else "—"))
     body = table(rows, ("", "value"))
     if n_distal is not None and macrocells and int(n_distal) >= macrocells:
-        body += "<p>Every macrocell is distal: exact MDAV ran everywhere (ν = 1, the default).</p>"
+        body += "<p>Every macrocell is distal: MDAV ran inside every macrocell (ν = 1).</p>"
     if not sse:
         return body + ("<p>The macrocells' SSE curve is not published (it is in the private run record): with the "
                        "release it would tell the spread within the cells.</p>")
@@ -422,7 +442,10 @@ def render_html(report: Mapping) -> str:
     nav = "".join(f'<a href="#{sid}">{esc(_TITLES[sid])}</a>' for sid in present)
     verification = r.get("verification") or {}
     verdict = ("verified" if verification.get("passed") else "NOT verified") if verification else "not verified"
-    method = r.get("method", "?")
+    method = str(r.get("method", "?"))
+    imp = r.get("improvement") if isinstance(r.get("improvement"), Mapping) else None
+    if imp and imp.get("changed"):
+        method += f", improved (quality {imp.get('quality') or r.get('quality') or '?'})"
     subtitle = (f"{fmt(r.get('n'))} records · {fmt(r.get('m'))} QI columns · method {esc(method)} · "
                 f"k = {fmt(r.get('k'))} · {verdict}")
     title = f"daskmicro run report — {method}, k = {r.get('k', '?')}"

@@ -17,6 +17,8 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any
 
+from .describe import method_text
+
 __all__ = ["Report", "PRIVATE_PATHS", "PRIVATE_LAKE"]
 
 #: Paths of a run that locate the input: kept in the private run record only.
@@ -57,7 +59,10 @@ class Report:
     k : int
         Anonymity parameter.
     method : str
-        ``"mdav"`` or ``"pca-mdav"``.
+        The method that formed the cells: ``"mdav"``, ``"pca-mdav"``, ``"pcl"``, ``"partitioned"``,
+        ``"proximal-distal"``, ``"incremental"``, or ``"mixed"`` for groups run by different methods;
+        the published report adds ``method_text``, what ran in words
+        (:func:`daskmicro.report.describe.method_text`, the improvement pass included).
     qi : list of str
         The QI column names, in the order given.
     cells : int
@@ -90,6 +95,10 @@ class Report:
     pipeline : dict, optional
         Runs on a cluster: the layout (top cells, partitions, macrocells, ν, K, partition size),
         the sorted macrocell SSE curve, the proximal PCA, timings per stage and the worker count.
+    quality, improvement, options
+        The run's ``quality`` setting; the improvement pass that ran (its settings, the groups it ran
+        on and whether it changed any cell; None when none ran); every option of the run as given
+        (the configuration without the seed and the paths).
     version : str
         daskmicro version that produced the release.
     created : str
@@ -170,6 +179,9 @@ class Report:
     lake: dict | None = None        # directory releases: input fingerprint, configuration, files (daskmicro.plan)
     release_figures: dict | None = None  # per-QI histograms and correlations of the release (kernels.figures)
     series: dict | None = None      # the release ledger: recorded or not, records republished with frozen values
+    quality: str | None = None      # the run's quality setting ("balanced" or "high")
+    improvement: dict | None = None  # the improvement pass that ran (settings, groups, whether it changed cells)
+    options: dict | None = None     # every option of the run as given (no seed, no path)
 
     @property
     def distortion(self) -> float:
@@ -208,6 +220,8 @@ class Report:
             "m_used": int(self.m_used),
             "k": int(self.k),
             "method": self.method,
+            "method_text": method_text({"method": self.method, "pipeline": self.pipeline,
+                                        "improvement": self.improvement}),
             "qi": [str(c) for c in self.qi],
             "cells": int(self.cells),
             "min_cell_size": int(self.min_cell_size),
@@ -231,6 +245,11 @@ class Report:
             "k_anonymity": _check_dict(self.k_anonymity),
             "rows": _check_dict(self.rows),
         }
+        if self.quality is not None:
+            out["quality"] = str(self.quality)
+        out["improvement"] = None if self.improvement is None else dict(self.improvement)
+        if self.options is not None:
+            out["options"] = dict(self.options)
         if self.pipeline:
             out["pipeline"] = self.pipeline
         if self.strata is not None:
@@ -299,7 +318,8 @@ class Report:
         from .coarse import information_loss_text
 
         lines = [
-            f"anonymized {self.n:,} records on {self.m} QI columns with {self.method} at k = {self.k}",
+            f"anonymized {self.n:,} records on {self.m} QI columns at k = {self.k} with "
+            f"{method_text(self.exact_dict())}",
             f"  cells: {self.cells:,} of {self.min_cell_size}–{self.max_cell_size} records",
             f"  information loss: {information_loss_text(self.information_loss)} (100·SSE/SST, z-scored; "
             "exact in the private run record)",

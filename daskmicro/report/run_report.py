@@ -8,6 +8,7 @@ means, with a ``strata`` section listing the groups (names and counts, never QI 
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 from ..errors import VerificationError
@@ -15,7 +16,7 @@ from ..release.run_figures import report_figures
 from ..strata import strata_summary
 from .run import Report
 
-__all__ = ["build_report", "group_report"]
+__all__ = ["build_report", "group_report", "run_options"]
 
 
 def group_report(cfg, info, qi, k_used: int) -> Report:
@@ -30,7 +31,29 @@ def group_report(cfg, info, qi, k_used: int) -> Report:
         pca_energy_loss=info.pca_energy_loss, keep_row_id=bool(cfg.keep_row_id), pipeline=info.pipeline,
         cell_size_counts=dict(info.cell_size_counts or {}) or None,
         macrocell_sse=info.macrocell_sse, nu=info.nu, n_distal=info.n_distal,
+        quality=cfg.quality, improvement=_improvement(cfg, [info]),
     )
+
+
+def _improvement(cfg, infos) -> dict | None:
+    """The improvement pass of the run's ``quality`` as it ran: its settings, on how many of the
+    groups, and whether it changed any cell (None when it ran on none)."""
+    done = [i for i in infos if i is not None]
+    ran = [i.improve for i in done if i.improve]
+    if not ran:
+        return None
+    first = ran[0]
+    return {"quality": cfg.quality, "sweeps": first["sweeps"], "neighbours": first["neighbours"],
+            "pcl_iter": first["pcl_iter"], "post_sweeps": first["post_sweeps"], "groups": len(ran), "of": len(done),
+            "changed": any(bool(i.get("changed")) for i in ran)}
+
+
+def run_options(cfg) -> dict:
+    """Every option of the run as given, for the report: the configuration without the shuffle seed
+    (with it anyone could undo the shuffle) and without the paths and addresses of the cluster."""
+    out = {key: value for key, value in cfg.fingerprint_dict().items() if key != "seed"}
+    out["workers"] = cfg.workers
+    return out
 
 
 def _dtype_changes(source, qi, labels, frame=None) -> dict:
@@ -78,7 +101,11 @@ def build_report(cfg, ex, source, client) -> Report:
     report.compile = ex.compile
     report.release_figures = report_figures(ex.figures, qi, ex.bins, ex.k)
     report.probabilistic = _probabilistic(cfg, ex)
-    _reference(cfg, report, ex, reports, client)
+    report.quality, report.options = cfg.quality, run_options(cfg)
+    report.improvement = _improvement(cfg, ex.infos)
+    # the pieces live on the run's cluster: computed through its client, the default one or not
+    with getattr(client, "as_current", contextlib.nullcontext)():
+        _reference(cfg, report, ex, reports, client)
     report.k = int(cfg.k)
     if ex.incremental is not None:   # both stages' schedule and times, τ and δ against one-pass runs
         report.incremental = ex.incremental
@@ -172,9 +199,14 @@ def _reference(cfg, report, ex, reports, client) -> None:
                         "method_information_loss": float(r.information_loss), "seconds": float(rec["seconds"])})
         total = sum(p["n"] for p in per)
         sampled = sum(p["kind"] == "sample" for p in per)
-        label = (f"record-weighted mean over {len(per)} groups, exact MDAV on each" if not sampled else
-                 f"record-weighted mean over {len(per)} groups, {sampled} estimated on a sample")
-        record = {"kind": "sample" if sampled else "exact", "label": label,
+        selves = sum(p["kind"] == "self" for p in per)
+        if selves == len(per):   # every group's cells are exact MDAV's: the run is its own reference
+            kind, label = "self", f"the run is exact MDAV in each of its {len(per)} groups"
+        elif sampled:
+            kind, label = "sample", f"record-weighted mean over {len(per)} groups, {sampled} estimated on a sample"
+        else:
+            kind, label = "exact", f"record-weighted mean over {len(per)} groups, exact MDAV on each"
+        record = {"kind": kind, "label": label,
                   "information_loss": sum(p["n"] * p["information_loss"] for p in per) / total,
                   "seconds": sum(p["seconds"] for p in per), "groups": per}
         report.reference_information_loss = record["information_loss"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from .describe import method_text
 from .page import esc, number, percent
 
 __all__ = ["summary_body", "glossary_body", "relative_to_mdav"]
@@ -65,24 +66,35 @@ def _utility(r: Mapping) -> str:
         text = (f"<p>Information loss <b>{number(il, 3)}</b> (out of 100): after putting every QI on the same "
                 f"scale, {percent(il / 100)} of the variation between records is replaced by group averages; "
                 "the remaining columns are published unchanged.</p>")
-    delta = relative_to_mdav(r)
-    how = r.get("reference") if isinstance(r.get("reference"), Mapping) else {}
-    if delta is not None:
-        ref = float(r["reference_information_loss"])
-        if abs(delta) < 0.0005:
-            cmp = "the same distortion as exact MDAV"
-        elif delta > 0:
-            cmp = f"{percent(delta, 2)} more distortion than exact MDAV"
-        else:
-            cmp = f"{percent(-delta, 2)} less distortion than exact MDAV"
-        where = " (estimated on a sample)" if how.get("kind") == "sample" else ""
-        text += (f"<p>That is <b>{cmp}</b>, the slow reference method (information loss "
-                 f"{number(ref, 3)}{where}).</p>")
+    text += f"<p>The cells were formed by <b>{esc(r.get('method_text') or method_text(r))}</b>.</p>"
+    text += _comparison(r)
     utility = r.get("utility") or {}
     change = utility.get("correlation_max_abs_diff")
     if change is not None:
         text += f"<p>Correlations between QIs move by at most {number(float(change), 2)}.</p>"
     return text
+
+
+def _comparison(r: Mapping) -> str:
+    """The run against exact MDAV, the slow reference method: only what the report's figures say.
+    "The same cells" only when the run's cells are exact MDAV's (reference kind "self")."""
+    how = r.get("reference") if isinstance(r.get("reference"), Mapping) else {}
+    if how.get("kind") == "self":
+        if r.get("m_used") == 0:
+            return "<p>No QI column varies: there is nothing to compare with exact MDAV.</p>"
+        return "<p>These are <b>the same cells as exact MDAV</b>, the slow reference method, forms.</p>"
+    delta = relative_to_mdav(r)
+    if delta is None:
+        return ""
+    if abs(delta) < 0.0005:
+        cmp = "within 0.05 % of exact MDAV's distortion"
+    elif delta > 0:
+        cmp = f"{percent(delta, 2)} more distortion than exact MDAV"
+    else:
+        cmp = f"{percent(-delta, 2)} less distortion than exact MDAV"
+    where = " estimated on a sample" if how.get("kind") == "sample" else " on the same records"
+    return (f"<p>That is <b>{cmp}</b>, the slow reference method (its information loss "
+            f"{number(float(r['reference_information_loss']), 3)}{where}).</p>")
 
 
 def _risk(r: Mapping) -> str | None:

@@ -18,11 +18,11 @@ import sys
 import time
 from pathlib import Path
 
-from ..errors import ParameterError
+from ..errors import InputError, ParameterError
 from .slots import UTC, fill, run_key as _run_key, slot_id
 from .workflow_spec import WorkflowSpec
 
-__all__ = ["execute_run", "Cancelled", "output_paths"]
+__all__ = ["execute_run", "Cancelled", "output_paths", "preflight"]
 
 
 class Cancelled(Exception):
@@ -121,16 +121,7 @@ def execute_run(spec: WorkflowSpec, slot: dt.datetime | None = None, client=None
     """
     d = spec.data
     key = key or _run_key(spec, slot)
-    from ..io import recovery as rec
-
-    out, report_path, is_dir = output_paths(spec, slot)
-    # first, whatever the run then does or refuses: an interrupted commit of its outputs resolved
-    for line in rec.recover(out, report_path):
-        print(f"daskmicro: {line}", file=sys.stderr)
-    source = _input_path(fill(d["input"]["path"], spec.name, slot))
-    if isinstance(source, Path):
-        rec.refuse_uncommitted(source)
-    _check_targets(source if isinstance(source, Path) else None, out, report_path, is_dir, d["output"]["overwrite"])
+    source, out, report_path = preflight(spec, slot)
     started = time.time()
     tick = time.perf_counter()
 
@@ -149,6 +140,25 @@ def execute_run(spec: WorkflowSpec, slot: dt.datetime | None = None, client=None
     stage("commit")
     summary.update(key=key, slot=slot_id(slot), seconds=round(time.time() - started, 3))
     return summary
+
+
+def preflight(spec: WorkflowSpec, slot: dt.datetime | None = None) -> tuple[Path, Path, Path]:
+    """What a run of ``spec`` checks before any work, in this order, with no cluster: an interrupted
+    commit of its outputs resolved; the input exists (and is no uncommitted release); every path it
+    writes is allowed.  Returns (input, output, report path)."""
+    from ..io import recovery as rec
+
+    out, report_path, is_dir = output_paths(spec, slot)
+    for line in rec.recover(out, report_path):
+        print(f"daskmicro: {line}", file=sys.stderr)
+    source = _input_path(fill(spec.data["input"]["path"], spec.name, slot))
+    if isinstance(source, Path):   # an object-store input is checked when it is listed
+        if not source.exists():
+            raise InputError(f"input not found: {source} (make it first: see the comments at the top of the spec)")
+        rec.refuse_uncommitted(source)
+    _check_targets(source if isinstance(source, Path) else None, out, report_path, is_dir,
+                   spec.data["output"]["overwrite"])
+    return source, out, report_path
 
 
 def _planned(spec, slot, source, out, report_path, client, progress, should_stop, workflow) -> dict:
