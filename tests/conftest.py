@@ -6,6 +6,10 @@
 * ``client``: one LocalCluster of two single-threaded worker processes (set up as daskmicro sets
   up its own) for every test that only needs *a* cluster.  Tests that kill workers, need another
   number of workers or memory limits, or check how a cluster starts keep a cluster of their own.
+* ``clients``: ``clients(n)`` is a client of a LocalCluster of ``n`` single-threaded worker
+  processes (set up like ``client``'s), started on first use and kept for the session, for the
+  tests that compare runs on 1, 2 and 4 workers: each such cluster starts once per session, not
+  once per test.
 * ``dask_processes``: a real ``dask scheduler`` and ``dask worker --nworkers 2`` as separate
   processes on loopback, started on first use.
 * The census data sets and their QI list, made once.
@@ -44,6 +48,23 @@ def client():
     """A client of the shared LocalCluster of two worker processes."""
     with process_client(2) as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def clients():
+    """``clients(n)``: a client of a shared LocalCluster of ``n`` worker processes (1 and 4 in the
+    tests that compare worker counts), started on first use, closed at the end of the session."""
+    from contextlib import ExitStack
+
+    with ExitStack() as stack:
+        started: dict = {}
+
+        def get(n_workers: int):
+            if n_workers not in started:
+                started[n_workers] = stack.enter_context(process_client(n_workers))
+            return started[n_workers]
+
+        yield get
 
 
 @pytest.fixture(scope="session")

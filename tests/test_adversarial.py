@@ -102,12 +102,13 @@ def test_integers_beyond_2_53_refused_by_cli(tmp_path, capsys, method):
     assert digest(tmp_path / "in.parquet") == h
 
 
-def test_integers_beyond_2_53_refused_on_the_lake_path(tmp_path, capsys):
+def test_integers_beyond_2_53_refused_on_the_lake_path(tmp_path, capsys, scheduler):
     lake = tmp_path / "lake"
     lake.mkdir()
     big_int_frame().to_parquet(lake / "p0.parquet")
     before = listing(tmp_path)
-    rc, _, err = run_cli(["anonymize", lake, tmp_path / "out", "--qi", "a,q", "--k", "4", "--workers", "1"], capsys)
+    rc, _, err = run_cli(["anonymize", lake, tmp_path / "out", "--qi", "a,q", "--k", "4", "--scheduler", scheduler],
+                         capsys)
     assert_refused(rc, err, tmp_path, before)
 
 
@@ -174,13 +175,13 @@ def test_merged_strata_are_published_under_one_label_api():
 
 
 @pytest.mark.parametrize("extra", [[], ["--partition-by", "year"]])
-def test_merged_strata_are_published_under_one_label_lake(tmp_path, capsys, extra):
+def test_merged_strata_are_published_under_one_label_lake(tmp_path, capsys, scheduler, extra):
     df = strata_frame()
     (tmp_path / "lake").mkdir()
     df.to_parquet(tmp_path / "lake" / "p.parquet")
     out = tmp_path / "out"
     rc, _, err = run_cli(["anonymize", tmp_path / "lake", out, "--qi", "x,y", "--k", "5", "--strata", "year",
-                          "--merge-small-strata", "--seed", "1", "--workers", "1", "--no-dask-report", "--keep", "note",
+                          "--merge-small-strata", "--seed", "1", "--scheduler", scheduler, "--no-dask-report", "--keep", "note",
                           *extra], capsys)
     assert rc == 0, err
     release = read_published(out)
@@ -283,11 +284,11 @@ def test_report_paths_checked_before_any_work(tmp_path, capsys):
         assert_refused(rc, err, tmp_path, before)
 
 
-def test_report_inside_a_committed_release_is_refused_and_release_kept(tmp_path, capsys):
+def test_report_inside_a_committed_release_is_refused_and_release_kept(tmp_path, capsys, scheduler):
     (tmp_path / "lake").mkdir()
     strata_frame().to_parquet(tmp_path / "lake" / "p.parquet")
     out = tmp_path / "out"
-    args = ["anonymize", tmp_path / "lake", out, "--qi", "x,y", "--k", "4", "--seed", "2", "--workers", "1",
+    args = ["anonymize", tmp_path / "lake", out, "--qi", "x,y", "--k", "4", "--seed", "2", "--scheduler", scheduler,
             "--no-dask-report", "--keep", "note"]
     rc, _, err = run_cli(args, capsys)
     assert rc == 0, err
@@ -301,13 +302,13 @@ def test_report_inside_a_committed_release_is_refused_and_release_kept(tmp_path,
 # --------------------------------------------------------------------------- 9. no value in an error
 
 
-def test_library_errors_reach_the_user_without_values(tmp_path, capsys):
+def test_library_errors_reach_the_user_without_values(tmp_path, capsys, scheduler):
     (tmp_path / "lake").mkdir()
     pd.DataFrame({"x": np.arange(20.0), "y": np.arange(20.0)}).to_csv(tmp_path / "lake" / "a.csv", index=False)
     secret = "918273645.5"
     (tmp_path / "lake" / "b.csv").write_text("x,y\n" + f"{secret},zz-secret-zz\n" * 5)
-    rc, _, err = run_cli(["anonymize", tmp_path / "lake", tmp_path / "out", "--qi", "x,y", "--k", "4", "--workers", "1"],
-                         capsys)
+    rc, _, err = run_cli(["anonymize", tmp_path / "lake", tmp_path / "out", "--qi", "x,y", "--k", "4", "--scheduler",
+                          scheduler], capsys)
     assert rc == 2
     assert secret not in err and "zz-secret-zz" not in err
     assert not (tmp_path / "out").exists()
@@ -361,7 +362,8 @@ def expected_refusals(df: pd.DataFrame, k: int, strata) -> list:
 
 @pytest.fixture(scope="module")
 def scheduler(client):
-    """The shared LocalCluster of worker processes, for the runs that go through the lake path."""
+    """The shared LocalCluster of worker processes, for the runs that go through the lake path (the
+    command line starting a LocalCluster of its own: the refusals with ``--workers 1``)."""
     return client.scheduler.address
 
 

@@ -1,6 +1,7 @@
 """A commit killed at every step never loses a release.
 
-A real process runs the real commit (:func:`daskmicro.io.commit.commit` for a directory release,
+A real process (a fresh child forked by a server that imported daskmicro once, ``_forked``) runs
+the real commit (:func:`daskmicro.io.commit.commit` for a directory release,
 :class:`daskmicro.io.tables.AtomicBatch` for a release file with its report) and is killed at one
 step (the ``DASKMICRO_FAULT_AT`` test hook: ``os._exit(137)`` there, no clean-up).  Then a run of
 the real CLI that fails (an unknown ``--qi``) must first roll the commit forward or back, and a
@@ -27,6 +28,8 @@ from daskmicro.io import commit as cm
 from daskmicro.io import recovery as rec
 from daskmicro.io import journal as jr
 from daskmicro.io.tables import AtomicBatch, dump_json
+
+from _forked import run_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -101,10 +104,12 @@ def leftovers(parent: Path, *names) -> list:
 
 
 def child(script: str, args, fault=None) -> int:
-    proc = subprocess.run([sys.executable, "-c", script, *map(str, args)], env=env(fault), cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode in (0, 137), proc.stderr
-    return proc.returncode
+    """Run ``script`` (CHILD_DIR, CHILD_FILES) in a process of its own, killed at ``fault``: a fresh
+    child forked by a server that has imported daskmicro's commit once (``_forked``), so that the
+    many crash points do not each start an interpreter and import daskmicro."""
+    code = run_script(script, args, env(fault), preload=("daskmicro.io.commit", "daskmicro.io.tables"))
+    assert code in (0, 137), code
+    return code
 
 
 @pytest.fixture

@@ -130,7 +130,9 @@ def test_neighbour_lists_are_valid_and_descent_brings_the_approximate_search_nea
     assert all(len(set(row)) == L for row in near)
     assert np.all((np.diff(d2, axis=1) > 0) | ((np.diff(d2, axis=1) == 0) & (np.diff(near, axis=1) > 0)))
     refined = descend(cen, near.copy(), 2, np.ones(3000, dtype=bool))
-    full = ((cen[:, None, :] - cen[None, :, :]) ** 2).sum(axis=2)
+    full = np.empty((3000, 3000))
+    for i in range(0, 3000, 250):  # in row blocks: the same sums, without a 3000 × 3000 × 13 temporary
+        full[i:i + 250] = ((cen[i:i + 250, None, :] - cen[None, :, :]) ** 2).sum(axis=2)
     np.fill_diagonal(full, np.inf)
     exact = np.argsort(full, axis=1, kind="stable")[:, :L]
     recall = np.mean([len(set(a) & set(b)) / L for a, b in zip(refined, exact)])

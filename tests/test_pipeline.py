@@ -11,7 +11,6 @@ import dask.dataframe as dd
 from daskmicro import anonymize, information_loss, mdav, standardize
 from daskmicro.datasets import census_like
 from daskmicro.errors import InputError, ParameterError
-from _clusters import process_client
 
 N = 12_000
 # small sizes so that a 12,000-row set exercises every level: 3 top cells (chunked MDAV),
@@ -38,7 +37,7 @@ def _run(data, qi, client, npartitions, **kw):
 
 
 @pytest.mark.parametrize("nu", [1.0, 0.5])
-def test_same_release_for_1_2_4_workers_and_any_chunking(data, qi, client, nu):
+def test_same_release_for_1_2_4_workers_and_any_chunking(data, qi, client, nu, clients):
     reference, rep = _run(data, qi, client, 3, nu=nu)
     assert rep.pipeline["top_cells"] == 3 and rep.pipeline["partitions"] > 3
     # the default quality's improvement stage ran on every top cell and moved records
@@ -51,15 +50,15 @@ def test_same_release_for_1_2_4_workers_and_any_chunking(data, qi, client, nu):
         other, _ = _run(data, qi, client, npartitions, nu=nu)
         pd.testing.assert_frame_equal(other, reference)
     for workers in (1, 4) if nu == 1.0 else ():  # (the worker count plays no part in ν's role)
-        with process_client(workers) as own:
-            other, rep_w = _run(data, qi, own, 5, nu=nu)
+        own = clients(workers)
+        other, rep_w = _run(data, qi, own, 5, nu=nu)
         pd.testing.assert_frame_equal(other, reference)
         # 4 worker threads for 3 top cells: the staged tasks (fan-out, then the improvement stage),
         # the same release as the joint tasks above
         assert ("fan_out" in rep_w.timings and "improve" in rep_w.timings) == (workers == 4)
 
 
-def test_quality_high_same_release_for_1_2_workers_and_any_chunking(data, qi, client):
+def test_quality_high_same_release_for_1_2_workers_and_any_chunking(data, qi, client, clients):
     """quality="high" on the pipeline: moves, PCL iterations with searched candidates (k = 3: more
     than 1000 cells per top cell) and moves again — still one release whatever the chunking and the
     number of workers, k-anonymous as verified before the commit."""
@@ -77,8 +76,8 @@ def test_quality_high_same_release_for_1_2_workers_and_any_chunking(data, qi, cl
     other, _ = run(client, 7)
     pd.testing.assert_frame_equal(other, reference)
     for workers in (1, 4):  # one task per top cell on 1 worker; the staged fan-out and stage on 4 threads
-        with process_client(workers) as own:
-            other, rep_w = run(own, 2)
+        own = clients(workers)
+        other, rep_w = run(own, 2)
         pd.testing.assert_frame_equal(other, reference)
         assert ("improve" in rep_w.timings) == (rep.pipeline["top_cells"] < workers)
 

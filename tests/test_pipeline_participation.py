@@ -19,7 +19,6 @@ from daskmicro.datasets import census_like
 from daskmicro.errors import InputError, ParameterError
 from daskmicro.graph.pipeline import PipelineConfig, run_pipeline
 from daskmicro.privacy.failures import WORST_CELLS, cell_failure_partial, cell_failure_summary, merge_cell_failure
-from _clusters import process_client
 from _oracles import failure_figures, poisson_binomial_failure
 
 N = 3_000
@@ -103,14 +102,14 @@ def test_partitioned_cells_meet_pbar_and_figures_match_the_release(data, qi, cli
     assert 0.0 < prob["expected_distortion"] < 1.0
 
 
-def test_same_release_for_1_and_2_workers_and_any_chunking(data, qi, client):
+def test_same_release_for_1_and_2_workers_and_any_chunking(data, qi, client, clients):
     reference, _, details = _run(client, data, qi, npartitions=3)
     for npartitions in (1, 7):
         other, _, d = _run(client, data, qi, npartitions=npartitions)
         pd.testing.assert_frame_equal(other, reference)
         assert d["probabilistic"] == details["probabilistic"]
-    with process_client(1) as one:
-        other, _, d = _run(one, data, qi, npartitions=5)
+    one = clients(1)
+    other, _, d = _run(one, data, qi, npartitions=5)
     pd.testing.assert_frame_equal(other, reference)
     assert d["probabilistic"] == details["probabilistic"]
 

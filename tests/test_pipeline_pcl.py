@@ -19,7 +19,6 @@ from daskmicro.graph.pipeline import PipelineConfig
 from daskmicro.kernels import partition as kp
 from daskmicro.kernels.macro import cell_stats, nested_mdav
 from daskmicro.kernels.partition_pcl import nested_pcl, refine_partition
-from _clusters import process_client
 
 N = 9_000
 # 3 top cells (chunked MDAV), 2 partitions per top cell, macrocells of 250 for the ν < 1 split
@@ -129,14 +128,14 @@ def test_refinement_lowers_sse_keeps_k_and_every_row(data, qi, client):
     assert "refinement" in rep.summary()
 
 
-def test_refine_and_macro_pcl_same_release_for_1_2_4_workers_and_any_chunking(data, qi, client):
+def test_refine_and_macro_pcl_same_release_for_1_2_4_workers_and_any_chunking(data, qi, client, clients):
     kw = dict(refine="pcl", macro="pcl", nu=0.5)
     reference, rep = _run(data, qi, client, 3, **kw)
     assert rep.pipeline["macro"] == {"method": "pcl", "max_iter": 2}
     assert rep.pipeline["top_cells"] == 3 and rep.verified
     for workers in (1, 4):
-        with process_client(workers) as own:
-            other, _ = _run(data, qi, own, 1 if workers == 1 else 5, **kw)
+        own = clients(workers)
+        other, _ = _run(data, qi, own, 1 if workers == 1 else 5, **kw)
         pd.testing.assert_frame_equal(other, reference)
 
 

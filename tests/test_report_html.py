@@ -262,8 +262,8 @@ def test_renders_in_headless_chromium(tmp_path, full_report):
 # --------------------------------------------------------------------------- the page a data owner reads
 
 
-def test_summary_in_plain_words(full_report):
-    summary = _section(render_html(full_report), "summary")
+def test_summary_in_plain_words(full_report, full_page):
+    summary = _section(full_page, "summary")  # render_html(full_report): pure (test_self_contained_and_deterministic)
     k, smallest = full_report["k"], full_report["verification"]["k_anonymity"]["min_count"]
     assert f"shared by at least <b>{k}</b> records" in summary
     assert f"smallest published group holds <b>{smallest}</b> records" in summary

@@ -4,7 +4,7 @@ a reason inherent to the methods (the README's combination table, ``daskmicro.co
 
 The full product has 4,320 combinations.  Every one is *validated* (cheap: the run description
 alone decides whether it is refused); the runs themselves cover every pair of levels of every two
-factors (an all-pairs design, ~30 runs on one shared LocalCluster of worker processes).  Each
+factors (an all-pairs design, ~30 runs on one shared LocalCluster of worker processes, whatever the entry).  Each
 release is judged here, independently of daskmicro's own verifier: read back as published, every
 combination of stratum columns and QIs occurs at least k times, and under participation each
 published cell's failure q̄ = P{0 < K < k} is at most p̄, computed here (a binomial tail from
@@ -268,7 +268,9 @@ def test_combination_runs_or_is_refused_in_one_line(case, client, tmp_path, caps
     else:
         inp = _write_input(df, case["input"], tmp_path)
         if case["entry"] == "cli":
-            rc = main(_cli_argv(opts, inp, out) + ["--workers", "1"])
+            # on the shared cluster, as the spec entry runs: the matrix varies the run, not the cluster
+            # (the command line starting its own LocalCluster: test_adversarial.py, test_no_values.py)
+            rc = main(_cli_argv(opts, inp, out) + ["--scheduler", client.scheduler.address])
         else:
             spec = _spec(case, opts, inp, out, tmp_path / "spec.yaml")
             rc = main(["run", str(spec), "--scheduler", client.scheduler.address])
