@@ -94,7 +94,7 @@ def test_the_heap_a_kernel_task_grows_stays_while_it_runs_and_goes_back_after():
 
 
 def test_nothing_changes_where_glibc_adjusts_by_itself_or_the_owner_chose():
-    code = "from daskmicro import allocator\nwith allocator.reusing() as c: print(c)"
+    code = "from daskmicro.runtime import allocator\nwith allocator.reusing() as c: print(c)"
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
     for extra, want in (({}, "False"), ({"MALLOC_TRIM_THRESHOLD_": "65536"}, "True"),
                         ({"MALLOC_TRIM_THRESHOLD_": "65536", "MALLOC_MMAP_THRESHOLD_": "131072"}, "False")):

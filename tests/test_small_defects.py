@@ -238,6 +238,7 @@ def test_latest_and_next_slot_agree_with_the_enumeration(expr, tz):
 
 def test_run_with_a_per_minute_cron_picks_the_latest_slot(tmp_path, capsys, monkeypatch):
     spec = tmp_path / "minutely.yaml"
+    (tmp_path / "data.csv").write_text("a,b\n1,2\n3,4\n")   # the input exists: the run checks it first
     spec.write_text("name: minutely\ninput: {path: data.csv}\nqi: [a, b]\nk: 2\n"
                     "output: {path: 'out-{slot}.parquet'}\nschedule: {cron: '* * * * *'}\n")
     monkeypatch.setenv("DASKMICRO_CLOCK", f"2026-01-01T00:00:30Z,{time.time()},1")
