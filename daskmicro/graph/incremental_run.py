@@ -242,15 +242,15 @@ def _recorded(client, release, plan, series):
         return release.map_partitions(_withheld, hidden) if is_dask_frame(release) else _withheld(release, hidden)
     from ..series.fingerprint import FP
 
-    args = (str(series.stage),)
+    stage = str(series.stage)
     refuse = not series.new_series
     if not is_dask_frame(release):
-        return _ledger_piece(release, *args, 0, plan.qi, hidden, series.frozen, refuse)
+        return _ledger_piece(release, stage, 0, plan.qi, hidden, series.frozen, refuse)
     import dask.dataframe as dd
 
     frozen = client.scatter(series.frozen, broadcast=True) if len(series.frozen) else series.frozen
     rec = dask.delayed(_ledger_piece, pure=True)
-    parts = client.compute([rec(p, *args, i, plan.qi, hidden, frozen, refuse)
+    parts = client.compute([rec(p, stage, i, plan.qi, hidden, frozen, refuse)
                             for i, p in enumerate(release.to_delayed())])
     client.gather(parts)   # every piece recorded before the release goes further
     meta = _withheld(release._meta, hidden + tuple(FP))
