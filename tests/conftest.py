@@ -1,8 +1,9 @@
 """Shared set-up for the whole suite.
 
-* The compiled kernels are built once, before the first test, by two processes that share the
-  compile as a machine's Dask workers do (:func:`daskmicro.runtime.warmup.warm_up`); on a warm cache this
-  only loads them (about a second).
+* The compiled kernels are built once, before the first test (:func:`daskmicro.runtime.warmup.warm_up`):
+  under pytest-xdist each test process takes its share of the compile as a machine's Dask workers do
+  (the unit locks of the cache dir), so the compile is shared without a pool of its own; alone, a pool
+  of two processes shares it. On a warm cache this only loads them (about a second).
 * ``client``: one LocalCluster of two single-threaded worker processes (set up as daskmicro sets
   up its own) for every test that only needs *a* cluster.  Tests that kill workers, need another
   number of workers or memory limits, or check how a cluster starts keep a cluster of their own.
@@ -35,9 +36,12 @@ os.environ["DASKMICRO_LEDGER"] = "off"
 
 @pytest.fixture(scope="session", autouse=True)
 def _compiled_kernels():
-    from daskmicro.runtime.warmup import warm_up
+    from daskmicro.runtime.warmup import KERNEL_SETS, warm, warm_up
 
-    warm_up(jobs=2)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        warm(list(KERNEL_SETS))      # the units, shared with the other test processes through their locks
+    else:
+        warm_up(jobs=2)
 
 
 # --------------------------------------------------------------------------- clusters

@@ -116,10 +116,10 @@ def test_nn_fixed_equals_the_plan_run_by_hand(data, qi, client):
 
 
 def test_late_files_are_published_as_they_land(data, qi, client, tmp_path):
-    """A lake filled over 4 s, the base stage at a quarter of the records: most late files are
+    """A lake filled over 10 s, the base stage at a quarter of the records: most late files are
     published before the close; the release is still the plan by hand (late rows in arrival order)."""
     lake = tmp_path / "lake"
-    with ArrivalSimulator(data, lake, n_files=24, duration=4.0, speed=1.0):
+    with ArrivalSimulator(data, lake, n_files=24, duration=10.0, speed=1.0):
         release, report = anonymize_incremental(str(lake), qi, K, keep=KEEP, nu=0.75, increment="nn-fixed",
                                                 base_method="partitioned", base_options=dict(OPTIONS),
                                                 client=client, seed=2, timeout=120)

@@ -68,7 +68,7 @@ def test_sigint_while_parts_are_written_leaves_nothing(tmp_path):
     assert "daskmicro: error: interrupted" in err
 
 
-def test_stale_staging_folders_are_swept_and_reported(tmp_path, capsys):
+def test_stale_staging_folders_are_swept_and_reported(tmp_path, capsys, client):
     lake = tmp_path / "lake"
     make_lake(lake, files=2, rows=500)
     stale = tmp_path / ".out.tmp-0badc0de"
@@ -82,8 +82,8 @@ def test_stale_staging_folders_are_swept_and_reported(tmp_path, capsys):
     alive = commit.open_staging(tmp_path / "out")          # owned by this (live) process: kept
     unrelated = tmp_path / ".other.tmp-0badc0de"
     unrelated.mkdir()
-    rc = main([str(a) for a in ["anonymize", lake, tmp_path / "out", "--qi", "x,y", "--k", "4", "--workers", "1",
-                                "--no-dask-report", "--seed", "2"]])
+    rc = main([str(a) for a in ["anonymize", lake, tmp_path / "out", "--qi", "x,y", "--k", "4",
+                                "--scheduler", client.scheduler.address, "--no-dask-report", "--seed", "2"]])
     err = capsys.readouterr().err
     assert rc == 0, err
     assert "removed 3 staging folder(s)" in err and ".out.tmp-0badc0de" in err
@@ -115,15 +115,15 @@ def _tiny(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("rows_per_file,partition", [(700, True), (1000, False), (1, False)])
-def test_rows_per_file_is_exact(tmp_path, capsys, rows_per_file, partition):
+def test_rows_per_file_is_exact(tmp_path, capsys, rows_per_file, partition, client, clients):
     lake = tmp_path / "lake"
     make_lake(lake, files=3, rows=700 if rows_per_file > 1 else 30)
     n = sum(pq.read_metadata(p).num_rows for p in lake.glob("*.parquet"))
     layouts = []
-    for workers, name in ((1, "a"), (2, "b")):
+    for cluster, name in ((clients(1), "a"), (client, "b")):   # 1 worker, then 2 (the shared clusters)
         out = tmp_path / name
         args = ["anonymize", lake, out, "--qi", "x,y", "--k", "3", "--rows-per-file", rows_per_file,
-                "--workers", workers, "--no-dask-report", "--seed", "4"] + (["--partition-by", "s"] if partition else [])
+                "--scheduler", cluster.scheduler.address, "--no-dask-report", "--seed", "4"] + (["--partition-by", "s"] if partition else [])
         rc = main([str(a) for a in args])
         assert rc == 0, capsys.readouterr().err
         sizes = {str(p.relative_to(out)): pq.read_metadata(p).num_rows for p in sorted(out.rglob("*.parquet"))}

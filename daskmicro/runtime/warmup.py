@@ -25,6 +25,7 @@ the warm-up compiles nothing.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import time
 from dataclasses import dataclass
@@ -256,7 +257,10 @@ def lock_dir() -> Path | None:
     try:
         import numba
 
-        path = Path(where) / ".locks" / numba.__version__
+        # numba keys its cache files by the kernels' source files, so two copies of the package (two
+        # virtual environments) sharing a cache dir compile apart: their locks are apart too
+        here = hashlib.sha1(str(Path(__file__).resolve().parents[1]).encode()).hexdigest()[:12]
+        path = Path(where) / ".locks" / numba.__version__ / here
         path.mkdir(parents=True, exist_ok=True)
         return path
     except (OSError, ImportError):
@@ -293,16 +297,22 @@ def warm_workers(client, sets: list[str], progress: Callable[[str, float], None]
     return out
 
 
+#: Units already run in this process: their kernels are compiled or loaded here, so a later run
+#: (a long-lived worker's next run) neither takes their locks nor calls them again.
+_RUN_HERE: set[str] = set()
+
+
 def run_units(pieces: list[Unit], lock_dir: Path | None) -> dict[str, bool]:
     """Run every unit of ``pieces`` (leaf first) once in this process, sharing the work with the other
     processes that use ``lock_dir``: a process takes the units that neither another process nor a unit
     they call is busy with, goes round again while that makes progress, and only then waits (for the
     first unit left). A lock is never held while waiting for another, so this cannot deadlock.
-    Returns unit → whether numba compiled anything for it here (False: a cache load)."""
+    Returns unit → whether numba compiled anything for it here (False: a cache load, or a unit this
+    process had run before)."""
     from numba.core import event
 
     by = {u.name: u for u in pieces}
-    done: dict[str, bool] = {}
+    done: dict[str, bool] = {u.name: False for u in pieces if u.name in _RUN_HERE}
 
     def attempt(u: Unit, block: bool) -> bool:
         if u.name in done:
@@ -315,6 +325,7 @@ def run_units(pieces: list[Unit], lock_dir: Path | None) -> dict[str, bool]:
             with event.install_recorder("numba:compile") as rec:
                 u.run()
             done[u.name] = bool(rec.buffer)
+            _RUN_HERE.add(u.name)
         return True
 
     pending = list(pieces)
