@@ -35,8 +35,8 @@ def test_without_its_check_the_pipeline_publishes_the_same_release_and_figures(c
     qi = list(df.columns)
     out = {}
     for check in (True, False):
-        cfg = PipelineConfig(method="partitioned", k=K, task_rows=1_500, partition_size=600, K=200)
-        cfg.improve_sweeps, cfg.improve_neighbours = 2, 4
+        cfg = PipelineConfig(method="partitioned", k=K, task_rows=1_500, partition_size=600, K=200,
+                             improve_sweeps=2, improve_neighbours=4)
         ddf = dd.from_pandas(df, npartitions=3, sort=False)
         pub, details = run_pipeline(client, ddf, qi, cfg, 7, True, figures=True, check=check)
         release = client.compute(pub.release).result().sort_values("row_id").reset_index(drop=True)

@@ -38,7 +38,7 @@ from .macro_stage import chunked_mdav
 __all__ = ["FanoutConfig", "FanoutResult", "top_cells", "fan_out"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class FanoutConfig:
     k: int
     K: int
