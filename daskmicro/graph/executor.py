@@ -194,19 +194,19 @@ def _pipeline_group(client, gp, sel, meta, seed, progress):
     (release pieces, figures of its cells)."""
     import dask.dataframe as dd
 
-    from .pipeline import PipelineConfig, run_pipeline
+    from .pipeline import PipelineConfig, ReleaseOptions, run_pipeline
 
     g, m = gp.group, gp.method
     sub = dd.from_delayed(sel, meta=meta, verify_meta=False)
     # check=False: the group's release is not checked on its own; the run's release is, as published
     # (written files, or the collected frame, stratum columns included) before anything is committed
     cfg = PipelineConfig.from_settings(gp.pipeline, m, gp.k)
-    pub, details = run_pipeline(client, sub, list(g.observed), cfg, seed, False, progress,
-                                participation=gp.participation, figures=True, check=False)
+    pub, details = run_pipeline(client, sub, list(g.observed), cfg, ReleaseOptions(seed, figures=True, check=False),
+                                progress, participation=gp.participation)
     reference_il = None
     if gp.reference_k is not None:  # asked for: the same pipeline at plain k
         plain_cfg = PipelineConfig.from_settings(gp.pipeline, m, gp.reference_k)
-        _, plain = run_pipeline(client, sub, list(g.observed), plain_cfg, seed, False, check=False)
+        _, plain = run_pipeline(client, sub, list(g.observed), plain_cfg, ReleaseOptions(seed, check=False))
         reference_il = plain["information_loss"]
     t = details.pop("timings")  # the run's timings hold them once (one timing model)
     pca = details.get("pca") or {}

@@ -45,12 +45,12 @@ from dataclasses import dataclass, replace
 from ..config import DEFAULT_MAX_TASK_ROWS, DEFAULT_TASK_ROWS, DEFAULTS
 from ..errors import ParameterError
 from .fanout import FanoutConfig, fan_out, top_cells
-from .gather import gather_release
+from .gather import ReleaseOptions, gather_release
 from .improve_stage import can_join, improve_cells, joint_top_cells
 from .ingest import ingest
 from .participation import attach_participation, check_participation, failure_summary
 
-__all__ = ["PipelineConfig", "DEFAULTS", "SCALABLE", "ONE_TASK", "plan_layout", "run_pipeline"]
+__all__ = ["PipelineConfig", "ReleaseOptions", "DEFAULTS", "SCALABLE", "ONE_TASK", "plan_layout", "run_pipeline"]
 
 SCALABLE = ("partitioned",)
 ONE_TASK = ("proximal-distal", "mdav", "pca-mdav", "pcl")
@@ -211,18 +211,20 @@ def _staged(client, tops, cfg: PipelineConfig, fcfg: FanoutConfig, timings, colu
     return fo, refine_info, improve_info, probabilistic
 
 
-def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row_id: bool, progress=None,
-                 participation=None, figures: bool = False, check: bool = True):
+def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, release: ReleaseOptions, progress=None,
+                 participation=None):
     """Run the pipeline on ``ddf``; returns (Published, details dict for the report).
 
     ``progress(stage, seconds)``, when given, is called as each stage ends.  ``participation``,
     when given, has attributes ``column`` (a column of ``ddf`` with π_j in (0, 1], not a QI) and
     ``max_cell_failure`` (p̄ in (0, 1)): every cell is grown until it fails with probability
     q̄ ≤ p̄, and ``details["probabilistic"]`` holds the failure figures (see module docstring).
-    ``figures=True``: ``details["figures"]`` holds the range of the published values of each
-    partition's cells (the bins of the report's release figures, :mod:`daskmicro.kernels.figures`).
-    ``check=False`` leaves the release check to a caller that verifies the release as published
-    (the run executor, before its commit): ``Published.k_anonymity`` and ``rows`` are then None.
+    ``release`` (:class:`~daskmicro.graph.gather.ReleaseOptions`): the seeded order and the
+    published row id; ``release.figures``: ``details["figures"]`` holds the range of the published
+    values of each partition's cells (the bins of the report's release figures,
+    :mod:`daskmicro.kernels.figures`); ``release.check=False`` leaves the release check to a
+    caller that verifies the release as published (the run executor, before its commit):
+    ``Published.k_anonymity`` and ``rows`` are then None.
     """
     column = pbar = None
     if participation is not None:
@@ -246,7 +248,7 @@ def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row
         fo, refine_info, improve_info, probabilistic = _staged(client, tops, cfg, fcfg, timings, column, pbar,
                                                                ing.m_used)
     del tops
-    pub = gather_release(client, ddf, qi, ing, fo, cfg.k, seed, keep_row_id, timings, figures, check, task_rows)
+    pub = gather_release(client, ddf, qi, ing, fo, release, timings, task_rows)
     timings["total"] = time.perf_counter() - t_all
     sst = float(ing.n * max(ing.m_used, 1))
     details = {
@@ -275,6 +277,6 @@ def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row
     }
     if probabilistic is not None:
         details["probabilistic"] = probabilistic
-    if figures:
+    if release.figures:
         details["figures"] = pub.figures
     return pub, details
