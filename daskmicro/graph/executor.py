@@ -172,10 +172,7 @@ def _run_one_task(gp, qi, *parts):
     from .group_task import one_task
 
     df = pd.concat(parts, ignore_index=True).sort_values(RID, kind="stable").reset_index(drop=True)
-    part = gp.participation
-    out, info = one_task(df, list(gp.group.observed), gp.k, gp.method, gp.energy_loss, gp.n_components,
-                         part.column if part else None, part.max_cell_failure if part else None, gp.plain_k,
-                         improve=gp.improve.as_tuple() if gp.improve else None)
+    out, info = one_task(df, gp)
     return out, replace(info, figures=[group_range(out, qi)])
 
 
