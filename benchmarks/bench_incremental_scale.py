@@ -39,7 +39,7 @@ from daskmicro import anonymize_incremental
 from daskmicro.runtime.cluster import local_cluster
 from daskmicro.datasets import census_like
 from daskmicro.graph.incremental import default_kernel, warm_up
-from daskmicro.graph.pipeline import PipelineConfig, run_pipeline
+from daskmicro.graph.pipeline import PipelineConfig, ReleaseOptions, run_pipeline
 from daskmicro.io.arrivals import ArrivalSimulator
 
 
@@ -48,7 +48,8 @@ def one_pass(client, df, qi, k, options, chunk_rows):
     pieces = [df.iloc[i:i + chunk_rows] for i in range(0, len(df), chunk_rows)]
     ddf = dd.from_delayed(client.scatter(pieces), meta=df.iloc[:0], verify_meta=False)
     client.persist(ddf)
-    pub, details = run_pipeline(client, ddf, qi, PipelineConfig(method="partitioned", k=k, **options), 0, False)
+    pub, details = run_pipeline(client, ddf, qi, PipelineConfig(method="partitioned", k=k, **options),
+                                ReleaseOptions(0))
     pub.k_anonymity.raise_if_failed()
     t = details["timings"]
     cells = sum(t.get(s, 0.0) for s in ("ingest", "top_level", "macroaggregation", "split", "fan_out"))

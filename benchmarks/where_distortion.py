@@ -47,16 +47,14 @@ def pipeline_layout(X, k):
     from daskmicro.config import DEFAULT_TASK_ROWS
     from daskmicro.graph.fanout import fan_out, top_cells
     from daskmicro.graph.ingest import ingest
-    from daskmicro.graph.pipeline import PipelineConfig
+    from daskmicro.graph.pipeline import PipelineConfig, plan_layout
 
     cols = [f"x{j:02d}" for j in range(X.shape[1])]
     ddf = dd.from_pandas(pd.DataFrame(X, columns=cols), npartitions=8)
     with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cl, \
             Client(cl) as client:
         ing = ingest(client, ddf, cols)
-        cfg = PipelineConfig(method="partitioned", k=k).resolved(ing.n)
-        fcfg, task_rows = cfg.fanout(ing.n)
-        fcfg.keep_parts = True
+        _, fcfg, task_rows = plan_layout(PipelineConfig(method="partitioned", k=k), ing, keep_parts=True)
         fo = fan_out(client, top_cells(client, ing, DEFAULT_TASK_ROWS, {}), fcfg, {})
         results, parts = client.gather(fo.results), client.gather(fo.parts)
     n = X.shape[0]

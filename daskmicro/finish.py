@@ -58,9 +58,10 @@ def _public_il(il) -> dict:
             "information_loss_rounding": out["information_loss_rounding"]}
 
 
-def commit_lake(cfg, ex, report, output, report_path, perf, version, run_fp, input_fp, extra):
+def commit_lake(cfg, ex, report, output, report_path, perf, run_fp, extra):
     import shutil
 
+    from ._version import __version__
     from .runtime import dask_report
 
     staging = ex.staging
@@ -74,7 +75,7 @@ def commit_lake(cfg, ex, report, output, report_path, perf, version, run_fp, inp
 
         write_json_atomic(doc, staging / "_report.json")
         manifest = {
-            "format": "daskmicro-release/1", "fingerprint": run_fp, "daskmicro_version": version,
+            "format": "daskmicro-release/1", "fingerprint": run_fp, "daskmicro_version": __version__,
             # the input's identity and the seed are private (the run record): a hash of them only
             "committed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "configuration": {key: v for key, v in cfg.fingerprint_dict().items() if key != "seed"},

@@ -194,7 +194,6 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
     ``input`` may be an ``s3://`` URL read with ``storage_options`` (:mod:`daskmicro.io.objectstore`;
     never recorded) or a ``file://`` URL; outputs on an object store are refused.
     """
-    from ._version import __version__
     from .runtime.cluster import cluster_client, given_client_refusal
     from .graph.executor import SMALL_GROUP_ROWS
     from .graph.series import discarded_on_failure, series_report
@@ -281,8 +280,7 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
             cm.discard_staging(ex.staging)
         raise
     if sink == "lake":
-        outcome = commit_lake(cfg, ex, report, output, report_path, perf, __version__, run_fp, input_fp,
-                               extra_report)
+        outcome = commit_lake(cfg, ex, report, output, report_path, perf, run_fp, extra_report)
     else:
         outcome = commit_file(cfg, ex, report, output, report_path, perf, perf_path, extra_report)
     outcome.run_record = write_run_record(report, say)

@@ -19,7 +19,7 @@ from daskmicro.cli import main
 from daskmicro.errors import InputError, ParameterError
 from daskmicro.graph import incremental_fixed, incremental_pipeline
 from daskmicro.graph.incremental import default_kernel, warm_up
-from daskmicro.graph.pipeline import PipelineConfig, run_pipeline
+from daskmicro.graph.pipeline import PipelineConfig, ReleaseOptions, run_pipeline
 from daskmicro.io.arrivals import ArrivalSimulator
 from daskmicro.kernels import standardize
 from daskmicro.kernels.incremental_parts import NEAREST_EPS
@@ -49,7 +49,7 @@ def _expected(client, data, qi, n0):
     to the cells' z-space centroids."""
     base = data.iloc[:n0]
     cfg = PipelineConfig(method="partitioned", k=K, **OPTIONS)
-    pub, details = run_pipeline(client, dd.from_pandas(base, npartitions=3), qi, cfg, 0, False)
+    pub, details = run_pipeline(client, dd.from_pandas(base, npartitions=3), qi, cfg, ReleaseOptions(0))
     assert details["partitions"] >= 2  # really partitioned
     rel = client.compute(pub.release).result().sort_values("record_id").reset_index(drop=True)
     assert (rel["record_id"].to_numpy() == base["record_id"].to_numpy()).all()

@@ -21,7 +21,7 @@ from daskmicro.errors import InputError, ParameterError
 from daskmicro.report.coarse import rounded_information_loss
 from daskmicro.graph import incremental_pipeline
 from daskmicro.graph.incremental import default_kernel, warm_up
-from daskmicro.graph.pipeline import PipelineConfig, run_pipeline
+from daskmicro.graph.pipeline import PipelineConfig, ReleaseOptions, run_pipeline
 from daskmicro.io.arrivals import ArrivalSimulator
 from daskmicro.kernels import centroids, mdav, standardize
 from daskmicro.kernels.increment import increment as increment_kernel
@@ -73,7 +73,7 @@ def _base_cells_by_hand(client, base, qi):
     """The base stage by hand: the partitioned pipeline on the base records alone (its own chunking),
     cells read back from its published release (one centroid tuple per cell)."""
     cfg = PipelineConfig(method="partitioned", k=K, **OPTIONS)
-    pub, details = run_pipeline(client, dd.from_pandas(base, npartitions=3), qi, cfg, 0, False)
+    pub, details = run_pipeline(client, dd.from_pandas(base, npartitions=3), qi, cfg, ReleaseOptions(0))
     assert details["partitions"] > 2 and details["top_cells"] == 2  # really partitioned
     rel = client.compute(pub.release).result().sort_values("record_id").reset_index(drop=True)
     assert (rel["record_id"].to_numpy() == base["record_id"].to_numpy()).all()

@@ -10,7 +10,7 @@ import pandas as pd
 import dask.dataframe as dd
 
 from daskmicro.datasets import census_like
-from daskmicro.graph.pipeline import PipelineConfig, run_pipeline
+from daskmicro.graph.pipeline import PipelineConfig, ReleaseOptions, run_pipeline
 
 K = 3
 
@@ -35,10 +35,10 @@ def test_without_its_check_the_pipeline_publishes_the_same_release_and_figures(c
     qi = list(df.columns)
     out = {}
     for check in (True, False):
-        cfg = PipelineConfig(method="partitioned", k=K, task_rows=1_500, partition_size=600, K=200)
-        cfg.improve_sweeps, cfg.improve_neighbours = 2, 4
+        cfg = PipelineConfig(method="partitioned", k=K, task_rows=1_500, partition_size=600, K=200,
+                             improve_sweeps=2, improve_neighbours=4)
         ddf = dd.from_pandas(df, npartitions=3, sort=False)
-        pub, details = run_pipeline(client, ddf, qi, cfg, 7, True, figures=True, check=check)
+        pub, details = run_pipeline(client, ddf, qi, cfg, ReleaseOptions(7, keep_row_id=True, figures=True, check=check))
         release = client.compute(pub.release).result().sort_values("row_id").reset_index(drop=True)
         out[check] = (release, pub, details)
     (r1, p1, d1), (r0, p0, d0) = out[True], out[False]

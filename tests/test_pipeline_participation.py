@@ -17,7 +17,7 @@ import dask.dataframe as dd
 
 from daskmicro.datasets import census_like
 from daskmicro.errors import InputError, ParameterError
-from daskmicro.graph.pipeline import PipelineConfig, run_pipeline
+from daskmicro.graph.pipeline import PipelineConfig, ReleaseOptions, run_pipeline
 from daskmicro.privacy.failures import WORST_CELLS, cell_failure_partial, cell_failure_summary, merge_cell_failure
 from _oracles import failure_figures, poisson_binomial_failure
 
@@ -50,7 +50,7 @@ def _part(column="pi", pbar=PBAR):
 def _run(client, df, qi, npartitions=3, participation=None, **kw):
     cfg = PipelineConfig(k=K, **{**SMALL, **kw})
     ddf = dd.from_pandas(df, npartitions=npartitions, sort=False)
-    pub, details = run_pipeline(client, ddf, qi, cfg, 11, True, participation=participation or _part())
+    pub, details = run_pipeline(client, ddf, qi, cfg, ReleaseOptions(11, keep_row_id=True), participation=participation or _part())
     release = client.compute(pub.release).result().sort_values("row_id").reset_index(drop=True)
     return release, pub, details
 
@@ -224,7 +224,7 @@ def test_constant_qis_without_participation(data, qi, client):
     for c in qi:
         df[c] = 7
     cfg = PipelineConfig(k=K, **SMALL)
-    pub, details = run_pipeline(client, dd.from_pandas(df, npartitions=2, sort=False), qi, cfg, 11, False)
+    pub, details = run_pipeline(client, dd.from_pandas(df, npartitions=2, sort=False), qi, cfg, ReleaseOptions(11))
     release = client.compute(pub.release).result()
     assert len(release) == 600 and pub.cells == 1 and pub.k_anonymity.ok and "probabilistic" not in details
 

@@ -14,11 +14,13 @@ import dask.dataframe as dd
 from daskmicro import PCL, anonymize, information_loss, mdav, pcl, standardize
 from daskmicro.cli import main
 from daskmicro.datasets import census_like
+from daskmicro.config import RunConfig
 from daskmicro.errors import ParameterError
 from daskmicro.graph.pipeline import PipelineConfig
 from daskmicro.kernels import partition as kp
 from daskmicro.kernels.macro import cell_stats, nested_mdav
 from daskmicro.kernels.partition_pcl import nested_pcl, refine_partition
+from daskmicro.runplan import RunPlan
 
 N = 9_000
 # 3 top cells (chunked MDAV), 2 partitions per top cell, macrocells of 250 for the ν < 1 split
@@ -216,13 +218,16 @@ def test_bad_pcl_options_on_the_cluster(data, qi, client, kw, message):
         anonymize(data.iloc[:300], qi, seed=0, client=client, keep=["record_id"], **kw)
 
 
-def test_pipeline_config_checks_pcl_options():
-    with pytest.raises(ParameterError, match="refine must be"):
-        PipelineConfig(method="partitioned", k=5, refine="nope").resolved(10_000)
-    with pytest.raises(ParameterError, match="macro must be"):
-        PipelineConfig(method="partitioned", k=5, macro="nope").resolved(10_000)
-    cfg = PipelineConfig(method="pcl", k=5, refine="PCL").resolved(10_000)
-    assert cfg.refine == "pcl" and cfg.distal_method == "pcl" and cfg.fanout(10_000)[0].keep_parts
+def test_pcl_options_are_checked_once_by_the_run_description():
+    with pytest.raises(ParameterError, match="refine must be None or one of 'pcl'"):
+        RunConfig.build(qi=["a"], k=5, refine="nope")
+    with pytest.raises(ParameterError, match="macro must be one of 'mdav', 'pcl'"):
+        RunConfig.build(qi=["a"], k=5, macro="nope")
+    run = RunConfig.build(qi=["a"], k=5, method="partitioned", refine="PCL", seed=0)
+    plan = RunPlan.from_config(run, exact_rows=0)
+    cfg = PipelineConfig.from_settings(plan.pipeline, "partitioned", 5).resolved(10_000)
+    assert cfg.refine == "pcl" and cfg.fanout(10_000)[0].keep_parts
+    assert PipelineConfig(method="pcl", k=5).resolved(10_000).distal_method == "pcl"
 
 
 # --------------------------------------------------------------------------- CLI

@@ -37,7 +37,7 @@ from ..strata import group_mask, merged_labels, plan_groups, publish_strata
 from ..runtime.warmup import kernel_sets, warm_workers
 from .gather import GATHER_TASKS
 from .improve_stage import stage_figures
-from .release import collect, dask_release, file_cuts, promised_schema, write_and_verify
+from .release import Release, collect, dask_release, file_cuts, promised_schema, write_and_verify
 
 __all__ = ["Execution", "execute", "check_scan", "SMALL_GROUP_ROWS", "MEMORY_FRACTION", "estimate_task_bytes",
            "check_memory", "worker_memory"]
@@ -172,10 +172,7 @@ def _run_one_task(gp, qi, *parts):
     from .group_task import one_task
 
     df = pd.concat(parts, ignore_index=True).sort_values(RID, kind="stable").reset_index(drop=True)
-    part = gp.participation
-    out, info = one_task(df, list(gp.group.observed), gp.k, gp.method, gp.energy_loss, gp.n_components,
-                         part.column if part else None, part.max_cell_failure if part else None, gp.plain_k,
-                         improve=gp.improve.as_tuple() if gp.improve else None)
+    out, info = one_task(df, gp)
     return out, replace(info, figures=[group_range(out, qi)])
 
 
@@ -194,19 +191,19 @@ def _pipeline_group(client, gp, sel, meta, seed, progress):
     (release pieces, figures of its cells)."""
     import dask.dataframe as dd
 
-    from .pipeline import PipelineConfig, run_pipeline
+    from .pipeline import PipelineConfig, ReleaseOptions, run_pipeline
 
     g, m = gp.group, gp.method
     sub = dd.from_delayed(sel, meta=meta, verify_meta=False)
     # check=False: the group's release is not checked on its own; the run's release is, as published
     # (written files, or the collected frame, stratum columns included) before anything is committed
     cfg = PipelineConfig.from_settings(gp.pipeline, m, gp.k)
-    pub, details = run_pipeline(client, sub, list(g.observed), cfg, seed, False, progress,
-                                participation=gp.participation, figures=True, check=False)
+    pub, details = run_pipeline(client, sub, list(g.observed), cfg, ReleaseOptions(seed, figures=True, check=False),
+                                progress, participation=gp.participation)
     reference_il = None
     if gp.reference_k is not None:  # asked for: the same pipeline at plain k
         plain_cfg = PipelineConfig.from_settings(gp.pipeline, m, gp.reference_k)
-        _, plain = run_pipeline(client, sub, list(g.observed), plain_cfg, seed, False, check=False)
+        _, plain = run_pipeline(client, sub, list(g.observed), plain_cfg, ReleaseOptions(seed, check=False))
         reference_il = plain["information_loss"]
     t = details.pop("timings")  # the run's timings hold them once (one timing model)
     pca = details.get("pca") or {}
@@ -406,6 +403,8 @@ def _release(client, source, rp, lay_: _Layout, sink, output, releases, ex: Exec
     # columns read for the run only (per-record participation probabilities) are never published
     hidden = list(rp.hidden)
     names = [c for c in source.columns if c not in hidden] + (["row_id"] if rp.keep_row_id else [])
+    rel = Release(names=tuple(names), qi=tuple(qi), columns=tuple(published), k=k, seed=rp.seed,
+                  keep_row_id=rp.keep_row_id, n=n, expected=expected, bins=ex.bins)
     live = [i for i in range(len(source.files)) if lay_.rows[i]]
     if sink == "lake":  # exact file sizes: cut keys by rank (io/layout)
         keyed = [source.read_task(i, list(dict.fromkeys(partition_by + (strata if lay_.labels else []))),
@@ -418,8 +417,7 @@ def _release(client, source, rp, lay_: _Layout, sink, output, releases, ex: Exec
         ex.staging = cm.open_staging(output, [rel for rel, _, _ in files.values()] + [SHUFFLE_DIR, COUNTS_DIR])
         inflight: list = []
         try:
-            listing = write_and_verify(client, releases, files, schema, published, k, rp.seed, partition_by,
-                                        rp.keep_row_id, ex.staging, n, expected, inflight, (qi, ex.bins))
+            listing = write_and_verify(client, releases, files, schema, rel, partition_by, ex.staging, inflight)
         except BaseException:
             cm.discard_staging(ex.staging, client, inflight)  # cancel the writes first, then remove
             raise
@@ -429,11 +427,9 @@ def _release(client, source, rp, lay_: _Layout, sink, output, releases, ex: Exec
         keyed = [source.read_task(i, [], int(lay_.row0s[i])) for i in live]
         per_part = -(-n // max(1, len(live)))   # as many partitions as the input has (non-empty)
         files = lay.plan_files([], {(): n}, per_part, file_cuts(client, keyed, rp.seed, [], per_part))
-        ex.frame, ex.k_check, ex.rows_check, ex.tuple_sizes, ex.figures = dask_release(
-            client, releases, files, names, qi, published, k, rp.seed, rp.keep_row_id, n, expected, ex.meta, ex.bins)
+        ex.frame, ex.k_check, ex.rows_check, ex.tuple_sizes, ex.figures = dask_release(client, releases, files, rel)
     else:
-        ex.frame, ex.k_check, ex.rows_check, ex.tuple_sizes, ex.figures = collect(
-            client, releases, names, qi, published, k, rp.seed, rp.keep_row_id, n, expected, ex.bins)
+        ex.frame, ex.k_check, ex.rows_check, ex.tuple_sizes, ex.figures = collect(client, releases, rel)
 
 
 class _StageRecorder:

@@ -38,7 +38,7 @@ from .macro_stage import chunked_mdav
 __all__ = ["FanoutConfig", "FanoutResult", "top_cells", "fan_out"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class FanoutConfig:
     k: int
     K: int
@@ -67,6 +67,7 @@ class FanoutResult:
     n_distal_macro: int
     pca: dict | None
     timings: dict
+    k: int                        # the cell size the partitions' cells were formed at
     parts: list | None = None     # futures of each partition's (row ids, Z) when keep_parts
 
 
@@ -276,6 +277,7 @@ def fan_out(client, tops: list, cfg: FanoutConfig, timings: dict) -> FanoutResul
         n_distal_macro=int(distal.sum()),
         pca=pca,
         timings=timings,
+        k=cfg.k,
         parts=parts if cfg.keep_parts else None,
     )
 

@@ -32,7 +32,20 @@ from ..privacy.verify import (RowCheck, bucket_verdict, combine_verdicts, count_
                               split_tuple_counts, tuple_counts)
 from ..release.publish import publish_chunk, release_bucket, split_chunk
 
-__all__ = ["Published", "CellIds", "cell_ids", "chunk_centroids", "gather_release"]
+__all__ = ["Published", "ReleaseOptions", "CellIds", "cell_ids", "chunk_centroids", "gather_release"]
+
+
+@dataclass(frozen=True)
+class ReleaseOptions:
+    """How a pipeline's release is made: its seeded order (``seed``), whether the row id is
+    published, whether the range of each partition's published values is taken for the report's
+    figures, and whether the release is checked here (``check=False``: by a caller that verifies
+    it as published, see :func:`gather_release`)."""
+
+    seed: int
+    keep_row_id: bool = False
+    figures: bool = False
+    check: bool = True
 
 
 @dataclass
@@ -203,13 +216,14 @@ def _publish_pieces(part, row0: int, *pieces, columns):
     return publish_chunk(part, _chunk_values(part, row0, pieces), columns)
 
 
-def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: bool, timings: dict,
-                   figures: bool = False, check: bool = True, task_rows: int = DEFAULT_TASK_ROWS) -> Published:
-    """Number cells globally, build the (lazy) release of ``ddf`` and verify it; with ``figures``
+def gather_release(client, ddf, qi, ing, fo, release: ReleaseOptions, timings: dict,
+                   task_rows: int = DEFAULT_TASK_ROWS) -> Published:
+    """Number cells globally, build the (lazy) release of ``ddf`` and verify it at the cell size
+    ``fo.k``, in the order and with the options of ``release``; with ``release.figures``
     the range of each partition's published values is taken from its cells (the bins of the
     report's release figures, :func:`daskmicro.release.run_figures.cells_range`).
 
-    ``check=False``: no release check here, for a caller that verifies the release as it publishes
+    ``release.check=False``: no release check here, for a caller that verifies the release as it publishes
     it (the run executor checks the written files, or the collected frame, before any commit): the
     release is then made once, not twice.  ``k_anonymity`` and ``rows`` are None.  ``task_rows``: the
     run's top-level task size, which sets the gather's (:data:`GATHER_TASKS`).
@@ -220,12 +234,13 @@ def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: boo
     import dask
     import dask.dataframe as dd
 
+    seed, keep_row_id = release.seed, release.keep_row_id
     t0 = time.perf_counter()
     ids = chunk_centroids(client, ing, fo, task_rows)
     values, counts, sse, hist = ids.cells, ids.counts, ids.sse, ids.hist
     varying = [c for c, v in zip(qi, ing.varying) if v]
     ranges = None
-    if figures:  # the range of the published values, from the cells (where they are)
+    if release.figures:  # the range of the published values, from the cells (where they are)
         from ..release.run_figures import cells_range
 
         ranges = client.gather(client.map(cells_range, fo.results, qi=list(qi), mean=ing.mean, std=ing.std,
@@ -243,10 +258,10 @@ def gather_release(client, ddf, qi, ing, fo, k: int, seed: int, keep_row_id: boo
     bucket = dask.delayed(release_bucket, pure=True)
     parts = [bucket(*[p[b] for p in pieces], seed=seed, keep_row_id=keep_row_id) for b in range(n_out)]
     rows = k_check = None
-    if not check:
+    if not release.check:
         del pieces
     else:
-        rows, k_check = _check_release(client, pieces, qi, k, ing.n)
+        rows, k_check = _check_release(client, pieces, qi, fo.k, ing.n)
         del pieces
         timings["verify"] = time.perf_counter() - t0
 

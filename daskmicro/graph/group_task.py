@@ -66,27 +66,23 @@ def _labels(method, space, k, energy_loss, n_components, pis, pbar):
     return mdav(space, k), None
 
 
-def one_task(df: pd.DataFrame, observed: list, k: int, method: str, energy_loss=None, n_components=None,
-             participation_column=None, max_cell_failure=None, plain_k: int | None = None, improve=None):
-    """Microaggregate one group in one task.
+def one_task(df: pd.DataFrame, gp):
+    """Microaggregate one group in one task, as its plan ``gp`` says.
 
     Parameters
     ----------
     df : pandas.DataFrame
         The group's records (any columns; the row order is the order the kernel sees).
-    observed : list
-        The QI columns to microaggregate (those observed in this group).
-    k : int
-        Cell size: k, or the effective anonymity n_min under constant participation.
-    method : {"mdav", "pca-mdav", "pcl"}
-    participation_column, max_cell_failure
-        Per-record participation: the column of π_j and p̄; cells are grown until q̄ ≤ p̄.
-    plain_k : int, optional
-        Participation runs: also the information loss of MDAV at this plain k (π = 1), for the
-        report's distortion ratio.
-    improve : (sweeps, neighbours, PCL iterations, sweeps after them), optional
-        After the method, lower the SSE by moves and swaps between neighbouring cells and PCL
-        iterations (:func:`daskmicro.kernels.improve.polish`; the run's ``quality``).  Not with ``participation_column``.
+    gp : daskmicro.runplan.GroupPlan
+        The group's plan: the QI columns to microaggregate (``gp.group.observed``, those observed
+        in this group); the cell size ``gp.k`` (k, or the effective anonymity n_min under constant
+        participation); ``gp.method`` ("mdav", "pca-mdav" or "pcl") with ``energy_loss`` /
+        ``n_components``; ``gp.participation`` (per-record participation: the column of π_j and
+        p̄; cells are grown until q̄ ≤ p̄); ``gp.plain_k`` (participation runs: also the
+        information loss of MDAV at this plain k, π = 1, for the report's distortion ratio);
+        ``gp.improve`` (after the method, lower the SSE by moves and swaps between neighbouring
+        cells and PCL iterations, :func:`daskmicro.kernels.improve.polish`; the run's
+        ``quality``; not with participation).
 
     Returns
     -------
@@ -94,6 +90,12 @@ def one_task(df: pd.DataFrame, observed: list, k: int, method: str, energy_loss=
         The records with centroids in place of ``observed`` (same row order, same other columns)
         and the group's figures (:class:`~daskmicro.runplan.GroupResult`).
     """
+    observed, k, method = list(gp.group.observed), gp.k, gp.method
+    energy_loss, n_components, plain_k = gp.energy_loss, gp.n_components, gp.plain_k
+    part = gp.participation
+    participation_column = part.column if part is not None else None
+    max_cell_failure = part.max_cell_failure if part is not None else None
+    improve = gp.improve.as_tuple() if gp.improve is not None else None
     n = len(df)
     if k > n:
         raise ParameterError(f"k = {k} exceeds the number of records n = {n}")

@@ -86,7 +86,7 @@ def joint_top_cells(client, tops: list, cfg: FanoutConfig, sweeps: int, neighbou
     size = np.concatenate([lay[1] for lay in layouts]) if layouts else np.zeros(0, dtype=np.int64)
     timings["cells"] = time.perf_counter() - t0
     fo = FanoutResult(results=results, partitions=partitions, n_top=len(done), macro_sse=sse, macro_size=size,
-                      n_distal_macro=int(sse.size), pca=None, timings=timings)
+                      n_distal_macro=int(sse.size), pca=None, timings=timings, k=cfg.k)
     return fo, _summary([lay[5] for lay in layouts], sweeps, neighbours, pcl_iter, post_sweeps)
 
 

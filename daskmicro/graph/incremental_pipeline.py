@@ -37,7 +37,7 @@ from ..config import AUTO_EXACT_ROWS
 from ..kernels import incremental_parts as kip
 from ..release.publish import replace_qi
 from .fanout import FanoutResult, fan_out, top_cells
-from .gather import gather_release
+from .gather import ReleaseOptions, gather_release
 from .incremental import StageResult, concat_chunks, read_chunk
 from .ingest import Ingested, ingest
 from .pipeline import PipelineConfig, plan_layout
@@ -246,7 +246,7 @@ class PipelineIncrementalGraph:
         self.inc_result = StageResult(np.empty(0, np.int64), start, time.time())
         self._late, self._late_rows, self._row0s = chunks, lengths, row0s
         self._grown = FanoutResult(results=results, partitions=partitions, n_top=0, macro_sse=np.empty(0),
-                                   macro_size=np.empty(0), n_distal_macro=0, pca=None, timings={})
+                                   macro_size=np.empty(0), n_distal_macro=0, pca=None, timings={}, k=self.k)
         self._stats = stats
 
     def _all(self):
@@ -267,8 +267,8 @@ class PipelineIncrementalGraph:
         chunks = self.base.chunks + self._late
         ddf = frame_of(self.client, chunks)
         t0 = time.perf_counter()
-        self.published = pub = gather_release(self.client, ddf, self.qi, ing, self._grown, self.k, self.seed, False,
-                                              self.timings)
+        self.published = pub = gather_release(self.client, ddf, self.qi, ing, self._grown,
+                                              ReleaseOptions(self.seed), self.timings)
         self.timings["publish + verify"] = time.perf_counter() - t0
         varying = [c for c, v in zip(self.qi, ing.varying) if v]
         _, changes = replace_qi(ddf._meta, varying, np.empty((0, len(varying))))
@@ -304,7 +304,7 @@ class PipelineIncrementalGraph:
         ddf = frame_of(self.client, self.base.chunks + self._late)
         opts = {key: getattr(self.base.cfg, key) for key in PIPELINE_OPTIONS}
         _, details = run_pipeline(self.client, ddf, self.qi, PipelineConfig(method="partitioned", k=self.k, **opts),
-                                  self.seed, False)
+                                  ReleaseOptions(self.seed))
         t = details["timings"]
         cells = sum(t.get(s, 0.0) for s in ("ingest", "top_level", "macroaggregation", "split", "fan_out"))
         return {"seconds": cells, "run_seconds": t["total"], "information_loss": details["information_loss"]}

@@ -37,13 +37,12 @@ from .incremental_schedule import choose_nu
 __all__ = ["SurveyInput", "open_survey_input", "execute_incremental"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class SurveyInput:
     """The survey a run follows, and its schedule when it is known before a cluster is up."""
 
     src: object
     sched: dict | None
-    path: object = None
 
     columns = property(lambda self: self.src.columns() or [])
 
@@ -86,7 +85,7 @@ def open_survey_input(plan, data=None, input=None) -> SurveyInput:
     sched = None if needs_cluster else choose_nu(opts.nu, opts.zeta, opts.time_model, src, None, _base(plan))
     if sched is not None and sched["nu"] is not None:
         check_increment_size(sched["nu"], total, k, opts.increment)
-    return SurveyInput(src, sched, input)
+    return SurveyInput(src, sched)
 
 
 def _as_is(columns, plan) -> list:

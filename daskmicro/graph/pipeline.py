@@ -40,25 +40,20 @@ shapes the partitions, inside which the cells are grown.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-
-import numpy as np
+from dataclasses import dataclass, replace
 
 from ..config import DEFAULT_MAX_TASK_ROWS, DEFAULT_TASK_ROWS, DEFAULTS
 from ..errors import ParameterError
 from .fanout import FanoutConfig, fan_out, top_cells
-from .gather import gather_release
+from .gather import ReleaseOptions, gather_release
 from .improve_stage import can_join, improve_cells, joint_top_cells
 from .ingest import ingest
 from .participation import attach_participation, check_participation, failure_summary
 
-__all__ = ["PipelineConfig", "DEFAULTS", "SCALABLE", "ONE_TASK", "REFINE", "MACRO", "plan_layout", "run_pipeline"]
+__all__ = ["PipelineConfig", "ReleaseOptions", "DEFAULTS", "SCALABLE", "ONE_TASK", "plan_layout", "run_pipeline"]
 
 SCALABLE = ("partitioned",)
 ONE_TASK = ("proximal-distal", "mdav", "pca-mdav", "pcl")
-#: Refinement stages (None: none) and macroaggregation methods.
-REFINE = (None, "pcl")
-MACRO = ("mdav", "pcl")
 #: Default bound on PCL iterations of the refinement stage and of macro="pcl" (per level).
 DEFAULT_REFINE_ITER = 2
 DEFAULT_MACRO_ITER = 2
@@ -66,7 +61,7 @@ DEFAULT_MACRO_ITER = 2
 # Every default of a run is defined once, in the run description (daskmicro.config).
 
 
-@dataclass
+@dataclass(frozen=True)
 class PipelineConfig:
     method: str
     k: int
@@ -108,26 +103,30 @@ class PipelineConfig:
                    sse_threshold=settings.sse_threshold, refine=settings.refine, macro=settings.macro, **extra)
 
     def resolved(self, n: int) -> "PipelineConfig":
-        """Defaults filled in and every parameter checked against ``n``; raises ParameterError."""
+        """The method's defaults filled in and the layout checked against them and against ``n``;
+        raises ParameterError.
+
+        Every option was checked once by the run description (:data:`daskmicro.config.FIELDS`:
+        types and ranges, ν in [0, 1]; :data:`daskmicro.config.RULES`: K > k) and the group's plan
+        (:meth:`daskmicro.runplan.RunPlan.group_plan`: K above the group's cell size).  What is
+        left needs what only the ingest or the method's defaults know: ``n`` against
+        ``max_task_rows`` for a one-task method, and the layout with the defaults filled in
+        (a default K above k, ``partition_size`` ≥ K, ``task_rows`` ≥ ``partition_size``: a default
+        K or partition size is known only here, per method).
+        """
         d = DEFAULTS[self.method]
-        cfg = PipelineConfig(**{**self.__dict__})
-        cfg.refine, cfg.refine_iter, cfg.macro, cfg.macro_iter = check_pcl_options(
-            cfg.refine, cfg.refine_iter, cfg.macro, cfg.macro_iter
-        )
-        if cfg.method == "pcl":
-            cfg.distal_method = "pcl"
-        for name in ("K", "nu", "partition_size"):
-            if getattr(cfg, name) is None:
-                setattr(cfg, name, d[name])
+        filled = {name: d[name] for name in ("K", "nu", "partition_size") if getattr(self, name) is None}
+        if self.method == "pcl":
+            filled["distal_method"] = "pcl"
+        cfg = replace(self, **filled)
         if cfg.method in ONE_TASK and n > cfg.max_task_rows:
             raise ParameterError(
                 f"method {cfg.method!r} runs in one task and is limited to max_task_rows = {cfg.max_task_rows:,} "
                 f"records (got {n:,}); use the scalable method 'partitioned', or raise max_task_rows"
             )
-        if not 0.0 <= cfg.nu <= 1.0:
-            raise ParameterError(f"nu must be in [0, 1], got {cfg.nu}")
-        if cfg.K is not None and cfg.K <= cfg.k:
-            raise ParameterError(f"K (macrocell size) must be larger than k = {cfg.k}, got {cfg.K}")
+        if "K" in filled and cfg.K is not None and cfg.K <= cfg.k:
+            raise ParameterError(f"K (macrocell size) must be larger than k = {cfg.k}, got the default K = {cfg.K}; "
+                                 "give a larger K")
         if cfg.method == "partitioned":
             if cfg.partition_size < cfg.K:
                 raise ParameterError(f"partition_size must be at least K = {cfg.K}, got {cfg.partition_size}")
@@ -154,45 +153,6 @@ class PipelineConfig:
             macro=self.macro, macro_iter=self.macro_iter,
             keep_parts=self.refine is not None or self.improve_sweeps > 0,
         )
-
-
-def _check_int(name, value, low):
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ParameterError(f"{name} must be an integer ≥ {low}, got {value!r}")
-    return int(value)
-
-
-def check_options(K, nu, partition_size, task_rows, max_task_rows, sse_threshold):
-    """Type checks of the pipeline options (range checks need n and k: PipelineConfig.resolved)."""
-    K = _check_int("K", K, 2)
-    partition_size = _check_int("partition_size", partition_size, 2)
-    task_rows = _check_int("task_rows", task_rows, 2)
-    max_task_rows = _check_int("max_task_rows", max_task_rows, 1)
-    if nu is not None:
-        if isinstance(nu, bool) or not isinstance(nu, (int, float, np.integer, np.floating)) or not np.isfinite(nu):
-            raise ParameterError(f"nu must be a number in [0, 1], got {nu!r}")
-        nu = float(nu)
-        if not 0.0 <= nu <= 1.0:
-            raise ParameterError(f"nu must be in [0, 1], got {nu}")
-    if sse_threshold is not None:
-        if isinstance(sse_threshold, bool) or not isinstance(sse_threshold, (int, float)) or sse_threshold < 0:
-            raise ParameterError(f"sse_threshold must be a number ≥ 0, got {sse_threshold!r}")
-        sse_threshold = float(sse_threshold)
-    return K, nu, partition_size, task_rows, max_task_rows, sse_threshold
-
-
-def check_pcl_options(refine, refine_iter, macro, macro_iter):
-    """Checks of the PCL options (refinement stage, macroaggregation method); returns them."""
-    if refine is not None and (not isinstance(refine, str) or refine.lower() not in REFINE[1:]):
-        raise ParameterError(f"refine must be None or one of {', '.join(map(repr, REFINE[1:]))}, got {refine!r}")
-    refine = refine.lower() if refine is not None else None
-    if not isinstance(macro, str) or macro.lower() not in MACRO:
-        raise ParameterError(f"macro must be one of {', '.join(map(repr, MACRO))}, got {macro!r}")
-    refine_iter = DEFAULT_REFINE_ITER if refine_iter is None else _check_int("refine_iter", refine_iter, 1)
-    macro_iter = DEFAULT_MACRO_ITER if macro_iter is None else _check_int("macro_iter", macro_iter, 1)
-    return refine, refine_iter, macro.lower(), macro_iter
 
 
 class _Timings(dict):
@@ -227,7 +187,7 @@ def plan_layout(cfg: PipelineConfig, ing, keep_parts: bool | None = None):
         fcfg = FanoutConfig(k=cfg.k, K=None, nu=1.0, partition_size=ing.n, task_rows=ing.n, distal_method="mdav")
         task_rows = ing.n
     if keep_parts is not None:
-        fcfg.keep_parts = keep_parts
+        fcfg = replace(fcfg, keep_parts=keep_parts)
     return cfg, fcfg, task_rows
 
 
@@ -251,18 +211,20 @@ def _staged(client, tops, cfg: PipelineConfig, fcfg: FanoutConfig, timings, colu
     return fo, refine_info, improve_info, probabilistic
 
 
-def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row_id: bool, progress=None,
-                 participation=None, figures: bool = False, check: bool = True):
+def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, release: ReleaseOptions, progress=None,
+                 participation=None):
     """Run the pipeline on ``ddf``; returns (Published, details dict for the report).
 
     ``progress(stage, seconds)``, when given, is called as each stage ends.  ``participation``,
     when given, has attributes ``column`` (a column of ``ddf`` with π_j in (0, 1], not a QI) and
     ``max_cell_failure`` (p̄ in (0, 1)): every cell is grown until it fails with probability
     q̄ ≤ p̄, and ``details["probabilistic"]`` holds the failure figures (see module docstring).
-    ``figures=True``: ``details["figures"]`` holds the range of the published values of each
-    partition's cells (the bins of the report's release figures, :mod:`daskmicro.kernels.figures`).
-    ``check=False`` leaves the release check to a caller that verifies the release as published
-    (the run executor, before its commit): ``Published.k_anonymity`` and ``rows`` are then None.
+    ``release`` (:class:`~daskmicro.graph.gather.ReleaseOptions`): the seeded order and the
+    published row id; ``release.figures``: ``details["figures"]`` holds the range of the published
+    values of each partition's cells (the bins of the report's release figures,
+    :mod:`daskmicro.kernels.figures`); ``release.check=False`` leaves the release check to a
+    caller that verifies the release as published (the run executor, before its commit):
+    ``Published.k_anonymity`` and ``rows`` are then None.
     """
     column = pbar = None
     if participation is not None:
@@ -276,7 +238,7 @@ def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row
     tops = top_cells(client, ing, task_rows, timings)  # takes ing.blocks: the workers free them when done
     if column is not None:
         tops = attach_participation(client, tops, ing, timings)  # takes ing.weights
-        fcfg.max_cell_failure = pbar
+        fcfg = replace(fcfg, max_cell_failure=pbar)
     refine_info = improve_info = probabilistic = None
     if cfg.improve_sweeps > 0 and column is None and cfg.refine is None and can_join(client, fcfg, len(tops)):
         # each top cell's macroaggregation, partitions and improvement in one task: the same cells
@@ -286,7 +248,7 @@ def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row
         fo, refine_info, improve_info, probabilistic = _staged(client, tops, cfg, fcfg, timings, column, pbar,
                                                                ing.m_used)
     del tops
-    pub = gather_release(client, ddf, qi, ing, fo, cfg.k, seed, keep_row_id, timings, figures, check, task_rows)
+    pub = gather_release(client, ddf, qi, ing, fo, release, timings, task_rows)
     timings["total"] = time.perf_counter() - t_all
     sst = float(ing.n * max(ing.m_used, 1))
     details = {
@@ -315,6 +277,6 @@ def run_pipeline(client, ddf, qi: list, cfg: PipelineConfig, seed: int, keep_row
     }
     if probabilistic is not None:
         details["probabilistic"] = probabilistic
-    if figures:
+    if release.figures:
         details["figures"] = pub.figures
     return pub, details

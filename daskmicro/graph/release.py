@@ -12,6 +12,7 @@ the stratum columns and QIs together, in the published dtypes.
 from __future__ import annotations
 
 import operator
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -23,8 +24,26 @@ from ..io import layout as lay
 from ..io import shuffle as sh
 from ..io.source import RID
 
-__all__ = ["promised_schema", "file_cuts", "write_and_verify", "collect", "dask_release", "tuple_sizes",
-           "bucketed_verdict"]
+__all__ = ["Release", "promised_schema", "file_cuts", "write_and_verify", "collect", "dask_release",
+           "tuple_sizes", "bucketed_verdict"]
+
+
+@dataclass(frozen=True)
+class Release:
+    """What every release path publishes and checks, whatever its sink: the published columns in
+    order (``names``), the QI columns, the tuple an intruder sees (``columns``: stratum columns +
+    QIs), the cell size ``k``, the seeded order, whether the row id is published, the ``n`` input
+    rows and their checksum (``expected``), and the bins of the report's release figures."""
+
+    names: tuple
+    qi: tuple
+    columns: tuple
+    k: int
+    seed: int
+    keep_row_id: bool
+    n: int
+    expected: int
+    bins: object = None   # daskmicro.kernels.figures.Bins, or None
 
 def promised_schema(source, qi, partition_by, keep_row_id, labels=None, hidden=()):
     """The Arrow schema of the written files: integer QIs become float64, merged strata text;
@@ -131,17 +150,17 @@ def _scatter_all(client, releases, args, inflight) -> list:
     return out
 
 
-def write_and_verify(client, releases, files, schema, columns, k, seed, partition_by, keep_row_id, staging, n,
-                      expected, inflight, figures=None):
+def write_and_verify(client, releases, files, schema, rel: Release, partition_by, staging, inflight):
     """Write the files through the staging directory (:mod:`daskmicro.io.shuffle`: each release
     chunk scattered into per-file fragments, then each file made from its fragments), then
-    re-read every file and count its published tuples (``columns``: stratum columns + QIs) in
+    re-read every file and count its published tuples (``rel.columns``: stratum columns + QIs) in
     the written dtypes.  Empties ``releases`` once they are scattered; ``inflight`` holds the
-    futures still outstanding (for the caller to cancel on failure).  ``figures`` = (QI columns,
-    :class:`~daskmicro.kernels.figures.Bins`): each file read back is also summarised for the
-    report's release figures (``"figures"`` of the result, one summary per piece checked)."""
+    futures still outstanding (for the caller to cancel on failure).  Each file read back is also
+    summarised for the report's release figures with ``rel.bins`` (``"figures"`` of the result,
+    one summary per piece checked)."""
     from ..privacy.verify import RowCheck
 
+    seed, keep_row_id, n = rel.seed, rel.keep_row_id, rel.n
     order = _file_order(files)
     first: dict = {}
     for j, (key, _) in enumerate(order):
@@ -169,8 +188,8 @@ def write_and_verify(client, releases, files, schema, columns, k, seed, partitio
     # the partition values as a hive reader reads them: decoded from the directory names written
     keep = [(p, r, _hive_constants(files[key][0])) for p, r, (key, _) in zip(paths, results, order) if r["rows"]]
     k_check, sizes, same, rows_read, summaries = _verify_files(client, [(p, c, r["rows"]) for p, r, c in keep],
-                                                               schema, columns, k, n, staging, inflight, figures)
-    cm.check_written(results, n, expected, same, k_check, rows_read)
+                                                               schema, rel, staging, inflight)
+    cm.check_written(results, n, rel.expected, same, k_check, rows_read)
     listing = [{"path": str(p.relative_to(staging)), "rows": r["rows"], "bytes": p.stat().st_size}
                for p, r, _ in keep]
     return {"files": listing, "k_check": k_check, "rows_check": RowCheck(ok=True, rows_in=n, rows_out=rows_read),
@@ -201,7 +220,7 @@ def check_ranges(rows: list, threads: int) -> list:
     return out
 
 
-def _verify_files(client, files, schema, columns, k, n, staging, inflight, figures=None):
+def _verify_files(client, files, schema, rel: Release, staging, inflight):
     """(KAnonymityCheck, tuple sizes, schema as promised per file, rows read, figures' summaries) of the written
     ``files`` (``[(path, hive constants, rows)]``): each re-read and the tuple counts of each of
     its row ranges (:func:`check_ranges`) cut into hash buckets on disk
@@ -209,7 +228,8 @@ def _verify_files(client, files, schema, columns, k, n, staging, inflight, figur
     own; the scheduler only ever holds verdicts."""
     from ..privacy.verify import combine_verdicts, count_buckets
 
-    n_buckets = count_buckets(n)
+    columns, k, figures = list(rel.columns), rel.k, (list(rel.qi), rel.bins)
+    n_buckets = count_buckets(rel.n)
     directory = str(staging / sh.COUNTS_DIR)
     threads = worker_threads(client)
     ranges = check_ranges([r for _, _, r in files], threads)
@@ -253,16 +273,17 @@ def _bucket(names, qi, columns, keep_row_id, bins, *pieces):
     return df, len(df), cm.row_checksum(rids), tuple_counts(df, list(columns)), piece_figures(df, qi, bins)
 
 
-def dask_release(client, releases, files, names, qi, columns, k, seed, keep_row_id, n, expected, meta, bins=None):
+def dask_release(client, releases, files, rel: Release):
     """The release of a Dask input as a Dask DataFrame whose partitions (consecutive key ranges,
     so in the one seeded order) are built and verified on the workers and stay there."""
     import dask.dataframe as dd
 
     from ..privacy.verify import RowCheck
 
-    splits = _split_all(client, releases, seed, [], files)
+    n = rel.n
+    splits = _split_all(client, releases, rel.seed, [], files)
     _, nb, _ = files[()]
-    buckets = [client.submit(_bucket, names, qi, columns, keep_row_id, bins,
+    buckets = [client.submit(_bucket, list(rel.names), list(rel.qi), list(rel.columns), rel.keep_row_id, rel.bins,
                              *[client.submit(lay.pick, s, ((), b)) for s in splits]) for b in range(nb)]
     get = operator.itemgetter
     results = client.gather([client.submit(lambda r: (r[1], r[2], r[4]), b) for b in buckets])
@@ -270,9 +291,9 @@ def dask_release(client, releases, files, names, qi, columns, k, seed, keep_row_
     checksum = 0
     for r in results:
         checksum = (checksum + r[1]) % (1 << 64)
-    if rows != n or checksum != expected:
+    if rows != n or checksum != rel.expected:
         raise VerificationError("the release does not hold each input row exactly once")
-    k_check, sizes = bucketed_verdict(client, [client.submit(get(3), b) for b in buckets], k, n)
+    k_check, sizes = bucketed_verdict(client, [client.submit(get(3), b) for b in buckets], rel.k, n)
     k_check.raise_if_failed()
     parts = [client.submit(get(0), b) for b in buckets]
     out_meta = client.submit(lambda f: f.iloc[:0], parts[0]).result()
@@ -305,7 +326,7 @@ def tuple_sizes(counts):
     return np.unique(counts.counts, return_counts=True)
 
 
-def collect(client, releases, names, qi, columns, k, seed, keep_row_id, n, expected, bins=None):
+def collect(client, releases, rel: Release):
     """The release in one frame, rows in seeded key order, checked on its values as they are
     (QI columns that are not float become float64, exactly as a file release writes them), and
     the summary of the report's release figures (``bins``: :class:`~daskmicro.kernels.figures.Bins`)."""
@@ -316,20 +337,21 @@ def collect(client, releases, names, qi, columns, k, seed, keep_row_id, n, expec
     from ..io.qi import qi_column
     from ..release.publish import ROW_ID, shuffle_keys
 
+    qi, n = list(rel.qi), rel.n
     futures = [client.compute(r) if isinstance(r, Delayed) else r for r in releases]
     df = pd.concat(client.gather(futures), ignore_index=True)
     rids = df[RID].to_numpy(dtype=np.int64)
-    if cm.row_checksum(rids) != expected or len(df) != n:
+    if cm.row_checksum(rids) != rel.expected or len(df) != n:
         raise VerificationError("the release does not hold each input row exactly once")
-    df = df.take(np.argsort(shuffle_keys(seed, rids), kind="stable")).reset_index(drop=True)
-    if keep_row_id:
+    df = df.take(np.argsort(shuffle_keys(rel.seed, rids), kind="stable")).reset_index(drop=True)
+    if rel.keep_row_id:
         df[ROW_ID] = df[RID].to_numpy(dtype=np.int64)
-    df = df[names]
+    df = df[list(rel.names)]
     for c in qi:  # a column replaced in some groups only (mixed pieces) becomes float64 throughout
         t = df[c].dtype
         if t == object or (isinstance(t, pd.api.extensions.ExtensionDtype) and df[c].hasnans):
             df[c] = qi_column(df[c], c)
-    counts = tuple_counts(df, list(columns))
-    k_check = check_tuple_counts(counts, k).raise_if_failed()
-    summary = piece_figures(df, qi, bins)
+    counts = tuple_counts(df, list(rel.columns))
+    k_check = check_tuple_counts(counts, rel.k).raise_if_failed()
+    summary = piece_figures(df, qi, rel.bins)
     return df, k_check, verify_rows(n, df).raise_if_failed(), tuple_sizes(counts), [] if summary is None else [summary]

@@ -15,10 +15,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import ParameterError
+from ..io.arrivals import positive_number
 from ..schedule_model import TimeModel, check_ratio, check_real, check_zeta
 
 __all__ = ["IncrementalOptions", "IncrementalPlan", "not_taken_by_a_survey", "incremental_value", "BASE_METHODS", "INCREMENTS", "FIXED_INCREMENTS",
-           "PIPELINE_OPTIONS", "positive_seconds", "check_increment_size"]
+           "PIPELINE_OPTIONS", "check_increment_size"]
 
 #: Base-stage methods by name (a callable ``f(Z, k) -> labels`` is accepted too): exact MDAV and
 #: PCA-MDAV run in one task; "partitioned" runs the partitioned pipeline across the cluster.
@@ -57,18 +58,6 @@ def not_taken_by_a_survey(c) -> list:
     if c.incremental is None or not c.incremental.partitioned:
         out += [name for name in _BASE_PIPELINE if getattr(c, name) is not None]
     return out
-
-
-def positive_seconds(value, name: str) -> float:
-    if isinstance(value, bool):
-        raise ParameterError(f"{name} must be a positive number of seconds, got {value!r}")
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise ParameterError(f"{name} must be a positive number of seconds, got {value!r}") from None
-    if not (math.isfinite(x) and x > 0):
-        raise ParameterError(f"{name} must be a positive number of seconds, got {value!r}")
-    return x
 
 
 def _time_model(model):
@@ -143,7 +132,7 @@ class IncrementalOptions:
         if "reference" in o:
             o["reference"] = bool(o["reference"])
         if "timeout" in o:
-            o["timeout"] = positive_seconds(o["timeout"], "timeout")
+            o["timeout"] = positive_number(o["timeout"], "timeout", "seconds")
         if "time_model" in o:
             o["time_model"] = _time_model(o["time_model"])
         if "expected_rows" in o:

@@ -49,6 +49,7 @@ __all__ = [
     "survey_clock",
     "is_closed",
     "read_manifest",
+    "positive_number",
 ]
 
 #: Arrival profiles: cumulative fraction of records arrived at fraction u of the survey.
@@ -82,7 +83,7 @@ def arrival_offsets(n: int, duration: float, profile: str = "uniform") -> np.nda
     if profile not in PROFILES:
         raise ParameterError(f"profile must be one of {', '.join(PROFILES)}; got {profile!r}")
     n = _count(n, "n")
-    duration = _positive(duration, "duration")
+    duration = positive_number(duration, "duration", "seconds")
     return duration * _inverse_cdf(profile, np.arange(1, n + 1, dtype=np.float64) / n)
 
 
@@ -92,13 +93,18 @@ def _count(value, name: str) -> int:
     return int(value)
 
 
-def _positive(value, name: str) -> float:
+def positive_number(value, name: str, unit: str = "") -> float:
+    """``value`` as a finite number > 0, else ParameterError naming ``name`` (``unit``, e.g.
+    ``"seconds"``, is said in the message)."""
+    what = f"a positive number{' of ' + unit if unit else ''}"
+    if isinstance(value, (bool, np.bool_)):
+        raise ParameterError(f"{name} must be {what}, got {value!r}")
     try:
         x = float(value)
     except (TypeError, ValueError):
-        raise ParameterError(f"{name} must be a number, got {value!r}") from None
+        raise ParameterError(f"{name} must be {what}, got {value!r}") from None
     if not (math.isfinite(x) and x > 0):
-        raise ParameterError(f"{name} must be a positive number, got {value!r}")
+        raise ParameterError(f"{name} must be {what}, got {value!r}")
     return x
 
 
@@ -164,8 +170,8 @@ class ArrivalSimulator:
         self.n_files = _count(n_files, "n_files")
         if self.n_files > len(data):
             raise ParameterError(f"n_files = {self.n_files} exceeds the number of records ({len(data)})")
-        self.duration = _positive(duration, "duration")
-        self.speed = _positive(speed, "speed")
+        self.duration = positive_number(duration, "duration", "seconds")
+        self.speed = positive_number(speed, "speed")
         if profile not in PROFILES:
             raise ParameterError(f"profile must be one of {', '.join(PROFILES)}; got {profile!r}")
         if mode not in ("realtime", "instant"):
@@ -369,8 +375,8 @@ def wait_for_fraction(lake_dir, fraction: float, *, total_rows: int | None = Non
     if not 0.0 <= fraction <= 1.0:
         raise ParameterError(f"fraction must lie in [0, 1], got {fraction}")
     if timeout is not None:
-        timeout = _positive(timeout, "timeout")
-    poll = _positive(poll, "poll")
+        timeout = positive_number(timeout, "timeout", "seconds")
+    poll = positive_number(poll, "poll", "seconds")
     manifest = read_manifest(lake_dir)
     if total_rows is None:
         if manifest is None:
