@@ -382,3 +382,18 @@ def test_public_page_gives_no_figure_of_the_original_spread(public_report, full_
     assert "SSE curve is not published" in _section(page, "macrocells")
     for digits in (3, 4, 6):   # the exact information loss appears nowhere
         assert f"{il:.{digits}g}" not in page.replace(f"{public_report['information_loss']:g}", "")
+
+
+def test_skewed_columns_get_few_compact_tick_labels():
+    """Income-like values up to 800,000: at most a handful of labels per axis, each short, one unit
+    per axis (never ``200000400000600000800000`` run together)."""
+    from daskmicro.report.release_figures import distribution_plot, tick_text
+
+    edges = list(np.linspace(1_000.0, 800_000.0, 33))
+    released = [120, 60, 30, 12, 6] + [0] * 25 + [None, 5]
+    svg = distribution_plot([{"name": "income", "edges": edges, "released": released}])
+    labels = re.findall(r">([^<>]*\d[^<>]*)</text>", svg)
+    x_labels = [t for t in labels if t.endswith("k")]
+    assert 2 <= len(x_labels) <= 5 and all(len(t) <= 5 for t in x_labels), labels
+    assert tick_text(200_000, 800_000) == "200k" and tick_text(1_500_000, 2e6) == "1.5M"
+    assert tick_text(2_500, 6_000) == "2,500" and tick_text(0, 8e5) == "0" and tick_text(0.25) == "0.25"

@@ -18,7 +18,7 @@ import numpy as np
 
 from .plots import figure_to_svg
 
-__all__ = ["distribution_plot", "correlation_plot", "release_body"]
+__all__ = ["distribution_plot", "correlation_plot", "release_body", "tick_text"]
 
 _ORANGE, _GREY = "#e07b16", "#888a85"
 
@@ -27,6 +27,28 @@ def _shown(column: Mapping) -> slice:
     """The bins from the first to the last that holds anything (None counts: records are there)."""
     filled = [i for i, v in enumerate(column["released"]) if v != 0]
     return slice(filled[0], filled[-1] + 1) if filled else slice(0, len(column["released"]))
+
+
+def tick_text(value: float, top: float | None = None) -> str:
+    """A tick label a reader takes in at a glance: thousands separators, and k/M/G when the axis
+    reaches ``top`` (its largest absolute value; ``value``'s own by default) of 10,000 or more
+    (``200k``, ``1.5M``), one unit per axis, so that neighbouring labels of skewed data never run together."""
+    if value == 0:
+        return "0"
+    a = abs(value if top is None else top)
+    for threshold, scale, unit in ((1e9, 1e9, "G"), (1e6, 1e6, "M"), (1e4, 1e3, "k")):
+        if a >= threshold:
+            return f"{value / scale:,.3g}{unit}"
+    if a >= 1:
+        return f"{value:,.4g}"
+    return f"{value:.2g}"
+
+
+def _ticks(axis, top: float, integer: bool = False) -> None:
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(nbins=4, integer=integer))
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: tick_text(v, top)))
 
 
 def _one_histogram(ax, column: Mapping) -> None:
@@ -44,8 +66,17 @@ def _one_histogram(ax, column: Mapping) -> None:
     ax.set_title(str(column["name"]), fontsize=9)
     ax.tick_params(labelsize=7)
     ax.set_xlim(lo[0], hi[-1])
-    ax.ticklabel_format(axis="x", style="plain", useOffset=False)
+    # at most four labels per axis, compact: a small plot's labels never overlap
+    _ticks(ax.xaxis, max(abs(lo[0]), abs(hi[-1])))
+    _ticks(ax.yaxis, max([v or 0 for v in counts], default=0), integer=True)
     ax.grid(axis="y", alpha=0.3)
+
+
+#: The small multiples' grid, in inches: each panel, the gaps between panels and the page margins.
+#: A fixed grid rather than a layout engine: with a dozen QIs, matplotlib's constrained layout took
+#: most of the page's render time, and compact tick labels need no negotiated space.
+_PANEL_W, _PANEL_H, _GAP_W, _GAP_H = 2.3, 1.45, 0.6, 0.65
+_LEFT, _RIGHT, _TOP, _BOTTOM = 0.75, 0.15, 0.7, 0.35
 
 
 def distribution_plot(columns: Sequence[Mapping], per_row: int = 4) -> str:
@@ -55,8 +86,12 @@ def distribution_plot(columns: Sequence[Mapping], per_row: int = 4) -> str:
     n = max(len(columns), 1)
     per_row = min(per_row, n)
     rows = math.ceil(n / per_row)
-    fig = Figure(figsize=(2.9 * per_row + 0.4, 2.1 * rows + 0.5), layout="constrained")
-    axes = np.atleast_1d(fig.subplots(rows, per_row)).ravel()
+    width = _LEFT + per_row * _PANEL_W + (per_row - 1) * _GAP_W + _RIGHT
+    height = _TOP + rows * _PANEL_H + (rows - 1) * _GAP_H + _BOTTOM
+    fig = Figure(figsize=(width, height))
+    grid = dict(left=_LEFT / width, right=1 - _RIGHT / width, top=1 - _TOP / height, bottom=_BOTTOM / height,
+                wspace=_GAP_W / _PANEL_W, hspace=_GAP_H / _PANEL_H)
+    axes = np.atleast_1d(fig.subplots(rows, per_row, gridspec_kw=grid)).ravel()
     for ax, column in zip(axes, columns):
         _one_histogram(ax, column)
     for ax in axes[len(columns):]:
@@ -67,8 +102,9 @@ def distribution_plot(columns: Sequence[Mapping], per_row: int = 4) -> str:
             if label not in labels:
                 handles.append(h)
                 labels.append(label)
-    fig.legend(handles, labels, loc="outside upper center", ncols=len(labels), fontsize=8, frameon=False)
-    fig.supylabel("records per bin", fontsize=8)
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 1 - 0.08 / height), ncols=len(labels),
+               fontsize=8, frameon=False)
+    fig.supylabel("records per bin", fontsize=8, x=0.2 / width)
     return figure_to_svg(fig, "distributions")
 
 
