@@ -118,6 +118,7 @@ FIELDS: dict[str, Callable[[str, Any], Any]] = {
     "tls_cert": path_text,
     "tls_key": path_text,
     "dask_report": flag,
+    "risk": flag,
     "memory_limit": memory_size,
     "spill_directory": path_text,
     "ledger": ledger_value,
@@ -164,7 +165,8 @@ RULES: tuple[Rule, ...] = (
     Rule("options an incremental run does not take", lambda c: bool(not_taken_by_a_survey(c)),
          "method 'incremental' microaggregates one survey in two stages (a base stage while the records arrive, an "
          "increment at the close); strata, participation, quality, PCL stages, filters, column selection, "
-         "partitioned output, the exact-MDAV reference and --force do not apply to it, and the pipeline layout "
+         "partitioned output, the exact-MDAV reference, --force and the disclosure risk (no row id pairs a released "
+         "row with its arriving record) do not apply to it, and the pipeline layout "
          "(K, nu, partition_size, task_rows, energy_loss, n_components) only to base_method 'partitioned'",
          lambda c: _names(not_taken_by_a_survey(c))),
     Rule("PCA options need a PCA method", lambda c: (c.energy_loss is not None or c.n_components is not None)
@@ -296,6 +298,7 @@ class RunConfig:
     tls_cert: str | None = None
     tls_key: str | None = None
     dask_report: bool = False   # the Dask performance report (several MB): only when asked for
+    risk: bool = False          # disclosure risk of the release against the input, on a sample (report)
     memory_limit: int | None = None     # bytes per worker of the LocalCluster (None: from the task size)
     spill_directory: str | None = None  # where those workers spill (None: Dask's temporary directory)
     # series of releases (daskmicro.io.ledger)
@@ -357,7 +360,7 @@ class RunConfig:
             partition_by=cols(args.partition_by, "--partition-by"), rows_per_file=args.rows_per_file,
             force=args.force, overwrite=args.overwrite, scheduler=args.scheduler, workers=args.workers,
             tls_ca_file=args.tls_ca_file, tls_cert=args.tls_cert, tls_key=args.tls_key,
-            dask_report=bool(getattr(args, "dask_report", False)),
+            dask_report=bool(getattr(args, "dask_report", False)), risk=bool(getattr(args, "risk", False)),
             memory_limit=getattr(args, "memory_limit", None), spill_directory=getattr(args, "spill_dir", None),
             ledger=getattr(args, "ledger", None), new_series=getattr(args, "new_series", None),
             id_column=getattr(args, "id_column", None), incremental=incremental,
@@ -392,7 +395,7 @@ class RunConfig:
             rows_per_file=out.get("rows_per_file"),
             scheduler=cluster.get("address"), workers=cluster.get("workers"),
             tls_ca_file=tls.get("ca_file"), tls_cert=tls.get("cert"), tls_key=tls.get("key"),
-            dask_report=(data.get("report") or {}).get("dask_report"),
+            dask_report=(data.get("report") or {}).get("dask_report"), risk=(data.get("report") or {}).get("risk"),
             memory_limit=cluster.get("memory_limit"), spill_directory=cluster.get("spill_directory"),
             ledger=(data.get("series") or {}).get("ledger"), new_series=(data.get("series") or {}).get("new_series"),
             id_column=(data.get("series") or {}).get("id_column"),

@@ -70,7 +70,7 @@ def file_cuts(client, keyed, seed, partition_by, rows_per_file) -> dict:
     return lay.cut_keys(wanted, merged)
 
 
-def _split_all(client, releases, seed, partition_by, files) -> list:
+def _split_all(client, releases, seed, partition_by, files, tap=None) -> list:
     """Futures of every release piece cut by output file (:func:`daskmicro.io.layout.split_piece`).
 
     The lazy pieces go to the scheduler in one graph: one ``compute`` per piece would build and
@@ -82,11 +82,17 @@ def _split_all(client, releases, seed, partition_by, files) -> list:
     split = dask.delayed(lay.split_piece, pure=True)
     lazy = [i for i, r in enumerate(releases) if isinstance(r, Delayed)]
     out = [None] * len(releases)
-    for i, fut in zip(lazy, client.compute([split(releases[i], seed, partition_by, files) for i in lazy])):
+    taps = [tap.lazy(releases[i]) for i in lazy] if tap is not None else []
+    futures = client.compute([split(releases[i], seed, partition_by, files) for i in lazy] + taps)
+    for i, fut in zip(lazy, futures):
         out[i] = fut
+    if tap is not None:   # computed with the pieces: the cells are formed once
+        tap.parts.extend(futures[len(lazy):])
     for i, r in enumerate(releases):
         if out[i] is None:
             out[i] = client.submit(lay.split_piece, r, seed, partition_by, files)
+            if tap is not None:
+                tap.submit(r)
     return out
 
 
@@ -96,7 +102,7 @@ def _file_order(files: dict) -> list:
     return [(key, b) for key in order for b in range(files[key][1])]
 
 
-def _scatter_all(client, releases, args, inflight) -> list:
+def _scatter_all(client, releases, args, inflight, tap=None) -> list:
     """Rows per file of every release chunk, scattered into fragments (pass 1 of
     :mod:`daskmicro.io.shuffle`), at most two chunks per worker thread at a time.
 
@@ -115,8 +121,14 @@ def _scatter_all(client, releases, args, inflight) -> list:
 
     def submit(i):
         r = releases[i]
-        f = (client.compute(scatter(r, i, *args)) if isinstance(r, Delayed)
-             else client.submit(sh.scatter_piece, r, i, *args, pure=False))
+        if isinstance(r, Delayed) and tap is not None:   # the risk partial computed with the piece
+            f, t = client.compute([scatter(r, i, *args), tap.lazy(r)])
+            tap.parts.append(t)
+        else:
+            f = (client.compute(scatter(r, i, *args)) if isinstance(r, Delayed)
+                 else client.submit(sh.scatter_piece, r, i, *args, pure=False))
+            if tap is not None:
+                tap.submit(r)
         inflight.append(f)
         pending.append(f)
 
@@ -132,7 +144,7 @@ def _scatter_all(client, releases, args, inflight) -> list:
 
 
 def write_and_verify(client, releases, files, schema, columns, k, seed, partition_by, keep_row_id, staging, n,
-                      expected, inflight, figures=None):
+                      expected, inflight, figures=None, tap=None):
     """Write the files through the staging directory (:mod:`daskmicro.io.shuffle`: each release
     chunk scattered into per-file fragments, then each file made from its fragments), then
     re-read every file and count its published tuples (``columns``: stratum columns + QIs) in
@@ -149,7 +161,7 @@ def write_and_verify(client, releases, files, schema, columns, k, seed, partitio
     directory = staging / sh.SHUFFLE_DIR
     fschema = sh.fragment_schema(schema, keep_row_id)
     args = (seed, partition_by, files, first, fschema, str(directory))
-    per_piece = _scatter_all(client, releases, args, inflight)
+    per_piece = _scatter_all(client, releases, args, inflight, tap)
     # Nothing upstream is needed any more: drop every reference to it (the caller's chunks, whose
     # graphs hold the futures of the rows' published values), so that a worker lost from here on costs
     # only what is still to do, never a recomputation of the cells.
@@ -253,14 +265,15 @@ def _bucket(names, qi, columns, keep_row_id, bins, *pieces):
     return df, len(df), cm.row_checksum(rids), tuple_counts(df, list(columns)), piece_figures(df, qi, bins)
 
 
-def dask_release(client, releases, files, names, qi, columns, k, seed, keep_row_id, n, expected, meta, bins=None):
+def dask_release(client, releases, files, names, qi, columns, k, seed, keep_row_id, n, expected, meta, bins=None,
+                 tap=None):
     """The release of a Dask input as a Dask DataFrame whose partitions (consecutive key ranges,
     so in the one seeded order) are built and verified on the workers and stay there."""
     import dask.dataframe as dd
 
     from ..privacy.verify import RowCheck
 
-    splits = _split_all(client, releases, seed, [], files)
+    splits = _split_all(client, releases, seed, [], files, tap)
     _, nb, _ = files[()]
     buckets = [client.submit(_bucket, names, qi, columns, keep_row_id, bins,
                              *[client.submit(lay.pick, s, ((), b)) for s in splits]) for b in range(nb)]
@@ -305,7 +318,7 @@ def tuple_sizes(counts):
     return np.unique(counts.counts, return_counts=True)
 
 
-def collect(client, releases, names, qi, columns, k, seed, keep_row_id, n, expected, bins=None):
+def collect(client, releases, names, qi, columns, k, seed, keep_row_id, n, expected, bins=None, tap=None):
     """The release in one frame, rows in seeded key order, checked on its values as they are
     (QI columns that are not float become float64, exactly as a file release writes them), and
     the summary of the report's release figures (``bins``: :class:`~daskmicro.kernels.figures.Bins`)."""
@@ -317,6 +330,8 @@ def collect(client, releases, names, qi, columns, k, seed, keep_row_id, n, expec
     from ..release.publish import ROW_ID, shuffle_keys
 
     futures = [client.compute(r) if isinstance(r, Delayed) else r for r in releases]
+    for f in futures if tap is not None else ():
+        tap.submit(f)
     df = pd.concat(client.gather(futures), ignore_index=True)
     rids = df[RID].to_numpy(dtype=np.int64)
     if cm.row_checksum(rids) != expected or len(df) != n:

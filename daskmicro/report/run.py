@@ -347,11 +347,31 @@ class Report:
             lines.extend(_probabilistic_lines(self.probabilistic))
         if self.series:
             lines.append(_series_line(self.series))
+        if self.risk:
+            lines.extend(_risk_lines(self.risk, self.k))
         verdict = "passed" if self.verified else "FAILED"
         checked = getattr(self.k_anonymity, "k", None) or self.k  # n_min under constant participation
         what = "stratum + QI tuple" if (self.strata or {}).get("columns") else "QI tuple"
         lines.append(f"  verification {verdict}: every published {what} occurs ≥ {checked} times, rows in = rows out")
         return "\n".join(lines)
+
+
+def _risk_lines(risk: dict, k: int) -> list:
+    """The summary lines of the disclosure risk, as the published report gives it (rates rounded)."""
+    import textwrap
+
+    from .coarse import public_risk
+    from .risk_text import risk_sentences, sample_sentence
+
+    public = public_risk(risk)
+    if public is None:
+        return []
+    lines = [f"  disclosure risk ({public['sample_size']:,} records tried; rates rounded, counts in the private "
+             "run record):"]
+    for text in [*risk_sentences(public, k), sample_sentence(public)]:
+        if text:
+            lines.extend(textwrap.wrap(text, 110, initial_indent="    ", subsequent_indent="      "))
+    return lines
 
 
 def _series_line(series: dict) -> str:
