@@ -70,6 +70,7 @@ def add_parser(sub, fmt) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress on stderr (stage lines, live line on a terminal, notices); the summary and errors still print")
     p.add_argument("--overwrite", action="store_true", help="replace OUTPUT and the report if they exist")
     p.add_argument("--reference", default="auto", choices=["auto", "exact", "sample", "none"], help="IL of exact MDAV for the report's relative increment: exact on all records, estimated on a 20,000-record sample, auto (exact up to 20,000 records), none; runs split into strata get the record-weighted mean over the groups (default: %(default)s)")
+    p.add_argument("--risk", action="store_true", help="also measure the disclosure risk of the release against the input (record linkage, interval disclosure) on a uniform sample of at most 10,000 records; the report and the summary give the rates rounded, in plain sentences (not with --method incremental)")
     p.add_argument("--dask-report", action="store_true", help="cluster runs: also write the Dask performance report (REPORT.dask.html, or _dask-report.html in a directory output; several MB)")
     p.add_argument("--no-dask-report", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for old scripts
     add_cluster_options(p)

@@ -120,6 +120,11 @@ def parse_spec(obj, base_dir=".", source: str | None = None) -> WorkflowSpec:
                 fail("report.path", "writing to an object store is not supported yet (write to a local or mounted path)")
         if "dask_report" in rep:
             report["dask_report"] = as_bool(rep["dask_report"], "report.dask_report")
+        if "risk" in rep:
+            report["risk"] = as_bool(rep["risk"], "report.risk")
+            if report["risk"] and method == "incremental":
+                fail("report.risk", "method incremental publishes no row id that pairs a released row with its "
+                     "arriving record: its disclosure risk cannot be measured")
         if report:
             data["report"] = report
     if "cluster" in top:
