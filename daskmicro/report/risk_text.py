@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-__all__ = ["risk_sentences", "sample_sentence"]
+__all__ = ["risk_sentences", "sample_sentence", "risk_lines"]
 
 
 def _pct(rate: float, rounded: bool) -> str:
@@ -59,3 +59,18 @@ def risk_sentences(risk: Mapping, k) -> list:
             "so the release would give that person's true values almost exactly. Lower is safer; cell averages "
             "usually keep it near 0 %.")
     return out
+
+
+def risk_lines(risk: Mapping, k) -> list:
+    """The terminal summary's lines of a published ``risk`` section (rates rounded)."""
+    import textwrap
+
+    sentences = risk_sentences(risk, k)
+    if not sentences:
+        return []
+    lines = [f"  disclosure risk ({int(risk.get('sample_size', 0)):,} records tried; rates rounded, counts in the "
+             "private run record):"]
+    for text in [*sentences, sample_sentence(risk)]:
+        if text:
+            lines.extend(textwrap.wrap(text, 110, initial_indent="    ", subsequent_indent="      "))
+    return lines

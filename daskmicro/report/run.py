@@ -358,20 +358,11 @@ class Report:
 
 def _risk_lines(risk: dict, k: int) -> list:
     """The summary lines of the disclosure risk, as the published report gives it (rates rounded)."""
-    import textwrap
-
     from .coarse import public_risk
-    from .risk_text import risk_sentences, sample_sentence
+    from .risk_text import risk_lines
 
     public = public_risk(risk)
-    if public is None:
-        return []
-    lines = [f"  disclosure risk ({public['sample_size']:,} records tried; rates rounded, counts in the private "
-             "run record):"]
-    for text in [*risk_sentences(public, k), sample_sentence(public)]:
-        if text:
-            lines.extend(textwrap.wrap(text, 110, initial_indent="    ", subsequent_indent="      "))
-    return lines
+    return [] if public is None else risk_lines(public, k)
 
 
 def _series_line(series: dict) -> str:
