@@ -23,9 +23,21 @@ from .incremental.options import incremental_value, not_taken_by_a_survey
 from .validators import (choice, flag, integer, label, label_list, ledger_value, memory_size, number,
                          participation_value, path_text, scheduler_address, seed_value, text_list)
 
-__all__ = ["RunConfig", "DEFAULTS", "METHODS", "RUN_METHODS", "QUALITIES", "QUALITY", "ONE_TASK_METHODS", "RULES", "Rule", "rules_table",
+__all__ = ["RunConfig", "ALL_NUMERIC", "DEFAULTS", "METHODS", "RUN_METHODS", "QUALITIES", "QUALITY", "ONE_TASK_METHODS", "RULES", "Rule", "rules_table",
            "AUTO_EXACT_ROWS", "DEFAULT_TASK_ROWS", "DEFAULT_MAX_TASK_ROWS", "DEFAULT_ROWS_PER_FILE",
            "check_seed", "check_k_for"]
+
+#: ``qi`` that names every numeric column of the input (but those of ``qi_except`` and the columns
+#: with another role: strata, partitioning, participation, id, dropped and kept columns).
+ALL_NUMERIC = "all-numeric"
+
+
+def _qi_value(name, v):
+    if isinstance(v, str) and v.strip().lower() == ALL_NUMERIC or (
+            isinstance(v, (list, tuple)) and len(v) == 1 and str(v[0]).strip().lower() == ALL_NUMERIC):
+        return ALL_NUMERIC
+    return label_list(name, v)
+
 
 #: Microaggregation methods.
 METHODS = ("auto", "mdav", "pca-mdav", "pcl", "partitioned", "proximal-distal")
@@ -79,7 +91,8 @@ QUALITIES = tuple(QUALITY)
 
 #: What each option accepts (None always means "not set": the default applies).
 FIELDS: dict[str, Callable[[str, Any], Any]] = {
-    "qi": label_list,
+    "qi": _qi_value,
+    "qi_except": label_list,
     "k": integer(2),
     "method": choice(RUN_METHODS),
     "energy_loss": number(0.0, 1.0, high_open=True),
@@ -307,6 +320,7 @@ class RunConfig:
     id_column: str | None = None        # records identified by this column (else by strata + QIs)
     # an incremental survey (method "incremental": daskmicro.incremental)
     incremental: Any = None             # IncrementalOptions (None: their defaults)
+    qi_except: tuple | None = None      # qi "all-numeric": the numeric columns that are not QIs (None: qi as given)
     seed_drawn: bool = field(default=False, compare=False)
 
     # ----------------------------------------------------------------- builders
@@ -327,7 +341,12 @@ class RunConfig:
             if v is None:
                 continue
             values[name] = FIELDS[name](name, v)
-        if not values["qi"]:
+        if values["qi"] == ALL_NUMERIC:   # resolved against the input's columns by the planner
+            values["qi"], values["qi_except"] = (), tuple(values.get("qi_except", ()))
+        elif "qi_except" in values:
+            raise ParameterError("qi_except (--qi-except) applies only with qi 'all-numeric' (every numeric column "
+                                 "but those named)")
+        elif not values["qi"]:
             raise ParameterError("qi must name at least one quasi-identifier column")
         drawn = "seed" not in values
         if drawn:
@@ -364,6 +383,7 @@ class RunConfig:
             memory_limit=getattr(args, "memory_limit", None), spill_directory=getattr(args, "spill_dir", None),
             ledger=getattr(args, "ledger", None), new_series=getattr(args, "new_series", None),
             id_column=getattr(args, "id_column", None), incremental=incremental,
+            qi_except=cols(getattr(args, "qi_except", None), "--qi-except"),
         )
 
     @classmethod
@@ -386,7 +406,7 @@ class RunConfig:
             return tuple(v) if v else None
 
         return cls.build(
-            qi=tuple(data["qi"]), k=data["k"], method=method, **params,
+            qi=tuple(data["qi"]), qi_except=cols(data.get("qi_except")), k=data["k"], method=method, **params,
             participation=part.get("pi", part.get("column")), max_cell_failure=part.get("max_cell_failure"),
             strata=cols(inp.get("strata")), missing=inp.get("missing"), merge_small_strata=inp.get("merge_small_strata"),
             columns=cols(inp.get("columns")), drop=cols(inp.get("drop")), keep=cols(inp.get("keep")),
@@ -403,6 +423,11 @@ class RunConfig:
         )
 
     # ----------------------------------------------------------------- checks and derived values
+
+    @property
+    def all_numeric(self) -> bool:
+        """Whether the QIs are every numeric column but ``qi_except`` (resolved by :func:`daskmicro.io.qi.all_numeric`)."""
+        return self.qi_except is not None
 
     def check_rules(self) -> None:
         """Refuse the first rule of :data:`RULES` this config breaks, in one line."""

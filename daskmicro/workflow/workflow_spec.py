@@ -43,7 +43,7 @@ METHODS = ("auto", "mdav", "pca-mdav", "pcl", "partitioned", "proximal-distal", 
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
-_TOP = ("version", "name", "description", "input", "qi", "k", "method", "parameters", "incremental",
+_TOP = ("version", "name", "description", "input", "qi", "qi_except", "k", "method", "parameters", "incremental",
         "participation", "output", "report", "cluster", "schedule", "series")
 _REQUIRED_TOP = ("name", "input", "qi", "k", "output")
 
@@ -96,6 +96,8 @@ def parse_spec(obj, base_dir=".", source: str | None = None) -> WorkflowSpec:
         data["description"] = as_str(top["description"], "description")
     data["input"] = check_input(top["input"], base)
     data["qi"] = as_columns(top["qi"], "qi")
+    if "qi_except" in top:   # with qi: all-numeric (checked by the run description below)
+        data["qi_except"] = as_columns(top["qi_except"], "qi_except")
     data["k"] = as_int(top["k"], "k", 2)
     method = top.get("method", "auto")
     if method not in METHODS:
