@@ -20,24 +20,12 @@ from typing import Any, Callable
 
 from .errors import ParameterError
 from .incremental.options import incremental_value, not_taken_by_a_survey
-from .validators import (choice, flag, integer, label, label_list, ledger_value, memory_size, number,
-                         participation_value, path_text, scheduler_address, seed_value, text_list)
+from .validators import (ALL_NUMERIC, choice, flag, integer, label, label_list, ledger_value, memory_size, number,
+                         participation_value, path_text, qi_value, scheduler_address, seed_value, text_list)
 
 __all__ = ["RunConfig", "ALL_NUMERIC", "DEFAULTS", "METHODS", "RUN_METHODS", "QUALITIES", "QUALITY", "ONE_TASK_METHODS", "RULES", "Rule", "rules_table",
            "AUTO_EXACT_ROWS", "DEFAULT_TASK_ROWS", "DEFAULT_MAX_TASK_ROWS", "DEFAULT_ROWS_PER_FILE",
            "check_seed", "check_k_for"]
-
-#: ``qi`` that names every numeric column of the input (but those of ``qi_except`` and the columns
-#: with another role: strata, partitioning, participation, id, dropped and kept columns).
-ALL_NUMERIC = "all-numeric"
-
-
-def _qi_value(name, v):
-    if isinstance(v, str) and v.strip().lower() == ALL_NUMERIC or (
-            isinstance(v, (list, tuple)) and len(v) == 1 and str(v[0]).strip().lower() == ALL_NUMERIC):
-        return ALL_NUMERIC
-    return label_list(name, v)
-
 
 #: Microaggregation methods.
 METHODS = ("auto", "mdav", "pca-mdav", "pcl", "partitioned", "proximal-distal")
@@ -91,7 +79,7 @@ QUALITIES = tuple(QUALITY)
 
 #: What each option accepts (None always means "not set": the default applies).
 FIELDS: dict[str, Callable[[str, Any], Any]] = {
-    "qi": _qi_value,
+    "qi": qi_value,
     "qi_except": label_list,
     "k": integer(2),
     "method": choice(RUN_METHODS),
@@ -424,10 +412,7 @@ class RunConfig:
 
     # ----------------------------------------------------------------- checks and derived values
 
-    @property
-    def all_numeric(self) -> bool:
-        """Whether the QIs are every numeric column but ``qi_except`` (resolved by :func:`daskmicro.io.qi.all_numeric`)."""
-        return self.qi_except is not None
+    all_numeric = property(lambda self: self.qi_except is not None, doc="qi 'all-numeric' (daskmicro.io.qi.all_numeric)")
 
     def check_rules(self) -> None:
         """Refuse the first rule of :data:`RULES` this config breaks, in one line."""
