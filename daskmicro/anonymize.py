@@ -46,6 +46,8 @@ def anonymize(
     max_cell_failure: float | None = None,
     plain_k_reference: bool | None = None,
     reference: str | None = None,
+    risk: bool = False,
+    qi_except=None,
     strata=None,
     missing: str = "refuse",
     merge_small_strata: bool = False,
@@ -76,9 +78,12 @@ def anonymize(
     ----------
     df : pandas.DataFrame or dask.dataframe.DataFrame
         The records, one per row; at least ``k`` rows.
-    qi : list of column labels
+    qi : list of column labels, or "all-numeric"
         The quasi-identifier columns: numeric (integer or float, not bool), without missing or
-        infinite values.  A single label is accepted as a one-column list.
+        infinite values.  A single label is accepted as a one-column list.  ``"all-numeric"``: every
+        integer or float column of the input, but those of ``qi_except`` and the columns with another
+        role (strata, ``id_column``, the participation column, ``drop`` and ``keep``); a numeric
+        column named like an identifier (``record_id``) must then be named in ``qi_except``.
     k : int
         Anonymity parameter, 2 ≤ k ≤ number of rows: every published QI tuple is shared by at
         least ``k`` records.
@@ -145,6 +150,15 @@ def anonymize(
         relative distortion increment (:func:`daskmicro.report.reference.attach_reference`): "exact" on
         all records, "sample" estimated on a seeded sample of 20,000, "auto" exact up to 20,000
         records.  None (the default) computes nothing.
+    risk : bool, default False
+        Also measure the disclosure risk of the release against ``df``
+        (:mod:`daskmicro.privacy.risk_sample`): record linkage and interval disclosure on a uniform
+        sample of at most 10,000 records with every QI observed.  ``report.risk`` holds the exact
+        counts; the published report (``report.to_dict()``, the page, the summary) the rates rounded to
+        whole percentage points, in plain sentences.  Refused with method "incremental".
+    qi_except : list of column labels, optional
+        With ``qi="all-numeric"``: the numeric columns that are not QIs (each must be a column of
+        the input; a near miss gets a hint).  Refused with a list of QIs.
     strata : list of column labels, optional
         Microaggregate independently inside each stratum (records sharing these columns' values),
         as sdcMicro's ``strata_variables``; see :mod:`daskmicro.strata`.  Any input, any method.
@@ -250,10 +264,10 @@ def anonymize(
     if isinstance(df, pd.DataFrame) and len(df) == 0:
         raise InputError("input has no rows")
     cfg = RunConfig.build(
-        qi=check_qi(df, qi), k=k, method=method, energy_loss=energy_loss, n_components=n_components, seed=seed,
+        qi=qi if qi_except is not None or _all_numeric(qi) else check_qi(df, qi), qi_except=qi_except, k=k, method=method, energy_loss=energy_loss, n_components=n_components, seed=seed,
         keep_row_id=keep_row_id, K=K, nu=nu, partition_size=partition_size, task_rows=task_rows,
         max_task_rows=max_task_rows, sse_threshold=sse_threshold, participation=participation,
-        max_cell_failure=max_cell_failure, plain_k_reference=plain_k_reference, reference=reference,
+        max_cell_failure=max_cell_failure, plain_k_reference=plain_k_reference, reference=reference, risk=risk,
         strata=strata, missing=missing, merge_small_strata=merge_small_strata, quality=quality, refine=refine,
         refine_iter=refine_iter, macro=macro, macro_iter=macro_iter, memory_limit=memory_limit,
         spill_directory=spill_directory, ledger=ledger, new_series=new_series, id_column=id_column,
@@ -263,6 +277,12 @@ def anonymize(
         raise ParameterError(f"k = {cfg.k} exceeds the number of records n = {len(df)}")
     outcome = run(cfg, df, client=client, progress=progress)
     return outcome.release, outcome.report
+
+
+def _all_numeric(qi) -> bool:
+    from .config import ALL_NUMERIC
+
+    return isinstance(qi, str) and qi.strip().lower() == ALL_NUMERIC
 
 
 def anonymize_file(input, output, qi, k: int, *, report=None, client=None, progress=None, storage_options=None,
@@ -277,7 +297,7 @@ def anonymize_file(input, output, qi, k: int, *, report=None, client=None, progr
     ``.parquet`` file (written with its JSON report, ``report`` or ``OUTPUT.report.json``) or a
     directory (committed with ``_SUCCESS``).  ``options`` are those of :func:`anonymize` plus the
     lake options (``filters``, ``columns``, ``drop``, ``partition_by``, ``rows_per_file``,
-    ``force``, ``overwrite``, ``workers``, ``scheduler``, ``dask_report``, ``memory_limit``,
+    ``force``, ``overwrite``, ``workers``, ``scheduler``, ``dask_report``, ``risk``, ``memory_limit``,
     ``spill_directory``).  Returns the
     :class:`~daskmicro.report.Report` (None when a committed release of the same input and
     options already holds: nothing to do).

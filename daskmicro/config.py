@@ -20,10 +20,10 @@ from typing import Any, Callable
 
 from .errors import ParameterError
 from .incremental.options import incremental_value, not_taken_by_a_survey
-from .validators import (choice, flag, integer, label, label_list, ledger_value, memory_size, number,
-                         participation_value, path_text, scheduler_address, seed_value, text_list)
+from .validators import (ALL_NUMERIC, choice, flag, integer, label, label_list, ledger_value, memory_size, number,
+                         participation_value, path_text, qi_value, scheduler_address, seed_value, text_list)
 
-__all__ = ["RunConfig", "DEFAULTS", "METHODS", "RUN_METHODS", "QUALITIES", "QUALITY", "ONE_TASK_METHODS", "RULES", "Rule", "rules_table",
+__all__ = ["RunConfig", "ALL_NUMERIC", "DEFAULTS", "METHODS", "RUN_METHODS", "QUALITIES", "QUALITY", "ONE_TASK_METHODS", "RULES", "Rule", "rules_table",
            "AUTO_EXACT_ROWS", "DEFAULT_TASK_ROWS", "DEFAULT_MAX_TASK_ROWS", "DEFAULT_ROWS_PER_FILE",
            "check_seed", "check_k_for"]
 
@@ -79,7 +79,8 @@ QUALITIES = tuple(QUALITY)
 
 #: What each option accepts (None always means "not set": the default applies).
 FIELDS: dict[str, Callable[[str, Any], Any]] = {
-    "qi": label_list,
+    "qi": qi_value,
+    "qi_except": label_list,
     "k": integer(2),
     "method": choice(RUN_METHODS),
     "energy_loss": number(0.0, 1.0, high_open=True),
@@ -118,6 +119,7 @@ FIELDS: dict[str, Callable[[str, Any], Any]] = {
     "tls_cert": path_text,
     "tls_key": path_text,
     "dask_report": flag,
+    "risk": flag,
     "memory_limit": memory_size,
     "spill_directory": path_text,
     "ledger": ledger_value,
@@ -164,7 +166,8 @@ RULES: tuple[Rule, ...] = (
     Rule("options an incremental run does not take", lambda c: bool(not_taken_by_a_survey(c)),
          "method 'incremental' microaggregates one survey in two stages (a base stage while the records arrive, an "
          "increment at the close); strata, participation, quality, PCL stages, filters, column selection, "
-         "partitioned output, the exact-MDAV reference and --force do not apply to it, and the pipeline layout "
+         "partitioned output, the exact-MDAV reference, --force and the disclosure risk (no row id pairs a released "
+         "row with its arriving record) do not apply to it, and the pipeline layout "
          "(K, nu, partition_size, task_rows, energy_loss, n_components) only to base_method 'partitioned'",
          lambda c: _names(not_taken_by_a_survey(c))),
     Rule("PCA options need a PCA method", lambda c: (c.energy_loss is not None or c.n_components is not None)
@@ -296,6 +299,7 @@ class RunConfig:
     tls_cert: str | None = None
     tls_key: str | None = None
     dask_report: bool = False   # the Dask performance report (several MB): only when asked for
+    risk: bool = False          # disclosure risk of the release against the input, on a sample (report)
     memory_limit: int | None = None     # bytes per worker of the LocalCluster (None: from the task size)
     spill_directory: str | None = None  # where those workers spill (None: Dask's temporary directory)
     # series of releases (daskmicro.io.ledger)
@@ -304,6 +308,7 @@ class RunConfig:
     id_column: str | None = None        # records identified by this column (else by strata + QIs)
     # an incremental survey (method "incremental": daskmicro.incremental)
     incremental: Any = None             # IncrementalOptions (None: their defaults)
+    qi_except: tuple | None = None      # qi "all-numeric": the numeric columns that are not QIs (None: qi as given)
     seed_drawn: bool = field(default=False, compare=False)
 
     # ----------------------------------------------------------------- builders
@@ -324,7 +329,12 @@ class RunConfig:
             if v is None:
                 continue
             values[name] = FIELDS[name](name, v)
-        if not values["qi"]:
+        if values["qi"] == ALL_NUMERIC:   # resolved against the input's columns by the planner
+            values["qi"], values["qi_except"] = (), tuple(values.get("qi_except", ()))
+        elif "qi_except" in values:
+            raise ParameterError("qi_except (--qi-except) applies only with qi 'all-numeric' (every numeric column "
+                                 "but those named)")
+        elif not values["qi"]:
             raise ParameterError("qi must name at least one quasi-identifier column")
         drawn = "seed" not in values
         if drawn:
@@ -357,10 +367,11 @@ class RunConfig:
             partition_by=cols(args.partition_by, "--partition-by"), rows_per_file=args.rows_per_file,
             force=args.force, overwrite=args.overwrite, scheduler=args.scheduler, workers=args.workers,
             tls_ca_file=args.tls_ca_file, tls_cert=args.tls_cert, tls_key=args.tls_key,
-            dask_report=bool(getattr(args, "dask_report", False)),
+            dask_report=bool(getattr(args, "dask_report", False)), risk=bool(getattr(args, "risk", False)),
             memory_limit=getattr(args, "memory_limit", None), spill_directory=getattr(args, "spill_dir", None),
             ledger=getattr(args, "ledger", None), new_series=getattr(args, "new_series", None),
             id_column=getattr(args, "id_column", None), incremental=incremental,
+            qi_except=cols(getattr(args, "qi_except", None), "--qi-except"),
         )
 
     @classmethod
@@ -383,7 +394,7 @@ class RunConfig:
             return tuple(v) if v else None
 
         return cls.build(
-            qi=tuple(data["qi"]), k=data["k"], method=method, **params,
+            qi=tuple(data["qi"]), qi_except=cols(data.get("qi_except")), k=data["k"], method=method, **params,
             participation=part.get("pi", part.get("column")), max_cell_failure=part.get("max_cell_failure"),
             strata=cols(inp.get("strata")), missing=inp.get("missing"), merge_small_strata=inp.get("merge_small_strata"),
             columns=cols(inp.get("columns")), drop=cols(inp.get("drop")), keep=cols(inp.get("keep")),
@@ -392,7 +403,7 @@ class RunConfig:
             rows_per_file=out.get("rows_per_file"),
             scheduler=cluster.get("address"), workers=cluster.get("workers"),
             tls_ca_file=tls.get("ca_file"), tls_cert=tls.get("cert"), tls_key=tls.get("key"),
-            dask_report=(data.get("report") or {}).get("dask_report"),
+            dask_report=(data.get("report") or {}).get("dask_report"), risk=(data.get("report") or {}).get("risk"),
             memory_limit=cluster.get("memory_limit"), spill_directory=cluster.get("spill_directory"),
             ledger=(data.get("series") or {}).get("ledger"), new_series=(data.get("series") or {}).get("new_series"),
             id_column=(data.get("series") or {}).get("id_column"),
@@ -400,6 +411,8 @@ class RunConfig:
         )
 
     # ----------------------------------------------------------------- checks and derived values
+
+    all_numeric = property(lambda self: self.qi_except is not None, doc="qi 'all-numeric' (daskmicro.io.qi.all_numeric)")
 
     def check_rules(self) -> None:
         """Refuse the first rule of :data:`RULES` this config breaks, in one line."""

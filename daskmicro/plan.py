@@ -204,6 +204,8 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
 
     say = say or (lambda line: None)
     input, output, report_path = _located(input, output, report_path, storage_options, cfg)
+    if cfg.all_numeric:   # qi "all-numeric": the input's numeric columns but those named (io.qi.all_numeric)
+        cfg = resolve_all_numeric(cfg, data, input, storage_options)
     for line in recover_outputs(output, report_path):  # first: whatever this run then does or refuses
         say(line)
     plan = RunPlan.from_config(cfg, SMALL_GROUP_ROWS)   # resolved once: the executor never sees cfg
@@ -287,6 +289,34 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
     if series is None:
         say(TRIAL)
     return outcome
+
+
+def resolve_all_numeric(cfg: RunConfig, data=None, input=None, storage_options=None) -> RunConfig:
+    """``cfg`` with its QIs resolved from the input's columns (``qi="all-numeric"``), checked again."""
+    import dataclasses
+
+    from .io.qi import all_numeric
+
+    if data is not None:
+        columns = list(data.columns)
+        numeric = [getattr(data.dtypes[c], "kind", "O") in "iuf" for c in columns]
+    else:
+        import pyarrow as pa
+
+        from .io.source import open_source
+
+        schema = open_source(input, storage_options=storage_options).schema
+        columns = list(schema.names)
+        numeric = [pa.types.is_integer(t) or pa.types.is_floating(t) for t in schema.types]
+    if cfg.columns:   # a projection: only the columns read
+        numeric = [num and c in cfg.columns for c, num in zip(columns, numeric)]
+    roles = [*cfg.strata, *(cfg.partition_by or ()), *cfg.drop, *cfg.keep,
+             *(c for c in (cfg.participation if cfg.per_record_participation else None, cfg.id_column,
+                           cfg.incremental_options.time_column if cfg.method == "incremental" else None)
+               if c is not None)]
+    out = dataclasses.replace(cfg, qi=tuple(all_numeric(columns, numeric, cfg.qi_except, roles)))
+    out.check_rules()
+    return out
 
 
 def _source(cfg, plan, data, input, storage_options=None):

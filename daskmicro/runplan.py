@@ -96,6 +96,7 @@ class ReleasePlan:
     rows_per_file: int
     hidden: tuple                   # columns read for the run and never published
     keep: tuple = ()                # published as they are although they look like identifiers
+    risk: bool = False              # disclosure risk measured on a sample of the release (graph.risk_stage)
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,7 @@ class RunPlan:
                               rows_per_file=int(cfg.rows_per_file),
                               hidden=tuple(c for c in (cfg.participation if participation is not None else None,
                                                        cfg.id_column) if c is not None),
-                              keep=tuple(cfg.keep))
+                              keep=tuple(cfg.keep), risk=bool(cfg.risk))
         ledger = cfg.ledger_path
         series = None if ledger == "off" else SeriesPlan(ledger, cfg.id_column, bool(cfg.new_series))
         incremental = None

@@ -16,7 +16,7 @@ from .errors import ParameterError
 
 __all__ = ["MIN_MEMORY_LIMIT", "integer", "number", "choice", "flag", "label_list", "text_list",
            "participation_value", "seed_value", "memory_size", "scheduler_address", "path_text",
-           "ledger_value", "label"]
+           "ledger_value", "label", "ALL_NUMERIC", "qi_value"]
 
 #: Smallest worker memory limit accepted (``memory_limit``; a worker needs far more, see README).
 MIN_MEMORY_LIMIT = 16 << 20
@@ -146,3 +146,16 @@ def label(name, v):
     if not isinstance(v, str) or not v:
         raise ParameterError(f"{name} must be one column name, got {v!r}")
     return v
+
+
+#: ``qi`` that names every numeric column of the input (but those of ``qi_except`` and the columns
+#: with another role: strata, partitioning, participation, id, dropped and kept columns).
+ALL_NUMERIC = "all-numeric"
+
+
+def qi_value(name, v):
+    """``qi``: :data:`ALL_NUMERIC` (as a string or a one-item list), else a list of labels."""
+    if isinstance(v, str) and v.strip().lower() == ALL_NUMERIC or (
+            isinstance(v, (list, tuple)) and len(v) == 1 and str(v[0]).strip().lower() == ALL_NUMERIC):
+        return ALL_NUMERIC
+    return label_list(name, v)

@@ -269,10 +269,11 @@ def test_summary_in_plain_words(full_report, full_page):
     assert f"smallest published group holds <b>{smallest}</b> records" in summary
     assert "verified" in summary and "FAILED" not in summary
     assert "more distortion than exact MDAV" in summary
-    # risk: the linkage rate in words, and what it means per person (rate / smallest group)
+    # risk: the linkage rate in words, and what it means per person (rate / k)
     rate = full_report["risk"]["record_linkage"]["rate"]
-    assert "<h3>Risk</h3>" in summary and "chance of picking the right person" in summary
-    assert f"{100 * rate / smallest:.3g}"[:3] in summary
+    assert "<h3>Risk</h3>" in summary and f"guess 1 in {k}" in summary and "Lower is safer" in summary
+    assert f"{100 * rate / k:.3g} % of the records tried re-identified" in summary
+    assert "the release is informative" not in summary   # interval disclosure says what it measured
     failed = copy.deepcopy(full_report)
     failed["verification"]["passed"] = False
     assert "verification FAILED" in _section(render_html(failed), "summary")

@@ -29,6 +29,7 @@ examples:
   daskmicro anonymize data.parquet out.parquet --qi x1,x2,x3 --k 10 --method pca-mdav --energy-loss 0.1
   daskmicro anonymize data.parquet out.parquet --qi x1,x2 --k 3 --seed 42 --report run.json --overwrite
   daskmicro anonymize survey.csv out.parquet --qi age,income --k 10 --participation 0.75 --max-cell-failure 1e-6
+  daskmicro anonymize survey.parquet out.parquet --qi all-numeric --qi-except record_id --keep record_id --k 5 --risk
 
 Information loss is 100*SSE/SST on the z-scored QI columns.  Integer QI columns become float64
 (centroids are not integers in general).  The shuffle seed, which undoes the shuffle, and the input's
@@ -47,7 +48,8 @@ def add_parser(sub, fmt) -> None:
     )
     p.add_argument("input", metavar="INPUT", help="input table: .csv, .parquet, or a directory of Parquet files; also s3://BUCKET/KEY (an object or a prefix of Parquet objects; needs daskmicro[s3]) or file:///PATH")
     p.add_argument("output", metavar="OUTPUT", help="release to write: a .parquet file, or a directory (no extension) for a partitioned release written by the workers")
-    p.add_argument("--qi", required=True, metavar="COLS", help="comma-separated quasi-identifier columns (numeric)")
+    p.add_argument("--qi", required=True, metavar="COLS", help="comma-separated quasi-identifier columns (numeric), or all-numeric: every integer or float column but those of --qi-except and the columns with another role (--strata, --drop, --keep, --id-column, --participation COLUMN)")
+    p.add_argument("--qi-except", metavar="COLS", help="with --qi all-numeric: the numeric columns that are not QIs (a numeric column named like an identifier, such as record_id, must be named here)")
     p.add_argument("--k", required=True, type=int, metavar="K", help="anonymity parameter: each published QI tuple is shared by ≥ K records (2 ≤ K ≤ rows)")
     p.add_argument("--method", default="auto", choices=["auto", "mdav", "pca-mdav", "partitioned", "proximal-distal", "pcl", "incremental"], help="microaggregation method (default: %(default)s: exact MDAV up to 100,000 rows of a single file, partitioned otherwise; pcl: PCL from MDAV, lower distortion, much slower, one task; incremental: a survey lake followed while it fills, see the incremental options)")
     p.add_argument("--energy-loss", type=float, metavar="EPS2", help="pca-mdav and proximal records: largest fraction of eigenvalue energy the discarded components may hold, in [0, 1)")
@@ -70,6 +72,7 @@ def add_parser(sub, fmt) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress on stderr (stage lines, live line on a terminal, notices); the summary and errors still print")
     p.add_argument("--overwrite", action="store_true", help="replace OUTPUT and the report if they exist")
     p.add_argument("--reference", default="auto", choices=["auto", "exact", "sample", "none"], help="IL of exact MDAV for the report's relative increment: exact on all records, estimated on a 20,000-record sample, auto (exact up to 20,000 records), none; runs split into strata get the record-weighted mean over the groups (default: %(default)s)")
+    p.add_argument("--risk", action="store_true", help="also measure the disclosure risk of the release against the input (record linkage, interval disclosure) on a uniform sample of at most 10,000 records; the report and the summary give the rates rounded, in plain sentences (not with --method incremental)")
     p.add_argument("--dask-report", action="store_true", help="cluster runs: also write the Dask performance report (REPORT.dask.html, or _dask-report.html in a directory output; several MB)")
     p.add_argument("--no-dask-report", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for old scripts
     add_cluster_options(p)
@@ -154,11 +157,11 @@ def _add_lake_options(p) -> None:
 def run_anonymize(args, client=None) -> int:
     """``daskmicro anonymize`` from parsed arguments: they become a RunConfig, the planner does
     the rest (on ``client`` when given)."""
-    from ..config import RunConfig
+    from ..config import ALL_NUMERIC, RunConfig
     from ..io.qi import column_list
     from ..plan import run
 
-    qi = tuple(column_list(args.qi, "--qi"))
+    qi = ALL_NUMERIC if args.qi.strip().lower() == ALL_NUMERIC else tuple(column_list(args.qi, "--qi"))
     participation = _participation_arg(args)
     cfg = RunConfig.from_args(args, qi, participation, incremental_args(args))
     with StageProgress(quiet=getattr(args, "quiet", False)) as progress:

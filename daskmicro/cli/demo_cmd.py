@@ -17,9 +17,10 @@ Generate a census-like data set (resampled and jittered rows of the CASC Census 
 plus pass-through columns record_id and region), anonymize its 13 numerical columns, and write
 DIR/input.parquet, DIR/release.parquet, DIR/report.json and DIR/report.html (and, with
 --dask-report, DIR/dask-report.html).  Files from an earlier demo in DIR are replaced.  The
-utility and disclosure-risk measures (each release row against its original) and the exact
-information loss go to the private run record, whose path the demo prints; ``daskmicro report
-RECORD.json`` renders its page.
+disclosure-risk rates (record linkage, interval disclosure) go to the report rounded to whole
+percentage points; the utility measures, the exact risk counts and the exact information loss go
+to the private run record, whose path the demo prints; ``daskmicro report RECORD.json`` renders
+its page.
 """
 
 _DEMO_DATA_DESCRIPTION = """\
@@ -126,8 +127,8 @@ def _cmd_demo(args) -> int:
             report.performance_report = "dask-report.html"
         batch.json(report.to_dict(), paths["report"])
     html = write_report(out_dir)
-    # utility and risk compare each release row with its original: the private run record's
-    # (exact) report holds them, never the published one
+    # utility compares each release row with its original: the private run record's (exact) report
+    # holds it; the published one gives the risk rates rounded
     from ..io.runrecord import record_text, write_run_record
 
     try:

@@ -184,6 +184,10 @@ def _cmd_run(args) -> int:
     print(f"committed {summary['rows']:,} rows in {summary['cells']:,} cells"
           + (f", information loss {information_loss_text(il)}" if il is not None else f", {summary['strata']} strata")
           + f" in {summary['seconds']:.1f} s")
+    if summary.get("risk"):
+        from ..report.risk_text import risk_lines
+
+        print("\n".join(risk_lines(summary["risk"], summary["k"])))
     print(f"release: {summary['output']}\nreport:  {summary['report']}\nrun key: {summary['key']}")
     return 0
 

@@ -38,6 +38,7 @@ from ..runtime.warmup import kernel_sets, warm_workers
 from .gather import GATHER_TASKS
 from .improve_stage import stage_figures
 from .release import Release, collect, dask_release, file_cuts, promised_schema, write_and_verify
+from .risk_stage import risk_tap
 
 __all__ = ["Execution", "execute", "check_scan", "SMALL_GROUP_ROWS", "MEMORY_FRACTION", "estimate_task_bytes",
            "check_memory", "worker_memory"]
@@ -72,6 +73,7 @@ class Execution:
     figures: list = field(default_factory=list)  # summaries of the release figures, per piece verified
     strata: list = field(default_factory=list)   # stratum columns, partition columns of the release included
     incremental: dict | None = None  # an incremental survey: its schedule and stage times (daskmicro.incremental)
+    risk: dict | None = None    # disclosure risk on a sample (graph.risk_stage), when asked for
 
 
 # --------------------------------------------------------------------------- memory
@@ -225,7 +227,6 @@ def _pipeline_group(client, gp, sel, meta, seed, progress):
     return pub.chunks, info  # per input chunk: the release stage cuts them into its pieces
 
 
-
 # --------------------------------------------------------------------------- the run
 
 
@@ -275,7 +276,9 @@ def execute(client, source, plan, sink: str, output=None, progress=None, series=
     ex = Execution(n=lay_.n, k=lay_.k, groups=lay_.groups, infos=infos, labels=lay_.labels, k_check=None,
                    rows_check=None, tuple_sizes=None, timings=timings, inputs=inputs, meta=meta, compile=compiled,
                    bins=bins, strata=lay_.strata)
-    _release(client, source, plan.release, lay_, sink, output, releases, ex)
+    tap = risk_tap(client, source, lay_, plan.release.seed) if plan.release.risk else None
+    _release(client, source, plan.release, lay_, sink, output, releases, ex, tap)
+    ex.risk = tap.result() if tap is not None else None
     name = "write + verify" if sink == "lake" else "collect + verify"
     timings[name] = _tick(progress, name, t0)
     return ex
@@ -392,7 +395,7 @@ def _group_cells(client, gp, sel, meta, plan, lay_: _Layout, stage):
     return _pipeline_group(client, gp, sel, meta, plan.release.seed, stage)
 
 
-def _release(client, source, rp, lay_: _Layout, sink, output, releases, ex: Execution) -> None:
+def _release(client, source, rp, lay_: _Layout, sink, output, releases, ex: Execution, tap=None) -> None:
     """Cut the release into its published pieces, verify them as published (stratum columns + QIs,
     the tuple an intruder sees) and fill in ``ex``."""
     import dask
@@ -404,7 +407,7 @@ def _release(client, source, rp, lay_: _Layout, sink, output, releases, ex: Exec
     hidden = list(rp.hidden)
     names = [c for c in source.columns if c not in hidden] + (["row_id"] if rp.keep_row_id else [])
     rel = Release(names=tuple(names), qi=tuple(qi), columns=tuple(published), k=k, seed=rp.seed,
-                  keep_row_id=rp.keep_row_id, n=n, expected=expected, bins=ex.bins)
+                  keep_row_id=rp.keep_row_id, n=n, expected=expected, bins=ex.bins, tap=tap)
     live = [i for i in range(len(source.files)) if lay_.rows[i]]
     if sink == "lake":  # exact file sizes: cut keys by rank (io/layout)
         keyed = [source.read_task(i, list(dict.fromkeys(partition_by + (strata if lay_.labels else []))),

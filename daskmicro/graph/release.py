@@ -33,7 +33,10 @@ class Release:
     """What every release path publishes and checks, whatever its sink: the published columns in
     order (``names``), the QI columns, the tuple an intruder sees (``columns``: stratum columns +
     QIs), the cell size ``k``, the seeded order, whether the row id is published, the ``n`` input
-    rows and their checksum (``expected``), and the bins of the report's release figures."""
+    rows and their checksum (``expected``), the bins of the report's release figures, and the
+    collector of the disclosure-risk sample (``tap``: :class:`~daskmicro.graph.risk_stage.RiskTap`,
+    or None when the run does not measure risk; each piece is measured in the computation that
+    writes or collects it)."""
 
     names: tuple
     qi: tuple
@@ -44,6 +47,7 @@ class Release:
     n: int
     expected: int
     bins: object = None   # daskmicro.kernels.figures.Bins, or None
+    tap: object = None    # daskmicro.graph.risk_stage.RiskTap, or None
 
 def promised_schema(source, qi, partition_by, keep_row_id, labels=None, hidden=()):
     """The Arrow schema of the written files: integer QIs become float64, merged strata text;
@@ -89,7 +93,7 @@ def file_cuts(client, keyed, seed, partition_by, rows_per_file) -> dict:
     return lay.cut_keys(wanted, merged)
 
 
-def _split_all(client, releases, seed, partition_by, files) -> list:
+def _split_all(client, releases, seed, partition_by, files, tap=None) -> list:
     """Futures of every release piece cut by output file (:func:`daskmicro.io.layout.split_piece`).
 
     The lazy pieces go to the scheduler in one graph: one ``compute`` per piece would build and
@@ -101,11 +105,17 @@ def _split_all(client, releases, seed, partition_by, files) -> list:
     split = dask.delayed(lay.split_piece, pure=True)
     lazy = [i for i, r in enumerate(releases) if isinstance(r, Delayed)]
     out = [None] * len(releases)
-    for i, fut in zip(lazy, client.compute([split(releases[i], seed, partition_by, files) for i in lazy])):
+    taps = [tap.lazy(releases[i]) for i in lazy] if tap is not None else []
+    futures = client.compute([split(releases[i], seed, partition_by, files) for i in lazy] + taps)
+    for i, fut in zip(lazy, futures):
         out[i] = fut
+    if tap is not None:   # computed with the pieces: the cells are formed once
+        tap.parts.extend(futures[len(lazy):])
     for i, r in enumerate(releases):
         if out[i] is None:
             out[i] = client.submit(lay.split_piece, r, seed, partition_by, files)
+            if tap is not None:
+                tap.submit(r)
     return out
 
 
@@ -115,7 +125,7 @@ def _file_order(files: dict) -> list:
     return [(key, b) for key in order for b in range(files[key][1])]
 
 
-def _scatter_all(client, releases, args, inflight) -> list:
+def _scatter_all(client, releases, args, inflight, tap=None) -> list:
     """Rows per file of every release chunk, scattered into fragments (pass 1 of
     :mod:`daskmicro.io.shuffle`), at most two chunks per worker thread at a time.
 
@@ -134,8 +144,14 @@ def _scatter_all(client, releases, args, inflight) -> list:
 
     def submit(i):
         r = releases[i]
-        f = (client.compute(scatter(r, i, *args)) if isinstance(r, Delayed)
-             else client.submit(sh.scatter_piece, r, i, *args, pure=False))
+        if isinstance(r, Delayed) and tap is not None:   # the risk partial computed with the piece
+            f, t = client.compute([scatter(r, i, *args), tap.lazy(r)])
+            tap.parts.append(t)
+        else:
+            f = (client.compute(scatter(r, i, *args)) if isinstance(r, Delayed)
+                 else client.submit(sh.scatter_piece, r, i, *args, pure=False))
+            if tap is not None:
+                tap.submit(r)
         inflight.append(f)
         pending.append(f)
 
@@ -168,7 +184,7 @@ def write_and_verify(client, releases, files, schema, rel: Release, partition_by
     directory = staging / sh.SHUFFLE_DIR
     fschema = sh.fragment_schema(schema, keep_row_id)
     args = (seed, partition_by, files, first, fschema, str(directory))
-    per_piece = _scatter_all(client, releases, args, inflight)
+    per_piece = _scatter_all(client, releases, args, inflight, rel.tap)
     # Nothing upstream is needed any more: drop every reference to it (the caller's chunks, whose
     # graphs hold the futures of the rows' published values), so that a worker lost from here on costs
     # only what is still to do, never a recomputation of the cells.
@@ -281,7 +297,7 @@ def dask_release(client, releases, files, rel: Release):
     from ..privacy.verify import RowCheck
 
     n = rel.n
-    splits = _split_all(client, releases, rel.seed, [], files)
+    splits = _split_all(client, releases, rel.seed, [], files, rel.tap)
     _, nb, _ = files[()]
     buckets = [client.submit(_bucket, list(rel.names), list(rel.qi), list(rel.columns), rel.keep_row_id, rel.bins,
                              *[client.submit(lay.pick, s, ((), b)) for s in splits]) for b in range(nb)]
@@ -339,6 +355,8 @@ def collect(client, releases, rel: Release):
 
     qi, n = list(rel.qi), rel.n
     futures = [client.compute(r) if isinstance(r, Delayed) else r for r in releases]
+    for f in futures if rel.tap is not None else ():
+        rel.tap.submit(f)
     df = pd.concat(client.gather(futures), ignore_index=True)
     rids = df[RID].to_numpy(dtype=np.int64)
     if cm.row_checksum(rids) != rel.expected or len(df) != n:

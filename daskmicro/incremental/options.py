@@ -45,7 +45,7 @@ _NOT_INCREMENTAL = {
     "sse_threshold": lambda c: c.sse_threshold is not None, "max_task_rows": lambda c: c.max_task_rows is not None,
     "filters": lambda c: bool(c.filters), "columns": lambda c: c.columns is not None,
     "partition_by": lambda c: c.partition_by is not None, "keep_row_id": lambda c: c.keep_row_id,
-    "force": lambda c: c.force,
+    "force": lambda c: c.force, "risk": lambda c: c.risk,
 }
 _BASE_PIPELINE = ("K", "nu", "partition_size", "task_rows", "energy_loss", "n_components")
 

@@ -24,7 +24,7 @@ from ..errors import InputError, ParameterError
 from ..kernels.bounds import MAX_ABS
 
 __all__ = [
-    "EXACT_INT", "check_qi", "check_qi_dtype", "column_list", "qi_column", "qi_frame_matrix", "qi_matrix", "repeated",
+    "EXACT_INT", "all_numeric", "check_qi", "check_qi_dtype", "column_list", "qi_column", "qi_frame_matrix", "qi_matrix", "repeated",
     "unknown_columns",
 ]
 
@@ -175,3 +175,29 @@ def column_list(text, option: str) -> list:
                              "remove the extra comma")
     return names
 
+
+
+def all_numeric(columns, numeric, excepted, roles) -> list:
+    """The QIs of ``qi="all-numeric"``: every column of ``columns`` whose ``numeric`` flag is set,
+    but those of ``excepted`` (``qi_except``; each must be a column of the input) and of ``roles``
+    (strata, partitioning, participation, id, dropped and kept columns), in the input's order.
+
+    A numeric column named like an identifier (``record_id``, ``phone``) is not made a QI silently:
+    it is refused, naming the fix (name it in ``qi_except``, then drop or keep it)."""
+    from ..privacy.identifiers import looks_like_identifier
+
+    columns = list(columns)
+    missing = [c for c in excepted if c not in columns]
+    if missing:
+        raise unknown_columns(missing, columns, what="qi_except (--qi-except)")
+    skip = set(excepted) | set(roles)
+    qi = [c for c, num in zip(columns, numeric) if num and c not in skip]
+    named = [c for c in qi if looks_like_identifier(c)]
+    if named:
+        raise ParameterError(
+            f"qi 'all-numeric': numeric column(s) named like an identifier: {_names(named)}; an identifier is not a "
+            "quasi-identifier: name it in qi_except (--qi-except) and leave it out (--drop) or publish it knowingly "
+            "(--keep)")
+    if not qi:
+        raise ParameterError("qi 'all-numeric': the input has no numeric column left to use as a quasi-identifier")
+    return qi

@@ -29,7 +29,7 @@ import math
 from typing import Mapping
 
 __all__ = ["IL_GRID", "MIN_ODDS_RATIO", "rounded_information_loss", "public_information_loss",
-           "information_loss_text", "public_report", "PRIVATE_NOTE"]
+           "information_loss_text", "public_report", "public_risk", "PRIVATE_NOTE"]
 
 #: The SSE/SSB bounds of each interval of the grid differ by at least this factor.
 MIN_ODDS_RATIO = 1.2
@@ -105,11 +105,38 @@ _LEFT_OUT = frozenset({"reference_information_loss", "utility", "risk", "eigenva
 _SCRUBBED = ("pca", "pipeline", "strata", "reference", "incremental", "probabilistic", "verification", "improvement")
 
 
+def _rate(value) -> float | None:
+    return None if value is None else round(float(value), 2)
+
+
+def public_risk(risk: Mapping) -> dict | None:
+    """The published form of the disclosure-risk measures: the sample's size and each rate rounded
+    to whole percentage points; the exact counts stay in the private run record.  Each rate is one
+    bit per sampled record (linked or not, disclosed or not), so an exact count would tell someone
+    who knows every other sampled record that bit of the last one; rounded, a record's bit moves the
+    published rate only where it crosses a rounding boundary."""
+    out = {}
+    for name in ("record_linkage", "interval_disclosure"):
+        part = risk.get(name)
+        if isinstance(part, Mapping) and part.get("rate") is not None:
+            out[name] = {"rate": _rate(part["rate"])}
+            out["sample_size"] = int(part.get("n_sampled", 0))
+            if name == "interval_disclosure":
+                out[name].update(p=float(part.get("p", 0.0)), max_outside=int(part.get("max_outside", 0)))
+    if not out:
+        return None
+    sample = risk.get("sample") if isinstance(risk.get("sample"), Mapping) else {}
+    if sample.get("of") is not None:
+        out["records"] = int(sample["of"])
+    out["rounding"] = "rates rounded to whole percentage points; the exact counts are in the private run record"
+    return out
+
+
 def public_report(doc: Mapping) -> dict:
     """The published form of an exact report dict: the information loss on the grid
     (:func:`public_information_loss`), no other figure of the original spread (reference IL,
-    δ, per-group IL, SSE curves, eigenvalues of the original correlation, utility and risk
-    measures)."""
+    δ, per-group IL, SSE curves, eigenvalues of the original correlation, utility measures); the
+    disclosure-risk rates, when measured, rounded (:func:`public_risk`)."""
     il = public_information_loss(doc["information_loss"]) if doc.get("information_loss") is not None else None
     out = {}
     for key, value in doc.items():
@@ -127,6 +154,9 @@ def public_report(doc: Mapping) -> dict:
     for key in _SCRUBBED:
         if isinstance(out.get(key), Mapping):
             out[key] = _scrub(out[key])
+    risk = public_risk(doc["risk"]) if isinstance(doc.get("risk"), Mapping) else None
+    if risk is not None:   # measured: the rates rounded, nothing of a record
+        out["risk"] = risk
     if isinstance(out.get("reference"), Mapping):
         out["reference"]["values"] = PRIVATE_NOTE
     return out

@@ -30,6 +30,7 @@ from typing import Mapping
 from ..errors import ParameterError
 from ..tuning.points import recommend_setting
 from .release_figures import release_body
+from .risk_text import risk_sentences, sample_sentence
 from .page import CSS, HEAD_SCRIPT, TAIL_SCRIPT, esc, fmt, number, percent, seconds, table
 from .plots import (cell_size_plot, eigenvalue_plot, energy_spectrum_plot, macrocell_sse_plot, sweep_plot,
                     timings_plot)
@@ -349,21 +350,24 @@ def _risk(r: Mapping) -> str | None:
     risk = r.get("risk")
     if not risk:
         return None
-    body = ""
-    link = risk.get("record_linkage")
-    if link:
-        body += "<h3>Distance-based record linkage</h3>" + table(
-            [("share of records whose nearest released tuple is their own cell's", link.get("rate")),
-             ("records evaluated", link.get("n_sampled")), ("correct links", link.get("n_linked")),
-             ("distinct released tuples", link.get("n_tuples"))], ("measure", "value"))
-    interval = risk.get("interval_disclosure")
-    if interval:
-        body += "<h3>Interval disclosure</h3>" + table(
-            [("share of records with every released QI within ±p·S′ of the original", interval.get("rate")),
-             ("p (fraction of the released std)", interval.get("p")),
-             ("attributes allowed outside", interval.get("max_outside")),
-             ("records evaluated", interval.get("n_sampled"))], ("measure", "value"))
-    return body or table(list(risk.items()), ("measure", "value"))
+    sentences = risk_sentences(risk, r.get("k") or 1)
+    if not sentences:
+        return None
+    body = "".join(f"<p>{esc(text)}</p>" for text in sentences)
+    sample = sample_sentence(risk)
+    if sample:
+        body += f"<p>{esc(sample)}</p>"
+    rows = []
+    link, interval = risk.get("record_linkage") or {}, risk.get("interval_disclosure") or {}
+    if link.get("rate") is not None:
+        rows.append(("record linkage: share of the records tried linked to their own cell", percent(link["rate"])))
+    if interval.get("rate") is not None:
+        rows.append((f"interval disclosure: share of the records tried with every published QI within "
+                     f"±{interval.get('p')} standard deviations of the true value", percent(interval["rate"])))
+    rows.append(("records tried", link.get("n_sampled", interval.get("n_sampled", risk.get("sample_size")))))
+    if risk.get("rounding"):
+        rows.append(("rounding", risk["rounding"]))
+    return body + table(rows, ("measure", "value"))
 
 
 def _sweep(r: Mapping) -> str | None:

@@ -347,11 +347,22 @@ class Report:
             lines.extend(_probabilistic_lines(self.probabilistic))
         if self.series:
             lines.append(_series_line(self.series))
+        if self.risk:
+            lines.extend(_risk_lines(self.risk, self.k))
         verdict = "passed" if self.verified else "FAILED"
         checked = getattr(self.k_anonymity, "k", None) or self.k  # n_min under constant participation
         what = "stratum + QI tuple" if (self.strata or {}).get("columns") else "QI tuple"
         lines.append(f"  verification {verdict}: every published {what} occurs ≥ {checked} times, rows in = rows out")
         return "\n".join(lines)
+
+
+def _risk_lines(risk: dict, k: int) -> list:
+    """The summary lines of the disclosure risk, as the published report gives it (rates rounded)."""
+    from .coarse import public_risk
+    from .risk_text import risk_lines
+
+    public = public_risk(risk)
+    return [] if public is None else risk_lines(public, k)
 
 
 def _series_line(series: dict) -> str:

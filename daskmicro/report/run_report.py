@@ -103,6 +103,7 @@ def build_report(cfg, ex, source, client) -> Report:
     report.probabilistic = _probabilistic(cfg, ex)
     report.quality, report.options = cfg.quality, run_options(cfg)
     report.improvement = _improvement(cfg, ex.infos)
+    report.risk = getattr(ex, "risk", None)   # disclosure risk on a sample (published as rounded rates)
     # the pieces live on the run's cluster: computed through its client, the default one or not
     with getattr(client, "as_current", contextlib.nullcontext)():
         _reference(cfg, report, ex, reports, client)

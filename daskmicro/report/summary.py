@@ -7,6 +7,7 @@ from typing import Mapping
 
 from .describe import method_text
 from .page import esc, number, percent
+from .risk_text import risk_sentences, sample_sentence
 
 __all__ = ["summary_body", "glossary_body", "relative_to_mdav"]
 
@@ -100,21 +101,12 @@ def _comparison(r: Mapping) -> str:
 def _risk(r: Mapping) -> str | None:
     risk = r.get("risk") or {}
     parts = []
-    link = risk.get("record_linkage") or {}
-    if link.get("rate") is not None:
-        rate = float(link["rate"])
-        k = _smallest_group(r) or r.get("k") or 1
-        parts.append(
-            f"<p>An intruder matching each original record to the closest released one lands in the record's "
-            f"own group for {percent(rate)} of the {esc(link.get('n_sampled', '?'))} records tried; the group "
-            f"holds at least {esc(k)} records, so the chance of picking the right person is at most about "
-            f"{percent(rate / float(k))}.</p>")
-    interval = risk.get("interval_disclosure") or {}
-    if interval.get("rate") is not None:
-        parts.append(
-            f"<p>For {percent(float(interval['rate']))} of the records tried, every released QI value lies close "
-            f"to the true one (within {number(float(interval.get('p', 0)), 2)} of a released standard "
-            "deviation): the release is informative, which is its purpose, but says which group, not who.</p>")
+    if risk:
+        sentences = risk_sentences(risk, r.get("k") or 1)
+        parts += [f"<p>{esc(text)}</p>" for text in sentences]
+        sample = sample_sentence(risk) if sentences else None
+        if sample:
+            parts.append(f"<p>{esc(sample)}</p>")
     prob = r.get("probabilistic") or {}
     if prob.get("table_failure") is not None:
         parts.append(f"<p>Probability that some group ends with fewer than k participants: "
@@ -157,9 +149,10 @@ GLOSSARY = (
      "each component; m̃ components are kept, losing at most the share ε² of the energy (variation)."),
     ("IL1s", "Mean absolute difference between original and released values, scaled by the standard deviation."),
     ("eigen measure", "Relative change of the eigenvalues of the correlation matrix between original and release."),
-    ("record linkage", "An intruder's attempt to match an original record to its released counterpart by "
-     "nearest distance."),
-    ("interval disclosure", "The released value falls within a small interval around the original one."),
+    ("record linkage", "An intruder who knows a person's true QI values picks the published combination closest "
+     "to them; the rate is how often that is the person's own cell (lower is safer)."),
+    ("interval disclosure", "Every published QI value of a record lies within a small interval (± p standard "
+     "deviations) of its true value, so the release gives the true values almost exactly (lower is safer)."),
     ("p-probabilistic k-anonymity, π, p̄", "When each person takes part with probability π, cells are grown so "
      "that one ends with fewer than k participants with probability at most p̄."),
     ("n_min, q̄, t̄", "Effective cell size needed under participation; a cell's and the table's probability of "

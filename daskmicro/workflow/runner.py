@@ -187,7 +187,15 @@ def _planned(spec, slot, source, out, report_path, client, progress, should_stop
     r = outcome.report
     return {"output": str(out), "report": str(outcome.report_path or report_path), "rows": int(r.n),
             "cells": int(r.cells), "information_loss": _public_il(r.information_loss)["information_loss"],
-            "strata": len((r.strata or {}).get("groups", [])) if d["input"]["strata"] else 0}
+            "strata": len((r.strata or {}).get("groups", [])) if d["input"]["strata"] else 0,
+            "k": int(r.k), "risk": _public_risk(r.risk)}
+
+
+def _public_risk(risk):
+    """The disclosure risk as the published report gives it (rates rounded), when measured."""
+    from ..report.coarse import public_risk
+
+    return public_risk(risk) if risk else None
 
 
 def _public_il(il) -> dict:

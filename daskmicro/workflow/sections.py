@@ -32,7 +32,7 @@ SECTIONS = {
     "incremental": ("close_at", "zeta", "nu", "arrivals", "deadline", "base_method", "increment", "reference"),
     "participation": ("pi", "column", "max_cell_failure"),
     "output": ("path", "overwrite", "partition_by", "rows_per_file", "force"),
-    "report": ("path", "dask_report"),
+    "report": ("path", "dask_report", "risk"),
     "cluster": ("address", "workers", "memory_limit", "spill_directory", "tls"),
     "tls": ("ca_file", "cert", "key"),
     "schedule": ("cron", "at", "timezone"),

@@ -43,7 +43,7 @@ METHODS = ("auto", "mdav", "pca-mdav", "pcl", "partitioned", "proximal-distal", 
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
-_TOP = ("version", "name", "description", "input", "qi", "k", "method", "parameters", "incremental",
+_TOP = ("version", "name", "description", "input", "qi", "qi_except", "k", "method", "parameters", "incremental",
         "participation", "output", "report", "cluster", "schedule", "series")
 _REQUIRED_TOP = ("name", "input", "qi", "k", "output")
 
@@ -96,6 +96,8 @@ def parse_spec(obj, base_dir=".", source: str | None = None) -> WorkflowSpec:
         data["description"] = as_str(top["description"], "description")
     data["input"] = check_input(top["input"], base)
     data["qi"] = as_columns(top["qi"], "qi")
+    if "qi_except" in top:   # with qi: all-numeric (checked by the run description below)
+        data["qi_except"] = as_columns(top["qi_except"], "qi_except")
     data["k"] = as_int(top["k"], "k", 2)
     method = top.get("method", "auto")
     if method not in METHODS:
@@ -120,6 +122,11 @@ def parse_spec(obj, base_dir=".", source: str | None = None) -> WorkflowSpec:
                 fail("report.path", "writing to an object store is not supported yet (write to a local or mounted path)")
         if "dask_report" in rep:
             report["dask_report"] = as_bool(rep["dask_report"], "report.dask_report")
+        if "risk" in rep:
+            report["risk"] = as_bool(rep["risk"], "report.risk")
+            if report["risk"] and method == "incremental":
+                fail("report.risk", "method incremental publishes no row id that pairs a released row with its "
+                     "arriving record: its disclosure risk cannot be measured")
         if report:
             data["report"] = report
     if "cluster" in top:
