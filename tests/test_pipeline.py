@@ -12,10 +12,10 @@ from daskmicro import anonymize, information_loss, mdav, standardize
 from daskmicro.datasets import census_like
 from daskmicro.errors import InputError, ParameterError
 
-N = 12_000
-# small sizes so that a 12,000-row set exercises every level: 3 top cells (chunked MDAV),
+N = 6_000
+# small sizes so that a 6,000-row set exercises every level: 3 top cells (chunked MDAV),
 # several partitions per top cell, macrocells and a proximal/distal split
-SMALL = dict(method="partitioned", task_rows=4_000, partition_size=1_500, K=300)
+SMALL = dict(method="partitioned", task_rows=2_000, partition_size=750, K=150)
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +65,7 @@ def test_quality_high_same_release_for_1_2_workers_and_any_chunking(data, qi, cl
     def run(client, npartitions):
         ddf = dd.from_pandas(data, npartitions=npartitions, sort=False)
         release, report = anonymize(ddf, qi, 3, seed=11, keep_row_id=True, client=client, quality="high", keep=["record_id"],
-                                    **{**SMALL, "task_rows": 8_000, "partition_size": 3_000})
+                                    **{**SMALL, "task_rows": 4_000, "partition_size": 1_500})
         return _by_row(client.compute(release).result()), report
 
     reference, rep = run(client, 3)
@@ -83,9 +83,9 @@ def test_quality_high_same_release_for_1_2_workers_and_any_chunking(data, qi, cl
 
 
 def test_recursive_top_level_is_deterministic_and_k_anonymous(data, qi, client):
-    # task_rows = 1,000 on 12,000 rows: the top level cuts into 4 cells, then each into 3 (the
-    # §VI-B recursion), the deeper level running on pieces joined into chunks of 500 rows
-    kw = dict(task_rows=1_000, partition_size=1_000, K=300, nu=1.0)
+    # task_rows = 500 on 6,000 rows: the top level cuts into 4 cells, then each into 3 (the
+    # recursion of the top level), the deeper level running on pieces joined into chunks of 250 rows
+    kw = dict(task_rows=500, partition_size=500, K=150, nu=1.0)
     reference, rep = _run(data, qi, client, 3, **kw)
     assert rep.pipeline["top_cells"] == 12 and rep.verified and rep.min_cell_size >= 5
     assert sorted(reference["row_id"]) == list(range(N))
