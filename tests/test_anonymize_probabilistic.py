@@ -283,12 +283,12 @@ def _lake(df, root, files):
     return root
 
 
-def test_cli_constant_participation_on_a_lake(survey, tmp_path, capsys):
+def test_cli_constant_participation_on_a_lake(survey, tmp_path, capsys, client):
     # a Parquet directory in and out: every group gets cells of n_min records, the written
     # release is verified against n_min and its failure figures against p̄ before the commit
     lake_dir = _lake(survey, tmp_path / "lake", 3)
     out = tmp_path / "out"
-    argv = ["anonymize", str(lake_dir), str(out), "--qi", ",".join(QI6), "--k", "5", "--workers", "1",
+    argv = ["anonymize", str(lake_dir), str(out), "--qi", ",".join(QI6), "--k", "5", "--scheduler", client.scheduler.address,
             "--participation", "0.75", "--max-cell-failure", "1e-4", "--no-dask-report", "--keep", ",".join(KEEP)]
     assert main(argv) == 0
     assert (out / "_SUCCESS").exists()
@@ -309,10 +309,10 @@ def test_cli_constant_participation_on_a_lake(survey, tmp_path, capsys):
     assert rep.probabilistic["n_min"] == n_min
 
 
-def test_cli_constant_participation_on_a_lake_with_strata_to_one_file(survey, tmp_path):
+def test_cli_constant_participation_on_a_lake_with_strata_to_one_file(survey, tmp_path, client):
     lake_dir = _lake(survey, tmp_path / "lake", 2)
     out = tmp_path / "release.parquet"
-    argv = ["anonymize", str(lake_dir), str(out), "--qi", ",".join(QI6), "--k", "4", "--workers", "1",
+    argv = ["anonymize", str(lake_dir), str(out), "--qi", ",".join(QI6), "--k", "4", "--scheduler", client.scheduler.address,
             "--strata", "region", "--participation", "0.6", "--max-cell-failure", "1e-5", "--no-dask-report",
             "--keep", ",".join(KEEP)]
     assert main(argv) == 0
@@ -326,12 +326,12 @@ def test_cli_constant_participation_on_a_lake_with_strata_to_one_file(survey, tm
     assert q.max() <= 1e-5 and report["probabilistic"]["cell_failure_max"] == pytest.approx(q.max(), rel=1e-6)
 
 
-def test_cli_participation_column_with_a_lake(survey, tmp_path, capsys):
+def test_cli_participation_column_with_a_lake(survey, tmp_path, capsys, client):
     # a per-record π_j column on a Parquet directory: cells grown until each one's q̄ ≤ p̄ (§V-B),
     # checked here on the published release
     lake_dir = _lake(survey, tmp_path / "lake", 2)
     out = tmp_path / "out"
-    argv = ["anonymize", str(lake_dir), str(out), "--qi", ",".join(QI6), "--k", "5", "--workers", "1",
+    argv = ["anonymize", str(lake_dir), str(out), "--qi", ",".join(QI6), "--k", "5", "--scheduler", client.scheduler.address,
             "--participation", "p_respond", "--max-cell-failure", "1e-4", "--no-dask-report",
             "--keep", ",".join(KEEP)]
     assert main(argv) == 0, capsys.readouterr().err

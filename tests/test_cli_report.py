@@ -59,10 +59,11 @@ def test_report_of_file_release(data, tmp_path, capsys):
     _page_ok(other)
 
 
-def test_report_of_directory_release(data, tmp_path, capsys):
+def test_report_of_directory_release(data, tmp_path, capsys, client):
     out = tmp_path / "lake"
     assert main(["anonymize", str(data), str(out), "--qi", QI, "--k", "5", "--seed", "1", "--method", "partitioned",
-                 "--K", "100", "--partition-size", "400", "--workers", "1", "--keep", KEEP]) == 0
+                 "--K", "100", "--partition-size", "400", "--scheduler", client.scheduler.address,
+                 "--keep", KEEP]) == 0
     assert (out / "_report.json").is_file() and (out / "_SUCCESS").is_file()
     listing = sorted(p.name for p in out.iterdir())
     capsys.readouterr()

@@ -94,8 +94,13 @@ def test_reference_bad_value(data):
 
 # --------------------------------------------------------------------------- Dask performance report
 
-CLUSTER = ["--method", "partitioned", "--partition-size", "300", "--K", "60", "--nu", "0.5", "--workers", "1",
-           "--keep", "record_id"]
+OPTIONS = ["--method", "partitioned", "--partition-size", "300", "--K", "60", "--nu", "0.5", "--keep", "record_id"]
+
+
+@pytest.fixture(scope="module")
+def CLUSTER(client):
+    """The run's options on the suite's shared LocalCluster of worker processes."""
+    return [*OPTIONS, "--scheduler", client.scheduler.address]
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +110,7 @@ def input_file(tmp_path_factory, data):
     return path
 
 
-def test_performance_report_next_to_file_output(tmp_path, input_file, capsys):
+def test_performance_report_next_to_file_output(tmp_path, input_file, capsys, CLUSTER):
     out = tmp_path / "rel.parquet"
     assert main(["anonymize", str(input_file), str(out), "--qi", ",".join(QI), "--k", "5", "--seed", "0",
                  "--dask-report", *CLUSTER]) == 0
@@ -128,7 +133,7 @@ def test_performance_report_next_to_file_output(tmp_path, input_file, capsys):
     assert not out.exists()
 
 
-def test_performance_report_in_lake_output_only_when_asked(tmp_path, data, input_file):
+def test_performance_report_in_lake_output_only_when_asked(tmp_path, data, input_file, CLUSTER):
     lake_in = tmp_path / "lake"
     lake_in.mkdir()
     data.iloc[:450].to_parquet(lake_in / "part.0.parquet", index=False)
