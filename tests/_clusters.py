@@ -56,9 +56,9 @@ class DaskProcesses:
         for p in reversed(self.procs):
             if p.poll() is None:
                 p.terminate()
-        for p in self.procs:
+        for p in self.procs:   # nothing of theirs is kept: a worker still closing after 3 s is killed
             try:
-                p.wait(timeout=30)
+                p.wait(timeout=3)
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait(timeout=30)

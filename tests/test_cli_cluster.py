@@ -24,10 +24,11 @@ def lake_in(tmp_path_factory):
     return root
 
 
-def test_lake_in_lake_out_commits_atomically(lake_in, tmp_path, capsys):
+def test_lake_in_lake_out_commits_atomically(lake_in, tmp_path, capsys, client):
     out = tmp_path / "release"
+    address = client.scheduler.address   # the suite's shared LocalCluster of two worker processes
     args = ["anonymize", str(lake_in), str(out), "--qi", QI, "--keep", "record_id", "--k", "5", "--method", "partitioned",
-            "--partition-size", "1000", "--K", "200", "--nu", "0.5", "--seed", "1", "--workers", "2"]
+            "--partition-size", "1000", "--K", "200", "--nu", "0.5", "--seed", "1", "--scheduler", address]
     assert main(args) == 0
     files = sorted(p.name for p in out.iterdir())
     assert files == ["_SUCCESS", "_report.json", "part-00000.parquet"]  # no Dask performance report unless asked
@@ -37,7 +38,7 @@ def test_lake_in_lake_out_commits_atomically(lake_in, tmp_path, capsys):
     capsys.readouterr()
     assert main(args) == 0                                                      # same run: a no-op
     assert "nothing to do" in capsys.readouterr().out
-    assert main(args[:-4] + ["--seed", "2", "--workers", "2"]) == 2             # other run, no --overwrite
+    assert main(args[:-4] + ["--seed", "2", "--scheduler", address]) == 2       # other run, no --overwrite
     assert "already exists" in capsys.readouterr().err
     before = sorted(p.stat().st_mtime_ns for p in out.iterdir())
     assert main(args[:-2] + ["--nu", "2"]) == 2                                 # bad ν: nothing replaced
