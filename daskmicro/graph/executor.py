@@ -276,9 +276,7 @@ def execute(client, source, plan, sink: str, output=None, progress=None, series=
     ex = Execution(n=lay_.n, k=lay_.k, groups=lay_.groups, infos=infos, labels=lay_.labels, k_check=None,
                    rows_check=None, tuple_sizes=None, timings=timings, inputs=inputs, meta=meta, compile=compiled,
                    bins=bins, strata=lay_.strata)
-    tap = risk_tap(client, source, lay_, plan.release.seed) if plan.release.risk else None
-    _release(client, source, plan.release, lay_, sink, output, releases, ex, tap)
-    ex.risk = tap.result() if tap is not None else None
+    _release(client, source, plan.release, lay_, sink, output, releases, ex)
     name = "write + verify" if sink == "lake" else "collect + verify"
     timings[name] = _tick(progress, name, t0)
     return ex
@@ -395,11 +393,13 @@ def _group_cells(client, gp, sel, meta, plan, lay_: _Layout, stage):
     return _pipeline_group(client, gp, sel, meta, plan.release.seed, stage)
 
 
-def _release(client, source, rp, lay_: _Layout, sink, output, releases, ex: Execution, tap=None) -> None:
+def _release(client, source, rp, lay_: _Layout, sink, output, releases, ex: Execution) -> None:
     """Cut the release into its published pieces, verify them as published (stratum columns + QIs,
-    the tuple an intruder sees) and fill in ``ex``."""
+    the tuple an intruder sees) and fill in ``ex`` (with the disclosure-risk sample measured on the
+    pieces as they are written or collected, when the run asks for it)."""
     import dask
 
+    tap = risk_tap(client, source, lay_, rp.seed) if rp.risk else None
     qi, strata, n, k, partition_by = list(lay_.qi), lay_.strata, lay_.n, lay_.k, lay_.partition_by
     published = list(dict.fromkeys(strata + qi))
     expected = cm.range_checksum(n)
@@ -433,6 +433,7 @@ def _release(client, source, rp, lay_: _Layout, sink, output, releases, ex: Exec
         ex.frame, ex.k_check, ex.rows_check, ex.tuple_sizes, ex.figures = dask_release(client, releases, files, rel)
     else:
         ex.frame, ex.k_check, ex.rows_check, ex.tuple_sizes, ex.figures = collect(client, releases, rel)
+    ex.risk = tap.result() if tap is not None else None
 
 
 class _StageRecorder:
