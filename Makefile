@@ -9,9 +9,12 @@ STAMP  := $(VENV)/.installed
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml
+	@echo "make: creating the virtual environment $(VENV)"
 	$(PYTHON) -m venv $(VENV)
+	@echo "make: installing daskmicro and its dependencies into $(VENV) (about a minute on a fresh machine) …"
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[test]"
+	$(PY) -m pip install --quiet --progress-bar off -e ".[test]"
+	@echo "make: installed; the first run compiles the kernels once (about half a minute), later runs load them"
 	touch $(STAMP)
 
 demo: $(STAMP)
