@@ -35,7 +35,8 @@ from .page import CSS, HEAD_SCRIPT, TAIL_SCRIPT, esc, fmt, number, percent, seco
 from .plots import (cell_size_plot, eigenvalue_plot, energy_spectrum_plot, macrocell_sse_plot, sweep_plot,
                     timings_plot)
 from .describe import improvement_text, method_text
-from .summary import glossary_body, relative_to_mdav, summary_body
+from .describe import relative_to_mdav
+from .summary import glossary_body, summary_body
 
 __all__ = ["render_html", "SECTION_IDS"]
 

@@ -5,19 +5,11 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from .describe import method_text
+from .describe import mdav_comparison, method_text, relative_to_mdav
 from .page import esc, number, percent
 from .risk_text import risk_sentences, sample_sentence
 
 __all__ = ["summary_body", "glossary_body", "relative_to_mdav"]
-
-
-def relative_to_mdav(r: Mapping) -> float | None:
-    """δ = (IL − IL_MDAV)/IL_MDAV when the report has an exact-MDAV reference, else None."""
-    il, ref = r.get("information_loss"), r.get("reference_information_loss")
-    if il is None or ref is None or float(ref) <= 0:
-        return None
-    return (float(il) - float(ref)) / float(ref)
 
 
 def _smallest_group(r: Mapping):
@@ -80,19 +72,16 @@ def _comparison(r: Mapping) -> str:
     """The run against exact MDAV, the slow reference method: only what the report's figures say.
     "The same cells" only when the run's cells are exact MDAV's (reference kind "self")."""
     how = r.get("reference") if isinstance(r.get("reference"), Mapping) else {}
-    if how.get("kind") == "self":
-        if r.get("m_used") == 0:
-            return "<p>No QI column varies: there is nothing to compare with exact MDAV.</p>"
-        return "<p>These are <b>the same cells as exact MDAV</b>, the slow reference method, forms.</p>"
-    delta = relative_to_mdav(r)
-    if delta is None:
+    found = mdav_comparison(r)
+    if found is None:
         return ""
-    if abs(delta) < 0.0005:
-        cmp = "within 0.05 % of exact MDAV's distortion"
-    elif delta > 0:
-        cmp = f"{percent(delta, 2)} more distortion than exact MDAV"
-    else:
-        cmp = f"{percent(-delta, 2)} less distortion than exact MDAV"
+    word, amount = found
+    if word == "constant":
+        return "<p>No QI column varies: there is nothing to compare with exact MDAV.</p>"
+    if word == "same":
+        return "<p>These are <b>the same cells as exact MDAV</b>, the slow reference method, forms.</p>"
+    cmp = ("within 0.05 % of exact MDAV's distortion" if word == "within" else
+           f"{percent(amount, 2)} {word} distortion than exact MDAV")
     where = " estimated on a sample" if how.get("kind") == "sample" else " on the same records"
     return (f"<p>That is <b>{cmp}</b>, the slow reference method (its information loss "
             f"{number(float(r['reference_information_loss']), 3)}{where}).</p>")
