@@ -31,7 +31,8 @@ examples:
   daskmicro anonymize survey.csv out.parquet --qi age,income --k 10 --participation 0.75 --max-cell-failure 1e-6
   daskmicro anonymize survey.parquet out.parquet --qi all-numeric --qi-except record_id --keep record_id --k 5 --risk
 
-Information loss is 100*SSE/SST on the z-scored QI columns.  Integer QI columns become float64
+Information loss is in percent of the QIs' variance (100*SSE/SST on the z-scored QI columns), printed
+rounded with a word for its size; --verbose adds how Dask ran it.  Integer QI columns become float64
 (centroids are not integers in general).  The shuffle seed, which undoes the shuffle, and the input's
 paths are never published: they go to a private run record under $XDG_STATE_HOME/daskmicro/runs/
 (~/.local/state/daskmicro/runs/), whose path the run prints.

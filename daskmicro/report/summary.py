@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from .coarse import IL_UNIT, loss_qualifier
 from .describe import mdav_comparison, method_text, relative_to_mdav
 from .page import esc, number, percent
 from .risk_text import risk_sentences, sample_sentence
@@ -50,14 +51,16 @@ def _utility(r: Mapping) -> str:
         return "<p>No information loss was recorded.</p>"
     il = float(il)
     rounding = r.get("information_loss_rounding") if isinstance(r.get("information_loss_rounding"), Mapping) else None
+    word = loss_qualifier(il)
     if rounding and rounding.get("interval"):
         low, high = (float(v) for v in rounding["interval"])
-        text = (f"<p>Information loss about <b>{number(il, 3)} %</b> (rounded; between {number(low, 3)} % and "
-                f"{number(high, 3)} %): after putting every QI on the same scale, that share of the variation between "
-                "records is replaced by group averages; the remaining columns are published unchanged.</p>")
+        text = (f"<p>Information loss about <b>{number(il, 3)} {IL_UNIT}</b> — {word} (rounded; between "
+                f"{number(low, 3)} % and {number(high, 3)} %): after putting every QI on the same scale, that share "
+                "of the variation between records is replaced by group averages; the remaining columns are "
+                "published unchanged.</p>")
     else:
-        text = (f"<p>Information loss <b>{number(il, 3)}</b> (out of 100): after putting every QI on the same "
-                f"scale, {percent(il / 100)} of the variation between records is replaced by group averages; "
+        text = (f"<p>Information loss <b>{number(il, 3)} {IL_UNIT}</b> — {word}: after putting every QI on the "
+                "same scale, that share of the variation between records is replaced by group averages; "
                 "the remaining columns are published unchanged.</p>")
     text += f"<p>The cells were formed by <b>{esc(r.get('method_text') or method_text(r))}</b>.</p>"
     text += _comparison(r)
@@ -84,7 +87,7 @@ def _comparison(r: Mapping) -> str:
            f"{percent(amount, 2)} {word} distortion than exact MDAV")
     where = " estimated on a sample" if how.get("kind") == "sample" else " on the same records"
     return (f"<p>That is <b>{cmp}</b>, the slow reference method (its information loss "
-            f"{number(float(r['reference_information_loss']), 3)}{where}).</p>")
+            f"{number(float(r['reference_information_loss']), 3)} %{where}).</p>")
 
 
 def _risk(r: Mapping) -> str | None:
