@@ -1,5 +1,6 @@
-"""Progress of ``daskmicro anonymize``: a live line on a terminal (no silent gap), plain stage lines
-in a pipe, nothing with ``--quiet`` — run as a user would, in a real pseudo-terminal, on the
+"""Progress of ``daskmicro anonymize``: a live line on a terminal (no silent gap), plain step lines
+in a pipe (reading, grouping, writing + checking: the user's steps; Dask's stage names only with
+``--verbose``), nothing with ``--quiet`` — run as a user would, in a real pseudo-terminal, on the
 suite's shared LocalCluster of worker processes (``--scheduler``)."""
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
+
+#: The planner's stage names a plain run never prints (the user's steps stand for them).
+DASK_STAGES = ("pre-scan", "ingest", "top_level", "fan_out", "gather", "cells", "write + verify",
+               "collect + verify", "kernel load", "kernel compile")
 
 OPTIONS = ["--qi", "a,b,c", "--k", "5", "--method", "partitioned", "--partition-size", "400", "--K", "40",
            "--no-dask-report", "--seed", "1"]
@@ -60,24 +65,37 @@ def test_a_terminal_shows_live_progress_and_every_stage(table, tmp_path):
     rc, out = _run_in_pty(["anonymize", str(table), str(tmp_path / "out"), *OPTIONS, "--workers", "1"])
     assert rc == 0, out[-2000:]
     assert "working …" in out and "\r" in out          # the live line, rewritten in place
-    for stage in ("pre-scan", "write + verify"):
+    for step in ("checking the input", "reading", "grouping", "writing + checking"):
+        assert f"  {step}" in out
+    for stage in DASK_STAGES:                          # Dask's stage names only with --verbose
+        assert f"  {stage} " not in out
+    assert "protected 3,000 records" in out
+
+
+def test_verbose_shows_the_stages_of_dask(table, tmp_path, ARGS):
+    rc, out = _run_in_pty(["anonymize", str(table), str(tmp_path / "out"), *ARGS, "--verbose"])
+    assert rc == 0, out[-2000:]
+    for stage in ("pre-scan", "ingest", "gather"):
         assert f"  {stage}" in out
-    assert "  cells" in out or ("  fan_out" in out and "  gather" in out)
-    assert "anonymized 3,000 records" in out
+    assert "  write + verify" in out or "  collect + verify" in out
+    assert "  cells" in out or "  fan_out" in out
+    assert "layout:" in out and "microaggregation time:" in out and "protected 3,000 records" in out
 
 
 def test_quiet_shows_no_progress(table, tmp_path, ARGS):
     rc, out = _run_in_pty(["anonymize", str(table), str(tmp_path / "out"), *ARGS, "--quiet"])
     assert rc == 0, out[-2000:]
-    assert "working" not in out and "pre-scan" not in out and "dashboard" not in out
-    assert "anonymized 3,000 records" in out            # the summary still prints
+    assert "working" not in out and "reading" not in out and "pre-scan" not in out and "dashboard" not in out
+    assert "protected 3,000 records" in out             # the summary still prints
 
 
 def test_a_pipe_gets_plain_stage_lines(table, tmp_path, ARGS):
     proc = subprocess.run([sys.executable, "-m", "daskmicro", "anonymize", str(table), str(tmp_path / "out"), *ARGS],
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr
-    assert "  pre-scan" in proc.stderr and "working" not in proc.stderr and "\r" not in proc.stderr
+    assert "  reading" in proc.stderr and "  grouping" in proc.stderr
+    assert "working" not in proc.stderr and "\r" not in proc.stderr and "dashboard" not in proc.stderr
+    assert not any(f"  {stage} " in proc.stderr for stage in DASK_STAGES)
 
 
 def _spec(tmp_path, table) -> str:
@@ -97,14 +115,14 @@ def test_a_workflow_run_shows_progress_like_anonymize(table, tmp_path):
     rc, out = _run_in_pty(["run", _spec(tmp_path, table), "--workers", "1"])   # its own cluster: a wait
     assert rc == 0, out[-2000:]
     assert "working …" in out and "\r" in out
-    for stage in ("pre-scan", "write + verify", "commit"):
-        assert f"  {stage}" in out
-    # the cells as one task per top cell, or as the pipeline's stages (which one depends on the workers)
-    assert "  cells" in out or ("  fan_out" in out and "  gather" in out)
+    for step in ("reading", "grouping", "writing + checking", "committing"):
+        assert f"  {step}" in out
+    assert not any(f"  {stage} " in out for stage in DASK_STAGES) and "dashboard" not in out
+    assert "protected 3,000 records" in out and "run key:" in out
 
 
 def test_a_quiet_workflow_run_shows_none(table, tmp_path, client):
     rc, out = _run_in_pty(["run", _spec(tmp_path, table), "--quiet", "--scheduler", client.scheduler.address])
     assert rc == 0, out[-2000:]
-    assert "working" not in out and "pre-scan" not in out and "dashboard" not in out
-    assert "committed 3,000 rows" in out
+    assert "working" not in out and "reading" not in out and "pre-scan" not in out and "dashboard" not in out
+    assert "protected 3,000 records" in out

@@ -134,4 +134,5 @@ def test_a_run_reports_the_kernel_warm_up_apart_from_its_stages(tmp_path):
     assert "kernel compile" not in data["timings"] and "kernel load" not in data["timings"]
     # nothing compiled, and the summary says so
     assert c["compiled"] is False
-    assert "kernels loaded from the cache" in report.summary()
+    assert "kernels loaded from the cache" in report.summary(verbose=True)
+    assert "kernel" not in report.summary()

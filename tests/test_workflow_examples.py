@@ -39,7 +39,7 @@ def test_census_demo_runs_as_written(copy, capsys):
     assert main(["demo-data", str(copy / "data/census_like.parquet"), "--n", "1000"]) == 0
     assert main(["run", str(copy / "census-demo.yaml"), "--workers", "1"]) == 0
     out = capsys.readouterr().out
-    assert "committed 1,000 rows" in out
+    assert "protected 1,000 records" in out and "verification passed" in out
     release = pd.read_parquet(copy / "data/census-demo-release.parquet")
     spec = load_workflow(copy / "census-demo.yaml")
     assert len(release) == 1000 and verify_k_anonymity(release, spec.data["qi"], 5)

@@ -7,7 +7,7 @@ import argparse
 
 from ..config import QUALITIES
 from ..errors import InputError, ParameterError
-from .common import StageProgress, add_cluster_options, non_negative_int, positive_int
+from .common import StageProgress, add_cluster_options, add_output_options, non_negative_int, positive_int
 
 __all__ = ["add_parser", "run_anonymize"]
 
@@ -31,7 +31,8 @@ examples:
   daskmicro anonymize survey.csv out.parquet --qi age,income --k 10 --participation 0.75 --max-cell-failure 1e-6
   daskmicro anonymize survey.parquet out.parquet --qi all-numeric --qi-except record_id --keep record_id --k 5 --risk
 
-Information loss is 100*SSE/SST on the z-scored QI columns.  Integer QI columns become float64
+Information loss is in percent of the QIs' variance (100*SSE/SST on the z-scored QI columns), printed
+rounded with a word for its size; --verbose adds how Dask ran it.  Integer QI columns become float64
 (centroids are not integers in general).  The shuffle seed, which undoes the shuffle, and the input's
 paths are never published: they go to a private run record under $XDG_STATE_HOME/daskmicro/runs/
 (~/.local/state/daskmicro/runs/), whose path the run prints.
@@ -69,7 +70,7 @@ def add_parser(sub, fmt) -> None:
     p.add_argument("--max-cell-failure", type=float, metavar="PBAR", help="with --participation: acceptable probability, in (0, 1), that a cell ends with 1 to K-1 participants")
     p.add_argument("--report", metavar="PATH", help="JSON report to write (default: OUTPUT with suffix .report.json)")
     p.add_argument("--keep-row-id", action="store_true", help="add a row_id column with each record's position in the input")
-    p.add_argument("--quiet", action="store_true", help="no progress on stderr (stage lines, live line on a terminal, notices); the summary and errors still print")
+    add_output_options(p)
     p.add_argument("--overwrite", action="store_true", help="replace OUTPUT and the report if they exist")
     p.add_argument("--reference", default="auto", choices=["auto", "exact", "sample", "none"], help="IL of exact MDAV for the report's relative increment: exact on all records, estimated on a 20,000-record sample, auto (exact up to 20,000 records), none; runs split into strata get the record-weighted mean over the groups (default: %(default)s)")
     p.add_argument("--risk", action="store_true", help="also measure the disclosure risk of the release against the input (record linkage, interval disclosure) on a uniform sample of at most 10,000 records; the report and the summary give the rates rounded, in plain sentences (not with --method incremental)")
@@ -164,19 +165,22 @@ def run_anonymize(args, client=None) -> int:
     qi = ALL_NUMERIC if args.qi.strip().lower() == ALL_NUMERIC else tuple(column_list(args.qi, "--qi"))
     participation = _participation_arg(args)
     cfg = RunConfig.from_args(args, qi, participation, incremental_args(args))
-    with StageProgress(quiet=getattr(args, "quiet", False)) as progress:
+    verbose = getattr(args, "verbose", False)
+    with StageProgress(quiet=getattr(args, "quiet", False), verbose=verbose) as progress:
         outcome = run(cfg, input=args.input, output=args.output, report_path=args.report, progress=progress,
                       say=progress.say, client=client)
     if outcome.nothing_to_do:
         print(f"nothing to do: {args.output} holds a committed run of the same input and configuration "
               f"(committed {outcome.previous.get('committed', '?')}); use --force to run again")
         return 0
+    from ..report.terminal import where_lines
+
     report = outcome.report
-    print(report.summary())
+    print(report.summary(verbose=verbose))
     if outcome.output is not None and outcome.output.is_dir():
-        print(f"release: {outcome.output}/ ({len(report.lake['files'])} file(s), committed with _SUCCESS)")
+        print("\n".join(where_lines(outcome.output, files=len(report.lake["files"]))))
     else:
-        print(f"release: {outcome.output}\nreport:  {outcome.report_path}")
+        print("\n".join(where_lines(outcome.output, outcome.report_path)))
     if outcome.performance_report is not None:
         print(f"dask:    {outcome.performance_report}")
     return 0

@@ -10,7 +10,7 @@ from pathlib import Path
 from ..errors import ParameterError
 
 __all__ = ["PROG", "EXIT_USAGE", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "Parser", "int_at_least", "positive_int",
-           "non_negative_int", "stage_printer", "StageProgress", "error", "check_target", "add_cluster_options", "security_from_args"]
+           "non_negative_int", "stage_printer", "StageProgress", "user_step", "add_output_options", "error", "check_target", "add_cluster_options", "security_from_args"]
 
 PROG = "daskmicro"
 EXIT_USAGE = 2
@@ -49,23 +49,63 @@ def stage_printer(stage: str, seconds: float) -> None:
     print(f"  {stage:<17} {seconds:7.2f} s", file=sys.stderr, flush=True)
 
 
+def add_output_options(p) -> None:
+    """``--quiet`` and ``--verbose`` of the commands that run a release."""
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr (step lines, live line on a terminal, "
+                   "notices); the summary and errors still print")
+    p.add_argument("--verbose", action="store_true", help="also how Dask ran it: each stage of the pipeline with its "
+                   "time, the dashboard's address, and in the summary the microaggregation time, kernel load or "
+                   "compile and the pipeline's layout (top cells, partitions, macrocells, workers)")
+
+
+#: The steps a user sees, in the order they come: the planner's stages (Dask's) fold into them.
+_STEPS = (("checking the input", ("pre-scan", "scan")),
+          ("reading", ("ingest", "read")),
+          ("preparing", ("kernel",)),
+          ("writing + checking", ("write", "collect", "publish", "verify")),
+          ("committing", ("commit",)),
+          ("comparing with exact MDAV", ("reference",)),
+          ("measuring the disclosure risk", ("risk",)))
+
+
+def user_step(stage: str) -> str:
+    """The user-level step of a planner stage: checking the input, preparing, reading, grouping (every stage that forms
+    or improves the groups: the pipeline's top level, fan-out, improvement, gather …), writing +
+    checking, committing, comparing with exact MDAV, measuring the disclosure risk."""
+    name = stage.strip().lower()
+    for step, starts in _STEPS:
+        if any(name.startswith(start) for start in starts):
+            return step
+    return "grouping"
+
+
 class StageProgress:
     """The CLI's progress: ``progress(stage, seconds)`` of the planner, and ``say(line)``.
 
     On a terminal a live line shows that work is going on and for how long (refreshed every
-    0.2 s once a stage has run for a second), replaced by each stage's final line when it ends,
+    0.2 s once a stage has run for a second), replaced by each step's final line when it ends,
     so there is no silent gap; elsewhere (a pipe, a log file) only the final lines; with
     ``quiet`` nothing at all — no log line of Dask and no warning either
     (:func:`daskmicro.runtime.cluster.quiet_run`).  Use as a context manager around the run.
+
+    The final lines name the user's steps (:func:`user_step`: reading, grouping, writing +
+    checking, committing), each with the time of the stages it folds together; with ``verbose``
+    the planner's own stages instead (``top_level``, ``fan_out``, ``gather`` …) and the notices of
+    Dask (the dashboard's address).
     """
 
     FRAMES = "|/-\\"
+    #: Notices shown only with ``verbose``: how Dask runs, not what the run does.
+    DASK_NOTICES = ("dask dashboard",)
 
-    def __init__(self, quiet: bool = False, stream=None, live: bool | None = None, after: float = 1.0):
+    def __init__(self, quiet: bool = False, stream=None, live: bool | None = None, after: float = 1.0,
+                 verbose: bool = False):
         import threading
 
         self.stream = sys.stderr if stream is None else stream
         self.quiet = bool(quiet)
+        self.verbose = bool(verbose) and not self.quiet
+        self._step: list | None = None    # [name, seconds] of the step under way (plain lines)
         self.live = (not self.quiet) and (self.stream.isatty() if live is None else bool(live))
         self.after = after
         self._lock = threading.Lock()
@@ -95,8 +135,17 @@ class StageProgress:
             self._thread.join(timeout=1.0)
         with self._lock:
             self._clear()
+            self._end_step()
         self._quiet.close()
         return False
+
+    def _line(self, name: str, seconds: float) -> None:
+        print(f"  {name:<18} {seconds:7.2f} s", file=self.stream, flush=True)
+
+    def _end_step(self) -> None:
+        if self._step is not None:
+            self._line(*self._step)
+            self._step = None
 
     def _clear(self) -> None:
         if self._shown:
@@ -125,15 +174,25 @@ class StageProgress:
             return
         with self._lock:
             self._clear()
-            print(f"  {stage:<17} {seconds:7.2f} s", file=self.stream, flush=True)
+            if self.verbose:
+                self._line(stage, seconds)
+            else:   # the step's line when the next step begins (or at the end)
+                step = user_step(stage)
+                if self._step is not None and self._step[0] != step:
+                    self._end_step()
+                if self._step is None:
+                    self._step = [step, 0.0]
+                self._step[1] += float(seconds)
             self._since = time.perf_counter()
 
     def say(self, line: str) -> None:
-        """A notice of the run (dashboard address, swept staging folders), unless quiet."""
-        if self.quiet:
+        """A notice of the run (swept staging folders, the private run record), unless quiet;
+        Dask's (the dashboard's address) only with ``verbose``."""
+        if self.quiet or (not self.verbose and line.startswith(self.DASK_NOTICES)):
             return
         with self._lock:
             self._clear()
+            self._end_step()
             print(f"{PROG}: {line}", file=self.stream, flush=True)
 
 

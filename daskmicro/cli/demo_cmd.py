@@ -56,6 +56,7 @@ def add_parsers(sub, fmt) -> None:
     p.add_argument("--partition-size", type=positive_int, default=5000, help="records per partition of the partitioned pipeline (default: %(default)s)")
     p.add_argument("--workers", type=positive_int, default=2, help="LocalCluster worker processes (default: %(default)s)")
     p.add_argument("--dask-report", action="store_true", help="also write DIR/dask-report.html, the Dask performance report (several MB)")
+    p.add_argument("--verbose", action="store_true", help="also how Dask ran it: the cluster and its dashboard, each stage of the pipeline with its time, and in the summary the layout and kernel times")
     p.set_defaults(handler=_cmd_demo)
 
     p = sub.add_parser(
@@ -102,10 +103,11 @@ def _cmd_demo(args) -> int:
     qi = list(CENSUS_COLUMNS)
     print(f"generated {args.n:,} census-like records (13 QI columns + record_id, region), seed {args.seed}")
     with cluster_client(n_workers=args.workers) as client:
-        print(f"LocalCluster with {len(client.scheduler_info()['workers'])} worker processes; dashboard: {client.dashboard_link}",
-              file=sys.stderr, flush=True)
+        if args.verbose:
+            print(f"LocalCluster with {len(client.scheduler_info()['workers'])} worker processes; dashboard: "
+                  f"{client.dashboard_link}", file=sys.stderr, flush=True)
         perf = DaskPerformanceReport(enabled=args.dask_report)
-        with perf.record(), StageProgress() as progress:
+        with perf.record(), StageProgress(verbose=args.verbose) as progress:
             # record_id is an identifier: kept here only to show that pass-through columns are untouched
             release, report = anonymize(data, qi=qi, k=args.k, seed=args.seed, method="partitioned",
                                         partition_size=args.partition_size, keep_row_id=True, client=client,
@@ -136,8 +138,11 @@ def _cmd_demo(args) -> int:
         print(f"daskmicro: {record_text(record)}", file=sys.stderr)
     except OSError as exc:
         print(f"daskmicro: {record_text(None, describe(exc))}", file=sys.stderr)
-    print(report.summary())
-    print(f"input:   {paths['input']}\nrelease: {paths['release']}\nreport:  {paths['report']}\nhtml:    {html}")
+    from ..report.terminal import where_lines
+
+    print(report.summary(verbose=args.verbose))
+    print(f"input:   {paths['input']}")
+    print("\n".join(where_lines(paths["release"], paths["report"], page=html)))
     print(f"done in {time.perf_counter() - started:.1f} s")
     return 0
 

@@ -14,6 +14,7 @@ import sys
 from ..errors import ParameterError
 from ..io.paths import Output, check_against_inputs
 from ..io.qi import column_list
+from ..report.coarse import IL_UNIT
 
 __all__ = ["add_parser", "run", "parse_list"]
 
@@ -134,7 +135,8 @@ def run(args) -> int:
     paths = write_sweep(result, args.out, input_path=args.input, overwrite=args.overwrite)
     ref = result.attrs["reference"]
     print(f"sweep of {len(result)} settings on {result.attrs['sample_size']:,} sampled records "
-          f"(of {result.attrs['n_input']:,}); exact MDAV: IL {ref['information_loss']:.3f} in {ref['seconds']:.2f} s")
+          f"(of {result.attrs['n_input']:,}); exact MDAV: information loss {ref['information_loss']:.3g} {IL_UNIT} "
+          f"on the sample, in {ref['seconds']:.2f} s")
     if budget is not None:
         best = result.attrs["recommended"]
         sym = "ΔD" if args.increment == "absolute" else "δ"

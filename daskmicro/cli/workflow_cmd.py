@@ -16,7 +16,7 @@ import sys
 import time
 
 from ..errors import ParameterError
-from ..report.coarse import information_loss_text
+from .common import add_output_options
 
 __all__ = ["add_parsers"]
 
@@ -24,6 +24,7 @@ _RUN_EPILOG = """\
 examples:
   daskmicro run workflows/census-demo.yaml
   daskmicro run workflows/census-demo.yaml --quiet      # no progress lines, only the summary
+  daskmicro run workflows/census-demo.yaml --verbose    # and how Dask ran it: stages, layout, dashboard
   daskmicro run workflows/nightly-lake.yaml --slot 2026-11-22T02:00:00Z
   daskmicro run spec.yaml --scheduler tls://sched:8786 --tls-ca-file ca.pem --tls-cert me.pem --tls-key me-key.pem
 
@@ -95,7 +96,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--slot", type=_time, metavar="TIME", help="scheduled specs: the slot to run (ISO 8601)")
     p.add_argument("--workers", type=int, metavar="N", help="LocalCluster worker processes (default: cluster.workers or cores)")
     p.add_argument("--local", action="store_true", help="run on a LocalCluster even if the spec names cluster.address")
-    p.add_argument("--quiet", action="store_true", help="no progress on stderr (stage lines, live line on a terminal, notices); the summary and errors still print")
+    add_output_options(p)
     _add_connection(p, "run on this cluster instead of cluster.address / a LocalCluster")
     p.set_defaults(handler=_cmd_run)
 
@@ -174,22 +175,36 @@ def _cmd_run(args) -> int:
             time.sleep(wait)
     preflight(spec, slot)   # a missing input or a refused output is said before any cluster starts
     # the same progress as anonymize: a live line on a terminal, stage lines in a pipe, none with --quiet
-    with StageProgress(quiet=getattr(args, "quiet", False)) as progress:
+    verbose = getattr(args, "verbose", False)
+    with StageProgress(quiet=getattr(args, "quiet", False), verbose=verbose) as progress:
         progress.say(f"run {spec.key(slot)} → {out}")
         with cluster_client(scheduler=address, security=security,
                             n_workers=args.workers or spec.cluster.get("workers")) as client:
             progress.say(f"dask dashboard: {client.dashboard_link}")
             summary = execute_run(spec, slot, client, progress=progress)
-    il = summary["information_loss"]
-    print(f"committed {summary['rows']:,} rows in {summary['cells']:,} cells"
-          + (f", information loss {information_loss_text(il)}" if il is not None else f", {summary['strata']} strata")
-          + f" in {summary['seconds']:.1f} s")
-    if summary.get("risk"):
-        from ..report.risk_text import risk_lines
-
-        print("\n".join(risk_lines(summary["risk"], summary["k"])))
-    print(f"release: {summary['output']}\nreport:  {summary['report']}\nrun key: {summary['key']}")
+    _print_summary(summary, verbose)
     return 0
+
+
+def _print_summary(summary: dict, verbose: bool) -> None:
+    """The summary of a committed run: the one summary (:mod:`daskmicro.report.terminal`) of the
+    report it committed, as published, then where the files are and the run key."""
+    from pathlib import Path
+
+    from ..report.terminal import summary_text, where_lines
+
+    if summary.get("nothing_to_do"):
+        print(f"nothing to do: {summary['output']} holds a committed run of the same input and configuration")
+        print(f"run key: {summary['key']}")
+        return
+    report, output = Path(summary["report"]), Path(summary["output"])
+    doc = json.loads(report.read_text())
+    print(summary_text(doc, verbose=verbose))
+    if verbose:
+        print(f"  committed in {summary['seconds']:.1f} s")
+    files = len((doc.get("lake") or {}).get("files") or []) if output.is_dir() else None
+    print("\n".join(where_lines(output, report, files=files)))
+    print(f"run key: {summary['key']}")
 
 
 def _connect(args, spec=None, required: bool = True):

@@ -35,7 +35,9 @@ from .page import CSS, HEAD_SCRIPT, TAIL_SCRIPT, esc, fmt, number, percent, seco
 from .plots import (cell_size_plot, eigenvalue_plot, energy_spectrum_plot, macrocell_sse_plot, sweep_plot,
                     timings_plot)
 from .describe import improvement_text, method_text
-from .summary import glossary_body, relative_to_mdav, summary_body
+from .coarse import IL_UNIT, loss_qualifier
+from .describe import relative_to_mdav
+from .summary import glossary_body, summary_body
 
 __all__ = ["render_html", "SECTION_IDS"]
 
@@ -192,10 +194,12 @@ def _information_loss(r: Mapping) -> str | None:
     rounding = r.get("information_loss_rounding") if isinstance(r.get("information_loss_rounding"), Mapping) else None
     if rounding:
         low, high = rounding.get("interval") or (None, None)
-        rows = [("information loss IL = 100·SSE/SST (z-scored), rounded", f"{number(float(il), 3)} %"),
+        rows = [(f"information loss IL, rounded ({IL_UNIT}: 100·SSE/SST, z-scored)",
+                 f"{number(float(il), 3)} % — {loss_qualifier(float(il))}"),
                 ("the exact value lies in", f"{number(float(low), 3)} – {number(float(high), 3)} %")]
     else:
-        rows = [("information loss IL = 100·SSE/SST (z-scored)", float(il)),
+        rows = [(f"information loss IL ({IL_UNIT}: 100·SSE/SST, z-scored)",
+                 f"{number(float(il), 4)} % — {loss_qualifier(float(il))}"),
                 ("distortion D = SSE/SST", float(il) / 100)]
     ref = r.get("reference_information_loss")
     how = r.get("reference") if isinstance(r.get("reference"), Mapping) else {}
@@ -205,7 +209,7 @@ def _information_loss(r: Mapping) -> str | None:
             label = f"IL of exact MDAV — {how.get('label') or 'estimated on a sample'}"
         elif how.get("label"):
             label += f" — {how['label']}"
-        rows.append((label, float(ref)))
+        rows.append((label, f"{number(float(ref), 4)} %"))
         if how.get("kind") == "sample" and how.get("ratio") is not None:
             rows.append((f"ratio IL(method)/IL(exact MDAV) on the sample of {fmt(how.get('sample_size'))} records",
                          float(how["ratio"])))
@@ -327,7 +331,7 @@ def _utility(r: Mapping) -> str | None:
         "il1s": "IL1s — mean |x − x′| / (√2·S)",
         "eigen": "eigen — Σ |e − e′| / e over correlation eigenvalues",
         "distortion": "D = SSE/SST",
-        "information_loss": "IL = 100·D",
+        "information_loss": "IL = 100·D, % of the QIs' variance",
         "correlation_max_abs_diff": "largest |Δ correlation|",
         "correlation_mean_abs_diff": "mean |Δ correlation|",
     }
@@ -409,9 +413,11 @@ _BUILDERS = {
 
 def _footer(r: Mapping) -> str:
     if r.get("information_loss_rounding"):
-        return ("Information loss is 100·SSE/SST on z-scored QI columns, rounded; figures of the release only, no "
+        return ("Information loss is in % of the QIs' variance (100·SSE/SST on z-scored QI columns), rounded; "
+                "figures of the release only, no "
                 "data values, no figure of the original values.")
-    return ("Information loss is 100·SSE/SST on z-scored QI columns; aggregates only, no data values. This page "
+    return ("Information loss is in % of the QIs' variance (100·SSE/SST on z-scored QI columns); aggregates only, "
+            "no data values. This page "
             "shows exact figures of the original data: private, not for publication.")
 
 

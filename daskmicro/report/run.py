@@ -312,79 +312,10 @@ class Report:
 
         write_json_atomic(self.to_dict(), path)
 
-    def summary(self) -> str:
-        """A few human-readable lines for a terminal: what the published report says (the
-        information loss rounded, :func:`~daskmicro.report.coarse.information_loss_text`)."""
-        from .coarse import information_loss_text
+    def summary(self, verbose: bool = False) -> str:
+        """The run in a statistician's words, for a terminal (:mod:`daskmicro.report.terminal`, the
+        one summary of every entry): what the published report says, the information loss rounded;
+        ``verbose`` adds how Dask ran it (microaggregation time, kernel load, the pipeline's layout)."""
+        from .terminal import summary_text
 
-        lines = [
-            f"anonymized {self.n:,} records on {self.m} QI columns at k = {self.k} with "
-            f"{method_text(self.exact_dict())}",
-            f"  cells: {self.cells:,} of {self.min_cell_size}–{self.max_cell_size} records",
-            f"  information loss: {information_loss_text(self.information_loss)} (100·SSE/SST, z-scored; "
-            "exact in the private run record)",
-            f"  microaggregation time: {self.seconds:.2f} s",
-        ]
-        if self.compile is not None:
-            c = self.compile
-            lines.append(f"  kernel compile: {c['seconds']:.2f} s before the stages (first run on this machine; "
-                         f"cached in {c.get('cache_dir') or 'numba default'})" if c.get("compiled") else
-                         f"  kernels loaded from the cache: {c['seconds']:.2f} s before the stages")
-        if self.pipeline:
-            p = self.pipeline
-            lines.append(
-                f"  layout: {p['top_cells']} top cell(s), {p['partitions']} partition(s), "
-                f"{p['distal_macrocells']} of {p['macrocells']} macrocells distal, {p['workers']} worker(s)"
-            )
-            if p.get("refine"):
-                r = p["refine"]
-                lines.append(f"  refinement: {r['method']}, ≤ {r['max_iter']} iterations per partition")
-        if self.method == "pca-mdav" and self.n_components is not None:
-            lines.append(f"  principal components kept: {self.n_components} of {self.m_used}")
-        if self.constant_columns:
-            lines.append(f"  constant QI columns left unchanged: {', '.join(map(str, self.constant_columns))}")
-        if self.probabilistic:
-            lines.extend(_probabilistic_lines(self.probabilistic))
-        if self.series:
-            lines.append(_series_line(self.series))
-        if self.risk:
-            lines.extend(_risk_lines(self.risk, self.k))
-        verdict = "passed" if self.verified else "FAILED"
-        checked = getattr(self.k_anonymity, "k", None) or self.k  # n_min under constant participation
-        what = "stratum + QI tuple" if (self.strata or {}).get("columns") else "QI tuple"
-        lines.append(f"  verification {verdict}: every published {what} occurs ≥ {checked} times, rows in = rows out")
-        return "\n".join(lines)
-
-
-def _risk_lines(risk: dict, k: int) -> list:
-    """The summary lines of the disclosure risk, as the published report gives it (rates rounded)."""
-    from .coarse import public_risk
-    from .risk_text import risk_lines
-
-    public = public_risk(risk)
-    return [] if public is None else risk_lines(public, k)
-
-
-def _series_line(series: dict) -> str:
-    """The summary line of the release ledger."""
-    if not series.get("recorded"):
-        return "  release ledger: off (a trial run: not recorded, must not be published)"
-    if series.get("republished"):
-        return (f"  release ledger: {series['republished']:,} records republished with their frozen values "
-                f"({series['merged_cells']:,} frozen cells merged), {series['new']:,} new records "
-                f"({series['new_cells']:,} new cells, {series['joined_frozen']:,} joined frozen cells)")
-    what = "a new series" if series.get("new_series") else "the first release of its records"
-    return f"  release ledger: recorded as {what}"
-
-
-def _probabilistic_lines(prob: dict) -> list:
-    """Summary lines of the p-probabilistic mode (*p-Probabilistic k-Anonymous Microaggregation …*, §VI-A)."""
-    pi = prob.get("participation")
-    what = f"π = {pi:g}" if isinstance(pi, (int, float)) else f"π_j from column {prob.get('participation_column')!r}"
-    size = f", effective anonymity n_min = {prob['n_min']}" if prob.get("n_min") is not None else ""
-    lines = [
-        f"  p-probabilistic: {what}, p̄ = {prob['max_cell_failure']:g}{size}",
-        f"  cell failure q̄: max {prob['cell_failure_max']:.3g}, mean {prob['cell_failure_mean']:.3g}; "
-        f"table failure t̄ = {prob['table_failure']:.3g}; expected unprotected records {prob['expected_unprotected']:.3g}",
-    ]
-    return lines
+        return summary_text(self.to_dict(), verbose=verbose)

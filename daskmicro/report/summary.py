@@ -5,19 +5,12 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from .describe import method_text
+from .coarse import IL_UNIT, loss_qualifier
+from .describe import mdav_comparison, method_text, relative_to_mdav
 from .page import esc, number, percent
 from .risk_text import risk_sentences, sample_sentence
 
 __all__ = ["summary_body", "glossary_body", "relative_to_mdav"]
-
-
-def relative_to_mdav(r: Mapping) -> float | None:
-    """δ = (IL − IL_MDAV)/IL_MDAV when the report has an exact-MDAV reference, else None."""
-    il, ref = r.get("information_loss"), r.get("reference_information_loss")
-    if il is None or ref is None or float(ref) <= 0:
-        return None
-    return (float(il) - float(ref)) / float(ref)
 
 
 def _smallest_group(r: Mapping):
@@ -58,14 +51,16 @@ def _utility(r: Mapping) -> str:
         return "<p>No information loss was recorded.</p>"
     il = float(il)
     rounding = r.get("information_loss_rounding") if isinstance(r.get("information_loss_rounding"), Mapping) else None
+    word = loss_qualifier(il)
     if rounding and rounding.get("interval"):
         low, high = (float(v) for v in rounding["interval"])
-        text = (f"<p>Information loss about <b>{number(il, 3)} %</b> (rounded; between {number(low, 3)} % and "
-                f"{number(high, 3)} %): after putting every QI on the same scale, that share of the variation between "
-                "records is replaced by group averages; the remaining columns are published unchanged.</p>")
+        text = (f"<p>Information loss about <b>{number(il, 3)} {IL_UNIT}</b> — {word} (rounded; between "
+                f"{number(low, 3)} % and {number(high, 3)} %): after putting every QI on the same scale, that share "
+                "of the variation between records is replaced by group averages; the remaining columns are "
+                "published unchanged.</p>")
     else:
-        text = (f"<p>Information loss <b>{number(il, 3)}</b> (out of 100): after putting every QI on the same "
-                f"scale, {percent(il / 100)} of the variation between records is replaced by group averages; "
+        text = (f"<p>Information loss <b>{number(il, 3)} {IL_UNIT}</b> — {word}: after putting every QI on the "
+                "same scale, that share of the variation between records is replaced by group averages; "
                 "the remaining columns are published unchanged.</p>")
     text += f"<p>The cells were formed by <b>{esc(r.get('method_text') or method_text(r))}</b>.</p>"
     text += _comparison(r)
@@ -80,22 +75,19 @@ def _comparison(r: Mapping) -> str:
     """The run against exact MDAV, the slow reference method: only what the report's figures say.
     "The same cells" only when the run's cells are exact MDAV's (reference kind "self")."""
     how = r.get("reference") if isinstance(r.get("reference"), Mapping) else {}
-    if how.get("kind") == "self":
-        if r.get("m_used") == 0:
-            return "<p>No QI column varies: there is nothing to compare with exact MDAV.</p>"
-        return "<p>These are <b>the same cells as exact MDAV</b>, the slow reference method, forms.</p>"
-    delta = relative_to_mdav(r)
-    if delta is None:
+    found = mdav_comparison(r)
+    if found is None:
         return ""
-    if abs(delta) < 0.0005:
-        cmp = "within 0.05 % of exact MDAV's distortion"
-    elif delta > 0:
-        cmp = f"{percent(delta, 2)} more distortion than exact MDAV"
-    else:
-        cmp = f"{percent(-delta, 2)} less distortion than exact MDAV"
+    word, amount = found
+    if word == "constant":
+        return "<p>No QI column varies: there is nothing to compare with exact MDAV.</p>"
+    if word == "same":
+        return "<p>These are <b>the same cells as exact MDAV</b>, the slow reference method, forms.</p>"
+    cmp = ("within 0.05 % of exact MDAV's distortion" if word == "within" else
+           f"{percent(amount, 2)} {word} distortion than exact MDAV")
     where = " estimated on a sample" if how.get("kind") == "sample" else " on the same records"
     return (f"<p>That is <b>{cmp}</b>, the slow reference method (its information loss "
-            f"{number(float(r['reference_information_loss']), 3)}{where}).</p>")
+            f"{number(float(r['reference_information_loss']), 3)} %{where}).</p>")
 
 
 def _risk(r: Mapping) -> str | None:

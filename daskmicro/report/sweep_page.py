@@ -63,13 +63,15 @@ def sweep_document(result: pd.DataFrame, input_path: str | None = None) -> dict:
 
 
 def _settings_table(points) -> str:
-    header = ("setting", "ν", "K", "C", "C_D", "m̃", "ε²", "seconds", "τ", "IL", "ΔD = D′ − D", "δ = ΔD/D")
+    header = ("setting", "ν", "K", "C", "C_D", "m̃", "ε²", "seconds", "τ", "IL (% of the QIs' variance)", "ΔD = D′ − D",
+              "δ = ΔD/D")
     rows = []
     for p in points:
         rows.append((
             ("★ " if p.get("recommended") else "") + str(p.get("setting")), p.get("nu"), p.get("K"),
             p.get("macrocells"), p.get("n_distal"), p.get("m_tilde"), p.get("energy_loss"), p.get("seconds"),
-            f"{100 * p['relative_time']:.1f} %", p.get("information_loss"),
+            f"{100 * p['relative_time']:.1f} %",
+            None if p.get("information_loss") is None else f"{float(p['information_loss']):.4g} %",
             None if p.get("delta_D") is None else f"{100 * p['delta_D']:+.3f} %",
             f"{100 * p['relative_distortion']:+.2f} %",
         ))
@@ -101,7 +103,8 @@ def render_sweep_html(doc: Mapping) -> str:
         ("records in the sample", doc.get("sample_size")), ("sample seed", doc.get("seed")),
         ("k", doc.get("k")), ("QI columns", doc.get("qi")), ("non-constant QI columns", doc.get("m_used")),
         ("timing: best of", doc.get("repeat")),
-        ("reference: exact MDAV on the sample, IL", ref.get("information_loss")),
+        ("reference: exact MDAV on the sample, information loss (% of the QIs' variance)",
+         None if ref.get("information_loss") is None else f"{float(ref['information_loss']):.4g} %"),
         ("reference: seconds", ref.get("seconds")),
         ("settings tried", len(points)),
     ]
