@@ -19,10 +19,10 @@ it); the run's ``progress(stage, seconds)`` callback marks the stage boundaries.
   over the tasks that the client had already submitted and whose worker was idle in that gap.
 
 The stages are barriers (the client waits for each before it starts the next), so the run's span and
-its prediction are the sums over the stages.  A small warm-up run goes first (not counted; ``--cold``
-skips it): the figures are those of a run on a cluster that has run before.  Before the first stage: ``set-up`` (the input opened,
+its prediction are the sums over the stages.  Before the first stage: ``set-up`` (the input opened,
 fingerprinted, planned); after the last: ``report + commit``.  The measured wall time of the run is
-printed beside the prediction for W = ``--workers``.
+printed beside the prediction for W = ``--workers``.  A small warm-up run goes first (not counted;
+``--cold`` skips it): the figures are those of a run on a cluster that has run before.
 
     python benchmarks/bench_parallelism.py --n 200000
     python benchmarks/bench_parallelism.py --n 1000000 --json /tmp/parallelism.json
