@@ -12,9 +12,10 @@ $(STAMP): pyproject.toml
 	@echo "make: creating the virtual environment $(VENV)"
 	$(PYTHON) -m venv $(VENV)
 	@echo "make: installing daskmicro and its dependencies into $(VENV) (about a minute on a fresh machine) …"
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --progress-bar off -e ".[test]"
-	@echo "make: installed; the first run compiles the kernels once (about half a minute), later runs load them"
+	@# pip's own output goes to a log, shown only if the install fails
+	@$(PY) -m pip install --upgrade pip > $(VENV)/install.log 2>&1 || { cat $(VENV)/install.log; exit 1; }
+	@$(PY) -m pip install --progress-bar off -e ".[test]" >> $(VENV)/install.log 2>&1 || { cat $(VENV)/install.log; exit 1; }
+	@echo "make: installed (pip's log: $(VENV)/install.log); the first run compiles the kernels once (about half a minute), later runs load them"
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -387,12 +387,14 @@ def test_public_page_gives_no_figure_of_the_original_spread(public_report, full_
 
 def test_skewed_columns_get_few_compact_tick_labels():
     """Income-like values up to 800,000: at most a handful of labels per axis, each short, one unit
-    per axis (never ``200000400000600000800000`` run together)."""
+    per axis (never ``200000400000600000800000`` run together); every non-empty bin visible."""
     from daskmicro.report.release_figures import distribution_plot, tick_text
 
     edges = list(np.linspace(1_000.0, 800_000.0, 33))
-    released = [120, 60, 30, 12, 6] + [0] * 25 + [None, 5]
+    released = [400, 60, 30, 12, 6] + [0] * 25 + [None, 5]
     svg = distribution_plot([{"name": "income", "edges": edges, "released": released}])
+    # the bins of 6 and 5 records beside one of 400: bars too low to see, marked at their foot
+    assert "a few records (bar too low to see)" in svg and "suppressed (&lt; k)" in svg
     labels = re.findall(r">([^<>]*\d[^<>]*)</text>", svg)
     x_labels = [t for t in labels if t.endswith("k")]
     assert 2 <= len(x_labels) <= 5 and all(len(t) <= 5 for t in x_labels), labels

@@ -59,6 +59,12 @@ def _one_histogram(ax, column: Mapping) -> None:
     counts = [None if v is None else int(v) for v in column["released"][keep]]
     ax.bar(lo, [0 if v is None else v for v in counts], width=width, align="edge", color=_ORANGE,
            edgecolor="white", linewidth=0.3, label="released")
+    # a bin holding a few records next to one holding hundreds has a bar too low to see: a mark at its foot
+    top = max([v or 0 for v in counts], default=0)
+    low = [x + 0.5 * w for x, w, v in zip(lo, width, counts) if v and v < top / 40]
+    if low:
+        ax.plot(low, [0] * len(low), linestyle="none", marker="^", markersize=4, color=_ORANGE, clip_on=False,
+                label="a few records (bar too low to see)")
     hidden = [x + 0.5 * w for x, w, v in zip(lo, width, counts) if v is None]
     if hidden:
         ax.plot(hidden, [0] * len(hidden), linestyle="none", marker="x", color=_GREY, clip_on=False,
