@@ -572,10 +572,10 @@ def test_sigint_after_the_write_before_the_commit_leaves_nothing(tmp_path):
         pd.DataFrame({"x": rng.normal(size=6000), "y": rng.normal(size=6000)}).to_parquet(lake / f"p{i}.parquet")
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "daskmicro", "anonymize", str(lake), str(out), "--qi", "x,y", "--k", "5",
-           "--workers", "1", "--no-dask-report", "--seed", "1", "--reference", "exact"]
+           "--workers", "1", "--no-dask-report", "--seed", "1", "--reference", "exact", "--verbose"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
     seen = []
-    for line in proc.stderr:   # the stage timings are flushed as each stage ends
+    for line in proc.stderr:   # the stage timings (--verbose) are flushed as each stage ends
         seen.append(line)
         if "write + verify" in line:
             assert _staging_leftovers(tmp_path, "out"), "no staging folder to lose"
