@@ -12,8 +12,9 @@ import pytest
 import yaml
 
 import daskmicro
-from daskmicro.cli import main
 from daskmicro.errors import ParameterError
+
+from test_adversarial import listing, run_cli
 
 
 def _frame(n=600, seed=0) -> pd.DataFrame:
@@ -30,16 +31,6 @@ def survey(tmp_path_factory):
     path = tmp_path_factory.mktemp("allnum") / "survey.parquet"
     _frame().to_parquet(path, index=False)
     return path
-
-
-def listing(folder) -> set:
-    return {str(p.relative_to(folder)) for p in folder.rglob("*")}
-
-
-def run_cli(argv, capsys):
-    rc = main([str(a) for a in argv])
-    out = capsys.readouterr()
-    return rc, out.out, out.err
 
 
 def refused(argv, folder, capsys) -> str:

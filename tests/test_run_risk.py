@@ -12,20 +12,11 @@ import pytest
 import yaml
 
 import daskmicro
-from daskmicro.cli import main
 from daskmicro.datasets import census_like
 from daskmicro.privacy.risk import disclosure_risk
 from daskmicro.privacy.risk_sample import draw
 
-
-def listing(folder) -> set:
-    return {str(p.relative_to(folder)) for p in folder.rglob("*")}
-
-
-def run_cli(argv, capsys):
-    rc = main([str(a) for a in argv])
-    out = capsys.readouterr()
-    return rc, out.out, out.err
+from test_adversarial import listing, run_cli
 
 
 def assert_refused(rc, err, folder, before: set):
