@@ -14,6 +14,11 @@ reads an original value:
   in-memory release) is then summarised (:func:`summarize`): a histogram per column and the sums
   of the complete rows' standardized values and cross products.  Summaries add up
   (:func:`merge`), in the verification pass that reads the release anyway;
+* the same pass also counts each column on a second set of bins, equal on a logarithmic axis
+  between the same two published values (an ``asinh`` axis — linear near 0, logarithmic beyond —
+  where the smallest is 0 or negative), and sums the powers of the values; :func:`publish` draws
+  a column on that axis when its published values are strongly right-skewed (:func:`choose_scale`:
+  skewness ≥ :data:`SKEW`), where equal bins would put most records in two or three bins;
 * :func:`publish` applies the small-count rule to the counts (a bin of 1 … k−1 records is
   suppressed; a release's bins hold whole groups of equal published values, so in a k-anonymous
   release it never applies) and gives the correlations of the complete rows.
@@ -27,10 +32,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["BINS", "Bins", "value_range", "merge_ranges", "summarize", "merge", "publish", "suppress"]
+__all__ = ["BINS", "SKEW", "ASINH_DECADES", "Bins", "value_range", "merge_ranges", "summarize", "merge", "publish",
+           "suppress", "skewness", "choose_scale"]
 
-#: Bins per column, equal widths between the smallest and largest published value.
+#: Bins per column, equal widths between the smallest and largest published value (on the column's axis).
 BINS = 32
+
+#: A column is drawn on a logarithmic axis when the skewness of its published values is at least this.
+SKEW = 2.0
+
+#: On an ``asinh`` axis (a column whose smallest published value is 0 or negative), the axis is
+#: linear within ± (largest absolute published value) / 10**ASINH_DECADES and logarithmic beyond.
+ASINH_DECADES = 4
 
 
 @dataclass(frozen=True)
@@ -48,9 +61,11 @@ class Bins:
     def _ends(self):
         low = np.where(np.isfinite(self.low), self.low, 0.0)
         high = np.where(np.isfinite(self.high), self.high, low)
-        # one published value: one bin around it (the edges are that value ± a half)
+        # one published value: one bin around it (the edges are that value ± a half, or ± a
+        # millionth of it where a half is lost in rounding)
         one = high <= low
-        return np.where(one, low - 0.5, low), np.where(one, low + 0.5, high)
+        half = np.maximum(0.5, np.abs(low) * 1e-6)
+        return np.where(one, low - half, low), np.where(one, low + half, high)
 
     def edges(self) -> np.ndarray:
         """Bin edges, one row per column (``BINS + 1`` each)."""
@@ -59,6 +74,32 @@ class Bins:
         edges = low[:, None] + (high - low)[:, None] * t[None, :]
         edges[:, -1] = high
         return edges
+
+    def skewed_scales(self) -> list:
+        """Per column, the axis of its skewed bins: ``log`` where the smallest published value is
+        positive and below the largest, ``asinh`` otherwise."""
+        return ["log" if 0 < lo < hi else "asinh" for lo, hi in zip(*self._ends())]
+
+    def linear_width(self) -> np.ndarray:
+        """Per column, the half-width of the linear part of an ``asinh`` axis (its unit)."""
+        low, high = self._ends()
+        return np.maximum(np.abs(low), np.abs(high)) * 10.0 ** -ASINH_DECADES
+
+    def skewed_edges(self) -> np.ndarray:
+        """Bin edges of the skewed axis (:meth:`skewed_scales`), in original units, one row per
+        column (``BINS + 1`` each): equal widths in log or asinh between the same two ends as
+        :meth:`edges`."""
+        low, high = self._ends()
+        t = np.linspace(0.0, 1.0, BINS + 1)
+        edges = np.empty((len(low), BINS + 1))
+        for j, (lo, hi, scale, w) in enumerate(zip(low, high, self.skewed_scales(), self.linear_width())):
+            if scale == "log":
+                edges[j] = np.exp(np.log(lo) + (np.log(hi) - np.log(lo)) * t)
+            else:
+                a, b = np.arcsinh(lo / w), np.arcsinh(hi / w)
+                edges[j] = w * np.sinh(a + (b - a) * t)
+            edges[j, 0], edges[j, -1] = lo, hi
+        return np.maximum.accumulate(edges, axis=1)
 
     def standardize(self, Y: np.ndarray) -> np.ndarray:
         """``Y`` on the bins' scale: 0 … BINS across each column's range (the sums of
@@ -123,8 +164,12 @@ def summarize(Y: np.ndarray, bins: Bins) -> dict:
     Z = bins.standardize(Y)
     complete = np.isfinite(Z).all(axis=1)
     Zc = Z if complete.all() else Z[complete]
-    return {"columns": tuple(bins.columns), "hist": _hist(Y, bins.edges()), "complete": int(Zc.shape[0]),
-            "sum": Zc.sum(axis=0), "cross": Zc.T @ Zc}
+    ok = np.isfinite(Z)
+    Z0 = np.where(ok, Z, 0.0)
+    powers = np.stack([ok.sum(axis=0), Z0.sum(axis=0), (Z0 ** 2).sum(axis=0), (Z0 ** 3).sum(axis=0)], axis=1)
+    return {"columns": tuple(bins.columns), "hist": _hist(Y, bins.edges()), "skewed": _hist(Y, bins.skewed_edges()),
+            "powers": powers.astype(np.float64), "complete": int(Zc.shape[0]), "sum": Zc.sum(axis=0),
+            "cross": Zc.T @ Zc}
 
 
 def merge(summaries, columns) -> dict | None:
@@ -136,11 +181,12 @@ def merge(summaries, columns) -> dict | None:
         return None
     columns = tuple(columns)
     m = len(columns)
-    out = {"columns": columns, "hist": np.zeros((m, BINS), np.int64), "complete": 0, "sum": np.zeros(m),
-           "cross": np.zeros((m, m))}
+    out = {"columns": columns, "hist": np.zeros((m, BINS), np.int64), "skewed": np.zeros((m, BINS), np.int64),
+           "powers": np.zeros((m, 4)), "complete": 0, "sum": np.zeros(m), "cross": np.zeros((m, m))}
     for s in summaries:
         pos = [columns.index(c) for c in s["columns"]]
-        out["hist"][pos] += s["hist"]
+        for key in ("hist", "skewed", "powers"):
+            out[key][pos] += s[key]
         if set(s["columns"]) == set(columns) and s["complete"]:
             order = np.argsort(pos)
             out["complete"] += s["complete"]
@@ -167,6 +213,29 @@ def suppress(counts, k: int) -> list:
     return [None if h else c for c, h in zip(counts, hidden)]
 
 
+def skewness(powers) -> float:
+    """The skewness of a column's published values from ``(count, Σz, Σz², Σz³)`` of ``z``, the
+    values on the bins' scale (an affine map: the skewness is the same); NaN when the values are
+    fewer than 3 or all equal."""
+    n, s1, s2, s3 = (float(v) for v in powers)
+    if n < 3:
+        return float("nan")
+    mean = s1 / n
+    m2 = max(s2 / n - mean * mean, 0.0)
+    m3 = s3 / n - 3.0 * mean * s2 / n + 2.0 * mean ** 3
+    # bins' scale: 0 … BINS; a spread below rounding noise is no spread
+    return float(m3 / m2 ** 1.5) if m2 > 1e-12 * max(s2 / n, 1.0) else float("nan")
+
+
+def choose_scale(powers, skewed_scale: str, k: int) -> str:
+    """``linear``, or ``skewed_scale`` (``log`` or ``asinh``) when the column's published values —
+    at least k of them — have a skewness of :data:`SKEW` or more (strongly right-skewed)."""
+    if float(powers[0]) < max(int(k), 3):
+        return "linear"
+    g = skewness(powers)
+    return skewed_scale if np.isfinite(g) and g >= SKEW else "linear"
+
+
 def _correlation(n: int, k: int, s: np.ndarray, cross: np.ndarray):
     if n < max(2, k):  # an aggregate of fewer than k records is not published
         return None
@@ -182,22 +251,30 @@ def _correlation(n: int, k: int, s: np.ndarray, cross: np.ndarray):
 
 
 def publish(summary: dict | None, bins: Bins | None, k: int) -> dict | None:
-    """The report's ``release_figures`` section: per column the bin edges (from the smallest to
-    the largest published value) and the released counts, small counts suppressed, and the
-    release's correlation matrix over its complete rows."""
+    """The report's ``release_figures`` section: per column the axis (``scale``: :func:`choose_scale`),
+    the bin edges in original units (equal on that axis, from the smallest to the largest published
+    value) and the released counts, small counts suppressed, and the release's correlation matrix
+    over its complete rows."""
     if summary is None or bins is None:
         return None
     bins = bins.subset(summary["columns"])
-    edges = bins.edges()
+    linear, skewed = bins.edges(), bins.skewed_edges()
     columns = []
     suppressed = 0
-    for j, name in enumerate(summary["columns"]):
-        counts = suppress(summary["hist"][j], k)
+    for j, (name, other, width) in enumerate(zip(summary["columns"], bins.skewed_scales(), bins.linear_width())):
+        scale = choose_scale(summary["powers"][j], other, k)
+        edges, hist = (linear, summary["hist"]) if scale == "linear" else (skewed, summary["skewed"])
+        counts = suppress(hist[j], k)
         suppressed += sum(v is None for v in counts)
-        columns.append({"name": str(name), "edges": [float(v) for v in edges[j]], "released": counts})
+        column = {"name": str(name), "scale": scale, "edges": [float(v) for v in edges[j]], "released": counts}
+        if scale == "asinh":
+            column["linear_width"] = float(width)
+        columns.append(column)
     n = int(summary["complete"])
     return {
         "bins": BINS, "range": "smallest to largest published value", "k": int(k),
+        "scale_rule": (f"log axis (asinh where a published value is 0 or negative) when the published values' "
+                       f"skewness is {SKEW:g} or more, linear otherwise"),
         "suppressed_bins": int(suppressed), "columns": columns,
         "correlation": {"records": n, "columns": [str(c) for c in summary["columns"]],
                         "released": _correlation(n, k, summary["sum"], summary["cross"])},
