@@ -10,6 +10,7 @@ import pty
 import select
 import subprocess
 import sys
+import re
 import time
 
 import numpy as np
@@ -37,11 +38,11 @@ def table(tmp_path_factory):
     return path
 
 
-def _run_in_pty(argv, timeout=240) -> tuple[int, str]:
+def run_in_pty(argv, timeout=240, env=None, cwd=None) -> tuple[int, str]:
     """Run the CLI with stdout and stderr on a pseudo-terminal; (exit status, everything it wrote)."""
     master, slave = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "daskmicro", *argv], stdout=slave, stderr=slave,
-                            stdin=subprocess.DEVNULL, close_fds=True)
+                            stdin=subprocess.DEVNULL, close_fds=True, env=env, cwd=cwd)
     os.close(slave)
     out, deadline = b"", time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -62,7 +63,7 @@ def _run_in_pty(argv, timeout=240) -> tuple[int, str]:
 
 def test_a_terminal_shows_live_progress_and_every_stage(table, tmp_path):
     # a LocalCluster of its own: its start is a wait the live line must cover
-    rc, out = _run_in_pty(["anonymize", str(table), str(tmp_path / "out"), *OPTIONS, "--workers", "1"])
+    rc, out = run_in_pty(["anonymize", str(table), str(tmp_path / "out"), *OPTIONS, "--workers", "1"])
     assert rc == 0, out[-2000:]
     assert "working …" in out and "\r" in out          # the live line, rewritten in place
     for step in ("checking the input", "reading", "grouping", "writing + checking"):
@@ -73,7 +74,7 @@ def test_a_terminal_shows_live_progress_and_every_stage(table, tmp_path):
 
 
 def test_verbose_shows_the_stages_of_dask(table, tmp_path, ARGS):
-    rc, out = _run_in_pty(["anonymize", str(table), str(tmp_path / "out"), *ARGS, "--verbose"])
+    rc, out = run_in_pty(["anonymize", str(table), str(tmp_path / "out"), *ARGS, "--verbose"])
     assert rc == 0, out[-2000:]
     for stage in ("pre-scan", "ingest", "gather"):
         assert f"  {stage}" in out
@@ -83,7 +84,7 @@ def test_verbose_shows_the_stages_of_dask(table, tmp_path, ARGS):
 
 
 def test_quiet_shows_no_progress(table, tmp_path, ARGS):
-    rc, out = _run_in_pty(["anonymize", str(table), str(tmp_path / "out"), *ARGS, "--quiet"])
+    rc, out = run_in_pty(["anonymize", str(table), str(tmp_path / "out"), *ARGS, "--quiet"])
     assert rc == 0, out[-2000:]
     assert "working" not in out and "reading" not in out and "pre-scan" not in out and "dashboard" not in out
     assert "protected 3,000 records" in out             # the summary still prints
@@ -112,7 +113,7 @@ output: {{path: {tmp_path / 'release'}}}
 
 
 def test_a_workflow_run_shows_progress_like_anonymize(table, tmp_path):
-    rc, out = _run_in_pty(["run", _spec(tmp_path, table), "--workers", "1"])   # its own cluster: a wait
+    rc, out = run_in_pty(["run", _spec(tmp_path, table), "--workers", "1"])   # its own cluster: a wait
     assert rc == 0, out[-2000:]
     assert "working …" in out and "\r" in out
     for step in ("reading", "grouping", "writing + checking", "committing"):
@@ -122,7 +123,36 @@ def test_a_workflow_run_shows_progress_like_anonymize(table, tmp_path):
 
 
 def test_a_quiet_workflow_run_shows_none(table, tmp_path, client):
-    rc, out = _run_in_pty(["run", _spec(tmp_path, table), "--quiet", "--scheduler", client.scheduler.address])
+    rc, out = run_in_pty(["run", _spec(tmp_path, table), "--quiet", "--scheduler", client.scheduler.address])
     assert rc == 0, out[-2000:]
     assert "working" not in out and "reading" not in out and "pre-scan" not in out and "dashboard" not in out
     assert "protected 3,000 records" in out
+
+
+def test_the_compile_line_counts_the_marked_units(tmp_path):
+    """The units a compile has done, as the live line counts them from the marks the compiling
+    processes leave (here the calling process, as an in-process run's compile); a run that only
+    loads or reuses its kernels shows no compile line."""
+    import io
+
+    from daskmicro.cli.common import StageProgress
+    from daskmicro.graph.local import InProcess
+    from daskmicro.runtime import compile_progress as cp
+    from daskmicro.runtime.warmup import units, warm, warm_workers
+
+    warm(["mdav"])                                   # compiled or loaded here before: nothing compiles below
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    warm(["mdav"], marks=str(marks))
+    n = len(units(["mdav"]))
+    assert len(list(marks.glob("*.done"))) == n and cp.status_text(marks, n, 3.0) is None
+    (marks / cp.COMPILING).touch()
+    assert cp.status_text(marks, n, 12.4) == f"compiling the kernels once: {n} of {n} units (12 s)"
+    stream = io.StringIO()
+    with StageProgress(stream=stream, live=True, after=0.0) as progress:
+        progress.status(lambda s: cp.status_text(marks, n, s))
+        time.sleep(0.5)
+        progress.status(None)                        # its last line drawn once more as it ends
+        assert re.search(rf"compiling the kernels once: {n} of {n} units \(\d+ s\)$", stream.getvalue())
+        warm_workers(InProcess(), ["mdav"], progress)
+    assert stream.getvalue().count("compiling") == stream.getvalue().count(f"{n} of {n} units")

@@ -145,6 +145,32 @@ print(numba.config.CACHE_DIR)
             p.chmod(p.stat().st_mode | stat.S_IWUSR)
 
 
+def test_a_first_run_shows_its_compile_units_done_and_a_later_run_does_not(home, tmp_path):
+    """On a terminal, a run on an empty cache (exact MDAV's units, compiled by its LocalCluster's
+    worker) counts the units done up to all of them; the next run, in-process, loads them silently.
+    Before the warm-up test below: it then loads what this compiled."""
+    import numpy as np
+    import pandas as pd
+    from test_cli_progress import run_in_pty
+
+    from daskmicro.runtime.warmup import units
+
+    table = tmp_path / "in.parquet"
+    pd.DataFrame(np.random.default_rng(0).normal(size=(300, 3)), columns=["a", "b", "c"]).to_parquet(table)
+    args = ["--qi", "a,b,c", "--k", "5", "--method", "mdav", "--no-dask-report", "--seed", "1"]
+    env = _env(home, DASKMICRO_LEDGER="off")
+    rc, out = run_in_pty(["anonymize", str(table), str(tmp_path / "one"), *args, "--workers", "1"], env=env,
+                         cwd=str(home), timeout=600)
+    assert rc == 0, out[-2000:]
+    shown = [(int(a), int(b)) for a, b in re.findall(r"compiling the kernels once: (\d+) of (\d+) units \(\d+ s\)", out)]
+    total = shown[-1][1] if shown else 0      # exact MDAV's units and those of the run's quality defaults
+    assert {b for _, b in shown} == {total} and total >= len(units(["mdav"])), out[-2000:]
+    assert shown[-1] == (total, total) and [a for a, _ in shown] == sorted(a for a, _ in shown)
+    rc, out = run_in_pty(["anonymize", str(table), str(tmp_path / "two"), *args], env=env, cwd=str(home))
+    assert rc == 0 and "protected 300 records" in out, out[-2000:]
+    assert "compiling the kernels" not in out
+
+
 def test_warmup_command_exits_0_and_prints_the_cache_dir(home):
     proc = subprocess.run([sys.executable, "-m", "daskmicro", "warmup"], env=_env(home), capture_output=True,
                           text=True, timeout=600, cwd=str(home))

@@ -83,7 +83,8 @@ class StageProgress:
     """The CLI's progress: ``progress(stage, seconds)`` of the planner, and ``say(line)``.
 
     On a terminal a live line shows that work is going on and for how long (refreshed every
-    0.2 s once a stage has run for a second), replaced by each step's final line when it ends,
+    0.2 s once a stage has run for a second) — during a first run's kernel compile, how many of its
+    units are done (:meth:`status`) — replaced by each step's final line when it ends,
     so there is no silent gap; elsewhere (a pipe, a log file) only the final lines; with
     ``quiet`` nothing at all — no log line of Dask and no warning either
     (:func:`daskmicro.runtime.cluster.quiet_run`).  Use as a context manager around the run.
@@ -113,6 +114,8 @@ class StageProgress:
         self._thread = None
         self._since = 0.0
         self._shown = False
+        self._status = None   # text(seconds) of the live line while set (status)
+        self._frame = 0
 
     def __enter__(self):
         import contextlib
@@ -153,19 +156,35 @@ class StageProgress:
             self.stream.flush()
             self._shown = False
 
+    def _draw(self, elapsed: float) -> None:
+        """One frame of the live line (the lock held)."""
+        text = self._status(elapsed) if self._status is not None else None
+        self.stream.write(f"\r\033[K  {self.FRAMES[self._frame % 4]} {text or f'working … {elapsed:6.1f} s'}")
+        self.stream.flush()
+        self._shown = True
+        self._frame += 1
+
     def _tick(self) -> None:
         import time
 
-        frame = 0
         while not self._stop.wait(0.2):
             elapsed = time.perf_counter() - self._since
             if elapsed < self.after:
                 continue
             with self._lock:
-                self.stream.write(f"\r\033[K  {self.FRAMES[frame % 4]} working … {elapsed:6.1f} s")
-                self.stream.flush()
-                self._shown = True
-            frame += 1
+                self._draw(elapsed)
+
+    def status(self, text=None) -> None:
+        """While ``text`` is set, the live line shows ``text(seconds)`` — the seconds of the step
+        under way — whenever it gives a line, instead of ``working … N s``; ``None`` ends it, drawing
+        its last line once more so that where it got to is seen (the kernel compile's units done)."""
+        import time
+
+        with self._lock:
+            if text is None and self._status is not None and self.live and not self._stop.is_set():
+                if self._status(time.perf_counter() - self._since):
+                    self._draw(time.perf_counter() - self._since)
+            self._status = text
 
     def __call__(self, stage: str, seconds: float) -> None:
         import time

@@ -267,14 +267,25 @@ def lock_dir() -> Path | None:
         return None
 
 
-def warm(sets: Iterable[str] = ("mdav",), lock: bool = True) -> dict:
+def warm(sets: Iterable[str] = ("mdav",), lock: bool = True, marks: str | None = None) -> dict:
     """Compile (or load from the cache) the units of the kernel sets ``sets`` in this process.
 
     Returns ``{"seconds", "compiled": [units compiled here], "loaded": [units loaded from the cache],
-    "cache_dir", "pid"}``. Safe to call in many processes at once (see the module's doc)."""
+    "cache_dir", "pid"}``. Safe to call in many processes at once (see the module's doc). ``marks``: the
+    folder where each unit done is marked (:mod:`daskmicro.runtime.compile_progress`)."""
     configure()
     t0 = time.perf_counter()
-    done = run_units(units(sets), lock_dir() if lock else None)
+    with contextlib.ExitStack() as stack:
+        on_done = None
+        if marks is not None:
+            from numba.core import event
+
+            from .compile_progress import Marks
+
+            m = Marks(marks)
+            stack.enter_context(event.install_listener("numba:compile", m.listener()))
+            on_done = m.done
+        done = run_units(units(sets), lock_dir() if lock else None, on_done)
     return {"seconds": time.perf_counter() - t0, "compiled": [n for n, c in done.items() if c],
             "loaded": [n for n, c in done.items() if not c], "cache_dir": cache_dir(), "pid": os.getpid()}
 
@@ -283,10 +294,15 @@ def warm_workers(client, sets: list[str], progress: Callable[[str, float], None]
     """:func:`warm` on every worker process of ``client`` (a Dask client, or the in-process executor)
     before a run's stages, so that no stage time holds a compile. Returns the report's ``compile`` entry:
     the wall seconds, each worker's seconds, the cache dir, whether anything was compiled rather than
-    loaded, and the kernel sets; ``progress("kernel compile" | "kernel load", seconds)``."""
+    loaded, and the kernel sets; ``progress("kernel compile" | "kernel load", seconds)``. On a live
+    progress line, a compile shows its units done (:func:`daskmicro.runtime.compile_progress.watch`)."""
+    from .compile_progress import watch
+
     t0 = time.perf_counter()
-    # a worker lost meanwhile is no reason to fail the run: its replacement compiles in its first task
-    per_worker = {w: r for w, r in client.run(warm, sets, on_error="return").items() if isinstance(r, dict)}
+    with watch(progress, lambda: len(units(sets))) as marks:
+        # a worker lost meanwhile is no reason to fail the run: its replacement compiles in its first task
+        ran = client.run(warm, sets, on_error="return", **({"marks": marks} if marks else {}))
+    per_worker = {w: r for w, r in ran.items() if isinstance(r, dict)}
     seconds = time.perf_counter() - t0
     results = list(per_worker.values())
     out = {"seconds": seconds, "workers": {str(w): r["seconds"] for w, r in per_worker.items()},
@@ -302,17 +318,21 @@ def warm_workers(client, sets: list[str], progress: Callable[[str, float], None]
 _RUN_HERE: set[str] = set()
 
 
-def run_units(pieces: list[Unit], lock_dir: Path | None) -> dict[str, bool]:
+def run_units(pieces: list[Unit], lock_dir: Path | None,
+              on_done: Callable[[str, bool], None] | None = None) -> dict[str, bool]:
     """Run every unit of ``pieces`` (leaf first) once in this process, sharing the work with the other
     processes that use ``lock_dir``: a process takes the units that neither another process nor a unit
     they call is busy with, goes round again while that makes progress, and only then waits (for the
     first unit left). A lock is never held while waiting for another, so this cannot deadlock.
     Returns unit → whether numba compiled anything for it here (False: a cache load, or a unit this
-    process had run before)."""
+    process had run before); ``on_done(unit, compiled)`` as each unit is done, and at once for those run before."""
     from numba.core import event
 
     by = {u.name: u for u in pieces}
     done: dict[str, bool] = {u.name: False for u in pieces if u.name in _RUN_HERE}
+    report = on_done or (lambda name, compiled: None)
+    for name in done:
+        report(name, False)
 
     def attempt(u: Unit, block: bool) -> bool:
         if u.name in done:
@@ -326,6 +346,7 @@ def run_units(pieces: list[Unit], lock_dir: Path | None) -> dict[str, bool]:
                 u.run()
             done[u.name] = bool(rec.buffer)
             _RUN_HERE.add(u.name)
+        report(u.name, done[u.name])
         return True
 
     pending = list(pieces)
