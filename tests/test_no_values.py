@@ -1,7 +1,8 @@
 """No value of the input in any message: errors, notices, logs and reports name columns, files,
 parameters, positions and counts only.  Secrets are planted in the places adversaries use — a
 malformed CSV row, a stratum label, a QI cell, a participation value, a partition value — and the
-real CLI (``python -m daskmicro``, a subprocess) and the API are run on them; neither the secret
+CLI (its ``main``, every byte this process writes captured; as a process of its own where the
+input is read by workers or the run starts its own cluster) and the API are run on them; neither the secret
 nor any run of four of its digits may appear.  ``--quiet`` prints the one error line and nothing
 else, not even Dask's log of a failed task on a real LocalCluster."""
 
@@ -35,9 +36,26 @@ def assert_clean(text: str, secrets) -> None:
             assert run not in text, (secret, run, text[-2000:])
 
 
-def cli(*args, timeout=300):
+def cli_process(*args, timeout=300):
+    """The command as a user runs it: a process of its own, everything it prints captured."""
     return subprocess.run([sys.executable, "-m", "daskmicro", *map(str, args)], capture_output=True, text=True,
                           timeout=timeout)
+
+
+@pytest.fixture
+def cli(capfd):
+    """The command's ``main`` in this process, everything written to this process's stdout and stderr
+    (file descriptors, so logging handlers and C-level writes too) captured; same fields as
+    :func:`cli_process`'s result."""
+    from daskmicro.cli import main
+
+    def run(*args):
+        capfd.readouterr()
+        rc = main([str(a) for a in args])
+        out = capfd.readouterr()
+        return subprocess.CompletedProcess(args, rc, out.out, out.err)
+
+    return run
 
 
 def assert_one_line_refusal(done, secrets, names=()) -> str:
@@ -99,7 +117,7 @@ CSV_CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(CSV_CASES))
-def test_malformed_csv_row_is_never_echoed(tmp_path, case):
+def test_malformed_csv_row_is_never_echoed(cli, tmp_path, case):
     src = tmp_path / "in.csv"
     src.write_bytes(HEADER + CSV_CASES[case])
     done = cli("anonymize", src, tmp_path / "out.parquet", "--qi", "age,income", "--k", "2", "--quiet")
@@ -114,7 +132,7 @@ def test_malformed_csv_row_far_into_the_file(tmp_path, case):
     rows = "".join(f"r{i},{20 + i % 50},{1000 + i}\n" for i in range(60_000)).encode()
     src = tmp_path / "in.csv"
     src.write_bytes(HEADER + rows + CSV_CASES[case][len(GOOD):])
-    done = cli("anonymize", src, tmp_path / "out.parquet", "--qi", "age,income", "--k", "3", "--quiet",
+    done = cli_process("anonymize", src, tmp_path / "out.parquet", "--qi", "age,income", "--k", "3", "--quiet",
                "--method", "mdav", "--reference", "none")
     line = assert_one_line_refusal(done, [TOKEN, NAME, "o-neil"])
     assert "in.csv" in line
@@ -149,7 +167,7 @@ def _strata_frame(kind):
 
 
 @pytest.mark.parametrize("kind", sorted(STRATA))
-def test_small_stratum_is_named_without_its_value(tmp_path, kind):
+def test_small_stratum_is_named_without_its_value(cli, tmp_path, kind):
     df = _strata_frame(kind)
     df.to_parquet(tmp_path / "in.parquet")
     secret = STRATA[kind][0]
@@ -162,7 +180,7 @@ def test_small_stratum_is_named_without_its_value(tmp_path, kind):
     assert_clean(str(info.value), [secret])
 
 
-def test_merged_strata_report_names_no_value(tmp_path):
+def test_merged_strata_report_names_no_value(cli, tmp_path):
     df = _strata_frame("token")
     df.to_parquet(tmp_path / "in.parquet")
     done = cli("anonymize", tmp_path / "in.parquet", tmp_path / "out.parquet", "--qi", "x,y", "--k", "3",
@@ -192,7 +210,7 @@ QI_CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(QI_CASES))
-def test_bad_qi_cell_is_counted_not_quoted(tmp_path, case):
+def test_bad_qi_cell_is_counted_not_quoted(cli, tmp_path, case):
     df = pd.DataFrame({"x": np.arange(12.0) + NUMBER, "y": np.arange(12.0) % 5, "who": [TOKEN] * 12})
     df = QI_CASES[case](df)
     src = tmp_path / "in.csv"
@@ -209,7 +227,7 @@ def test_bad_qi_cell_is_counted_not_quoted(tmp_path, case):
 
 
 @pytest.mark.parametrize("column", ["code", "user_name"])
-def test_identifier_refusal_names_the_column_only(tmp_path, column):
+def test_identifier_refusal_names_the_column_only(cli, tmp_path, column):
     """A column of secrets distinct for every record ("code": refused by its values; "user_name" by
     its name) is refused in one line that names it, never one of its values."""
     values = [f"{TOKEN}{i:03d}" if i % 2 else str(int(NUMBER * 1000) + i) for i in range(12)]
@@ -228,7 +246,7 @@ def test_identifier_refusal_names_the_column_only(tmp_path, column):
 # --------------------------------------------------------------------------- participation and partitions
 
 
-def test_participation_out_of_range_is_counted(tmp_path):
+def test_participation_out_of_range_is_counted(cli, tmp_path):
     df = pd.DataFrame({"x": np.arange(12.0), "y": np.arange(12.0) % 5, "p": [0.5] * 11 + [NUMBER]})
     df.to_csv(tmp_path / "in.csv", index=False)
     done = cli("anonymize", tmp_path / "in.csv", tmp_path / "out.parquet", "--qi", "x,y", "--k", "3",
@@ -236,7 +254,7 @@ def test_participation_out_of_range_is_counted(tmp_path):
     assert_one_line_refusal(done, [NUMBER], names=["'p'"])
 
 
-def test_partition_value_is_not_echoed(tmp_path):
+def test_partition_value_is_not_echoed(cli, tmp_path):
     value = (TOKEN + str(NUMBER)) * 12  # a directory name too long for the file system
     df = pd.DataFrame({"x": np.arange(12.0), "y": np.arange(12.0) % 5, "p": [value] * 6 + ["ok"] * 6})
     df.to_parquet(tmp_path / "in.parquet")
@@ -245,7 +263,7 @@ def test_partition_value_is_not_echoed(tmp_path):
     assert_one_line_refusal(done, [TOKEN, NUMBER], names=["'p'", "255 bytes"])
 
 
-def test_hive_partition_value_of_a_bad_lake_file_is_masked(tmp_path):
+def test_hive_partition_value_of_a_bad_lake_file_is_masked(cli, tmp_path):
     lake = tmp_path / "lake"
     for i, region in enumerate([TOKEN, "north"]):
         d = lake / f"region={region}"
@@ -267,10 +285,10 @@ def test_quiet_failed_task_on_a_local_cluster_prints_one_line(tmp_path):
     for i in range(2):
         pd.DataFrame({"x": np.arange(20.0) + i, "y": np.arange(20.0) % 3,
                       "tags": [[TOKEN, "alice"]] * 20}).to_parquet(lake / f"part{i}.parquet")
-    args = ["anonymize", lake, tmp_path / "out", "--qi", "x,y", "--k", "3", "--strata", "tags", "--workers", "2"]
-    done = cli(*args, "--quiet")
+    args = ["anonymize", lake, tmp_path / "out", "--qi", "x,y", "--k", "3", "--strata", "tags", "--workers", "1"]
+    done = cli_process(*args, "--quiet")
     assert_one_line_refusal(done, [TOKEN, "alice"])
-    loud = cli(*args)
+    loud = cli_process(*args)
     assert loud.returncode != 0
     assert_clean(loud.stdout + loud.stderr, [TOKEN, "alice"])
 
