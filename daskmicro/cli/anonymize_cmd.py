@@ -4,6 +4,7 @@ one planner (:mod:`daskmicro.plan`) runs it."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from ..config import QUALITIES
 from ..errors import InputError, ParameterError
@@ -177,8 +178,10 @@ def run_anonymize(args, client=None) -> int:
 
     report = outcome.report
     print(report.summary(verbose=verbose))
-    if outcome.output is not None and outcome.output.is_dir():
-        print("\n".join(where_lines(outcome.output, files=len(report.lake["files"]))))
+    if outcome.output is not None and report.lake is not None:   # a directory release, local or on a store
+        remote = not isinstance(outcome.output, Path)
+        print("\n".join(where_lines(outcome.output, outcome.report_path if remote else None,
+                                     files=len(report.lake["files"]))))
     else:
         print("\n".join(where_lines(outcome.output, outcome.report_path)))
     if outcome.performance_report is not None:
