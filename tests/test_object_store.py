@@ -317,6 +317,8 @@ def test_cli_release_to_s3_replaced_and_cleaned(store, client, tmp_path, monkeyp
     assert manifest2["run"] != run1 and _runs(keys2, "rel-out") == [manifest2["run"]]   # old objects deleted
     assert len(rel2) == len(df) and verify_k_anonymity(rel2, ["year", "s", "x", "y"], 4)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["local.json"]
+    assert lake_cli.main(["report", str(report)]) == 0    # the local copy renders as any report
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["local.html", "local.json"]
 
 
 def test_interrupted_runs_leave_the_release_and_are_swept(store, client, tmp_path, monkeypatch):
@@ -412,33 +414,33 @@ def test_bad_outputs_one_line_nothing_written(store, client, tmp_path, capsys):
     assert sorted(fs.find(BUCKET)) == before and sorted(p.name for p in tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("step", ["s3.staged", "s3.published"])
-def test_killed_at_the_commit(store, tmp_path, step):
+def test_killed_at_the_commit(store, tmp_path):
     """A run killed just before its _SUCCESS PUT leaves the release as it was; one killed just after
-    it has committed the new one (the old objects left behind). Either way the next run deletes the
-    leftovers and only the committed run prefix remains."""
+    it has committed the new one (the old objects left behind). The next run deletes the leftovers
+    of both: only the committed run prefix remains."""
     import subprocess
 
     endpoint, fs = store
     src = tmp_path / "in.parquet"
     frame(60, seed=7).drop(columns=["s"]).to_parquet(src, index=False)
-    prefix = f"killed-{step.split('.')[1]}"
-    target = f"s3://{BUCKET}/{prefix}"
+    target = f"s3://{BUCKET}/killed"
     base = [sys.executable, "-m", "daskmicro", "anonymize", str(src), target, "--qi", "x,y", "--drop", "id",
             "--overwrite"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     assert subprocess.run(base + ["--k", "3"], env=env, capture_output=True).returncode == 0
-    before, rel, _ = _release_on_store(fs, prefix)
-    done = subprocess.run(base + ["--k", "4"], env=dict(env, DASKMICRO_FAULT_AT=step), capture_output=True)
+    before, rel, _ = _release_on_store(fs, "killed")
+    done = subprocess.run(base + ["--k", "4"], env=dict(env, DASKMICRO_FAULT_AT="s3.staged"), capture_output=True)
     assert done.returncode == 137
-    after, rel_after, keys = _release_on_store(fs, prefix)
-    assert len(_runs(keys, prefix)) == 2
-    if step == "s3.staged":
-        assert after == before and rel_after.equals(rel)
-    else:
-        assert after["run"] != before["run"] and verify_k_anonymity(rel_after, ["x", "y"], 4)
-    done = subprocess.run(base + ["--k", "5"], env=env, capture_output=True, text=True)
+    after, rel_after, keys = _release_on_store(fs, "killed")
+    assert after == before and rel_after.equals(rel) and len(_runs(keys, "killed")) == 2
+    done = subprocess.run(base + ["--k", "5"], env=dict(env, DASKMICRO_FAULT_AT="s3.published"), capture_output=True,
+                          text=True)
+    assert done.returncode == 137 and "run prefix(es)" in done.stderr     # the first leftovers swept
+    after, rel_after, keys = _release_on_store(fs, "killed")
+    assert after["run"] != before["run"] and verify_k_anonymity(rel_after, ["x", "y"], 5)
+    assert len(_runs(keys, "killed")) == 2                                   # the old release not yet deleted
+    done = subprocess.run(base + ["--k", "6"], env=env, capture_output=True, text=True)
     assert done.returncode == 0 and "run prefix(es)" in done.stderr, done.stderr
     _no_credentials(done.stdout, done.stderr)
-    final, rel_final, keys = _release_on_store(fs, prefix)
-    assert _runs(keys, prefix) == [final["run"]] and verify_k_anonymity(rel_final, ["x", "y"], 5)
+    final, rel_final, keys = _release_on_store(fs, "killed")
+    assert _runs(keys, "killed") == [final["run"]] and verify_k_anonymity(rel_final, ["x", "y"], 6)

@@ -93,6 +93,8 @@ def release_listing(store: Store, root: str, shown: str) -> tuple:
         raise InputError(f"cannot list {shown}: {store.scrub(describe(exc))}") from None
     listing = []
     for entry in manifest.get("files", []):
+        if not isinstance(entry.get("path"), str) or any(seg in ("", ".", "..") for seg in entry["path"].split("/")):
+            raise InputError(f"release {shown}: its {SUCCESS} lists a file outside its run prefix")
         key = f"{base}/{entry['path']}"
         info = found.get(key)
         if info is None or int(info.get("size") or 0) != int(entry.get("bytes", -1)):
