@@ -333,7 +333,8 @@ def test_interrupted_runs_leave_the_release_and_are_swept(store, client, tmp_pat
 
     endpoint, fs = store
     monkeypatch.chdir(tmp_path)
-    url = put_lake(fs, "lake-int", frame(120, seed=5))
+    url = tmp_path / "in.parquet"
+    frame(120, seed=5).drop(columns=["s"]).to_parquet(url, index=False)
     target = f"s3://{BUCKET}/rel-int"
     argv = [url, target, "--qi", "x,y", "--k", "3", "--drop", "id"]
     assert run_cli(argv, client) == (0, "")
@@ -349,7 +350,7 @@ def test_interrupted_runs_leave_the_release_and_are_swept(store, client, tmp_pat
     assert after == before and rel_after.equals(rel) and keys_after == keys   # untouched; its own prefix gone
     # leftovers of killed runs: parts of a run with no owner object, and of a run whose process is gone
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    put(fs, "rel-int/.run-00000000000000aa/year=2018/part-00000.parquet", rel)
+    put(fs, "rel-int/.run-00000000000000aa/x/part-00000.parquet", rel)
     put(fs, "rel-int/.run-00000000000000bb/part-00000.parquet", rel)
     fs.pipe_file(f"{BUCKET}/rel-int/.run-00000000000000bb/_daskmicro_owner.json",
                  json.dumps({"pid": int(dead.stdout), "host": os.uname().nodename, "started": 0}).encode())
@@ -364,7 +365,7 @@ def test_interrupted_runs_leave_the_release_and_are_swept(store, client, tmp_pat
     assert run_cli(argv + ["--k", "4", "--overwrite"], client) == (0, "")
     final, _, keys_final = _release_on_store(fs, "rel-int")
     assert _runs(keys_final, "rel-int") == [final["run"]] and final["run"] != before["run"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
 
 
 def test_api_and_spec_write_to_s3(store, client, tmp_path):
