@@ -359,6 +359,7 @@ def _located(input, output, report_path, storage_options, cfg):
     if not lake_out or cfg.method == "incremental":
         refuse_remote_output(output, "output" if not lake_out else "output of an incremental survey")
     refuse_remote_output(report_path, "report")
+    refuse_remote_output(cfg.ledger, "release ledger")
     input, report_path = (local_path(str(p)) if p is not None else None for p in (input, report_path))
     remote = input is not None and is_remote(input)
     if remote and cfg.method == "incremental":

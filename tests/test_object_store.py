@@ -230,7 +230,8 @@ def test_bad_inputs_one_line_nothing_written(store, client, tmp_path, capsys):
     lake = put_lake(fs, "lake2", frame(60))
     for argv in ([lake, f"s3://{BUCKET}/out.parquet"], [lake, f"s3://{BUCKET}/out/", "--dask-report"],
                  [lake, tmp_path / "o.parquet", "--report", f"s3://{BUCKET}/r.json"],
-                 [lake, f"s3://{BUCKET}/out/", "--report", f"s3://{BUCKET}/r.json"]):
+                 [lake, f"s3://{BUCKET}/out/", "--report", f"s3://{BUCKET}/r.json"],
+                 [lake, f"s3://{BUCKET}/out/", "--ledger", f"s3://{BUCKET}/ledger"]):
         code = lake_cli.main(["anonymize", *map(str, argv), "--qi", "x,y", "--k", "3"])
         err = capsys.readouterr().err
         assert code == 2 and err.count("\n") == 1 and "to an object store is not supported yet" in err
