@@ -58,12 +58,32 @@ def _public_il(il) -> dict:
             "information_loss_rounding": out["information_loss_rounding"]}
 
 
+def _manifest(cfg, ex, report, run_fp) -> dict:
+    """The ``_SUCCESS`` manifest of a directory release (no input identity, no seed: private)."""
+    from ._version import __version__
+
+    return {
+        "format": "daskmicro-release/1", "fingerprint": run_fp, "daskmicro_version": __version__,
+        # the input's identity and the seed are private (the run record): a hash of them only
+        "committed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "configuration": {key: v for key, v in cfg.fingerprint_dict().items() if key != "seed"},
+        "rows": {"in": int(report.n), "out": int(report.rows.rows_out)},
+        # the information loss as the report publishes it: rounded (daskmicro.report.coarse)
+        "metrics": {**_public_il(report.information_loss), "cells": int(report.cells),
+                    "min_cell_size": int(report.min_cell_size), "max_cell_size": int(report.max_cell_size),
+                    "k_min_count": int(report.k_anonymity.min_count)},
+        "files": ex.files,
+    }
+
+
 def commit_lake(cfg, ex, report, output, report_path, perf, run_fp, extra):
     import shutil
 
-    from ._version import __version__
+    from .io.objectcommit import is_remote_target
     from .runtime import dask_report
 
+    if is_remote_target(output):
+        return _commit_remote(cfg, ex, report, output, report_path, run_fp, extra)
     staging = ex.staging
     try:
         report.paths["report"] = str(report_path or output / "_report.json")
@@ -74,19 +94,7 @@ def commit_lake(cfg, ex, report, output, report_path, perf, run_fp, extra):
         from .io.tables import write_json_atomic
 
         write_json_atomic(doc, staging / "_report.json")
-        manifest = {
-            "format": "daskmicro-release/1", "fingerprint": run_fp, "daskmicro_version": __version__,
-            # the input's identity and the seed are private (the run record): a hash of them only
-            "committed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "configuration": {key: v for key, v in cfg.fingerprint_dict().items() if key != "seed"},
-            "rows": {"in": int(report.n), "out": int(report.rows.rows_out)},
-            # the information loss as the report publishes it: rounded (daskmicro.report.coarse)
-            "metrics": {**_public_il(report.information_loss), "cells": int(report.cells),
-                        "min_cell_size": int(report.min_cell_size), "max_cell_size": int(report.max_cell_size),
-                        "k_min_count": int(report.k_anonymity.min_count)},
-            "files": ex.files,
-        }
-        cm.commit(staging, output, manifest)
+        cm.commit(staging, output, _manifest(cfg, ex, report, run_fp))
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
@@ -96,6 +104,27 @@ def commit_lake(cfg, ex, report, output, report_path, perf, run_fp, extra):
         write_json_atomic(doc, report_path)
     return Outcome(None, report, output, Path(report_path or output / "_report.json"),
                    output / dask_report.LAKE_NAME if perf.available else None)
+
+
+def _commit_remote(cfg, ex, report, output, report_path, run_fp, extra):
+    """A directory release on an object store: its report into the run prefix, the ``_SUCCESS``
+    PUT that commits it (:mod:`daskmicro.io.objectcommit`), then the local copy of the report."""
+    from .io.formats import dump_json
+
+    run = ex.staging
+    try:
+        report.paths["report"] = str(report_path) if report_path is not None else run.url("_report.json")
+        doc = _report_dict(report, extra)
+        run.put("_report.json", dump_json(doc).encode("utf-8"))
+        output.commit(run, _manifest(cfg, ex, report, run_fp))
+    finally:
+        if not run.done:
+            run.discard()
+    if report_path is not None:
+        from .io.tables import write_json_atomic
+
+        write_json_atomic(doc, report_path)
+    return Outcome(None, report, output, Path(report_path) if report_path is not None else run.url("_report.json"))
 
 
 def commit_file(cfg, ex, report, output, report_path, perf, perf_path, extra):

@@ -139,9 +139,12 @@ def needs_cluster(cfg: RunConfig, source, client=None) -> bool:
 
 def _sink(output) -> str:
     from .io.lake import is_lake_target
+    from .io.objectcommit import is_remote_target
 
     if output is None:
         return "memory"
+    if is_remote_target(output):
+        return "lake"
     if is_lake_target(output):
         return "lake"
     if not str(output).lower().endswith((".parquet", ".pq")):
@@ -157,6 +160,10 @@ def _outputs(cfg, sink, output, report_path, input, perf_wanted, existing_ok=())
     from .io.objectstore import is_remote
 
     inputs = [input] if input is not None and not is_remote(str(input)) else []
+    if _remote_output(output):   # the target checked on its store, the report copy here
+        output.check_run(input, inputs, report_path, cfg.overwrite, bool(existing_ok), cfg.spill_directory,
+                         cfg.ledger_path)
+        return (Path(report_path) if report_path else None), None
     if sink == "memory":
         check_spill(cfg.spill_directory, inputs)
         check_ledger(cfg.ledger_path, inputs)
@@ -178,6 +185,12 @@ def _outputs(cfg, sink, output, report_path, input, perf_wanted, existing_ok=())
     return (Path(report_path) if report_path else None), perf_path
 
 
+def _remote_output(output) -> bool:
+    from .io.objectcommit import is_remote_target
+
+    return is_remote_target(output)
+
+
 # --------------------------------------------------------------------------- the run
 
 
@@ -192,7 +205,9 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
     ``extra_report`` is merged into the report before it is written (the workflow section);
     ``before_commit()`` is called just before anything is committed (it may raise to cancel).
     ``input`` may be an ``s3://`` URL read with ``storage_options`` (:mod:`daskmicro.io.objectstore`;
-    never recorded) or a ``file://`` URL; outputs on an object store are refused.
+    never recorded) or a ``file://`` URL.  ``output`` may be an ``s3://`` prefix: a directory
+    release committed there by one ``_SUCCESS`` object (:mod:`daskmicro.io.objectcommit`; the
+    report copy ``report_path`` stays local); other outputs on an object store are refused.
     """
     from .runtime.cluster import cluster_client, given_client_refusal
     from .graph.executor import SMALL_GROUP_ROWS
@@ -212,7 +227,7 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
     survey = plan.incremental is not None   # records followed as they arrive (daskmicro.incremental)
     source, executor = _source(cfg, plan, data, input, storage_options)
     sink = _sink(output)
-    output = Path(output) if output is not None else None
+    output = Path(output) if output is not None and not _remote_output(output) else output
     if cfg.partition_by and sink != "lake":
         raise ParameterError("partition_by (--partition-by) needs a directory OUTPUT")
     # a survey's records are only known at its close: its run is never the same as a committed one
@@ -332,21 +347,32 @@ def _source(cfg, plan, data, input, storage_options=None):
 
 
 def _located(input, output, report_path, storage_options, cfg):
-    """``file://`` URLs as the local paths they name; what this version does not do with an object
-    store refused in one line before anything is read or written: writing there (the release or
-    its report), an incremental survey read from there, ``storage_options`` without a URL."""
+    """``file://`` URLs as the local paths they name, an ``s3://`` directory output as its
+    :class:`~daskmicro.io.objectcommit.RemoteTarget`; what this version does not do with an object
+    store refused in one line before anything is read or written: writing a single file, a report
+    or a Dask performance report there, an incremental survey read from or written there,
+    ``storage_options`` without a URL."""
     from .io.objectstore import is_remote, local_path, refuse_remote_output
 
-    refuse_remote_output(output, "output")
+    lake_out = (output is not None and is_remote(str(output))   # a prefix, not a .parquet object
+                and not str(output).lower().endswith((".parquet", ".pq")))
+    if not lake_out or cfg.method == "incremental":
+        refuse_remote_output(output, "output" if not lake_out else "output of an incremental survey")
     refuse_remote_output(report_path, "report")
-    input, output, report_path = (local_path(str(p)) if p is not None else None
-                                  for p in (input, output, report_path))
+    refuse_remote_output(cfg.ledger, "release ledger")
+    input, report_path = (local_path(str(p)) if p is not None else None for p in (input, report_path))
     remote = input is not None and is_remote(input)
     if remote and cfg.method == "incremental":
         raise ParameterError("an incremental survey is read from a local or mounted directory, not an object store")
-    if storage_options is not None and not remote:
-        raise ParameterError("storage_options apply only to an object-store input (s3://BUCKET/KEY)")
-    return input, output, report_path
+    if storage_options is not None and not (remote or lake_out):
+        raise ParameterError("storage_options apply only to an object-store input or output (s3://BUCKET/KEY)")
+    if lake_out:
+        from .io.objectcommit import RemoteTarget
+
+        if cfg.dask_report:
+            refuse_remote_output(output, "Dask performance report")
+        return input, RemoteTarget(str(output), storage_options), report_path
+    return input, local_path(str(output)) if output is not None else None, report_path
 
 
 # --------------------------------------------------------------------------- the release ledger
@@ -394,6 +420,8 @@ def recover_outputs(output, report_path=None) -> list:
     (:func:`daskmicro.io.recovery.recover`); returns the notices."""
     if output is None:
         return []
+    if _remote_output(output):   # run prefixes of interrupted runs swept there; the report copy here
+        return output.sweep() + (rec.recover(Path(report_path)) if report_path is not None else [])
     from .io.lake import is_lake_target
     from .runtime import dask_report
 

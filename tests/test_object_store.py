@@ -200,7 +200,7 @@ def test_workflow_spec_reads_s3(store, client, tmp_path):
                     "k": 3, "output": {"path": "o"}}, base_dir=tmp_path)
     with pytest.raises(ParameterError, match=r"output\.path: writing to an object store is not supported"):
         parse_spec({"name": "s", "input": {"path": url}, "qi": ["x"], "k": 3,
-                    "output": {"path": f"s3://{BUCKET}/out/"}}, base_dir=tmp_path)
+                    "output": {"path": f"s3://{BUCKET}/out.parquet"}}, base_dir=tmp_path)
 
 
 def _cases(fs):
@@ -228,8 +228,10 @@ def test_bad_inputs_one_line_nothing_written(store, client, tmp_path, capsys):
         assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == []
     # outputs on the store are refused before anything is read or written
     lake = put_lake(fs, "lake2", frame(60))
-    for argv in ([lake, f"s3://{BUCKET}/out/"], [lake, f"s3://{BUCKET}/out.parquet"],
-                 [lake, tmp_path / "o.parquet", "--report", f"s3://{BUCKET}/r.json"]):
+    for argv in ([lake, f"s3://{BUCKET}/out.parquet"], [lake, f"s3://{BUCKET}/out/", "--dask-report"],
+                 [lake, tmp_path / "o.parquet", "--report", f"s3://{BUCKET}/r.json"],
+                 [lake, f"s3://{BUCKET}/out/", "--report", f"s3://{BUCKET}/r.json"],
+                 [lake, f"s3://{BUCKET}/out/", "--ledger", f"s3://{BUCKET}/ledger"]):
         code = lake_cli.main(["anonymize", *map(str, argv), "--qi", "x,y", "--k", "3"])
         err = capsys.readouterr().err
         assert code == 2 and err.count("\n") == 1 and "to an object store is not supported yet" in err
@@ -247,3 +249,200 @@ def test_missing_extra_is_one_line(monkeypatch, capsys, tmp_path):
     err = capsys.readouterr().err
     assert code == 2 and err == ("daskmicro: error: reading s3://… needs the s3 extra: "
                                  "pip install 'daskmicro[s3]'\n")
+
+
+# --------------------------------------------------------------------------- directory releases on the store
+
+
+def _release_on_store(fs, prefix: str):
+    """(manifest, the release read back from the objects the manifest lists, hive columns joined,
+    every key under the target)."""
+    import pyarrow.parquet as pq
+
+    fs.invalidate_cache()
+    manifest = json.loads(fs.cat_file(f"{BUCKET}/{prefix}/_SUCCESS"))
+    frames = []
+    for entry in manifest["files"]:
+        df = pq.read_table(f"{BUCKET}/{prefix}/{manifest['run']}/{entry['path']}", filesystem=fs).to_pandas()
+        for seg in entry["path"].split("/")[:-1]:
+            col, value = seg.split("=", 1)
+            df[col] = value
+        frames.append(df)
+    return manifest, pd.concat(frames, ignore_index=True), sorted(fs.find(f"{BUCKET}/{prefix}"))
+
+
+def _runs(keys, prefix):
+    return sorted({k[len(f"{BUCKET}/{prefix}/"):].split("/")[0] for k in keys} - {"_SUCCESS"})
+
+
+def _store_text(fs, prefix):
+    fs.invalidate_cache()
+    return "".join(fs.cat_file(k).decode("latin-1") for k in fs.find(f"{BUCKET}/{prefix}"))
+
+
+def test_cli_release_to_s3_replaced_and_cleaned(store, client, tmp_path, monkeypatch, capsys):
+    """A hive lake on the store → a directory release on the store, committed by _SUCCESS: k-anonymous
+    on the values as read back (their dtypes), rows kept, only the report copy written locally; a
+    no-op re-run; a changed configuration refused without --overwrite; with it, the release is
+    replaced and the old objects deleted."""
+    endpoint, fs = store
+    monkeypatch.chdir(tmp_path)
+    df = frame(seed=4)
+    url = put_lake(fs, "lake-out", df)
+    target = f"s3://{BUCKET}/rel-out"
+    report = tmp_path / "local.json"
+    argv = [url, target, "--qi", "x,y", "--k", "3", "--drop", "id", "--seed", "1", "--report", report]
+    capsys.readouterr()
+    assert run_cli(argv, client) == (0, "")
+    captured = capsys.readouterr()
+    assert f"release: {target}/" in captured.out
+    manifest, rel, keys = _release_on_store(fs, "rel-out")
+    assert manifest["rows"] == {"in": len(df), "out": len(df)} and len(rel) == len(df)
+    assert rel.x.dtype == np.float64 and rel.y.dtype == np.float64 and "id" not in rel.columns
+    assert verify_k_anonymity(rel, ["year", "s", "x", "y"], 3)
+    assert sorted(rel.groupby(["year", "s"]).size().tolist()) == sorted(df.groupby(["year", "s"]).size().tolist())
+    run1 = manifest["run"]
+    assert re.fullmatch(r"\.run-[0-9a-f]{16}", run1) and _runs(keys, "rel-out") == [run1]
+    assert all(len(e["sha256"]) == 64 and e["bytes"] > 0 for e in manifest["files"])
+    listed = {f"{BUCKET}/rel-out/{run1}/{e['path']}" for e in manifest["files"]}
+    assert set(keys) == listed | {f"{BUCKET}/rel-out/_SUCCESS", f"{BUCKET}/rel-out/{run1}/_report.json"}
+    assert json.loads(report.read_text())["paths"]["output"] == target
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["local.json"]   # nothing else on the local disk
+    _no_credentials(captured.out, captured.err, _store_text(fs, "rel-out"), report.read_text())
+    assert run_cli(argv[:-2], client) == (0, "") and "nothing to do" in capsys.readouterr().out
+    argv4 = [a if a != "3" else "4" for a in argv]
+    code, err = run_cli(argv4, client)
+    assert code == 2 and f"output already exists: {target}" in err
+    assert run_cli(argv4 + ["--overwrite"], client) == (0, "")
+    manifest2, rel2, keys2 = _release_on_store(fs, "rel-out")
+    assert manifest2["run"] != run1 and _runs(keys2, "rel-out") == [manifest2["run"]]   # old objects deleted
+    assert len(rel2) == len(df) and verify_k_anonymity(rel2, ["year", "s", "x", "y"], 4)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["local.json"]
+    assert lake_cli.main(["report", str(report)]) == 0    # the local copy renders as any report
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["local.html", "local.json"]
+
+
+def test_interrupted_runs_leave_the_release_and_are_swept(store, client, tmp_path, monkeypatch):
+    """A run stopped before its manifest and the leftovers of killed runs (run prefixes with parts
+    and no manifest) leave the committed release intact and readable; the next run deletes them.
+    A prefix with parts and no _SUCCESS is no release: readers refuse it."""
+    import subprocess
+
+    from daskmicro.config import RunConfig
+    from daskmicro.io.source import open_source
+    from daskmicro.plan import run
+
+    endpoint, fs = store
+    monkeypatch.chdir(tmp_path)
+    url = tmp_path / "in.parquet"
+    frame(120, seed=5).drop(columns=["s"]).to_parquet(url, index=False)
+    target = f"s3://{BUCKET}/rel-int"
+    argv = [url, target, "--qi", "x,y", "--k", "3", "--drop", "id"]
+    assert run_cli(argv, client) == (0, "")
+    before, rel, keys = _release_on_store(fs, "rel-int")
+
+    def stop():
+        raise KeyboardInterrupt
+
+    cfg = RunConfig.build(qi=["x", "y"], k=4, drop=["id"], overwrite=True)
+    with pytest.raises(KeyboardInterrupt):
+        run(cfg, input=url, output=target, client=client, before_commit=stop)
+    after, rel_after, keys_after = _release_on_store(fs, "rel-int")
+    assert after == before and rel_after.equals(rel) and keys_after == keys   # untouched; its own prefix gone
+    # leftovers of killed runs: parts of a run with no owner object, and of a run whose process is gone
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    put(fs, "rel-int/.run-00000000000000aa/x/part-00000.parquet", rel)
+    put(fs, "rel-int/.run-00000000000000bb/part-00000.parquet", rel)
+    fs.pipe_file(f"{BUCKET}/rel-int/.run-00000000000000bb/_daskmicro_owner.json",
+                 json.dumps({"pid": int(dead.stdout), "host": os.uname().nodename, "started": 0}).encode())
+    fs.invalidate_cache()
+    source = open_source(target)   # the committed release, as its manifest lists it
+    assert sorted(source.files) == sorted(f"{BUCKET}/rel-int/{before['run']}/{e['path']}" for e in before["files"])
+    # a prefix of parts with no _SUCCESS is not read
+    put(fs, "half/.run-00000000000000cc/part-00000.parquet", rel)
+    code, err = run_cli([f"s3://{BUCKET}/half", tmp_path / "o", "--qi", "x,y", "--k", "3"], client)
+    assert code == 2 and f"not a committed release (no _SUCCESS" in err and f"s3://{BUCKET}/half" in err
+    # the next run sweeps the leftovers and commits
+    assert run_cli(argv + ["--k", "4", "--overwrite"], client) == (0, "")
+    final, _, keys_final = _release_on_store(fs, "rel-int")
+    assert _runs(keys_final, "rel-int") == [final["run"]] and final["run"] != before["run"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
+
+
+def test_api_and_spec_write_to_s3(store, client, tmp_path):
+    """The API (credentials as storage_options, written nowhere) and a workflow spec write a
+    directory release to the store through the same commit."""
+    from daskmicro.workflow import parse_spec
+    from daskmicro.workflow.runner import execute_run
+
+    endpoint, fs = store
+    src = tmp_path / "in.parquet"
+    frame(90, seed=6).drop(columns=["s"]).to_parquet(src, index=False)
+    options = {"key": KEY_ID, "secret": OPT_SECRET, "endpoint_url": endpoint}
+    old = _set_env({"AWS_SECRET_ACCESS_KEY": None})
+    try:  # this process has only the options' credentials (moto accepts any)
+        report = anonymize_file(src, f"s3://{BUCKET}/api-out/", ["x", "y"], 3, client=client, drop=["id"],
+                                storage_options=options)
+    finally:
+        _set_env(old)
+    manifest, rel, _ = _release_on_store(fs, "api-out")
+    assert report.n == 90 and len(rel) == 90 and verify_k_anonymity(rel, ["x", "y"], 3)
+    _no_credentials(_store_text(fs, "api-out"), json.dumps(report.to_dict(), default=str))
+    spec = parse_spec({"name": "s3out", "input": {"path": str(src), "drop": ["id"]}, "qi": ["x", "y"], "k": 3,
+                       "output": {"path": f"s3://{BUCKET}/spec-out"}, "report": {"path": "copy.json"}},
+                      base_dir=tmp_path)
+    summary = execute_run(spec, client=client)
+    manifest, rel, _ = _release_on_store(fs, "spec-out")
+    assert summary["rows"] == 90 and len(rel) == 90 and (tmp_path / "copy.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.json", "in.parquet"]
+
+
+def test_bad_outputs_one_line_nothing_written(store, client, tmp_path, capsys):
+    endpoint, fs = store
+    lake = put_lake(fs, "lake3", frame(60))
+    fs.pipe_file(f"{BUCKET}/foreign/notes.txt", b"theirs")
+    fs.invalidate_cache()
+    before = sorted(fs.find(BUCKET))
+    for target, message in [("s3://no-such-bucket-y/out", "output: bucket not found: s3://no-such-bucket-y/out"),
+                            (f"s3://{BUCKET}/foreign", f"output s3://{BUCKET}/foreign holds objects that daskmicro "
+                                                       "did not write (e.g. notes.txt)"),
+                            (f"s3://{BUCKET}/lake3/rel", f"output s3://{BUCKET}/lake3/rel is the input or lies inside")]:
+        code = lake_cli.main(["anonymize", lake, target, "--qi", "x,y", "--k", "3", "--report",
+                              str(tmp_path / "r.json")])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and message in err, err
+        _no_credentials(err)
+    fs.invalidate_cache()
+    assert sorted(fs.find(BUCKET)) == before and sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_killed_at_the_commit(store, tmp_path):
+    """A run killed just before its _SUCCESS PUT leaves the release as it was; one killed just after
+    it has committed the new one (the old objects left behind). The next run deletes the leftovers
+    of both: only the committed run prefix remains."""
+    import subprocess
+
+    endpoint, fs = store
+    src = tmp_path / "in.parquet"
+    frame(60, seed=7).drop(columns=["s"]).to_parquet(src, index=False)
+    target = f"s3://{BUCKET}/killed"
+    base = [sys.executable, "-m", "daskmicro", "anonymize", str(src), target, "--qi", "x,y", "--drop", "id",
+            "--overwrite"]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    assert subprocess.run(base + ["--k", "3"], env=env, capture_output=True).returncode == 0
+    before, rel, _ = _release_on_store(fs, "killed")
+    done = subprocess.run(base + ["--k", "4"], env=dict(env, DASKMICRO_FAULT_AT="s3.staged"), capture_output=True)
+    assert done.returncode == 137
+    after, rel_after, keys = _release_on_store(fs, "killed")
+    assert after == before and rel_after.equals(rel) and len(_runs(keys, "killed")) == 2
+    done = subprocess.run(base + ["--k", "5"], env=dict(env, DASKMICRO_FAULT_AT="s3.published"), capture_output=True,
+                          text=True)
+    assert done.returncode == 137 and "run prefix(es)" in done.stderr     # the first leftovers swept
+    after, rel_after, keys = _release_on_store(fs, "killed")
+    assert after["run"] != before["run"] and verify_k_anonymity(rel_after, ["x", "y"], 5)
+    assert len(_runs(keys, "killed")) == 2                                   # the old release not yet deleted
+    done = subprocess.run(base + ["--k", "6"], env=env, capture_output=True, text=True)
+    assert done.returncode == 0 and "run prefix(es)" in done.stderr, done.stderr
+    _no_credentials(done.stdout, done.stderr)
+    final, rel_final, keys = _release_on_store(fs, "killed")
+    assert _runs(keys, "killed") == [final["run"]] and verify_k_anonymity(rel_final, ["x", "y"], 6)

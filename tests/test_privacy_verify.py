@@ -206,7 +206,7 @@ def test_written_files_checked_through_disk_buckets_give_the_direct_verdict(tmp_
                              rng_) for j, (f, rng_) in enumerate(ranges)]
     assert sum(g[0] for g in got) == len(df) and all(g[1] for g in got)
     by_bucket: dict = {}
-    for j, (_, _, written, _) in enumerate(got):
+    for j, (_, _, written, *_) in enumerate(got):
         for b in written:
             by_bucket.setdefault(b, []).append(j)
     assert set(by_bucket) <= set(range(n_buckets))

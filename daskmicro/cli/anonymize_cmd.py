@@ -4,6 +4,7 @@ one planner (:mod:`daskmicro.plan`) runs it."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from ..config import QUALITIES
 from ..errors import InputError, ParameterError
@@ -48,7 +49,7 @@ def add_parser(sub, fmt) -> None:
         formatter_class=fmt,
     )
     p.add_argument("input", metavar="INPUT", help="input table: .csv, .parquet, or a directory of Parquet files; also s3://BUCKET/KEY (an object or a prefix of Parquet objects; needs daskmicro[s3]) or file:///PATH")
-    p.add_argument("output", metavar="OUTPUT", help="release to write: a .parquet file, or a directory (no extension) for a partitioned release written by the workers")
+    p.add_argument("output", metavar="OUTPUT", help="release to write: a .parquet file, or a directory (no extension) for a partitioned release written by the workers; also s3://BUCKET/PREFIX for a directory release committed there by its _SUCCESS object (needs daskmicro[s3])")
     p.add_argument("--qi", required=True, metavar="COLS", help="comma-separated quasi-identifier columns (numeric), or all-numeric: every integer or float column but those of --qi-except and the columns with another role (--strata, --drop, --keep, --id-column, --participation COLUMN)")
     p.add_argument("--qi-except", metavar="COLS", help="with --qi all-numeric: the numeric columns that are not QIs (a numeric column named like an identifier, such as record_id, must be named here)")
     p.add_argument("--k", required=True, type=int, metavar="K", help="anonymity parameter: each published QI tuple is shared by ≥ K records (2 ≤ K ≤ rows)")
@@ -177,8 +178,10 @@ def run_anonymize(args, client=None) -> int:
 
     report = outcome.report
     print(report.summary(verbose=verbose))
-    if outcome.output is not None and outcome.output.is_dir():
-        print("\n".join(where_lines(outcome.output, files=len(report.lake["files"]))))
+    if outcome.output is not None and report.lake is not None:   # a directory release, local or on a store
+        remote = not isinstance(outcome.output, Path)
+        print("\n".join(where_lines(outcome.output, outcome.report_path if remote else None,
+                                     files=len(report.lake["files"]))))
     else:
         print("\n".join(where_lines(outcome.output, outcome.report_path)))
     if outcome.performance_report is not None:

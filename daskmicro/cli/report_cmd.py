@@ -63,7 +63,7 @@ def run(args) -> int:
 
     if is_remote(str(args.path)) or (args.output is not None and is_remote(str(args.output))):
         raise ParameterError("reading or writing a report on an object store is not supported yet: "
-                             "daskmicro writes releases to local or mounted paths only")
+                             "render the local copy of a release's report (anonymize --report PATH)")
     target = write_report(args.path, args.output, overwrite=args.overwrite)
     print(f"report: {target}")
     return 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -181,9 +182,10 @@ def write_and_verify(client, releases, files, schema, rel: Release, partition_by
     first: dict = {}
     for j, (key, _) in enumerate(order):
         first.setdefault(key, j)
-    directory = staging / sh.SHUFFLE_DIR
+    store = sh.store_of(staging)   # a run prefix on an object store (io/objectcommit), or None
+    directory = sh.location(staging, sh.SHUFFLE_DIR)
     fschema = sh.fragment_schema(schema, keep_row_id)
-    args = (seed, partition_by, files, first, fschema, str(directory))
+    args = (seed, partition_by, files, first, fschema, directory, store)
     per_piece = _scatter_all(client, releases, args, inflight, rel.tap)
     # Nothing upstream is needed any more: drop every reference to it (the caller's chunks, whose
     # graphs hold the futures of the rows' published values), so that a worker lost from here on costs
@@ -192,9 +194,9 @@ def write_and_verify(client, releases, files, schema, rel: Release, partition_by
     fragments: dict = {}
     for i, rows in enumerate(per_piece):
         for j in rows:
-            fragments.setdefault(j, []).append(str(sh.fragment_path(directory, j, i)))
-    paths = [staging / files[key][0] / f"part-{b:05d}.parquet" for key, b in order]
-    written = [client.submit(sh.write_file, str(p), schema, keep_row_id, fragments.get(j, []), pure=False)
+            fragments.setdefault(j, []).append(str(sh.fragment_path(directory, j, i, store)))
+    paths = [sh.location(staging, files[key][0], f"part-{b:05d}.parquet") for key, b in order]
+    written = [client.submit(sh.write_file, p, schema, keep_row_id, fragments.get(j, []), store, pure=False)
                for j, p in enumerate(paths)]
     inflight.extend(written)
     results = client.gather(written)
@@ -203,13 +205,27 @@ def write_and_verify(client, releases, files, schema, rel: Release, partition_by
     sh.remove_fragments(staging)
     # the partition values as a hive reader reads them: decoded from the directory names written
     keep = [(p, r, _hive_constants(files[key][0])) for p, r, (key, _) in zip(paths, results, order) if r["rows"]]
-    k_check, sizes, same, rows_read, summaries = _verify_files(client, [(p, c, r["rows"]) for p, r, c in keep],
-                                                               schema, rel, staging, inflight)
+    k_check, sizes, same, rows_read, summaries, digests = _verify_files(
+        client, [(p, c, r["rows"]) for p, r, c in keep], schema, rel, staging, inflight)
     cm.check_written(results, n, rel.expected, same, k_check, rows_read)
-    listing = [{"path": str(p.relative_to(staging)), "rows": r["rows"], "bytes": p.stat().st_size}
-               for p, r, _ in keep]
+    listing = _listing(staging, keep, digests)
     return {"files": listing, "k_check": k_check, "rows_check": RowCheck(ok=True, rows_in=n, rows_out=rows_read),
             "tuple_sizes": sizes, "figures": summaries}
+
+
+def _listing(staging, keep, digests) -> list:
+    """The manifest's files (path in the release, rows, bytes; and on an object store the SHA-256
+    of the object, checked against the bytes read back by every verification of it)."""
+    if sh.store_of(staging) is None:
+        return [{"path": str(Path(p).relative_to(staging)), "rows": r["rows"], "bytes": Path(p).stat().st_size}
+                for p, r, _ in keep]
+    out = []
+    for p, r, _ in keep:
+        if any(d != r["sha256"] for d in digests.get(p, [None])):
+            raise VerificationError(f"the object read back differs from the bytes written: {staging.url()}/"
+                                    f"{staging.relative(p)}")
+        out.append({"path": staging.relative(p), "rows": r["rows"], "bytes": r["bytes"], "sha256": r["sha256"]})
+    return out
 
 
 def _hive_constants(rel: str) -> dict:
@@ -237,8 +253,8 @@ def check_ranges(rows: list, threads: int) -> list:
 
 
 def _verify_files(client, files, schema, rel: Release, staging, inflight):
-    """(KAnonymityCheck, tuple sizes, schema as promised per file, rows read, figures' summaries) of the written
-    ``files`` (``[(path, hive constants, rows)]``): each re-read and the tuple counts of each of
+    """(KAnonymityCheck, tuple sizes, schema as promised per file, rows read, figures' summaries, SHA-256s of
+    the bytes read back per file — None for local files) of the written ``files`` (``[(path, hive constants, rows)]``): each re-read and the tuple counts of each of
     its row ranges (:func:`check_ranges`) cut into hash buckets on disk
     (:func:`daskmicro.io.shuffle.scatter_counts`), then each bucket merged and checked on its
     own; the scheduler only ever holds verdicts."""
@@ -246,25 +262,30 @@ def _verify_files(client, files, schema, rel: Release, staging, inflight):
 
     columns, k, figures = list(rel.columns), rel.k, (list(rel.qi), rel.bins)
     n_buckets = count_buckets(rel.n)
-    directory = str(staging / sh.COUNTS_DIR)
+    store = sh.store_of(staging)
+    directory = sh.location(staging, sh.COUNTS_DIR)
     threads = worker_threads(client)
     ranges = check_ranges([r for _, _, r in files], threads)
     checks = [client.submit(sh.scatter_counts, str(files[f][0]), schema, columns, files[f][1], n_buckets, directory, j,
-                            rows, figures, pure=False)
+                            rows, figures, store, pure=False)
               for j, (f, rows) in enumerate(ranges)]
     inflight.extend(checks)
     got = client.gather(checks)
     inflight.clear()
     by_bucket: dict = {}
-    for j, (_, _, written, _) in enumerate(got):
+    digests: dict = {}
+    for j, (_, _, written, _, digest) in enumerate(got):
         for b in written:
             by_bucket.setdefault(b, []).append(j)
-    verdicts = [client.submit(sh.bucket_verdict_of, directory, b, js, k, pure=False) for b, js in by_bucket.items()]
+        digests.setdefault(str(files[ranges[j][0]][0]), []).append(digest)
+    verdicts = [client.submit(sh.bucket_verdict_of, directory, b, js, k, store, pure=False)
+                for b, js in by_bucket.items()]
     inflight.extend(verdicts)
     k_check, sizes = client.submit(combine_verdicts, k, *verdicts).result()
     inflight.clear()
     sh.remove_counts(staging)
-    return k_check, sizes, [g[1] for g in got], sum(g[0] for g in got), [g[3] for g in got if g[3] is not None]
+    return (k_check, sizes, [g[1] for g in got], sum(g[0] for g in got), [g[3] for g in got if g[3] is not None],
+            digests)
 
 
 def _bucket(names, qi, columns, keep_row_id, bins, *pieces):

@@ -60,6 +60,13 @@ __all__ = ["SUCCESS", "OWNER", "verify_file", "commit", "range_checksum",
 _MASK = (1 << 64) - 1
 
 
+def _remote(obj) -> bool:
+    """Whether ``obj`` is a target or run prefix on an object store (:mod:`daskmicro.io.objectcommit`)."""
+    from .objectcommit import RemoteRun, RemoteTarget
+
+    return isinstance(obj, (RemoteTarget, RemoteRun))
+
+
 def staging_dir(target: Path) -> Path:
     """A fresh hidden sibling name ``.NAME.tmp-<8 hex digits>`` for staging ``target`` (not created)."""
     return target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
@@ -72,7 +79,11 @@ def open_staging(target: Path, subdirs=()) -> Path:
     moved the staging directory away, a write still running on a worker fails instead of
     re-creating it.  The owner file names this process so that a later run can tell a folder
     left by an interrupted run (:func:`daskmicro.io.recovery.sweep_stale`) from one in use.
+    A target on an object store (:class:`daskmicro.io.objectcommit.RemoteTarget`) gets a run
+    prefix there instead (no directories to make).
     """
+    if _remote(target):
+        return target.open_run()
     staging = staging_dir(Path(target))
     staging.mkdir()
     _remember(staging)
@@ -113,7 +124,11 @@ def discard_staging(staging: Path, client=None, futures=()) -> None:
     write resolves its path under the old name and fails, because writers never create
     directories.  The renamed tree is deleted, with a few retries for a file that was being
     created at the moment of the rename; whatever still remains is swept by the next run.
+    A run prefix on an object store (:class:`daskmicro.io.objectcommit.RemoteRun`) is deleted.
     """
+    if _remote(staging):
+        staging.discard(client, futures)
+        return
     staging = Path(staging)
     if client is not None and futures:
         try:
@@ -196,6 +211,8 @@ def verify_file(path: str, schema, columns: list, constants: dict | None = None,
 
 def read_manifest(target: Path):
     """The ``_SUCCESS`` manifest of a committed release, or None."""
+    if _remote(target):
+        return target.read_manifest()
     path = Path(target) / SUCCESS
     if not path.is_file():
         return None

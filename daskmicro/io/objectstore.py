@@ -15,8 +15,11 @@ alone, fingerprints and reports name only the URL, and every message of another 
 scrubbed of the option values and of the credential variables of the environment
 (:meth:`Store.scrub`).  A URL holding credentials (``s3://KEY:SECRET@bucket``) is refused.
 
-Outputs on an object store are refused (:func:`refuse_remote_output`): a directory commit there
-needs a commit without rename, which this version does not have.
+A directory release (a lake) may be written to an object store: the workers write it under a run
+prefix of the target and one ``_SUCCESS`` object commits it (:mod:`daskmicro.io.objectcommit`).  A
+prefix holding such a release is read through its ``_SUCCESS`` manifest only: the objects it lists,
+nothing else; run prefixes without a manifest are refused.  Every other output on an object store
+(a single file, a report, a ledger) is refused (:func:`refuse_remote_output`).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from urllib.parse import unquote, urlsplit
 from ..errors import InputError, ParameterError, describe
 
 __all__ = ["is_url", "is_remote", "local_path", "Store", "RemoteFile", "open_remote", "refuse_remote_output",
-           "SCHEMES", "EXTRA_HINT"]
+           "check_url", "shown_url", "SCHEMES", "EXTRA_HINT"]
 
 #: The schemes read through an object store's file system (``file://`` becomes a local path).
 SCHEMES = ("s3", "s3a")
@@ -55,32 +58,32 @@ def local_path(path):
         parts = urlsplit(path)
         if parts.netloc not in ("", "localhost"):
             raise ParameterError(f"a file:// URL names a path on this machine (file:///PATH), not on a host: "
-                                 f"{_shown(path)}")
+                                 f"{shown_url(path)}")
         return unquote(parts.path)
     return path
 
 
-def _shown(url: str) -> str:
+def shown_url(url: str) -> str:
     """The URL as messages give it: scheme, bucket and key, never a user or password part."""
     parts = urlsplit(url)
     host = parts.netloc.rsplit("@", 1)[-1]
     return f"{parts.scheme}://{host}{parts.path}"
 
 
-def _check_url(url: str) -> tuple:
+def check_url(url: str) -> tuple:
     """(scheme, bucket/key without the scheme) of an object-store URL, or a one-line refusal."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme not in SCHEMES:
         raise ParameterError(f"unsupported URL scheme {scheme}:// (daskmicro reads s3:// and file:// URLs): "
-                             f"{_shown(url)}")
+                             f"{shown_url(url)}")
     if "@" in parts.netloc:
         raise ParameterError(f"credentials in a URL are refused (they would be recorded with the input's path): "
-                             f"{_shown(url)}; give them through the environment, a profile or storage_options")
+                             f"{shown_url(url)}; give them through the environment, a profile or storage_options")
     if not parts.netloc:
-        raise ParameterError(f"no bucket in {_shown(url)} (expected s3://BUCKET/KEY)")
+        raise ParameterError(f"no bucket in {shown_url(url)} (expected s3://BUCKET/KEY)")
     if parts.query or parts.fragment:
-        raise ParameterError(f"a URL with a query or fragment is not an object name: {_shown(url)}")
+        raise ParameterError(f"a URL with a query or fragment is not an object name: {shown_url(url)}")
     return scheme, (parts.netloc + parts.path).rstrip("/")
 
 
@@ -190,10 +193,10 @@ def open_remote(url: str, storage_options=None, suffixes=(".parquet", ".pq")) ->
 
     Refused in one line naming the URL: an unsupported scheme, credentials in the URL, a missing
     bucket, key or prefix, a prefix with no Parquet object, an unreadable listing."""
-    scheme, root = _check_url(url)
+    scheme, root = check_url(url)
     store = Store(scheme, storage_options)
     fs = store.filesystem(fresh=True)
-    shown = _shown(url)
+    shown = shown_url(url)
     try:
         info = fs.info(root)
         if info.get("type") == "directory":
@@ -217,5 +220,5 @@ def open_remote(url: str, storage_options=None, suffixes=(".parquet", ".pq")) ->
 def refuse_remote_output(path, what: str = "output") -> None:
     """Refuse, in one line, to write ``what`` to an object store: not built in this version."""
     if path is not None and is_remote(str(path)):
-        raise ParameterError(f"writing the {what} to an object store is not supported yet: {_shown(str(path))} "
-                             "(write it to a local or mounted path; s3:// works for inputs)")
+        raise ParameterError(f"writing the {what} to an object store is not supported yet: {shown_url(str(path))} "
+                             "(write it to a local or mounted path; s3:// works for inputs and directory releases)")

@@ -21,7 +21,7 @@ from pathlib import Path
 from ..errors import InputError
 from .journal import fsync_dir, journal_path, read_journal, remove_journal
 
-__all__ = ["SUCCESS", "OWNER", "sweep_stale", "sweep_files", "recover", "recover_journal", "refuse_uncommitted",
+__all__ = ["SUCCESS", "OWNER", "owner_record", "owner_alive", "sweep_stale", "sweep_files", "recover", "recover_journal", "refuse_uncommitted",
            "glob_escape"]
 
 SUCCESS = "_SUCCESS"
@@ -40,6 +40,19 @@ def _owner_alive(folder: Path) -> bool:
         owner = json.loads((folder / OWNER).read_text(encoding="utf-8"))
     except (OSError, ValueError):  # no owner: an interrupted run of an older version, or one just starting
         return time.time() - folder.stat().st_mtime < _UNOWNED_GRACE_SECONDS
+    return owner_alive(owner)
+
+
+def owner_record() -> dict:
+    """What an owner file holds: this process, its machine, when it started writing."""
+    return {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
+
+
+def owner_alive(owner) -> bool:
+    """Whether the process an owner record (:func:`owner_record`) names may still be running: on
+    this machine, while its process exists; on another, for a day after it started."""
+    if not isinstance(owner, dict):
+        return False
     if owner.get("host") != socket.gethostname():
         return time.time() - float(owner.get("started", 0)) < _FOREIGN_STALE_SECONDS
     try:

@@ -27,6 +27,11 @@ lost) rewrites the same bytes and a reader never sees half a fragment.  Writers 
 directories (:func:`daskmicro.io.commit.open_staging`): after the staging directory has been
 discarded a late write fails.  The ``_shuffle`` folder is removed before the release is verified
 and committed; its fragments hold published rows only (centroids, never input QI values).
+
+On an object store (a run prefix, :mod:`daskmicro.io.objectcommit`) the same functions take the
+store (``store``, a :class:`daskmicro.io.objectstore.Store`) and keys instead of paths: every
+object is one atomic PUT (no temporary name), and a file is written whole from memory, its size
+and SHA-256 returned, then read back from the store to be verified.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ from .commit import row_checksum
 from .layout import KEY_COLUMN, file_index
 from .source import RID
 
-__all__ = ["SHUFFLE_DIR", "COUNTS_DIR", "fragment_schema", "scatter_piece", "fragment_path", "write_file",
+__all__ = ["SHUFFLE_DIR", "COUNTS_DIR", "store_of", "location", "fragment_schema", "scatter_piece", "fragment_path", "write_file",
            "remove_fragments", "counts_path", "scatter_counts", "bucket_verdict_of", "remove_counts"]
 
 #: Folder of the staging directory that holds the fragments while the release is cut.
@@ -62,13 +67,30 @@ def fragment_schema(schema, keep_row_id: bool):
     return pa.schema(fields + [pa.field(RID, pa.int64()), pa.field(KEY_COLUMN, pa.uint64())])
 
 
-def fragment_path(directory, file_no: int, piece_no: int) -> Path:
-    return Path(directory) / f"{file_no:06d}-{piece_no:06d}.arrow"
+def store_of(staging):
+    """The object store of a run prefix (:class:`daskmicro.io.objectcommit.RemoteRun`); None for a
+    local staging directory."""
+    return getattr(staging, "store", None) if not isinstance(staging, Path) else None
 
 
-def counts_path(directory, bucket: int, file_no: int) -> Path:
+def location(staging, *parts) -> str:
+    """``staging/parts…`` as the writers name it: a local path, or a key of the store."""
+    if store_of(staging) is not None:
+        return staging.key(*parts)
+    return str(Path(staging, *[p for p in parts if p]))
+
+
+def _under(directory, name: str, store=None):
+    return f"{directory}/{name}" if store is not None else Path(directory) / name
+
+
+def fragment_path(directory, file_no: int, piece_no: int, store=None):
+    return _under(directory, f"{file_no:06d}-{piece_no:06d}.arrow", store)
+
+
+def counts_path(directory, bucket: int, file_no: int, store=None):
     """A written file's tuple counts in one hash bucket (:func:`scatter_counts`)."""
-    return Path(directory) / f"{bucket:06d}-{file_no:06d}.npy"
+    return _under(directory, f"{bucket:06d}-{file_no:06d}.npy", store)
 
 
 def _temporary(path: Path) -> Path:
@@ -77,7 +99,7 @@ def _temporary(path: Path) -> Path:
 
 
 def scatter_piece(df: pd.DataFrame, piece_no: int, seed: int, partition_by: list, files: dict, first: dict,
-                  schema, directory) -> dict:
+                  schema, directory, store=None) -> dict:
     """Write the rows of one release chunk as one fragment per output file; ``{file: rows}``.
 
     ``files`` is the plan of :func:`daskmicro.io.layout.plan_files`, ``first`` the number of each
@@ -95,39 +117,69 @@ def scatter_piece(df: pd.DataFrame, piece_no: int, seed: int, partition_by: list
     table = table.take(order)
     numbers, starts, counts = np.unique(fno[order], return_index=True, return_counts=True)
     out = {}
+    fs = store.filesystem() if store is not None else None
     for j, start, count in zip(numbers.tolist(), starts.tolist(), counts.tolist()):
-        path = fragment_path(directory, j, piece_no)
-        tmp = _temporary(path)
-        feather.write_feather(table.slice(start, count).replace_schema_metadata(None), str(tmp),
-                              compression="lz4")
-        os.replace(tmp, path)
+        path = fragment_path(directory, j, piece_no, store)
+        piece = table.slice(start, count).replace_schema_metadata(None)
+        if fs is not None:   # one PUT: atomic
+            with fs.open(path, "wb") as fh:
+                feather.write_feather(piece, fh, compression="lz4")
+        else:
+            tmp = _temporary(path)
+            feather.write_feather(piece, str(tmp), compression="lz4")
+            os.replace(tmp, path)
         out[j] = count
     return out
 
 
-def write_file(path: str, schema, keep_row_id: bool, fragments: list) -> dict:
-    """One output file from its fragments, rows in key order; returns rows and row checksum."""
+def write_file(path: str, schema, keep_row_id: bool, fragments: list, store=None) -> dict:
+    """One output file from its fragments, rows in key order; returns rows and row checksum (and,
+    on an object store, the bytes and SHA-256 of the object written)."""
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
 
     if not fragments:
         return {"rows": 0, "checksum": 0}
-    table = ds.dataset([str(f) for f in fragments], format="ipc").to_table()
+    fs = store.filesystem() if store is not None else None
+    table = ds.dataset([str(f) for f in fragments], format="ipc", filesystem=fs).to_table()
     table = table.take(np.argsort(table.column(KEY_COLUMN).to_numpy(), kind="stable"))
     rids = table.column(RID).to_numpy()
     if keep_row_id:
         table = table.append_column(ROW_ID, table.column(RID))
     table = table.select(schema.names).unify_dictionaries().combine_chunks()
+    out = {"rows": table.num_rows, "checksum": row_checksum(rids)}
+    if fs is not None:   # written whole, in one PUT
+        import hashlib
+
+        import pyarrow as pa
+
+        sink = pa.BufferOutputStream()
+        pq.write_table(table.replace_schema_metadata(None), sink)
+        data = sink.getvalue().to_pybytes()
+        del table
+        fs.pipe_file(path, data)
+        return dict(out, bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
     # no mkdir: the directories were made by open_staging; after discard_staging this write fails
     pq.write_table(table.replace_schema_metadata(None), path)
-    return {"rows": table.num_rows, "checksum": row_checksum(rids)}
+    return out
+
+
+def _remove(staging, sub: str) -> None:
+    if store_of(staging) is not None:
+        staging.remove(sub)
+    else:
+        shutil.rmtree(Path(staging) / sub, ignore_errors=True)
 
 
 def remove_fragments(staging) -> None:
-    shutil.rmtree(Path(staging) / SHUFFLE_DIR, ignore_errors=True)
+    _remove(staging, SHUFFLE_DIR)
 
 
-def _atomic_save(path: Path, array: np.ndarray) -> None:
+def _atomic_save(path, array: np.ndarray, store=None) -> None:
+    if store is not None:   # one PUT: atomic
+        with store.filesystem().open(path, "wb") as fh:
+            np.save(fh, array, allow_pickle=False)
+        return
     tmp = _temporary(path)
     with open(tmp, "wb") as fh:
         np.save(fh, array, allow_pickle=False)
@@ -135,17 +187,28 @@ def _atomic_save(path: Path, array: np.ndarray) -> None:
 
 
 def scatter_counts(path: str, schema, columns: list, constants: dict, n_buckets: int, directory,
-                   file_no: int, rows: tuple | None = None, figures=None):
+                   file_no: int, rows: tuple | None = None, figures=None, store=None):
     """Verify one written file, or its rows ``rows`` = (start, stop)
     (:func:`daskmicro.io.commit.verify_file`), and write its tuple counts as one fragment per
     hash bucket, ``BUCKET-FILE.npy`` (hash, count, per-column hashes in one uint64 array;
     ``file_no`` numbers the checked pieces); returns (rows, schema as promised, [buckets written],
     summary of the report's release figures or None).  ``figures`` = (QI columns,
     :class:`~daskmicro.kernels.figures.Bins`): the values read are summarised for the report's
-    release figures (:func:`daskmicro.release.run_figures.piece_figures`)."""
+    release figures (:func:`daskmicro.release.run_figures.piece_figures`).  On an object store
+    (``store``) the object is read back from the store whole and a fifth item is the SHA-256 of
+    the bytes read (None for a local file)."""
     from ..privacy.verify import check_no_collision, split_tuple_counts
     from .commit import verify_file
 
+    digest = None
+    if store is not None:
+        import hashlib
+
+        import pyarrow as pa
+
+        data = store.filesystem().cat_file(path)
+        digest = hashlib.sha256(data).hexdigest()
+        path = pa.BufferReader(data)
     rows, same, counts, values = verify_file(path, schema, columns, constants, rows, with_values=True)
     summary = None
     if figures is not None:
@@ -159,23 +222,29 @@ def scatter_counts(path: str, schema, columns: list, constants: dict, n_buckets:
         if piece.hashes.size:
             packed = np.empty((piece.hashes.size, 2 + piece.tuples.shape[1]), dtype=np.uint64)
             packed[:, 0], packed[:, 1], packed[:, 2:] = piece.hashes, piece.counts.view(np.uint64), piece.tuples
-            _atomic_save(counts_path(directory, b, file_no), packed)
+            _atomic_save(counts_path(directory, b, file_no, store), packed, store)
             written.append(b)
-    return rows, same, written, summary
+    return rows, same, written, summary, digest
 
 
-def bucket_verdict_of(directory, bucket: int, file_nos: list, k: int):
+def bucket_verdict_of(directory, bucket: int, file_nos: list, k: int, store=None):
     """The verdict of one hash bucket (:func:`daskmicro.privacy.verify.bucket_verdict`) from the
     fragments its files wrote (:func:`scatter_counts`)."""
     from ..privacy.verify import TupleCounts, bucket_verdict, merge_tuple_counts
 
     parts = []
+    fs = store.filesystem() if store is not None else None
     for f in file_nos:
-        a = np.load(counts_path(directory, bucket, f), allow_pickle=False)
+        path = counts_path(directory, bucket, f, store)
+        if fs is not None:
+            with fs.open(path, "rb") as fh:
+                a = np.load(fh, allow_pickle=False)
+        else:
+            a = np.load(path, allow_pickle=False)
         parts.append(TupleCounts(a[:, 0].copy(), a[:, 1].view(np.int64).copy(), np.ascontiguousarray(a[:, 2:])))
         del a
     return bucket_verdict(merge_tuple_counts(*parts), k)
 
 
 def remove_counts(staging) -> None:
-    shutil.rmtree(Path(staging) / COUNTS_DIR, ignore_errors=True)
+    _remove(staging, COUNTS_DIR)

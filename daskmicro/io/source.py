@@ -277,10 +277,13 @@ def open_source(path, filters=(), columns=None, drop=(), needed=(), storage_opti
 
 def _open_remote(url, storage_options, filters, columns, drop, needed) -> "RemoteSource":
     """:func:`open_source` of an object-store URL (:func:`daskmicro.io.objectstore.open_remote`)."""
+    from .objectcommit import is_release_prefix, release_listing
     from .objectstore import open_remote
     from .recovery import SUCCESS
 
     store, root, listing, prefix, names = open_remote(url, storage_options, PARQUET_SUFFIXES)
+    if prefix and is_release_prefix(names):   # a release written there: only what its manifest lists
+        root, listing, names = release_listing(store, root, url)
     if prefix:
         if "_report.json" in names and SUCCESS not in names:
             raise InputError(f"not a committed release (no {SUCCESS}): {url}")

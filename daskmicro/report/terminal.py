@@ -178,7 +178,18 @@ def summary_text(r: Mapping, verbose: bool = False) -> str:
 def where_lines(release, report=None, *, files: int | None = None, page=None) -> list:
     """Where the files are: the release (``files``: a directory of that many files, committed with
     ``_SUCCESS``), its JSON report, and its HTML page (``page``: written there; else the command that
-    writes it and where, as :func:`daskmicro.report.find_report` places it)."""
+    writes it and where, as :func:`daskmicro.report.find_report` places it).  A release on an object
+    store (a URL) is named as it is, with the report copy given (``report``) if any."""
+    from ..io.objectstore import is_remote
+
+    if is_remote(str(release)):
+        lines = [f"release: {release}/ ({files or 0:,} file(s), committed with _SUCCESS)"]
+        if report is not None:
+            lines.append(f"report:  {report}")
+            if not is_remote(str(report)):
+                lines.append(f"page:    not written; 'daskmicro report {report}' writes it as "
+                             f"{Path(str(report)).with_suffix('.html')}")
+        return lines
     release = Path(str(release))
     if files is not None:
         report = Path(str(report)) if report is not None else release / "_report.json"

@@ -33,11 +33,14 @@ def output_paths(spec: WorkflowSpec, slot: dt.datetime | None) -> tuple[Path, Pa
     """(release path, report path, release is a directory) of one run."""
     from ..io import lake
 
-    from ..io.objectstore import local_path
+    from ..io.objectstore import is_remote, local_path
 
-    out = Path(local_path(fill(spec.data["output"]["path"], spec.name, slot)))
-    is_dir = lake.is_lake_target(out)
     rep = spec.data.get("report", {}).get("path")
+    text = fill(spec.data["output"]["path"], spec.name, slot)
+    if is_remote(text):   # a directory release on an object store; its report copy, if any, local
+        return text, (Path(local_path(fill(rep, spec.name, slot))) if rep else None), True
+    out = Path(local_path(text))
+    is_dir = lake.is_lake_target(out)
     if rep:
         report = Path(local_path(fill(rep, spec.name, slot)))
     else:
@@ -57,6 +60,10 @@ def _check_targets(source, out: Path, report: Path, is_dir: bool, overwrite: boo
     report directly inside a directory release is written into it with the commit."""
     from ..io.paths import Output, check_outputs
 
+    if not isinstance(out, Path):   # on an object store: checked there by the run (daskmicro.plan)
+        outputs = [Output(report, "report")] if report is not None else []
+        check_outputs([source], outputs, overwrite, hint="set output.overwrite: true to replace it")
+        return
     outputs = [Output(out, "output", directory=is_dir)]
     if not (is_dir and report.parent == out):
         outputs.append(Output(report, "report"))
@@ -149,7 +156,7 @@ def preflight(spec: WorkflowSpec, slot: dt.datetime | None = None) -> tuple[Path
     from ..io import recovery as rec
 
     out, report_path, is_dir = output_paths(spec, slot)
-    for line in rec.recover(out, report_path):
+    for line in rec.recover(*(p for p in (out, report_path) if isinstance(p, Path))):
         print(f"daskmicro: {line}", file=sys.stderr)
     source = _input_path(fill(spec.data["input"]["path"], spec.name, slot))
     if isinstance(source, Path):   # an object-store input is checked when it is listed
@@ -176,7 +183,7 @@ def _planned(spec, slot, source, out, report_path, client, progress, should_stop
     cfg = RunConfig.from_spec(data, filter_texts(d["input"]["filters"], spec.name, slot))
     if d["method"] == "auto" and cfg.method != "auto":  # pragma: no cover - from_spec keeps the method
         raise ParameterError("method: not understood")
-    if report_path == out / "_report.json":
+    if isinstance(out, Path) and report_path == out / "_report.json":
         report_path = None  # a directory release holds its own _report.json
     outcome = run(cfg, input=source, output=out, report_path=report_path, client=client, progress=progress,
                   say=echo_stderr, extra_report={"workflow": workflow}, before_commit=lambda: _check(should_stop),

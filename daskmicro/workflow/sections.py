@@ -227,7 +227,8 @@ def check_output(value, base: Path) -> dict:
     if not isinstance(sec["path"], str):
         fail("output.path", f"expected a string, got {show(sec['path'])}")
     out = {"path": as_path(sec["path"], "output.path", base), "overwrite": False}
-    _local_only(out["path"], "output.path")
+    if out["path"].lower().endswith((".parquet", ".pq")):   # a directory release may go to s3://
+        _local_only(out["path"], "output.path")
     if "overwrite" in sec:
         out["overwrite"] = as_bool(sec["overwrite"], "output.overwrite")
     if "force" in sec:
@@ -247,7 +248,7 @@ def _local_only(text: str, where: str) -> None:
 
     if is_remote(text):
         fail(where, "writing to an object store is not supported yet (write to a local or mounted path; "
-             "s3:// works for input.path)")
+             "s3:// works for input.path and a directory output.path)")
 
 
 def _size(value, path: str) -> int:

@@ -1,0 +1,324 @@
+"""A directory release on an object store (``s3://BUCKET/PREFIX``), committed without a rename.
+
+An object store has no rename and no directories, but one PUT of an object is atomic: the
+``_SUCCESS`` manifest, written last, is the commit.  Layout of a target ``s3://b/out``::
+
+    s3://b/out/_SUCCESS                                  the manifest (written last: the commit)
+    s3://b/out/.run-<16 hex>/[col=value/]part-NNNNN.parquet   the release's files
+    s3://b/out/.run-<16 hex>/_report.json                the release's report
+    s3://b/out/.run-<16 hex>/_daskmicro_owner.json       while the run writes (process, machine)
+    s3://b/out/.run-<16 hex>/_shuffle/, _counts/         while the run writes (removed before the commit)
+
+Every run writes under a run prefix of its own (:meth:`RemoteTarget.open_run`), so the objects
+of the committed release are never overwritten.  The written files are read back from the store
+and verified (:func:`daskmicro.graph.release.write_and_verify`: rows in = rows out, each row once,
+the promised schema, every published tuple at least k times, and the bytes read back the bytes
+written); only then is ``_SUCCESS`` PUT at the target root (:meth:`RemoteTarget.commit`), naming
+the run prefix and every file with its rows, size and SHA-256.  After that the objects of the
+release it replaces are deleted.  Readers (:func:`release_listing`) read only the files a
+manifest lists; a target with run prefixes and no manifest is refused.
+
+A run that fails deletes its run prefix; one that is killed leaves it, and the next run to the
+target deletes every run prefix no manifest names whose owner process is gone (or that has no
+owner object) (:meth:`RemoteTarget.sweep`).  Nothing but ``_SUCCESS`` and ``.run-<16 hex>/…``
+objects under the target is ever deleted, and a target holding any other object is refused.
+One run at a time per target: two runs committing to the same target at once leave the last
+manifest in place and the other run's objects for a later sweep.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import re
+import uuid
+
+from ..errors import InputError, ParameterError, describe
+from .journal import fault
+from .objectstore import Store, check_url, shown_url
+from .recovery import OWNER, SUCCESS, owner_alive, owner_record
+
+__all__ = ["RUN_PREFIX", "RemoteTarget", "RemoteRun", "is_release_prefix", "release_listing", "is_remote_target",
+           "MANIFEST_FORMAT"]
+
+#: The name of a run prefix: ``.run-`` and 16 hex digits.
+RUN_PREFIX = ".run-"
+_RUN = re.compile(r"^\.run-[0-9a-f]{16}$")
+MANIFEST_FORMAT = "daskmicro-release/1"
+
+
+def is_remote_target(obj) -> bool:
+    return isinstance(obj, RemoteTarget)
+
+
+def _run_of(rel: str):
+    """The run prefix an object (``rel``, relative to the target) lies under, or None."""
+    head, sep, _ = rel.partition("/")
+    return head if sep and _RUN.match(head) else None
+
+
+def is_release_prefix(names) -> bool:
+    """Whether the names under a prefix are those of a release written to the store here."""
+    return any(_run_of(n) for n in names)
+
+
+def _manifest_of(text) -> dict | None:
+    """A manifest this module wrote (its run prefix named), else None."""
+    try:
+        doc = json.loads(text)
+    except (ValueError, TypeError):
+        return None
+    ok = isinstance(doc, dict) and doc.get("format") == MANIFEST_FORMAT and _RUN.match(str(doc.get("run", "")))
+    return doc if ok else None
+
+
+def release_listing(store: Store, root: str, shown: str) -> tuple:
+    """The input of a release on the store (a prefix whose names :func:`is_release_prefix`):
+    (run prefix, [(key, bytes, etag)] of the files its manifest lists, names under the run prefix).
+    Refused in one line: no manifest naming a run (an interrupted run), a listed file missing or
+    of another size."""
+    fs = store.filesystem(fresh=True)
+    try:
+        manifest = _manifest_of(fs.cat_file(f"{root}/{SUCCESS}"))
+    except FileNotFoundError:
+        manifest = None
+    except Exception as exc:
+        raise InputError(f"cannot read {shown}/{SUCCESS}: {store.scrub(describe(exc))}") from None
+    if manifest is None:
+        raise InputError(f"not a committed release (no {SUCCESS} naming its run; an interrupted run?): {shown}")
+    base = f"{root}/{manifest['run']}"
+    try:
+        found = fs.find(base, detail=True)
+    except Exception as exc:
+        raise InputError(f"cannot list {shown}: {store.scrub(describe(exc))}") from None
+    listing = []
+    for entry in manifest.get("files", []):
+        if not isinstance(entry.get("path"), str) or any(seg in ("", ".", "..") for seg in entry["path"].split("/")):
+            raise InputError(f"release {shown}: its {SUCCESS} lists a file outside its run prefix")
+        key = f"{base}/{entry['path']}"
+        info = found.get(key)
+        if info is None or int(info.get("size") or 0) != int(entry.get("bytes", -1)):
+            raise InputError(f"release {shown} is incomplete: {entry['path']} is missing or changed")
+        listing.append((key, int(info.get("size") or 0), str(info.get("ETag") or info.get("etag") or "")))
+    return base, listing, {k[len(base) + 1:] for k in found} | {SUCCESS}
+
+
+class RemoteTarget:
+    """The target of a directory release on an object store: its URL (as shown), store and key."""
+
+    def __init__(self, url: str, storage_options=None):
+        scheme, root = check_url(url)
+        self.url = shown_url(url).rstrip("/")
+        self.store = Store(scheme, storage_options)
+        self.root = root
+        self._fs = None
+
+    def __str__(self) -> str:
+        return self.url
+
+    __repr__ = __str__
+
+    def _filesystem(self):
+        if self._fs is None:
+            self._fs = self.store.filesystem(fresh=True)
+        return self._fs
+
+    def _failed(self, doing: str, exc) -> ParameterError:
+        return ParameterError(f"output: cannot {doing} {self.url}: {self.store.scrub(describe(exc))}")
+
+    def listing(self) -> dict:
+        """``{name below the target: size}``; refuses a missing bucket or an unreadable listing."""
+        fs = self._filesystem()
+        bucket = self.root.split("/", 1)[0]
+        try:
+            fs.invalidate_cache()
+            if not fs.exists(bucket):
+                raise ParameterError(f"output: bucket not found: {self.url}")
+            found = fs.find(self.root, detail=True) if "/" in self.root else fs.find(bucket, detail=True)
+        except ParameterError:
+            raise
+        except Exception as exc:  # botocore's own errors (no credentials, access denied, ...)
+            raise self._failed("list", exc) from None
+        return {k[len(self.root) + 1:]: int(v.get("size") or 0) for k, v in found.items()
+                if k.startswith(self.root + "/")}
+
+    def read_manifest(self) -> dict | None:
+        """The manifest of the release committed here, or None."""
+        try:
+            text = self._filesystem().cat_file(f"{self.root}/{SUCCESS}")
+        except FileNotFoundError:
+            return None
+        except Exception as exc:
+            raise self._failed("read the manifest of", exc) from None
+        return _manifest_of(text)
+
+    def check(self, overwrite: bool, hint: str = "use --overwrite to replace it") -> None:
+        """Refuse a target holding objects that are not daskmicro's, or a committed release
+        (unless ``overwrite``)."""
+        names = self.listing()
+        foreign = sorted(n for n in names if n != SUCCESS and _run_of(n) is None)
+        if foreign:
+            raise ParameterError(f"output {self.url} holds objects that daskmicro did not write (e.g. {foreign[0]}); "
+                                 "write the release to an empty prefix or to one of its own")
+        if SUCCESS in names and self.read_manifest() is None:
+            raise ParameterError(f"output {self.url} holds a {SUCCESS} that daskmicro did not write there")
+        if SUCCESS in names and not overwrite:
+            raise ParameterError(f"output already exists: {self.url} ({hint})")
+
+    def against_input(self, url) -> None:
+        """Refuse an input that is the target, inside it or around it."""
+        try:
+            _, root = check_url(str(url))
+        except ParameterError:
+            return
+        if root == self.root or root.startswith(self.root + "/") or self.root.startswith(root + "/"):
+            raise ParameterError(f"output {self.url} is the input or lies inside or around it")
+
+    def check_run(self, input, inputs, report_path, overwrite: bool, same: bool, spill=None, ledger=None) -> None:
+        """Every check of a run's outputs (:func:`daskmicro.plan.run`): the target against the
+        input and on its store (:meth:`check`; ``same``: it holds this very run), the local report
+        copy, spill directory and ledger against the local inputs (:mod:`daskmicro.io.paths`)."""
+        from pathlib import Path
+
+        from .paths import Output, check_ledger, check_outputs, check_spill
+
+        if input is not None:
+            self.against_input(input)
+        self.check(overwrite or same)
+        outputs = [Output(Path(report_path), "report")] if report_path is not None else []
+        check_outputs(inputs, outputs, overwrite)
+        check_spill(spill, inputs, outputs)
+        check_ledger(ledger, inputs, outputs)
+
+    def _delete_run(self, name: str, names=None) -> None:
+        """Delete every object under the run prefix ``name`` (nothing else)."""
+        if not _RUN.match(name):
+            raise ValueError(f"not a run prefix: {name}")
+        fs = self._filesystem()
+        fs.invalidate_cache()
+        keys = [f"{self.root}/{n}" for n in (names if names is not None else self.listing()) if _run_of(n) == name]
+        if keys:
+            fs.rm(keys)
+
+    def sweep(self) -> list:
+        """Delete the run prefixes that no manifest names and whose writer is gone; the notices."""
+        names = self.listing()
+        manifest = self.read_manifest() if SUCCESS in names else None
+        keep = manifest["run"] if manifest else None
+        runs = sorted({r for r in map(_run_of, names) if r is not None and r != keep})
+        removed = []
+        for run in runs:
+            owner = None
+            if f"{run}/{OWNER}" in names:
+                try:
+                    owner = json.loads(self._filesystem().cat_file(f"{self.root}/{run}/{OWNER}"))
+                except Exception:
+                    owner = None
+            if owner_alive(owner):
+                continue
+            self._delete_run(run, names)
+            removed.append(run)
+        if not removed:
+            return []
+        return [f"removed {len(removed)} run prefix(es) of {self.url} left by an interrupted run: {', '.join(removed)}"]
+
+    def open_run(self) -> "RemoteRun":
+        """A fresh run prefix, its owner object written first."""
+        run = RemoteRun(self, f"{RUN_PREFIX}{uuid.uuid4().hex[:16]}")
+        run.put(OWNER, json.dumps(owner_record()).encode())
+        _remember(run)
+        return run
+
+    def commit(self, run: "RemoteRun", manifest: dict) -> None:
+        """PUT ``_SUCCESS`` (``manifest`` with the run prefix): the commit; then delete the release
+        it replaces.  :func:`~daskmicro.io.journal.fault` points ``s3.staged``, ``s3.published``."""
+        from .formats import dump_json
+        from .interrupt import check as check_interrupt
+
+        text = dump_json(dict(manifest, run=run.name))
+        check_interrupt()     # a run asked to stop never commits
+        previous = self.read_manifest()
+        fault("s3.staged")
+        try:
+            self._filesystem().pipe_file(f"{self.root}/{SUCCESS}", text.encode("utf-8"))
+        except Exception as exc:
+            raise self._failed("write the manifest of", exc) from None
+        run.done = True
+        fault("s3.published")
+        try:
+            self._filesystem().rm(run.key(OWNER))
+            if previous is not None and previous["run"] != run.name:
+                self._delete_run(previous["run"])
+        except Exception:  # committed: what is left is swept by the next run
+            pass
+
+
+class RemoteRun:
+    """The run prefix a run writes under (:class:`RemoteTarget`): picklable, for the workers."""
+
+    __slots__ = ("target", "name", "done")
+
+    def __init__(self, target: RemoteTarget, name: str):
+        self.target, self.name, self.done = target, name, False
+
+    @property
+    def store(self) -> Store:
+        return self.target.store
+
+    @property
+    def prefix(self) -> str:
+        return f"{self.target.root}/{self.name}"
+
+    def key(self, *parts) -> str:
+        """``bucket/target/.run-…/parts…`` (empty parts left out)."""
+        return "/".join([self.prefix, *(str(p).strip("/") for p in parts if p)])
+
+    def relative(self, key: str) -> str:
+        return str(key)[len(self.prefix) + 1:]
+
+    def url(self, *parts) -> str:
+        return f"{self.store.protocol}://{self.key(*parts)}"
+
+    def put(self, name: str, data: bytes) -> None:
+        try:
+            self.target._filesystem().pipe_file(self.key(name), data)
+        except Exception as exc:
+            raise self.target._failed("write to", exc) from None
+
+    def remove(self, sub: str) -> None:
+        """Delete the objects under ``sub`` of the run prefix (scratch folders)."""
+        fs = self.target._filesystem()
+        fs.invalidate_cache()
+        keys = [k for k in fs.find(self.key(sub)) if k.startswith(self.key(sub) + "/")]
+        if keys:
+            fs.rm(keys)
+
+    def discard(self, client=None, futures=()) -> None:
+        """Delete the run prefix of a run that does not commit (its writes cancelled first)."""
+        if client is not None and futures:
+            try:
+                client.cancel(list(futures), force=True)
+            except Exception:  # the cluster may be gone already
+                pass
+        if self.done:
+            return
+        try:
+            self.target._delete_run(self.name)
+        except Exception:  # swept by the next run
+            pass
+        self.done = True   # nothing more to do for it
+
+
+#: Run prefixes this process opened: what is left of them at exit (never committed) is deleted.
+_OPENED: list = []
+
+
+def _remember(run: RemoteRun) -> None:
+    if not _OPENED:
+        atexit.register(_discard_opened)
+    _OPENED.append(run)
+
+
+def _discard_opened() -> None:
+    for run in _OPENED:
+        run.discard()
