@@ -26,7 +26,7 @@ def test_dockerfile_pins_the_official_dask_image_of_the_same_release():
     base = re.search(r"^FROM\s+(\S+)", text, re.M).group(1)
     assert base == f"ghcr.io/dask/dask:{_dask_version()}-py3.12"           # tag format RELEASE-pyX.Y
     assert re.search(r"^COPY daskmicro /opt/daskmicro/daskmicro$", text, re.M)
-    assert "pip install --no-cache-dir /opt/daskmicro" in text
+    assert 'pip install --no-cache-dir "/opt/daskmicro[s3]"' in text   # object stores too
     for src in re.findall(r"^COPY (.+) /opt/daskmicro/", text, re.M):
         for name in src.split():
             assert (ROOT / name).exists(), name
@@ -81,6 +81,15 @@ def test_operator_manifests_api_version_kind_and_commands():
     _check_cluster_spec(job["spec"]["cluster"]["spec"], job["metadata"]["name"])
     runner = _containers(job["spec"]["job"]["spec"])["job"]
     assert "daskmicro run /data/workflows/nightly-lake.yaml --scheduler \"$DASK_SCHEDULER_ADDRESS\"" in runner["args"][-1]
+    (store_job,) = _manifests("daskjob-object-store.yaml")
+    assert (store_job["apiVersion"], store_job["kind"]) == ("kubernetes.dask.org/v1", "DaskJob")
+    _check_cluster_spec(store_job["spec"]["cluster"]["spec"], store_job["metadata"]["name"])
+    runner = _containers(store_job["spec"]["job"]["spec"])["job"]
+    assert "daskmicro run /spec/object-store-lake.yaml --scheduler" in runner["args"][-1]
+    worker = _containers(store_job["spec"]["cluster"]["spec"]["worker"]["spec"])["worker"]
+    for pod in (runner, worker):   # credentials from a Secret, no shared volume of data
+        assert pod["envFrom"] == [{"secretRef": {"name": "daskmicro-store"}}]
+        assert all(m["mountPath"] == "/spec" for m in pod.get("volumeMounts", []))
     (cron,) = _manifests("cronjob.yaml")
     assert (cron["apiVersion"], cron["kind"]) == ("batch/v1", "CronJob")
     from croniter import croniter

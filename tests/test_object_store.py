@@ -446,3 +446,41 @@ def test_killed_at_the_commit(store, tmp_path):
     _no_credentials(done.stdout, done.stderr)
     final, rel_final, keys = _release_on_store(fs, "killed")
     assert _runs(keys, "killed") == [final["run"]] and verify_k_anonymity(rel_final, ["x", "y"], 6)
+
+
+def test_object_store_example_runs_as_written(store, client, tmp_path, capsys):
+    """``workflows/object-store-lake.yaml`` as shipped, run by ``daskmicro run`` on the shared cluster
+    against the store of the environment (AWS_ENDPOINT_URL): lake in, release out, only URLs."""
+    import shutil
+
+    import yaml
+
+    from daskmicro.cli import main
+
+    endpoint, fs = store
+    example = Path(__file__).resolve().parents[1] / "workflows" / "object-store-lake.yaml"
+    spec = yaml.safe_load(example.read_text())
+    bucket, prefix = spec["input"]["path"].removeprefix("s3://").rstrip("/").split("/", 1)
+    fs.mkdir(bucket)
+    rng = np.random.default_rng(11)
+    qi = spec["qi"].split(",")
+    for i in range(3):
+        df = pd.DataFrame({c: rng.gamma(2.0, 10.0 ** (j % 3), 150).round(1) for j, c in enumerate(qi)})
+        df.insert(0, "record_id", np.arange(150, dtype=np.int64) + 150 * i)
+        with fs.open(f"{bucket}/{prefix}/year={2024 + i}/part-0.parquet", "wb") as fh:
+            df.to_parquet(fh, index=False)
+    shutil.copy(example, tmp_path / example.name)
+    capsys.readouterr()
+    assert main(["run", str(tmp_path / example.name), "--scheduler", client.scheduler.address, "--quiet"]) == 0, \
+        capsys.readouterr().err
+    out_prefix = spec["output"]["path"].removeprefix("s3://")
+    fs.invalidate_cache()
+    manifest = json.loads(fs.cat_file(f"{out_prefix}/_SUCCESS"))
+    import pyarrow.parquet as pq
+
+    rel = pd.concat([pq.read_table(f"{out_prefix}/{manifest['run']}/{e['path']}", filesystem=fs).to_pandas()
+                     for e in manifest["files"]], ignore_index=True)
+    assert len(rel) == 450 and "record_id" not in rel.columns
+    assert verify_k_anonymity(rel, qi, spec["k"])
+    assert (tmp_path / spec["report"]["path"]).is_file()
+    _no_credentials(_tree_text(tmp_path), json.dumps(manifest))

@@ -29,7 +29,8 @@ def copy(tmp_path):
 
 
 def test_every_example_is_a_valid_spec():
-    assert EXAMPLES == ["census-demo.yaml", "incremental-survey.yaml", "nightly-lake.yaml", "probabilistic-survey.yaml"]
+    assert EXAMPLES == ["census-demo.yaml", "incremental-survey.yaml", "nightly-lake.yaml", "object-store-lake.yaml",
+                        "probabilistic-survey.yaml"]
     for name in EXAMPLES:
         spec = load_workflow(WORKFLOWS / name)
         assert spec.name == name.removesuffix(".yaml")
