@@ -64,13 +64,14 @@ class DaskProcesses:
                 p.wait(timeout=30)
 
 
-def start_dask_processes(n_workers: int = 2, tls: dict | None = None) -> DaskProcesses:
+def start_dask_processes(n_workers: int = 2, tls: dict | None = None, cwd=None, env: dict | None = None) -> DaskProcesses:
     """Start a scheduler on a free loopback port and ``n_workers`` single-threaded workers
-    (``tls``: ``{"ca", "cert", "key"}`` file paths for a TLS-only cluster)."""
+    (``tls``: ``{"ca", "cert", "key"}`` file paths for a TLS-only cluster; ``cwd``: the processes'
+    working directory; ``env``: variables added to their environment)."""
     port = free_port()
     address = f"{'tls' if tls else 'tcp'}://127.0.0.1:{port}"
     flags = ["--tls-ca-file", tls["ca"], "--tls-cert", tls["cert"], "--tls-key", tls["key"]] if tls else []
-    quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+    quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**ENV, **(env or {})}, cwd=cwd)
     cluster = DaskProcesses(address, n_workers=n_workers)
     cluster.procs.append(subprocess.Popen(
         [str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard",

@@ -484,3 +484,68 @@ def test_object_store_example_runs_as_written(store, client, tmp_path, capsys):
     assert verify_k_anonymity(rel, qi, spec["k"])
     assert (tmp_path / spec["report"]["path"]).is_file()
     _no_credentials(_tree_text(tmp_path), json.dumps(manifest))
+
+
+def test_workers_sharing_no_disk_one_killed_mid_write(store, tmp_path, monkeypatch):
+    """Real ``dask scheduler`` / ``dask worker`` processes in a working directory of their own, given
+    only URLs (lake in, release out on the store): a worker process killed while the run is writing
+    its run prefix does not change the release (the same files, byte for byte, as an undisturbed run
+    of the same seed), and neither the client's directory nor the workers' holds any of the data."""
+    import signal
+    import threading
+    import time
+
+    from _clusters import connect, start_dask_processes
+
+    from daskmicro.graph import executor
+
+    endpoint, fs = store
+    monkeypatch.setattr(executor, "SMALL_GROUP_ROWS", 100)   # both strata through the pipeline
+    rng = np.random.default_rng(2)
+    n = 4000
+    df = pd.DataFrame({"x": rng.normal(size=n), "y": rng.normal(size=n), "s": np.arange(n) % 2})
+    for i, idx in enumerate(np.array_split(np.arange(n), 4)):
+        put(fs, f"nodisk/in/f{i}.parquet", df.iloc[idx])
+    client_dir, worker_dir = tmp_path / "client", tmp_path / "workers"
+    client_dir.mkdir()
+    worker_dir.mkdir()
+    monkeypatch.chdir(client_dir)
+    env = {k: os.environ[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL",
+                                      "AWS_DEFAULT_REGION")}
+    cluster = start_dask_processes(2, cwd=str(worker_dir), env=env)
+    opts = ["--qi", "x,y", "--k", "5", "--strata", "s", "--seed", "3", "--partition-size", "500", "--K", "100",
+            "--rows-per-file", "250", "--quiet"]
+    src = f"s3://{BUCKET}/nodisk/in"
+    try:
+        with connect(cluster) as c:
+            assert run_cli([src, f"s3://{BUCKET}/nodisk/ref", *opts], c) == (0, "")
+            pids = list(c.run(os.getpid).values())
+            finished, seen = threading.Event(), {}
+
+            def killer():  # one worker process, once the run's parts are being written
+                deadline = time.monotonic() + 120
+                while not finished.is_set() and time.monotonic() < deadline:
+                    fs.invalidate_cache()
+                    if [k for k in fs.find(f"{BUCKET}/nodisk/out") if "/.run-" in k and k.endswith(".parquet")]:
+                        break
+                    time.sleep(0.01)
+                os.kill(pids[0], signal.SIGKILL)
+                seen["killed"] = not finished.is_set() and not fs.exists(f"{BUCKET}/nodisk/out/_SUCCESS")
+
+            th = threading.Thread(target=killer, daemon=True)
+            th.start()
+            try:
+                assert run_cli([src, f"s3://{BUCKET}/nodisk/out", *opts], c) == (0, "")
+            finally:
+                finished.set()
+                th.join(timeout=30)
+    finally:
+        cluster.stop()
+    assert seen.get("killed"), "the worker was not killed while the run was writing"
+    ref, rel, _ = _release_on_store(fs, "nodisk/ref")
+    out, rel_out, keys = _release_on_store(fs, "nodisk/out")
+    assert [(f["path"], f["sha256"]) for f in out["files"]] == [(f["path"], f["sha256"]) for f in ref["files"]]
+    assert len(rel_out) == n and verify_k_anonymity(rel_out, ["s", "x", "y"], 5)
+    assert all(k.startswith(f"{BUCKET}/nodisk/out/{out['run']}/") or k.endswith("/_SUCCESS") for k in keys)
+    assert list(client_dir.iterdir()) == []
+    assert not [p for p in worker_dir.rglob("*") if p.suffix in (".parquet", ".json", ".csv")]
