@@ -299,6 +299,7 @@ def anonymize_file(input, output, qi, k: int, *, report=None, client=None, progr
     its ``_SUCCESS`` object, :mod:`daskmicro.io.objectcommit`; ``report`` is then a local copy and
     ``storage_options`` apply to it too).  ``options`` are those of :func:`anonymize` plus the
     lake options (``filters``, ``columns``, ``drop``, ``partition_by``, ``rows_per_file``,
+    ``table_format`` — ``"parquet"`` or ``"delta"``, a new version of a local Delta table —,
     ``force``, ``overwrite``, ``workers``, ``scheduler``, ``dask_report``, ``risk``, ``memory_limit``,
     ``spill_directory``).  Returns the
     :class:`~daskmicro.report.Report` (None when a committed release of the same input and

@@ -111,6 +111,7 @@ FIELDS: dict[str, Callable[[str, Any], Any]] = {
     "keep": label_list,
     "partition_by": label_list,
     "rows_per_file": lambda name, v: integer(1)("rows_per_file (--rows-per-file)", v),
+    "table_format": lambda name, v: choice(("parquet", "delta"))("table_format (--table-format)", v),
     "force": flag,
     "overwrite": flag,
     "scheduler": scheduler_address,
@@ -228,6 +229,10 @@ RULES: tuple[Rule, ...] = (
     Rule("id column is a QI or a stratum", lambda c: c.id_column is not None and c.id_column in (*c.qi, *c.strata),
          "id_column (--id-column): the id column is never published and cannot be a QI or a stratum column",
          lambda c: repr(c.id_column)),
+    Rule("Delta table and incremental", lambda c: c.table_format == "delta" and c.method == "incremental",
+         "table_format 'delta' (--table-format) does not apply to method 'incremental': a survey commits its "
+         "base stage and its increment as daskmicro releases with _SUCCESS, one transaction a Delta table does not "
+         "have"),
     Rule("TLS needs three files", lambda c: 0 < sum(v is not None for v in (c.tls_ca_file, c.tls_cert, c.tls_key)) < 3,
          "TLS needs a CA file, a client certificate and a client key (--tls-ca-file, --tls-cert, --tls-key)",
          lambda c: "missing " + ", ".join(f for f, v in (("--tls-ca-file", c.tls_ca_file), ("--tls-cert", c.tls_cert),
@@ -290,6 +295,7 @@ class RunConfig:
     keep: tuple = ()    # published as they are although they look like identifiers
     partition_by: tuple | None = None
     rows_per_file: int = DEFAULT_ROWS_PER_FILE
+    table_format: str = "parquet"   # a directory release: a Parquet lake with _SUCCESS, or a Delta table version
     force: bool = False
     overwrite: bool = False
     # cluster
@@ -365,6 +371,7 @@ class RunConfig:
             merge_small_strata=args.merge_small_strata, filters=tuple(args.filter or ()) or None,
             columns=cols(args.columns, "--columns"), drop=cols(args.drop, "--drop"), keep=cols(args.keep, "--keep"),
             partition_by=cols(args.partition_by, "--partition-by"), rows_per_file=args.rows_per_file,
+            table_format=getattr(args, "table_format", None),
             force=args.force, overwrite=args.overwrite, scheduler=args.scheduler, workers=args.workers,
             tls_ca_file=args.tls_ca_file, tls_cert=args.tls_cert, tls_key=args.tls_key,
             dask_report=bool(getattr(args, "dask_report", False)), risk=bool(getattr(args, "risk", False)),
@@ -400,7 +407,7 @@ class RunConfig:
             columns=cols(inp.get("columns")), drop=cols(inp.get("drop")), keep=cols(inp.get("keep")),
             filters=tuple(filters) or None,
             overwrite=bool(out.get("overwrite", False)), force=out.get("force"), partition_by=cols(out.get("partition_by")),
-            rows_per_file=out.get("rows_per_file"),
+            rows_per_file=out.get("rows_per_file"), table_format=out.get("table_format"),
             scheduler=cluster.get("address"), workers=cluster.get("workers"),
             tls_ca_file=tls.get("ca_file"), tls_cert=tls.get("cert"), tls_key=tls.get("key"),
             dask_report=(data.get("report") or {}).get("dask_report"), risk=(data.get("report") or {}).get("risk"),
@@ -479,6 +486,8 @@ class RunConfig:
             if f.name in skip:
                 continue
             v = getattr(self, f.name)
+            if f.name == "table_format" and v == "parquet":
+                continue   # the default: the fingerprints of Parquet releases stay as they were
             if f.name == "incremental":
                 v = None if v is None else v.fingerprint_dict()
             out[f.name] = list(v) if isinstance(v, tuple) else v

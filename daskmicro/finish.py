@@ -84,6 +84,8 @@ def commit_lake(cfg, ex, report, output, report_path, perf, run_fp, extra):
 
     if is_remote_target(output):
         return _commit_remote(cfg, ex, report, output, report_path, run_fp, extra)
+    if cfg.table_format == "delta":
+        return _commit_delta(ex, report, output, report_path, perf, extra)
     staging = ex.staging
     try:
         report.paths["report"] = str(report_path or output / "_report.json")
@@ -101,6 +103,36 @@ def commit_lake(cfg, ex, report, output, report_path, perf, run_fp, extra):
     if report_path is not None:
         from .io.tables import write_json_atomic
 
+        write_json_atomic(doc, report_path)
+    return Outcome(None, report, output, Path(report_path or output / "_report.json"),
+                   output / dask_report.LAKE_NAME if perf.available else None)
+
+
+def _commit_delta(ex, report, output, report_path, perf, extra):
+    """A directory release as one version of a Delta table (:mod:`daskmicro.io.delta`): the verified
+    staging files committed by one transaction and checked again as read back; then the report
+    (with the table version) beside the table's log, and the staging directory removed."""
+    import shutil
+
+    from .io.delta import commit_delta
+    from .io.tables import write_json_atomic
+    from .runtime import dask_report
+
+    try:
+        done = commit_delta(ex.staging, output, ex.files, report.published_columns(), report.k_anonymity.k,
+                            int(report.n))
+    finally:
+        shutil.rmtree(ex.staging, ignore_errors=True)
+    if report.lake is not None:
+        report.lake = {**report.lake, "files": done["files"]}
+    report.paths["report"] = str(report_path or output / "_report.json")
+    if perf.available:
+        perf.write(output / dask_report.LAKE_NAME)
+        report.performance_report = dask_report.LAKE_NAME
+    doc = _report_dict(report, {**(extra or {}), "delta": {"table_format": "delta", "version": done["version"],
+                                                         "k_check": done["k_check"].to_dict()}})
+    write_json_atomic(doc, output / "_report.json")
+    if report_path is not None:
         write_json_atomic(doc, report_path)
     return Outcome(None, report, output, Path(report_path or output / "_report.json"),
                    output / dask_report.LAKE_NAME if perf.available else None)

@@ -216,8 +216,10 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
     from .graph.local import InProcess
     from .runtime import dask_report
     from .report.run_report import build_report
+    from .io.delta import check_delta_target, refuse_delta_output
 
     say = say or (lambda line: None)
+    refuse_delta_output(cfg.table_format, output)   # before anything is read or written
     input, output, report_path = _located(input, output, report_path, storage_options, cfg)
     if cfg.all_numeric:   # qi "all-numeric": the input's numeric columns but those named (io.qi.all_numeric)
         cfg = resolve_all_numeric(cfg, data, input, storage_options)
@@ -250,6 +252,8 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
         client = _memory_run_client(source, workers)
     perf = dask_report.DaskPerformanceReport(enabled=cluster and cfg.dask_report and sink != "memory")
     report_path, perf_path = _outputs(cfg, sink, output, report_path, input, perf.enabled, existing_ok)
+    if cfg.table_format == "delta":
+        check_delta_target(output)
     series = open_series(plan, say)
     started = time.perf_counter()
     if cluster:

@@ -153,6 +153,9 @@ def _add_lake_options(p) -> None:
     g.add_argument("--missing", choices=["refuse", "separate"], default=None, help="missing QI values: refuse (default) or microaggregate each missingness pattern on its observed columns")
     g.add_argument("--partition-by", metavar="COLS", help="hive-partition the output by these columns (default: the input's hive keys)")
     g.add_argument("--rows-per-file", type=int, metavar="N", help=f"rows per output file (default {DEFAULT_ROWS_PER_FILE:,})")
+    g.add_argument("--table-format", choices=["parquet", "delta"], default=None, help="a directory OUTPUT as a "
+                   "Parquet lake committed by _SUCCESS (parquet, default) or as a new version of a Delta table (delta; "
+                   "needs the delta extra; local directories only)")
     g.add_argument("--force", action="store_true", help="run even when OUTPUT holds a committed run of the same input and configuration")
 
 

@@ -122,6 +122,20 @@ def _data_files(root: Path, suffixes) -> list:
     return sorted(out)
 
 
+def _directory_files(path: Path) -> list:
+    """The data files of a directory input: a Delta table's current version
+    (:func:`daskmicro.io.delta.delta_files`), else every Parquet file of a committed release or
+    plain directory."""
+    from .delta import delta_files, is_delta_table
+
+    if is_delta_table(path):
+        return delta_files(path)
+    from .recovery import refuse_uncommitted
+
+    refuse_uncommitted(path)  # a daskmicro release is read only once committed
+    return _data_files(path, PARQUET_SUFFIXES)
+
+
 def _file_schema(path: str, fmt: str, store=None, size=None):
     import pyarrow.dataset as ds
 
@@ -251,10 +265,7 @@ def open_source(path, filters=(), columns=None, drop=(), needed=(), storage_opti
     if not path.exists():
         raise InputError(f"input not found: {path}")
     if path.is_dir():
-        from .recovery import refuse_uncommitted
-
-        refuse_uncommitted(path)  # a daskmicro release is read only once committed
-        files = _data_files(path, PARQUET_SUFFIXES)
+        files = _directory_files(path)
         if not files:
             raise InputError(f"directory holds no Parquet files: {path}")
         fmt = "parquet"

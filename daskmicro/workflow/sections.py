@@ -31,7 +31,7 @@ SECTIONS = {
                    "reference"),
     "incremental": ("close_at", "zeta", "nu", "arrivals", "deadline", "base_method", "increment", "reference"),
     "participation": ("pi", "column", "max_cell_failure"),
-    "output": ("path", "overwrite", "partition_by", "rows_per_file", "force"),
+    "output": ("path", "overwrite", "partition_by", "rows_per_file", "force", "table_format"),
     "report": ("path", "dask_report", "risk"),
     "cluster": ("address", "workers", "memory_limit", "spill_directory", "tls"),
     "tls": ("ca_file", "cert", "key"),
@@ -237,6 +237,10 @@ def check_output(value, base: Path) -> dict:
         out["partition_by"] = as_columns(sec["partition_by"], "output.partition_by")
     if "rows_per_file" in sec:
         out["rows_per_file"] = as_int(sec["rows_per_file"], "output.rows_per_file", 1)
+    if "table_format" in sec:
+        if sec["table_format"] not in ("parquet", "delta"):
+            fail("output.table_format", f"expected 'parquet' or 'delta', got {show(sec['table_format'])}")
+        out["table_format"] = sec["table_format"]
     suffix = Path(out["path"]).suffix.lower()
     if suffix and suffix not in (".parquet", ".pq"):
         fail("output.path", f"expected a .parquet file or a directory (no extension), got {show(sec['path'])}")

@@ -1,0 +1,126 @@
+"""A release committed as a Delta Lake table version, and a Delta table read as input: real files
+on disk, the suite's shared cluster, checked with deltalake and with pyarrow on the files of the version."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pytest
+
+from daskmicro.cli import main
+
+deltalake = pytest.importorskip("deltalake")
+
+QI = ["x", "y"]
+K = 4
+
+
+def _frame(n: int, seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"x": rng.normal(size=n), "y": rng.integers(0, 100, size=n).astype(np.int64),
+                         "region": rng.choice(["north", "south"], size=n), "v": rng.random(n)})
+
+
+@pytest.fixture
+def lake(tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    _frame(300, 1).iloc[:150].to_parquet(src / "a.parquet", index=False)
+    _frame(300, 1).iloc[150:].to_parquet(src / "b.parquet", index=False)
+    return src
+
+
+def _anonymize(src, out, client, *extra) -> int:
+    return main(["anonymize", str(src), str(out), "--qi", ",".join(QI), "--k", str(K), "--seed", "3",
+                 "--scheduler", client.scheduler.address, "--quiet", *extra])
+
+
+def _k_anonymous(table: pa.Table, columns) -> None:
+    """Every published tuple (the values as read, in their dtype) occurs at least K times."""
+    df = table.select(list(columns)).to_pandas()
+    sizes = df.groupby(list(columns), dropna=False, observed=True).size()
+    assert sizes.min() >= K, sizes.min()
+
+
+def _files_table(out, version=None) -> pa.Table:
+    dt = deltalake.DeltaTable(str(out), version=version)
+    parts = dt.metadata().partition_columns
+    fields = [f for f in dt.to_pyarrow_dataset().schema if f.name in parts]
+    part = ds.partitioning(pa.schema(fields), flavor="hive") if fields else None
+    return ds.dataset(dt.file_uris(), format="parquet", partitioning=part,
+                      partition_base_dir=str(out) if part else None).to_table()
+
+
+def test_cli_writes_a_delta_version_and_overwrite_makes_the_next(lake, tmp_path, client):
+    out = tmp_path / "release"
+    assert _anonymize(lake, out, client, "--table-format", "delta") == 0
+    dt = deltalake.DeltaTable(str(out))
+    assert dt.version() == 0
+    table = dt.to_pyarrow_table()
+    assert table.num_rows == 300
+    _k_anonymous(table, QI)
+    files = _files_table(out)
+    assert files.num_rows == 300 and table.schema.field("y").type == pa.float64()
+    _k_anonymous(files, QI)
+    report = json.loads((out / "_report.json").read_text())
+    assert report["delta"]["version"] == 0 and report["delta"]["k_check"]["ok"]
+    assert not (out / "_SUCCESS").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".release.")]   # the staging area is gone
+
+    assert _anonymize(lake, out, client, "--table-format", "delta") == 2   # exists: --overwrite needed
+    assert _anonymize(lake, out, client, "--table-format", "delta", "--overwrite", "--k", "5") == 0
+    assert deltalake.DeltaTable(str(out)).version() == 1
+    assert json.loads((out / "_report.json").read_text())["delta"]["version"] == 1
+    old = deltalake.DeltaTable(str(out), version=0).to_pyarrow_table()
+    assert old.num_rows == 300
+    _k_anonymous(old, QI)
+    _k_anonymous(deltalake.DeltaTable(str(out)).to_pyarrow_table(), QI)
+
+
+def test_partitioned_delta_release(lake, tmp_path, client):
+    out = tmp_path / "release"
+    assert _anonymize(lake, out, client, "--table-format", "delta", "--partition-by", "region") == 0
+    dt = deltalake.DeltaTable(str(out))
+    assert dt.version() == 0 and dt.metadata().partition_columns == ["region"]
+    table = dt.to_pyarrow_table()
+    assert table.num_rows == 300
+    assert sorted(set(table.column("region").to_pylist())) == ["north", "south"]
+    _k_anonymous(table, ["region", *QI])
+    files = _files_table(out)
+    assert files.num_rows == 300
+    _k_anonymous(files, ["region", *QI])
+
+
+def test_a_delta_table_as_input_is_read_as_its_current_version(tmp_path, client):
+    src, out = tmp_path / "table", tmp_path / "release"
+    deltalake.write_deltalake(str(src), pa.Table.from_pandas(_frame(500, 7), preserve_index=False))
+    current = _frame(240, 8)
+    deltalake.write_deltalake(str(src), pa.Table.from_pandas(current, preserve_index=False), mode="overwrite")
+    assert deltalake.DeltaTable(str(src)).version() == 1
+    assert _anonymize(src, out, client) == 0
+    release = pd.read_parquet(out)
+    assert len(release) == 240   # only the current version's rows, never those of version 0
+    assert sorted(release["v"]) == sorted(current["v"])   # the non-QI column as it is
+    assert release.groupby(QI).size().min() >= K
+
+
+@pytest.mark.parametrize("output", ["out.parquet", "s3://bucket/release"])
+def test_delta_output_refused_for_a_file_or_an_object_store(lake, tmp_path, capsys, output):
+    target = output if output.startswith("s3://") else str(tmp_path / output)
+    code = main(["anonymize", str(lake), target, "--qi", ",".join(QI), "--k", str(K), "--table-format", "delta"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and "table_format 'delta' (--table-format)" in err[0], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
+
+
+def test_delta_refused_for_an_incremental_run():
+    from daskmicro.config import RunConfig
+    from daskmicro.errors import ParameterError
+
+    with pytest.raises(ParameterError, match="table_format 'delta'.*incremental"):
+        RunConfig.build(qi=("x",), k=3, method="incremental", table_format="delta")
