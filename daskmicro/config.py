@@ -1,14 +1,14 @@
 """One run description: :class:`RunConfig`, every option and every default of a run, validated once.
 
-Every entry builds one: the Python API (:func:`daskmicro.anonymize` → :meth:`RunConfig.build`),
-the command line (``daskmicro anonymize`` → :meth:`RunConfig.from_args`) and a workflow spec
-(``daskmicro run`` / ``submit`` → :meth:`RunConfig.from_spec`).  Nothing below it sees argparse
-or YAML: the planner (:mod:`daskmicro.plan`) takes a RunConfig and nothing else.
+Every entry builds one: the Python API (:func:`daskmicro.anonymize` → :meth:`RunConfig.build`), the command
+line (``daskmicro anonymize`` → :meth:`RunConfig.from_args`) and a workflow spec (``daskmicro run`` /
+``submit`` → :meth:`RunConfig.from_spec`).  Nothing below it sees argparse or YAML: the planner
+(:mod:`daskmicro.plan`) takes a RunConfig and nothing else.
 
-Validation is declarative: :data:`FIELDS` says what each option accepts (one checker per field),
-:data:`RULES` says which combinations are refused and why (the reason is inherent to the methods;
-the README's combination table is :func:`rules_table`).  A refused combination raises
-:class:`~daskmicro.errors.ParameterError` with that one line.
+Validation is declarative: :data:`FIELDS` says what each option accepts (one checker per field), :data:`RULES`
+says which combinations are refused and why (the reason is inherent to the methods; the README's
+combination table is :func:`rules_table`).  A refused combination raises :class:`~daskmicro.errors.ParameterError`
+with that one line.
 """
 
 from __future__ import annotations
@@ -103,8 +103,7 @@ FIELDS: dict[str, Callable[[str, Any], Any]] = {
     "quality": choice(QUALITIES),
     "refine": choice(("pcl",), optional=True),
     "refine_iter": integer(1),
-    "macro": choice(("mdav", "pcl")),
-    "macro_iter": integer(1),
+    "macro": choice(("mdav", "pcl")), "macro_iter": integer(1),
     "filters": text_list,
     "columns": label_list,
     "drop": label_list,
@@ -112,20 +111,15 @@ FIELDS: dict[str, Callable[[str, Any], Any]] = {
     "partition_by": label_list,
     "rows_per_file": lambda name, v: integer(1)("rows_per_file (--rows-per-file)", v),
     "table_format": lambda name, v: choice(("parquet", "delta"))("table_format (--table-format)", v),
-    "force": flag,
-    "overwrite": flag,
+    "force": flag, "overwrite": flag,
     "scheduler": scheduler_address,
     "workers": integer(1),
-    "tls_ca_file": path_text,
-    "tls_cert": path_text,
-    "tls_key": path_text,
-    "dask_report": flag,
-    "risk": flag,
+    "tls_ca_file": path_text, "tls_cert": path_text, "tls_key": path_text,
+    "dask_report": flag, "risk": flag,
     "memory_limit": memory_size,
     "spill_directory": path_text,
     "ledger": ledger_value,
-    "new_series": flag,
-    "id_column": label,
+    "new_series": flag, "id_column": label,
     "incremental": incremental_value,
 }
 
@@ -230,9 +224,7 @@ RULES: tuple[Rule, ...] = (
          "id_column (--id-column): the id column is never published and cannot be a QI or a stratum column",
          lambda c: repr(c.id_column)),
     Rule("Delta table and incremental", lambda c: c.table_format == "delta" and c.method == "incremental",
-         "table_format 'delta' (--table-format) does not apply to method 'incremental': a survey commits its "
-         "base stage and its increment as daskmicro releases with _SUCCESS, one transaction a Delta table does not "
-         "have"),
+         "table_format 'delta' (--table-format) does not apply to method 'incremental' (its stages are releases)"),
     Rule("TLS needs three files", lambda c: 0 < sum(v is not None for v in (c.tls_ca_file, c.tls_cert, c.tls_key)) < 3,
          "TLS needs a CA file, a client certificate and a client key (--tls-ca-file, --tls-cert, --tls-key)",
          lambda c: "missing " + ", ".join(f for f, v in (("--tls-ca-file", c.tls_ca_file), ("--tls-cert", c.tls_cert),
@@ -480,14 +472,13 @@ class RunConfig:
     def fingerprint_dict(self) -> dict:
         """The options that determine the release (for the commit manifest's fingerprint)."""
         skip = {"force", "overwrite", "scheduler", "workers", "tls_ca_file", "tls_cert", "tls_key", "dask_report",
-                "seed_drawn", "memory_limit", "spill_directory", "ledger"}
+                "seed_drawn", "memory_limit", "spill_directory", "ledger",
+                *(("table_format",) if self.table_format == "parquet" else ())}  # Parquet: fingerprints as before
         out = {}
         for f in fields(self):
             if f.name in skip:
                 continue
             v = getattr(self, f.name)
-            if f.name == "table_format" and v == "parquet":
-                continue   # the default: the fingerprints of Parquet releases stay as they were
             if f.name == "incremental":
                 v = None if v is None else v.fingerprint_dict()
             out[f.name] = list(v) if isinstance(v, tuple) else v

@@ -180,6 +180,10 @@ def _outputs(cfg, sink, output, report_path, input, perf_wanted, existing_ok=())
             perf_path = dask_report.performance_report_path(report_path)
             outputs.append(Output(perf_path, "Dask performance report"))
     check_outputs(inputs, outputs, cfg.overwrite, existing_ok=existing_ok)
+    if cfg.table_format == "delta":
+        from .io.delta import check_delta_target
+
+        check_delta_target(output)
     check_spill(cfg.spill_directory, inputs, outputs)
     check_ledger(cfg.ledger_path, inputs, outputs)
     return (Path(report_path) if report_path else None), perf_path
@@ -216,10 +220,8 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
     from .graph.local import InProcess
     from .runtime import dask_report
     from .report.run_report import build_report
-    from .io.delta import check_delta_target, refuse_delta_output
 
     say = say or (lambda line: None)
-    refuse_delta_output(cfg.table_format, output)   # before anything is read or written
     input, output, report_path = _located(input, output, report_path, storage_options, cfg)
     if cfg.all_numeric:   # qi "all-numeric": the input's numeric columns but those named (io.qi.all_numeric)
         cfg = resolve_all_numeric(cfg, data, input, storage_options)
@@ -252,8 +254,6 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
         client = _memory_run_client(source, workers)
     perf = dask_report.DaskPerformanceReport(enabled=cluster and cfg.dask_report and sink != "memory")
     report_path, perf_path = _outputs(cfg, sink, output, report_path, input, perf.enabled, existing_ok)
-    if cfg.table_format == "delta":
-        check_delta_target(output)
     series = open_series(plan, say)
     started = time.perf_counter()
     if cluster:
@@ -356,8 +356,10 @@ def _located(input, output, report_path, storage_options, cfg):
     store refused in one line before anything is read or written: writing a single file, a report
     or a Dask performance report there, an incremental survey read from or written there,
     ``storage_options`` without a URL."""
+    from .io.delta import refuse_delta_output
     from .io.objectstore import is_remote, local_path, refuse_remote_output
 
+    refuse_delta_output(cfg.table_format, output)   # a Delta table: a local directory only
     lake_out = (output is not None and is_remote(str(output))   # a prefix, not a .parquet object
                 and not str(output).lower().endswith((".parquet", ".pq")))
     if not lake_out or cfg.method == "incremental":

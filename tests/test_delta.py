@@ -124,3 +124,16 @@ def test_delta_refused_for_an_incremental_run():
 
     with pytest.raises(ParameterError, match="table_format 'delta'.*incremental"):
         RunConfig.build(qi=("x",), k=3, method="incremental", table_format="delta")
+
+
+def test_spec_output_table_format(tmp_path):
+    from daskmicro.config import RunConfig
+    from daskmicro.workflow.sections import check_output
+    from daskmicro.errors import ParameterError
+
+    out = check_output({"path": "release", "table_format": "delta"}, tmp_path)
+    assert out["table_format"] == "delta"
+    cfg = RunConfig.from_spec({"qi": ["x"], "k": 3, "output": out})
+    assert cfg.table_format == "delta"
+    with pytest.raises(ParameterError, match="output.table_format"):
+        check_output({"path": "release", "table_format": "orc"}, tmp_path)
