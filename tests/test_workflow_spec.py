@@ -35,7 +35,7 @@ MISTAKES = [
     ("output.path", 3, "workflow spec: output.path: expected a string, got 3"),
     ("output.path", _DELETE, "workflow spec: output.path: missing"),
     ("output.path", "out.csv", "output.path: expected a .parquet file or a directory"),
-    ("output.paht", "x", "workflow spec: output: unknown key(s) 'paht' (expected one of: path, overwrite, partition_by, rows_per_file, force)"),
+    ("output.paht", "x", "workflow spec: output: unknown key(s) 'paht' (expected one of: path, overwrite, partition_by, rows_per_file, force, table_format)"),
     ("output.overwrite", "yes", "output.overwrite: expected true or false, got 'yes'"),
     ("colour", "red", "workflow spec: unknown key(s) 'colour'"),
     ("k", 1, "workflow spec: k: expected an integer ≥ 2, got 1"),
