@@ -137,3 +137,20 @@ def test_spec_output_table_format(tmp_path):
     assert cfg.table_format == "delta"
     with pytest.raises(ParameterError, match="output.table_format"):
         check_output({"path": "release", "table_format": "orc"}, tmp_path)
+
+
+@pytest.mark.parametrize("feature", ["DeletionVectors", "ColumnMapping"])
+def test_a_table_whose_files_are_not_its_rows_is_refused(tmp_path, capsys, feature):
+    """Deletion vectors keep deleted rows in the files (a withdrawn respondent would come back),
+    column mapping renames the files' columns: such a table is refused in one line, nothing written."""
+    src = tmp_path / "table"
+    deltalake.write_deltalake(str(src), pa.Table.from_pandas(_frame(60, 9), preserve_index=False))
+    deltalake.DeltaTable(str(src)).alter.add_feature(getattr(deltalake.TableFeatures, feature),
+                                                     allow_protocol_versions_increase=True)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    code = main(["anonymize", str(src), str(tmp_path / "release"), "--qi", ",".join(QI), "--k", str(K)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    name = {"DeletionVectors": "deletionVectors", "ColumnMapping": "columnMapping"}[feature]
+    assert f"uses {name}" in err[0] and str(src) in err[0], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before

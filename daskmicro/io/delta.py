@@ -17,11 +17,11 @@ import os
 import shutil
 from pathlib import Path
 
-from ..errors import InputError, ParameterError, VerificationError
+from ..errors import InputError, ParameterError, VerificationError, describe
 from . import hive as hive_dirs
 
-__all__ = ["TABLE_FORMATS", "is_delta_table", "delta_files", "refuse_delta_output", "check_delta_target",
-           "commit_delta"]
+__all__ = ["TABLE_FORMATS", "is_delta_table", "delta_files", "refuse_unread_features", "refuse_delta_output",
+           "check_delta_target", "commit_delta", "UNREAD_FEATURES"]
 
 #: Values of ``table_format`` (--table-format).
 TABLE_FORMATS = ("parquet", "delta")
@@ -49,9 +49,12 @@ def delta_files(path) -> list:
     """Absolute paths of the Parquet files of the current version of the Delta table at ``path``."""
     deltalake = _deltalake(MISSING)
     try:
-        uris = deltalake.DeltaTable(str(path)).file_uris()
+        table = deltalake.DeltaTable(str(path))
+        protocol = table.protocol()
+        uris = table.file_uris()
     except Exception as exc:  # a damaged or unreadable log
-        raise InputError(f"cannot read the Delta table {path}: {str(exc).splitlines()[0]}") from None
+        raise InputError(f"cannot read the Delta table {path}: {describe(exc)}") from None
+    refuse_unread_features(path, protocol)
     out = []
     for u in uris:
         local = u[len("file://"):] if u.startswith("file://") else u
@@ -59,6 +62,25 @@ def delta_files(path) -> list:
     if not out:
         raise InputError(f"the current version of the Delta table holds no files: {path}")
     return sorted(out)
+
+
+#: Reader features under which a table's rows are not simply the rows of its files: deleted rows
+#: still in the files (deletion vectors), physical column names that differ from the logical ones
+#: (column mapping).
+UNREAD_FEATURES = ("deletionVectors", "columnMapping")
+
+
+def refuse_unread_features(path, protocol) -> None:
+    """Refuse, in one line, a table whose rows are not the rows of its files: reading them whole
+    would bring back rows the table deleted (a withdrawn respondent) or misname its columns."""
+    features = set(getattr(protocol, "reader_features", None) or ())
+    found = sorted(f for f in UNREAD_FEATURES if f in features)
+    if not found and protocol.min_reader_version == 2:   # reader version 2 is column mapping
+        found = ["columnMapping"]
+    if found:
+        raise InputError(f"the Delta table {path} uses {', '.join(found)}: its files hold rows or names that are "
+                         f"not the table's, and daskmicro reads files whole; rewrite the table without "
+                         f"{'them' if len(found) > 1 else 'it'} (for example into a new table) first")
 
 
 def refuse_delta_output(table_format, output) -> None:
