@@ -502,7 +502,7 @@ def test_workers_sharing_no_disk_one_killed_mid_write(store, tmp_path, monkeypat
     endpoint, fs = store
     monkeypatch.setattr(executor, "SMALL_GROUP_ROWS", 100)   # both strata through the pipeline
     rng = np.random.default_rng(2)
-    n = 4000
+    n = 2000
     df = pd.DataFrame({"x": rng.normal(size=n), "y": rng.normal(size=n), "s": np.arange(n) % 2})
     for i, idx in enumerate(np.array_split(np.arange(n), 4)):
         put(fs, f"nodisk/in/f{i}.parquet", df.iloc[idx])
@@ -514,7 +514,7 @@ def test_workers_sharing_no_disk_one_killed_mid_write(store, tmp_path, monkeypat
                                       "AWS_DEFAULT_REGION")}
     cluster = start_dask_processes(2, cwd=str(worker_dir), env=env)
     opts = ["--qi", "x,y", "--k", "5", "--strata", "s", "--seed", "3", "--partition-size", "500", "--K", "100",
-            "--rows-per-file", "250", "--quiet"]
+            "--rows-per-file", "500", "--reference", "none", "--quiet"]
     src = f"s3://{BUCKET}/nodisk/in"
     try:
         with connect(cluster) as c:
