@@ -11,7 +11,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	@echo "make: creating the virtual environment $(VENV)"
 	$(PYTHON) -m venv $(VENV)
-	@echo "make: installing daskmicro and its dependencies into $(VENV) (about a minute on a fresh machine) …"
+	@echo "make: installing daskmicro and its dependencies into $(VENV) (a few minutes on a fresh machine with an empty pip cache) …"
 	@# pip's own output goes to a log, shown only if the install fails
 	@$(PY) -m pip install --upgrade pip > $(VENV)/install.log 2>&1 || { cat $(VENV)/install.log; exit 1; }
 	@$(PY) -m pip install --progress-bar off -e ".[test]" >> $(VENV)/install.log 2>&1 || { cat $(VENV)/install.log; exit 1; }
