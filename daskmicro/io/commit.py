@@ -55,7 +55,7 @@ from .formats import arrow_to_pandas, dump_json
 
 __all__ = ["SUCCESS", "OWNER", "verify_file", "commit", "range_checksum",
            "read_manifest", "fingerprint", "row_checksum", "staging_dir", "open_staging", "discard_staging",
-           "check_written"]
+           "check_written", "table_values"]
 
 _MASK = (1 << 64) - 1
 
@@ -189,24 +189,30 @@ def verify_file(path: str, schema, columns: list, constants: dict | None = None,
 
     from ..privacy.verify import tuple_counts
 
-    import pyarrow as pa
-
     constants = constants or {}
     table = pq.read_table(path)
     same = table.schema.remove_metadata().equals(schema)
     if rows is not None:
         table = table.slice(rows[0], rows[1] - rows[0])
     n = table.num_rows
-    # float columns straight from Arrow (a null reads as NaN, as in pandas): no copy through pandas
-    values = {c: table.column(c).to_numpy() for c in columns
-              if c not in constants and pa.types.is_floating(table.schema.field(c).type)}
-    rest = arrow_to_pandas(table.select([c for c in columns if c not in constants and c not in values]))
-    values.update({c: rest[c] for c in rest.columns})
+    values = table_values(table, [c for c in columns if c not in constants])
     for c, v in constants.items():
         if c in columns:
             values[c] = pd.array([v] * n, dtype=object)
     counts = tuple_counts(values, list(columns), n)
     return (n, same, counts, values) if with_values else (n, same, counts)
+
+
+def table_values(table, columns: list) -> dict:
+    """``columns`` of an Arrow table as the tuple counts take them, in the types read: float columns
+    straight from Arrow (a null reads as NaN, as in pandas; no copy through pandas), the others
+    through pandas."""
+    import pyarrow as pa
+
+    values = {c: table.column(c).to_numpy() for c in columns if pa.types.is_floating(table.schema.field(c).type)}
+    rest = arrow_to_pandas(table.select([c for c in columns if c not in values]))
+    values.update({c: rest[c] for c in rest.columns})
+    return values
 
 
 def read_manifest(target: Path):

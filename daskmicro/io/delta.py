@@ -136,18 +136,17 @@ def _check_version(deltalake, target: Path, version: int, columns: list, k: int,
     import pyarrow as pa
 
     from ..privacy.verify import TupleCounts, add_tuple_counts, check_tuple_counts, tuple_counts
-    from .formats import arrow_to_pandas
     import numpy as np
+
+    from .commit import table_values
 
     dataset = deltalake.DeltaTable(str(target), version=version).to_pyarrow_dataset()
     total = TupleCounts(np.empty(0, np.uint64), np.empty(0, np.int64), np.empty((0, 0), np.uint64))
     rows = 0
     for batch in dataset.to_batches(columns=list(columns), batch_size=BATCH_ROWS):
         table = pa.Table.from_batches([batch])
-        values = {c: table.column(c).to_numpy() for c in columns if pa.types.is_floating(table.schema.field(c).type)}
-        rest = arrow_to_pandas(table.select([c for c in columns if c not in values]))
-        values.update({c: rest[c] for c in rest.columns})
-        total = add_tuple_counts(total, tuple_counts(values, list(columns), table.num_rows))
+        total = add_tuple_counts(total, tuple_counts(table_values(table, list(columns)), list(columns),
+                                                     table.num_rows))
         rows += table.num_rows
     if rows != n:
         raise VerificationError(f"Delta table version {version}: rows in = {n}, rows read back = {rows}")
