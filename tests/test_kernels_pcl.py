@@ -10,7 +10,7 @@ from scipy.optimize import linear_sum_assignment
 from daskmicro import mdav, sse
 from daskmicro.errors import InputError, ParameterError
 from daskmicro.estimators import PCL
-from daskmicro.kernels._auction import Adjuster, cell_means
+from daskmicro.kernels._auction import Adjuster, AuctionSettings, cell_means
 from daskmicro.kernels._pcl_repair import repair_cells
 from daskmicro.kernels.pcl import PCLInfo, pcl
 
@@ -56,7 +56,7 @@ def test_auction_is_optimal_and_meets_sizes(n, K, k, seed):
     backbone = np.repeat(np.arange(K), k)
     backbone = np.concatenate([backbone, np.zeros(n - K * k, dtype=np.int64)])
     scale = 1.0
-    adj = Adjuster(K, k, n, scale, n_candidates=K)  # every cell a candidate: the global optimum
+    adj = Adjuster(K, k, n, scale, AuctionSettings(n_candidates=K))  # every cell a candidate: the global optimum
     labels = adj.assign(X, C, None, backbone)
     assert_k_anonymous(labels, n, k)
     assert len(np.unique(labels)) == K
@@ -86,7 +86,7 @@ def test_a_warm_auction_without_rescaling_is_still_within_its_final_eps(seed):
     eps = 1e-3
     runs = {}
     for rescale in (True, False):
-        adj = Adjuster(K, k, n, 1.0, n_candidates=K, eps_final=eps, eps_first=1.0, rescale_warm=rescale)
+        adj = Adjuster(K, k, n, 1.0, AuctionSettings(K, eps_final=eps, eps_first=1.0, rescale_warm=rescale))
         first = adj.assign(X, C, None, backbone)
         bids = adj.bids
         C2 = cell_means(X, first, K)[0]  # the centroids move, as between PCL iterations

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 
 from daskmicro import mdav
 from daskmicro.datasets import correlated_gaussian
-from daskmicro.kernels._auction import EXACT_MAX_CELLS
+from daskmicro.kernels._auction import EXACT_MAX_CELLS, AuctionSettings
 from daskmicro.kernels.cellgraph import descend, nearest_cells, neighbour_cells
 from daskmicro.kernels.improve import improve, polish
-from daskmicro.kernels.pcl import pcl, refine_partition
+from daskmicro.kernels.pcl import N_CANDIDATES, pcl, refine_partition
 
 
 def brute_sse(X, labels):
@@ -185,7 +185,7 @@ def test_refine_partition_is_noiseless_pcl_from_the_labels(n, k):
     X = rng.standard_normal((n, 4))
     start = mdav(X, k)
     ref = pcl(X, k, init=start, noisy=False, max_iter=3, auction_eps=1e-3)
-    got, info, graph = refine_partition(X, start, k, 3, 1e-3)
+    got, info, graph = refine_partition(X, start, k, 3, AuctionSettings(N_CANDIDATES, eps_final=1e-3))
     np.testing.assert_array_equal(got, ref)
     assert info.n_iter >= 1 and info.sse <= info.sse_start
     assert (graph is None) == (start.max() + 1 <= EXACT_MAX_CELLS)

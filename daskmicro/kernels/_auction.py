@@ -27,6 +27,8 @@ O(log capacity): this keeps very large cells (macroaggregation, k in the thousan
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from numba import njit
 from scipy.spatial import cKDTree
@@ -34,7 +36,7 @@ from scipy.spatial import cKDTree
 from .cellgraph import descend, nearest_cells, neighbour_cells
 from ._prefetch import prefetch, prefetch_row
 
-__all__ = ["auction", "new_prices", "Adjuster", "cell_means", "sse_of", "EPS_NOISY"]
+__all__ = ["auction", "new_prices", "AuctionSettings", "Adjuster", "cell_means", "sse_of", "EPS_NOISY"]
 
 #: Neighbours per cell of the graph the candidates are searched in (cellgraph.nearest_cells).  One
 #: PCL iteration from improved cells of 250 000 correlated Gaussian records (m = 13, k = 10) ended
@@ -372,18 +374,31 @@ def _resolve(cell, cand, benefit, K):
     return cell
 
 
+@dataclass(frozen=True)
+class AuctionSettings:
+    """How :class:`Adjuster` runs its auctions: the nearest reconstruction values tried per sample
+    (``n_candidates``) and the ε-scaling schedule — final and first ε, in units of the scale per
+    sample (first ε default ``_EPS_FIRST``, never below the final one), and whether a call after
+    the first scales ε down again from the first ε (``rescale_warm``)."""
+
+    n_candidates: int
+    eps_final: float = _EPS_FINAL
+    eps_first: float | None = None
+    rescale_warm: bool = True
+
+
 class Adjuster:
     """Cost adjustment + cost-sensitive nearest-neighbour step for a fixed set of capacities."""
 
-    def __init__(self, K, k, n, scale_per_sample, n_candidates, cloud=1, eps_final=_EPS_FINAL,
-                 eps_first=None, graph=None, rescale_warm=True):
+    def __init__(self, K, k, n, scale_per_sample, settings: AuctionSettings, cloud=1, graph=None):
+        eps_final, eps_first = settings.eps_final, settings.eps_first
         self.K = K
         self.r = (n - K * k) * cloud
         cap = np.full(K + (1 if self.r > 0 else 0), k * cloud, dtype=np.int64)
         if self.r > 0:
             cap[K] = self.r
         self.start, self.price, self.holder = new_prices(cap)
-        self.n_candidates = n_candidates
+        self.n_candidates = settings.n_candidates
         self.scale = max(scale_per_sample, 1e-300)
         self.eps_final = eps_final
         self.eps_first = max(_EPS_FIRST if eps_first is None else eps_first, eps_final)
@@ -391,7 +406,7 @@ class Adjuster:
         # runs a single phase at the final ε: ε-scaling keeps a cold start from price wars, and
         # warm prices already meet the final ε's slackness for every record whose benefits have
         # barely moved (see improve.POLISH_AUCTION_EPS for what it measured)
-        self.rescale_warm = rescale_warm
+        self.rescale_warm = settings.rescale_warm
         self.warm = False  # prices left by an earlier call
         self.bids = 0
         self.failed = False

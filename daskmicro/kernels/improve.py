@@ -37,7 +37,7 @@ import time
 import numba as nb
 import numpy as np
 
-from ._auction import EXACT_MAX_CELLS, HOP_NEIGHBOURS, cell_means
+from ._auction import EXACT_MAX_CELLS, HOP_NEIGHBOURS, AuctionSettings, cell_means
 from ._blocktree import dist2
 from .cellgraph import descend, neighbour_cells
 from .pcl import refine_partition
@@ -330,8 +330,9 @@ def polish(X, labels, k: int, sweeps: int, neighbours: int = DEFAULT_NEIGHBOURS,
     info["seconds"] = {"moves": time.perf_counter() - t0}
     if pcl_iter > 0 and info["sweeps"] > 0:
         t0 = time.perf_counter()
-        moved, run, graph = refine_partition(X, new, k, int(pcl_iter), POLISH_AUCTION_EPS[1], graph,
-                                             POLISH_AUCTION_EPS[0], POLISH_CANDIDATES, rescale_warm=False)
+        auction = AuctionSettings(POLISH_CANDIDATES, eps_final=POLISH_AUCTION_EPS[1], eps_first=POLISH_AUCTION_EPS[0],
+                                  rescale_warm=False)
+        moved, run, graph = refine_partition(X, new, k, int(pcl_iter), auction, graph)
         info["seconds"]["pcl"] = time.perf_counter() - t0
         if int(moved.max()) + 1 == C and np.bincount(moved, minlength=C).min() >= k:
             new = moved

@@ -44,16 +44,16 @@ is left to the caller (the Dask pipeline calls ``pcl`` per partition).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ..errors import InputError, ParameterError
-from ._auction import EPS_NOISY, Adjuster, cell_means, sse_of
+from ._auction import EPS_NOISY, Adjuster, AuctionSettings, cell_means, sse_of
 from ._pcl_repair import repair_cells
 from .mdav import as_records, mdav
 
-__all__ = ["PCLInfo", "pcl", "refine_partition"]
+__all__ = ["PCLInfo", "NoiseSettings", "LloydSettings", "pcl", "refine_partition"]
 
 #: Largest k for which ``noisy=None`` selects the noisy variant (§3.4: noise is meant for
 #: microaggregation, small k; on Census it lowers the SSE by a further 4–10 % at k = 3 … 10).
@@ -119,6 +119,29 @@ class PCLInfo:
     n_bids: int = 0
 
 
+@dataclass(frozen=True)
+class NoiseSettings:
+    """The noisy stage's settings (§3.4): samples per record (``n_noisy``), the geometric factor
+    applied to σ after every iteration (``cooling``), the starting σ (None: from the starting SSE),
+    and the nearest reconstruction values tried per sample (``n_candidates``)."""
+
+    n_noisy: int
+    cooling: float
+    sigma: float | None
+    n_candidates: int
+
+
+@dataclass(frozen=True)
+class LloydSettings:
+    """The noiseless stage's settings (§3.3): at most ``max_iter`` iterations, stopping when one
+    lowers the SSE by less than the fraction ``tol``, each assignment by an auction run as
+    ``auction`` says."""
+
+    max_iter: int
+    tol: float
+    auction: AuctionSettings
+
+
 # --------------------------------------------------------------------------------------------
 # validation
 # --------------------------------------------------------------------------------------------
@@ -132,7 +155,8 @@ def _is_real(v) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
 
 
-def _check_params(n, k, max_iter, tol, noisy, n_noisy, cooling, sigma, n_candidates, seed):
+def _check_params(n, k, max_iter, tol, noisy, noise: NoiseSettings, seed):
+    n_noisy, cooling, sigma, n_candidates = noise.n_noisy, noise.cooling, noise.sigma, noise.n_candidates
     if not _is_int(k) or k < 2:
         raise ParameterError(f"k must be an integer ≥ 2, got {k!r}")
     if k > n:
@@ -276,7 +300,8 @@ def pcl(
     except ValueError as exc:
         raise InputError(str(exc)) from None
     n, m = X.shape
-    _check_params(n, k, max_iter, tol, noisy, n_noisy, cooling, sigma, n_candidates, seed)
+    noise = NoiseSettings(n_noisy, cooling, sigma, n_candidates)
+    _check_params(n, k, max_iter, tol, noisy, noise, seed)
     if not _is_real(auction_eps) or not 0 < auction_eps <= 1:
         raise ParameterError(f"auction_eps must be a number in (0, 1], got {auction_eps!r}")
     k = int(k)
@@ -298,10 +323,10 @@ def pcl(
     scale = sse0 / n  # mean squared error per record: the unit of the auction's ε
 
     if noisy:
-        C = _noisy_stage(X, k, K, C, labels, scale, n_noisy, cooling, sigma, n_candidates, rng, info)
+        C = _noisy_stage(X, k, C, labels, scale, noise, rng, info)
 
-    best_labels, _ = _noiseless_stage(X, k, K, C, labels, scale, n_candidates, max_iter, tol, sse0, info,
-                                      float(auction_eps))
+    lloyd = LloydSettings(max_iter, tol, AuctionSettings(n_candidates, eps_final=float(auction_eps)))
+    best_labels, _ = _noiseless_stage(X, k, C, labels, sse0, info, lloyd)
     return (best_labels, info) if return_info else best_labels
 
 
@@ -332,16 +357,16 @@ def _start(X, k, init, n_cells):
     return kind, labels, K
 
 
-def _noiseless_stage(X, k, K, C, labels, scale, n_candidates, max_iter, tol, best_sse, info, eps, graph=None,
-                     eps_first=None, rescale_warm=True):
-    """Noiseless PCL (§3.3) from the (possibly annealed) reconstruction values ``C``; returns the
-    best labels seen (``labels`` themselves unless an iteration improves on ``best_sse``) and the
-    cells' last neighbour lists (None with few cells), and fills ``info``.  ``graph``: starting
-    neighbour lists of the cells (see :meth:`._auction.Adjuster.assign`)."""
-    n = X.shape[0]
+def _noiseless_stage(X, k, C, labels, best_sse, info, lloyd: LloydSettings, graph=None):
+    """Noiseless PCL (§3.3) from the (possibly annealed) reconstruction values ``C`` (one per cell
+    of ``labels``, whose SSE is ``best_sse``: its mean per record is the auction's unit of ε);
+    returns the best labels seen (``labels`` themselves unless an iteration improves on
+    ``best_sse``) and the cells' last neighbour lists (None with few cells), and fills ``info``.
+    ``graph``: starting neighbour lists of the cells (see :meth:`._auction.Adjuster.assign`)."""
+    n, K = X.shape[0], C.shape[0]
+    max_iter, tol = lloyd.max_iter, lloyd.tol
     best_labels = labels
-    adj = Adjuster(K, k, n, scale, n_candidates, eps_final=eps, eps_first=eps_first, graph=graph,
-                   rescale_warm=rescale_warm)
+    adj = Adjuster(K, k, n, best_sse / n, lloyd.auction, graph=graph)
     history = []
     backbone = labels
     home = None  # first iteration: searched from the starting cells (see _auction._candidates)
@@ -376,21 +401,20 @@ def _noiseless_stage(X, k, K, C, labels, scale, n_candidates, max_iter, tol, bes
     return best_labels, adj.graph
 
 
-def refine_partition(X, labels, k: int, max_iter: int, auction_eps: float = 1e-6, graph=None, eps_first=None,
-                     n_candidates: int = N_CANDIDATES, rescale_warm: bool = True):
+def refine_partition(X, labels, k: int, max_iter: int, auction: AuctionSettings = AuctionSettings(N_CANDIDATES),
+                     graph=None):
     """Noiseless PCL iterations (§3.3) from a partition: ``pcl(X, k, init=labels, noisy=False,
-    max_iter=max_iter, auction_eps=auction_eps)``, with the cells' neighbour lists passed in and
-    out so that a caller that has them (the improvement pass) does not search them again, and
-    the auction's first ε (same unit as ``auction_eps``; default 0.25), the candidates per
-    record (:func:`pcl`'s ``n_candidates``) and whether iterations after the first scale ε down
-    again from the first ε (``rescale_warm``; False: one phase at the final ε from the previous
-    iteration's prices) settable.
+    max_iter=max_iter, n_candidates=auction.n_candidates, auction_eps=auction.eps_final)``, with the
+    cells' neighbour lists passed in and out so that a caller that has them (the improvement pass)
+    does not search them again, and the rest of the auction's schedule settable: its first ε (same
+    unit as the final one; default 0.25) and whether iterations after the first scale ε down again
+    from the first ε (``rescale_warm``; False: one phase at the final ε from the previous
+    iteration's prices).
 
     ``X`` float64 (n, m) and ``labels`` int64 cells 0 … K−1 of ≥ k records each, as checked by
     the caller; ``graph`` (K, L) int64 neighbour lists or None.  Returns (labels, PCLInfo,
     graph), the graph None with few cells (≤ ``EXACT_MAX_CELLS``: exact candidates).
     """
-    n = X.shape[0]
     K = int(labels.max()) + 1
     C, _ = cell_means(X, labels, K)
     sse0 = sse_of(X, labels, C)
@@ -398,16 +422,18 @@ def refine_partition(X, labels, k: int, max_iter: int, auction_eps: float = 1e-6
     if K == 1 or max_iter == 0 or sse0 == 0.0:
         info.sse, info.sse_history = sse0, np.array([sse0])
         return labels, info, graph
-    best, graph = _noiseless_stage(X, k, K, C, labels, sse0 / n, int(n_candidates), int(max_iter), TOL, sse0, info,
-                                   float(auction_eps), graph, eps_first, rescale_warm)
+    auction = replace(auction, n_candidates=int(auction.n_candidates), eps_final=float(auction.eps_final))
+    best, graph = _noiseless_stage(X, k, C, labels, sse0, info, LloydSettings(int(max_iter), TOL, auction), graph)
     return best, info, graph
 
 
-def _noisy_stage(X, k, K, C, labels, scale, n_noisy, cooling, sigma, n_candidates, rng, info):
-    """§3.4: Lloyd iterations on clouds of noisy samples with geometrically cooled variance."""
+def _noisy_stage(X, k, C, labels, scale, noise: NoiseSettings, rng, info):
+    """§3.4: Lloyd iterations on clouds of noisy samples with geometrically cooled variance,
+    from the reconstruction values ``C`` (one per cell of ``labels``)."""
     n, m = X.shape
+    K, n_noisy, cooling, sigma = C.shape[0], noise.n_noisy, noise.cooling, noise.sigma
     sigma0 = float(sigma) if sigma is not None else _SIGMA_START * float(np.sqrt(scale / m))
-    adj = Adjuster(K, k, n, scale, n_candidates, cloud=n_noisy, eps_final=EPS_NOISY)
+    adj = Adjuster(K, k, n, scale, AuctionSettings(noise.n_candidates, eps_final=EPS_NOISY), cloud=n_noisy)
     backbone = np.repeat(labels, n_noisy)
     # fresh draws every iteration (§3.4: previous noisy samples are replaced); reusing one set
     # of draws rescaled by σ was measured to anneal worse on Census (+1 % SSE at k = 5)
