@@ -71,9 +71,9 @@ def joint_top_cells(client, tops: list, cfg: FanoutConfig, sweeps: int, neighbou
     """
     t0 = time.perf_counter()
     params = dict(cfg.method_params.get(cfg.distal_method, {}))
+    improve = ki.ImproveSettings(sweeps, neighbours, pcl_iter, post_sweeps)
     given, done = tops, client.map(_joint, tops, partition_size=cfg.partition_size,
-                                   method=cfg.distal_method, k=cfg.k, params=params, sweeps=sweeps,
-                                   neighbours=neighbours, pcl_iter=pcl_iter, post_sweeps=post_sweeps,
+                                   method=cfg.distal_method, k=cfg.k, params=params, improve=improve,
                                    macro=cfg.macro, macro_iter=cfg.macro_iter)
     given.clear()
     layouts = client.gather(client.map(_layout, done))  # waits, surfacing any task error here

@@ -33,6 +33,7 @@ moves again, all three sharing one neighbour graph of the cells (:mod:`.cellgrap
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numba as nb
 import numpy as np
@@ -42,10 +43,22 @@ from ._blocktree import dist2
 from .cellgraph import descend, neighbour_cells
 from .pcl import refine_partition
 
-__all__ = ["improve", "polish", "improve_partitions", "DEFAULT_NEIGHBOURS"]
+__all__ = ["improve", "polish", "improve_partitions", "ImproveSettings", "DEFAULT_NEIGHBOURS"]
 
 #: Neighbouring cells a record is tried against (nearest centroids of its own cell).
 DEFAULT_NEIGHBOURS = 8
+
+
+@dataclass(frozen=True)
+class ImproveSettings:
+    """The improvement pass of :func:`polish` / :func:`improve_partitions`: ``sweeps`` sweeps of
+    moves and swaps against ``neighbours`` neighbouring cells, then ``pcl_iter`` PCL iterations and
+    ``post_sweeps`` more sweeps."""
+
+    sweeps: int
+    neighbours: int = DEFAULT_NEIGHBOURS
+    pcl_iter: int = 0
+    post_sweeps: int = 0
 
 
 def improve(X, labels, k: int, sweeps: int = 2, neighbours: int = DEFAULT_NEIGHBOURS, active=None,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .improve import improve_partitions
+from .improve import ImproveSettings, improve_partitions
 from .partition import TopCell, extract, macro_summary, macroaggregate, run_partition
 from .sized import Sized
 
@@ -40,12 +40,11 @@ class TopCellCells(Sized):
     results: list
 
 
-def top_cell_cells(top: TopCell, partition_size: int, method: str, k: int, params: dict | None, sweeps: int,
-                   neighbours: int, pcl_iter: int = 0, post_sweeps: int = 0, macro: str = "mdav",
-                   macro_iter: int = 2) -> TopCellCells:
+def top_cell_cells(top: TopCell, partition_size: int, method: str, k: int, params: dict | None,
+                   improve: ImproveSettings, macro: str = "mdav", macro_iter: int = 2) -> TopCellCells:
     """Groups of ``partition_size`` records (one macrocell each), the cells of every group by
-    ``method``, then the joint pass over all of them (``sweeps`` × ``neighbours`` moves and swaps,
-    ``pcl_iter`` PCL iterations, ``post_sweeps`` more): the steps and the results of
+    ``method``, then the joint pass over all of them (``improve``: ``sweeps`` × ``neighbours`` moves
+    and swaps, ``pcl_iter`` PCL iterations, ``post_sweeps`` more): the steps and the results of
     ``macroaggregate`` → ``extract`` + ``run_partition`` per group → ``improve_partitions``."""
     top = macroaggregate(top, partition_size, None, macro=macro, macro_iter=macro_iter)
     group, size, sse, _ = macro_summary(top)
@@ -53,5 +52,6 @@ def top_cell_cells(top: TopCell, partition_size: int, method: str, k: int, param
     parts = [extract(top, g, None) for g in groups]
     del top
     results = [run_partition(p, method, k, params) for p in parts]
-    results = improve_partitions(parts, results, k, sweeps, neighbours, pcl_iter, post_sweeps)
+    results = improve_partitions(parts, results, k, improve.sweeps, improve.neighbours, improve.pcl_iter,
+                                 improve.post_sweeps)
     return TopCellCells(macro_group=group, macro_size=size, macro_sse=sse, groups=groups, results=results)
