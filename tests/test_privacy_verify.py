@@ -202,8 +202,9 @@ def test_written_files_checked_through_disk_buckets_give_the_direct_verdict(tmp_
     assert all((c == 1).all() for c in covered)
     assert len(ranges) <= max(len(rows), threads)
     assert len(ranges) > len(rows) or threads // len(rows) < 2 or all(r < 2 * min_rows for r in rows)
-    got = [sh.scatter_counts(str(files[f][0]), schema, ["s", "a", "b"], files[f][1], n_buckets, tmp / "_counts", j,
-                             rng_) for j, (f, rng_) in enumerate(ranges)]
+    target = sh.CountsTarget(tmp / "_counts", n_buckets)
+    got = [sh.scatter_counts(str(files[f][0]), schema, ["s", "a", "b"], files[f][1], target, j, rng_)
+           for j, (f, rng_) in enumerate(ranges)]
     assert sum(g[0] for g in got) == len(df) and all(g[1] for g in got)
     by_bucket: dict = {}
     for j, (_, _, written, *_) in enumerate(got):

@@ -116,9 +116,10 @@ def test_fragments_rewritten_the_same_and_files_sorted(tmp_path):
     folder.mkdir()
     whole = _piece(n)
     chunks = [whole.iloc[:450], whole.iloc[450:]]
-    counts = [sh.scatter_piece(c, i, seed, [], files, {(): 0}, fschema, folder) for i, c in enumerate(chunks)]
+    target = sh.FragmentTarget(seed, [], files, {(): 0}, fschema, folder)
+    counts = [sh.scatter_piece(c, i, target) for i, c in enumerate(chunks)]
     first = {p.name: p.read_bytes() for p in folder.iterdir()}
-    again = sh.scatter_piece(chunks[0], 0, seed, [], files, {(): 0}, fschema, folder)  # a task run twice
+    again = sh.scatter_piece(chunks[0], 0, target)  # a task run twice
     assert again == counts[0] and {p.name: p.read_bytes() for p in folder.iterdir()} == first
     assert sorted(sum((list(c) for c in counts), [])) == sorted(j for c in counts for j in c)
     assert sum(sum(c.values()) for c in counts) == n
@@ -145,5 +146,6 @@ def test_no_fragment_once_the_staging_directory_is_gone(tmp_path):
     schema = pa.schema([pa.field("v", pa.float64()), pa.field("t", pa.string())])
     folder = tmp_path / "staging" / sh.SHUFFLE_DIR     # never created: as after discard_staging
     with pytest.raises(OSError):
-        sh.scatter_piece(_piece(200), 0, seed, [], files, {(): 0}, sh.fragment_schema(schema, False), folder)
+        sh.scatter_piece(_piece(200), 0, sh.FragmentTarget(seed, [], files, {(): 0}, sh.fragment_schema(schema, False),
+                                                           folder))
     assert not (tmp_path / "staging").exists()

@@ -126,7 +126,7 @@ def _file_order(files: dict) -> list:
     return [(key, b) for key in order for b in range(files[key][1])]
 
 
-def _scatter_all(client, releases, args, inflight, tap=None) -> list:
+def _scatter_all(client, releases, target, inflight, tap=None) -> list:
     """Rows per file of every release chunk, scattered into fragments (pass 1 of
     :mod:`daskmicro.io.shuffle`), at most two chunks per worker thread at a time.
 
@@ -146,11 +146,11 @@ def _scatter_all(client, releases, args, inflight, tap=None) -> list:
     def submit(i):
         r = releases[i]
         if isinstance(r, Delayed) and tap is not None:   # the risk partial computed with the piece
-            f, t = client.compute([scatter(r, i, *args), tap.lazy(r)])
+            f, t = client.compute([scatter(r, i, target), tap.lazy(r)])
             tap.parts.append(t)
         else:
-            f = (client.compute(scatter(r, i, *args)) if isinstance(r, Delayed)
-                 else client.submit(sh.scatter_piece, r, i, *args, pure=False))
+            f = (client.compute(scatter(r, i, target)) if isinstance(r, Delayed)
+                 else client.submit(sh.scatter_piece, r, i, target, pure=False))
             if tap is not None:
                 tap.submit(r)
         inflight.append(f)
@@ -185,8 +185,8 @@ def write_and_verify(client, releases, files, schema, rel: Release, partition_by
     store = sh.store_of(staging)   # a run prefix on an object store (io/objectcommit), or None
     directory = sh.location(staging, sh.SHUFFLE_DIR)
     fschema = sh.fragment_schema(schema, keep_row_id)
-    args = (seed, partition_by, files, first, fschema, directory, store)
-    per_piece = _scatter_all(client, releases, args, inflight, rel.tap)
+    target = sh.FragmentTarget(seed, partition_by, files, first, fschema, directory, store)
+    per_piece = _scatter_all(client, releases, target, inflight, rel.tap)
     # Nothing upstream is needed any more: drop every reference to it (the caller's chunks, whose
     # graphs hold the futures of the rows' published values), so that a worker lost from here on costs
     # only what is still to do, never a recomputation of the cells.
@@ -266,8 +266,9 @@ def _verify_files(client, files, schema, rel: Release, staging, inflight):
     directory = sh.location(staging, sh.COUNTS_DIR)
     threads = worker_threads(client)
     ranges = check_ranges([r for _, _, r in files], threads)
-    checks = [client.submit(sh.scatter_counts, str(files[f][0]), schema, columns, files[f][1], n_buckets, directory, j,
-                            rows, figures, store, pure=False)
+    target = sh.CountsTarget(directory, n_buckets, store)
+    checks = [client.submit(sh.scatter_counts, str(files[f][0]), schema, columns, files[f][1], target, j,
+                            rows, figures, pure=False)
               for j, (f, rows) in enumerate(ranges)]
     inflight.extend(checks)
     got = client.gather(checks)

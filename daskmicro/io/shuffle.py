@@ -39,6 +39,7 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -49,13 +50,41 @@ from .commit import row_checksum
 from .layout import KEY_COLUMN, file_index
 from .source import RID
 
-__all__ = ["SHUFFLE_DIR", "COUNTS_DIR", "store_of", "location", "fragment_schema", "scatter_piece", "fragment_path", "write_file",
-           "remove_fragments", "counts_path", "scatter_counts", "bucket_verdict_of", "remove_counts"]
+__all__ = ["SHUFFLE_DIR", "COUNTS_DIR", "FragmentTarget", "CountsTarget", "store_of", "location", "fragment_schema",
+           "scatter_piece", "fragment_path", "write_file", "remove_fragments", "counts_path", "scatter_counts",
+           "bucket_verdict_of", "remove_counts"]
 
 #: Folder of the staging directory that holds the fragments while the release is cut.
 SHUFFLE_DIR = "_shuffle"
 #: Folder of the staging directory that holds the written files' tuple counts while they are checked.
 COUNTS_DIR = "_counts"
+
+
+@dataclass(frozen=True)
+class FragmentTarget:
+    """Where :func:`scatter_piece` sends a release chunk's rows: the run's output files — the
+    shuffle ``seed``, the ``partition_by`` columns, the plan ``files`` of
+    :func:`daskmicro.io.layout.plan_files` and the number of each partition's first file in the
+    run's file order (``first``) — and the fragments' ``schema`` (:func:`fragment_schema`),
+    folder (``directory``) and object store (``store``; None for a local folder)."""
+
+    seed: int
+    partition_by: list
+    files: dict
+    first: dict
+    schema: object
+    directory: object
+    store: object = None
+
+
+@dataclass(frozen=True)
+class CountsTarget:
+    """Where :func:`scatter_counts` writes a checked file's tuple counts: ``n_buckets`` hash
+    buckets, one fragment each in ``directory`` (keys of ``store``; None for a local folder)."""
+
+    directory: object
+    n_buckets: int
+    store: object = None
 
 
 def fragment_schema(schema, keep_row_id: bool):
@@ -98,19 +127,16 @@ def _temporary(path: Path) -> Path:
     return path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}")
 
 
-def scatter_piece(df: pd.DataFrame, piece_no: int, seed: int, partition_by: list, files: dict, first: dict,
-                  schema, directory, store=None) -> dict:
-    """Write the rows of one release chunk as one fragment per output file; ``{file: rows}``.
-
-    ``files`` is the plan of :func:`daskmicro.io.layout.plan_files`, ``first`` the number of each
-    partition's first file in the run's file order, ``schema`` the fragment schema
-    (:func:`fragment_schema`)."""
+def scatter_piece(df: pd.DataFrame, piece_no: int, target: FragmentTarget) -> dict:
+    """Write the rows of one release chunk as one fragment per output file of ``target``;
+    ``{file: rows}``."""
     import pyarrow as pa
     import pyarrow.feather as feather
 
     if df is None or not len(df):
         return {}
-    keys, fno = file_index(df, seed, partition_by, files, first)
+    schema, directory, store = target.schema, target.directory, target.store
+    keys, fno = file_index(df, target.seed, target.partition_by, target.files, target.first)
     df = df.assign(**{KEY_COLUMN: keys})
     table = pa.Table.from_pandas(df[schema.names], schema=schema, preserve_index=False)
     order = np.argsort(fno, kind="stable")
@@ -186,20 +212,21 @@ def _atomic_save(path, array: np.ndarray, store=None) -> None:
     os.replace(tmp, path)
 
 
-def scatter_counts(path: str, schema, columns: list, constants: dict, n_buckets: int, directory,
-                   file_no: int, rows: tuple | None = None, figures=None, store=None):
+def scatter_counts(path: str, schema, columns: list, constants: dict, target: CountsTarget, file_no: int,
+                   rows: tuple | None = None, figures=None):
     """Verify one written file, or its rows ``rows`` = (start, stop)
     (:func:`daskmicro.io.commit.verify_file`), and write its tuple counts as one fragment per
-    hash bucket, ``BUCKET-FILE.npy`` (hash, count, per-column hashes in one uint64 array;
+    hash bucket of ``target``, ``BUCKET-FILE.npy`` (hash, count, per-column hashes in one uint64 array;
     ``file_no`` numbers the checked pieces); returns (rows, schema as promised, [buckets written],
     summary of the report's release figures or None).  ``figures`` = (QI columns,
     :class:`~daskmicro.kernels.figures.Bins`): the values read are summarised for the report's
     release figures (:func:`daskmicro.release.run_figures.piece_figures`).  On an object store
-    (``store``) the object is read back from the store whole and a fifth item is the SHA-256 of
+    (``target.store``) the object is read back from the store whole and a fifth item is the SHA-256 of
     the bytes read (None for a local file)."""
     from ..privacy.verify import check_no_collision, split_tuple_counts
     from .commit import verify_file
 
+    n_buckets, directory, store = target.n_buckets, target.directory, target.store
     digest = None
     if store is not None:
         import hashlib
