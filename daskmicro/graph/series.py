@@ -138,13 +138,24 @@ def _scan_piece(df, groups, strata, qi, frozen):
     return out
 
 
-def _candidates(df, g, strata, qi, frozen, point_z, mean, sd, need):
+@dataclass(frozen=True)
+class ShortCell:
+    """A group's one frozen cell still short of k: its published values in the group's z-units
+    (``point_z``), the group's z-score (``mean``, ``sd``) and the new records it still needs."""
+
+    point_z: np.ndarray
+    mean: np.ndarray
+    sd: np.ndarray
+    need: int
+
+
+def _candidates(df, g, strata, qi, frozen, short: ShortCell):
     from ..series.frozen import NONE, known_cells
 
     mask = group_mask(df, strata, list(qi), g)
     sub = df[mask]
     new = known_cells(sub, list(g.observed), tuple(qi), frozen) == NONE
-    return nearest_new(sub, new, list(g.observed), point_z, mean, sd, need, RID)
+    return nearest_new(sub, new, list(g.observed), short.point_z, short.mean, short.sd, short.need, RID)
 
 
 def _select_new(df, g, strata, qi, frozen, absorbed):
@@ -231,8 +242,8 @@ def plan_groups(client, pieces, plans, strata, qi, k, frozen, frozen_future) -> 
         absorbed, absorb_root = np.empty(0, np.int64), -1
         if len(alive) == 1 and size[alive[0]] < k:
             absorb_root = int(alive[0])
-            absorbed = _absorb(client, pieces, g, strata, qi, frozen_future, (values[absorb_root] - mean) / sd,
-                               mean, sd, int(k - size[absorb_root]))
+            short = ShortCell((values[absorb_root] - mean) / sd, mean, sd, int(k - size[absorb_root]))
+            absorbed = _absorb(client, pieces, g, strata, qi, frozen_future, short)
         left = new - len(absorbed)
         out[i] = GroupFreeze(index=i, group=g, cells=cells, roots=roots, values=values, mean=mean, sd=sd,
                              constant=constant, absorbed=absorbed, absorb_root=absorb_root,
@@ -240,12 +251,12 @@ def plan_groups(client, pieces, plans, strata, qi, k, frozen, frozen_future) -> 
     return out
 
 
-def _absorb(client, pieces, g, strata, qi, frozen_future, point_z, mean, sd, need):
+def _absorb(client, pieces, g, strata, qi, frozen_future, short: ShortCell):
     import dask
 
+    need = short.need
     cand = dask.delayed(_candidates, pure=True)
-    found = client.gather(client.compute([cand(p, g, strata, tuple(qi), frozen_future, point_z, mean, sd, need)
-                                          for p in pieces]))
+    found = client.gather(client.compute([cand(p, g, strata, tuple(qi), frozen_future, short) for p in pieces]))
     ids = np.concatenate([f[0] for f in found])
     dist = np.concatenate([f[1] for f in found])
     if len(ids) < need:
