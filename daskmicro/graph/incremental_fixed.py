@@ -46,7 +46,7 @@ from .gather import cell_ids
 from .incremental import StageResult, read_chunk
 from .incremental_pipeline import PipelineIncrementalGraph, base_cells, calibrate_pipeline, information_loss_of
 
-__all__ = ["FixedIncrementalGraph", "BaseRelease", "BASE_TIME_MARGIN", "PROBE_FRACTION", "calibrate_fixed",
+__all__ = ["FixedIncrementalGraph", "BaseRelease", "OutputLayout", "BASE_TIME_MARGIN", "PROBE_FRACTION", "calibrate_fixed",
            "head_start_ratio", "publish_base", "publish_chunk", "publish_late", "add_counted",
            "FIXED_INCREMENTS"]
 
@@ -61,20 +61,33 @@ PROBE_FRACTION = 1 / 16
 BASE_TIME_MARGIN = 1.5
 
 
-def publish_chunk(chunk, cells, table, row0: int, columns: list, qi: list, seed: int, n_out: int):
+@dataclass(frozen=True)
+class OutputLayout:
+    """How a chunk of records is published and counted: the varying QI columns published as
+    centroids (``columns``), the QIs counted (``qi``), and the output partitions — ``n_out`` key
+    ranges of the order seeded by ``seed``."""
+
+    columns: list
+    qi: list
+    seed: int
+    n_out: int
+
+
+def publish_chunk(chunk, cells, table, row0: int, layout: OutputLayout):
     """One chunk of records published (``cells``: global cell id of each row) and counted:
     (pieces per output partition, (rows, tuple counts of the published QI values))."""
-    pieces = split_chunk(chunk.frame, table[cells], int(row0), columns, seed, n_out)
-    counts = merge_tuple_counts(*[tuple_counts(f, qi) for f, _ in pieces])
+    pieces = split_chunk(chunk.frame, table[cells], int(row0), layout.columns, layout.seed, layout.n_out)
+    counts = merge_tuple_counts(*[tuple_counts(f, layout.qi) for f, _ in pieces])
     return pieces, (sum(len(f) for f, _ in pieces), counts)
 
 
-def publish_late(chunk, tree, table, row0: int, mean, std, varying, columns: list, qi: list, seed: int, n_out: int):
-    """A chunk of late records z-scored like the base, joined to their nearest base cell and published
-    with its (fixed) centroid: (pieces, (rows, tuple counts), column stats for the information loss)."""
-    late = kip.zscore_late(chunk, qi, int(row0), mean, std, varying)
+def publish_late(chunk, tree, table, row0: int, z: kip.ZScore, layout: OutputLayout):
+    """A chunk of late records z-scored like the base (``z``), joined to their nearest base cell and
+    published with its (fixed) centroid: (pieces, (rows, tuple counts), column stats for the
+    information loss)."""
+    late = kip.zscore_late(chunk, layout.qi, int(row0), z.mean, z.std, z.varying)
     cells, stats = kip.nearest_cells(tree, late)
-    pieces, counted = publish_chunk(chunk, cells, table, row0, columns, qi, seed, n_out)
+    pieces, counted = publish_chunk(chunk, cells, table, row0, layout)
     return pieces, counted, stats
 
 
@@ -161,7 +174,8 @@ def publish_base(client, base, qi: list, seed: int) -> BaseRelease:
     n_out = len(ing.row0s)  # as many output partitions (key ranges) as base chunks
     tree = client.submit(kip.fixed_index, *fo.results)
     stats = client.submit(_sum_stats, *[client.submit(kip.result_stats, p, r) for p, r in zip(fo.parts, fo.results)])
-    pieces = [client.submit(publish_chunk, ch, cells, ids.table, int(r0), columns, list(qi), seed, n_out)
+    layout = OutputLayout(columns, list(qi), seed, n_out)
+    pieces = [client.submit(publish_chunk, ch, cells, ids.table, int(r0), layout)
               for ch, cells, r0 in zip(base.chunks, ids.cells, ing.row0s)]
     total = client.submit(_counted_base, stats, *[client.submit(operator.getitem, p, 1) for p in pieces])
     pieces = [[client.submit(_bucket_piece, p, b) for b in range(n_out)] for p in pieces]
@@ -250,8 +264,9 @@ class FixedIncrementalGraph(PipelineIncrementalGraph):
                 row0s.append(int(r0) + a)
         c.gather(c.map(len, pieces))  # read before the clock starts, as the run's files are
         t0 = time.perf_counter()
-        done = [c.submit(publish_late, ch, pub.tree, pub.table, r0, ing.mean, ing.std, ing.varying, pub.columns,
-                         self.qi, self.seed, pub.n_out, pure=False) for ch, r0 in zip(pieces, row0s)]
+        z, layout = kip.ZScore(ing.mean, ing.std, ing.varying), OutputLayout(pub.columns, self.qi, self.seed, pub.n_out)
+        done = [c.submit(publish_late, ch, pub.tree, pub.table, r0, z, layout, pure=False)
+                for ch, r0 in zip(pieces, row0s)]
         c.gather(c.submit(add_counted, pub.total, *[c.submit(_late_stats, d) for d in done]))
         return time.perf_counter() - t0, int(ing.n)
 
@@ -264,9 +279,9 @@ class FixedIncrementalGraph(PipelineIncrementalGraph):
             self.late_start = time.time()
         ing, pub, c = self._base.result().ing, self._pub, self.client
         handled = []
+        z, layout = kip.ZScore(ing.mean, ing.std, ing.varying), OutputLayout(pub.columns, self.qi, self.seed, pub.n_out)
         for fut, rows in self._pending:
-            res = c.submit(publish_late, fut, pub.tree, pub.table, self._next_row, ing.mean, ing.std, ing.varying,
-                           pub.columns, self.qi, self.seed, pub.n_out)
+            res = c.submit(publish_late, fut, pub.tree, pub.table, self._next_row, z, layout)
             self._late.append(fut)
             pub.pieces.append([c.submit(_bucket_piece, res, b) for b in range(pub.n_out)])
             self._futures.append(res)

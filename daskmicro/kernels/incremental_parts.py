@@ -34,7 +34,7 @@ from .increment import increment, split_large_cells
 from .macro import cell_stats
 from .sized import Sized
 
-__all__ = ["CentroidIndex", "centroid_index", "zscore_late", "route", "grow_partition", "column_stats",
+__all__ = ["CentroidIndex", "centroid_index", "ZScore", "zscore_late", "route", "grow_partition", "column_stats",
            "result_stats", "fixed_index", "nearest_cells", "NEAREST_EPS"]
 
 
@@ -53,6 +53,16 @@ def centroid_index(*results: PartitionResult) -> CentroidIndex:
     part = np.repeat(np.arange(len(results), dtype=np.int64), [r.n_cells for r in results])
     local = np.concatenate([np.arange(r.n_cells, dtype=np.int64) for r in results])
     return CentroidIndex(tree=cKDTree(C, leafsize=32), partition=part, local=local)
+
+
+@dataclass(frozen=True)
+class ZScore:
+    """The base stage's z-score of the QIs (§IV-A): column means and standard deviations, and which
+    columns vary (the others are published unchanged)."""
+
+    mean: np.ndarray
+    std: np.ndarray
+    varying: np.ndarray
 
 
 def zscore_late(chunk, qi: list, row0: int, mean: np.ndarray, std: np.ndarray, varying: np.ndarray):
