@@ -34,6 +34,7 @@ No Dask import: the time-delayed stages in ``daskmicro.graph`` wire these kernel
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
@@ -314,6 +315,7 @@ def _sequential(Zb, lb, Zi, k, inertial, split_mid, stats):
     extras = np.zeros(cap, dtype=np.int64)
     detached = np.zeros(cap, dtype=np.bool_)
     drift = np.zeros(1)
+    cells = _CellTables(cent, sums, sizes, labels, head, nxt, state, extras, detached)
     for lo in range(0, ni, _CHUNK):
         hi = min(lo + _CHUNK, ni)
         ntree = int(state[0])
@@ -330,7 +332,7 @@ def _sequential(Zb, lb, Zi, k, inertial, split_mid, stats):
         while i < hi:
             i, q = _adjoin(Zi, i, hi, lo, cand, dist, pos, ntree, cent, sums, sizes, state, drift, extras, detached, wmin, inertial, split_at, labels, n0, head, nxt)
             if q >= 0:
-                _split_mid(Zall, k, q, ntree, cent, sums, sizes, state, extras, detached, labels, head, nxt)
+                _split_mid(Zall, k, q, ntree, cells)
                 stats["splits"] += 1
     stats["brute_force"] = int(state[1])
     return labels
@@ -409,8 +411,27 @@ def _members(head, nxt, q, size):
     return out[::-1].copy()  # earliest record first, so MDAV's ties follow arrival order
 
 
-def _split_mid(Zall, k, q, ntree, cent, sums, sizes, state, extras, detached, labels, head, nxt):
+@dataclass(frozen=True)
+class _CellTables:
+    """The arrays :func:`_sequential` adjoins records in (updated in place): per cell its centroid,
+    sum and size, per record its cell and its successor in its cell's list (``head``/``nxt``),
+    the state [cells, brute-force fallbacks, extras], the extras and which tree cells are detached."""
+
+    cent: np.ndarray
+    sums: np.ndarray
+    sizes: np.ndarray
+    labels: np.ndarray
+    head: np.ndarray
+    nxt: np.ndarray
+    state: np.ndarray
+    extras: np.ndarray
+    detached: np.ndarray
+
+
+def _split_mid(Zall, k, q, ntree, cells: _CellTables):
     """Split cell q by MDAV; sub-cell 0 keeps id q, the others get fresh ids (checked by brute force)."""
+    cent, sums, sizes, labels = cells.cent, cells.sums, cells.sizes, cells.labels
+    head, nxt, state, extras, detached = cells.head, cells.nxt, cells.state, cells.extras, cells.detached
     members = _members(head, nxt, q, int(sizes[q]))
     sub = mdav(Zall[members], k)
     nsub = int(sub.max()) + 1
