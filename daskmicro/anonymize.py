@@ -19,7 +19,7 @@ from .errors import InputError, ParameterError
 from .io.frames import is_dask_frame
 from .io.qi import check_qi
 from .kernels.bounds import MAX_ABS  # the largest QI magnitude accepted, importable from here too
-from .plan import run
+from .plan import RunPaths, run
 
 __all__ = ["METHODS", "AUTO_EXACT_ROWS", "MAX_ABS", "anonymize", "anonymize_file"]
 
@@ -306,6 +306,6 @@ def anonymize_file(input, output, qi, k: int, *, report=None, client=None, progr
     options already holds: nothing to do).
     """
     cfg = RunConfig.build(qi=qi, k=k, **options)
-    outcome = run(cfg, input=input, output=output, report_path=report, client=client, progress=progress,
-                  storage_options=storage_options)
+    paths = RunPaths(input=input, output=output, report_path=report, storage_options=storage_options)
+    outcome = run(cfg, paths=paths, client=client, progress=progress)
     return outcome.report

@@ -10,7 +10,19 @@ from pathlib import Path
 
 from .io import commit as cm
 
-__all__ = ["Outcome", "commit_lake", "commit_file", "write_run_record"]
+__all__ = ["RunPaths", "Outcome", "commit_lake", "commit_file", "write_run_record"]
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """Where :func:`run` reads and writes: ``input`` (a file, a directory or a URL; None when the
+    data is given as a frame), ``output`` (None: the release in memory), ``report_path`` (None: the
+    default beside the output), and ``storage_options`` for an object-store input or output."""
+
+    input: object = None
+    output: object = None
+    report_path: object = None
+    storage_options: dict | None = None
 
 
 @dataclass

@@ -18,7 +18,7 @@ from .config import RunConfig
 from .errors import InputError
 from .incremental.options import BASE_METHODS, FIXED_INCREMENTS, INCREMENTS, PIPELINE_OPTIONS, IncrementalOptions
 from .io.survey import SurveyTimeoutError
-from .plan import run
+from .plan import RunPaths, run
 
 __all__ = ["anonymize_incremental", "BASE_METHODS", "INCREMENT_METHODS", "SurveyTimeoutError"]
 
@@ -177,7 +177,8 @@ def anonymize_incremental(
                           memory_limit=memory_limit, spill_directory=spill_directory, ledger=ledger,
                           new_series=new_series, id_column=id_column, drop=drop, keep=keep, overwrite=overwrite,
                           **pipeline)
-    outcome = run(cfg, data, input=input, output=output, report_path=report, client=client, progress=progress)
+    outcome = run(cfg, data, paths=RunPaths(input=input, output=output, report_path=report), client=client,
+                  progress=progress)
     return outcome.release, outcome.report
 
 

@@ -22,11 +22,11 @@ from pathlib import Path
 
 from .config import ONE_TASK_METHODS, RunConfig
 from .errors import InputError, ParameterError
-from .finish import Outcome, commit_file, commit_lake, write_run_record
+from .finish import Outcome, RunPaths, commit_file, commit_lake, write_run_record
 from .io import commit as cm
 from .io import recovery as rec
 
-__all__ = ["run", "Outcome", "open_input", "needs_cluster"]
+__all__ = ["run", "RunPaths", "Outcome", "open_input", "needs_cluster"]
 
 #: What a trial run (the release ledger off) says once its release is made.
 TRIAL = "release ledger off: this is a trial run, not recorded; its output must not be published"
@@ -198,9 +198,10 @@ def _remote_output(output) -> bool:
 # --------------------------------------------------------------------------- the run
 
 
-def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None, client=None, progress=None,
-        say=None, extra_report=None, before_commit=None, storage_options=None) -> Outcome:
-    """Run ``cfg`` on ``data`` (a pandas or Dask DataFrame) or ``input`` (a file or a directory).
+def run(cfg: RunConfig, data=None, *, paths: RunPaths = RunPaths(), client=None, progress=None, say=None,
+        extra_report=None, before_commit=None) -> Outcome:
+    """Run ``cfg`` on ``data`` (a pandas or Dask DataFrame) or ``input`` (a file or a directory),
+    ``input``, ``output``, ``report_path`` and ``storage_options`` given by ``paths``.
 
     ``output`` None returns the release in memory (pandas for a pandas input, Dask for a Dask
     input); a ``.parquet`` path writes one file and its report atomically; any other path is a
@@ -222,7 +223,8 @@ def run(cfg: RunConfig, data=None, *, input=None, output=None, report_path=None,
     from .report.run_report import build_report
 
     say = say or (lambda line: None)
-    input, output, report_path = _located(input, output, report_path, storage_options, cfg)
+    storage_options = paths.storage_options
+    input, output, report_path = _located(paths.input, paths.output, paths.report_path, storage_options, cfg)
     if cfg.all_numeric:   # qi "all-numeric": the input's numeric columns but those named (io.qi.all_numeric)
         cfg = resolve_all_numeric(cfg, data, input, storage_options)
     for line in recover_outputs(output, report_path):  # first: whatever this run then does or refuses

@@ -330,7 +330,7 @@ def test_interrupted_runs_leave_the_release_and_are_swept(store, client, tmp_pat
 
     from daskmicro.config import RunConfig
     from daskmicro.io.source import open_source
-    from daskmicro.plan import run
+    from daskmicro.plan import RunPaths, run
 
     endpoint, fs = store
     monkeypatch.chdir(tmp_path)
@@ -346,7 +346,7 @@ def test_interrupted_runs_leave_the_release_and_are_swept(store, client, tmp_pat
 
     cfg = RunConfig.build(qi=["x", "y"], k=4, drop=["id"], overwrite=True)
     with pytest.raises(KeyboardInterrupt):
-        run(cfg, input=url, output=target, client=client, before_commit=stop)
+        run(cfg, paths=RunPaths(input=url, output=target), client=client, before_commit=stop)
     after, rel_after, keys_after = _release_on_store(fs, "rel-int")
     assert after == before and rel_after.equals(rel) and keys_after == keys   # untouched; its own prefix gone
     # leftovers of killed runs: parts of a run with no owner object, and of a run whose process is gone

@@ -164,15 +164,15 @@ def run_anonymize(args, client=None) -> int:
     the rest (on ``client`` when given)."""
     from ..config import ALL_NUMERIC, RunConfig
     from ..io.qi import column_list
-    from ..plan import run
+    from ..plan import RunPaths, run
 
     qi = ALL_NUMERIC if args.qi.strip().lower() == ALL_NUMERIC else tuple(column_list(args.qi, "--qi"))
     participation = _participation_arg(args)
     cfg = RunConfig.from_args(args, qi, participation, incremental_args(args))
     verbose = getattr(args, "verbose", False)
     with StageProgress(quiet=getattr(args, "quiet", False), verbose=verbose) as progress:
-        outcome = run(cfg, input=args.input, output=args.output, report_path=args.report, progress=progress,
-                      say=progress.say, client=client)
+        outcome = run(cfg, paths=RunPaths(input=args.input, output=args.output, report_path=args.report),
+                      progress=progress, say=progress.say, client=client)
     if outcome.nothing_to_do:
         print(f"nothing to do: {args.output} holds a committed run of the same input and configuration "
               f"(committed {outcome.previous.get('committed', '?')}); use --force to run again")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from ..errors import InputError, ParameterError
@@ -126,6 +127,8 @@ def execute_run(spec: WorkflowSpec, slot: dt.datetime | None = None, client=None
         ``key``, ``slot``, ``output``, ``report``, ``rows``, ``cells``, ``information_loss`` (rounded,
         as the published report gives it: the summary is shown by ``daskmicro status``), ``seconds``.
     """
+    from ..finish import RunPaths
+
     d = spec.data
     key = key or _run_key(spec, slot)
     source, out, report_path = preflight(spec, slot)
@@ -143,7 +146,8 @@ def execute_run(spec: WorkflowSpec, slot: dt.datetime | None = None, client=None
                 "spec": spec.source, "spec_digest": spec.digest, "started": dt.datetime.fromtimestamp(started, UTC).isoformat(),
                 "strata": list(d["input"]["strata"] or [])}
     _check(should_stop)
-    summary = _planned(spec, slot, source, out, report_path, client, progress, should_stop, workflow)
+    paths = RunPaths(input=source, output=out, report_path=report_path, storage_options=d["input"].get("storage_options"))
+    summary = _planned(spec, slot, paths, client, progress, should_stop, workflow)
     stage("commit")
     summary.update(key=key, slot=slot_id(slot), seconds=round(time.time() - started, 3))
     return summary
@@ -168,12 +172,14 @@ def preflight(spec: WorkflowSpec, slot: dt.datetime | None = None) -> tuple[Path
     return source, out, report_path
 
 
-def _planned(spec, slot, source, out, report_path, client, progress, should_stop, workflow) -> dict:
-    """The spec's RunConfig through the one planner (:mod:`daskmicro.plan`),
-    filters pushed down to pyarrow, strata as groups, the lake commit with ``_SUCCESS``."""
+def _planned(spec, slot, paths, client, progress, should_stop, workflow) -> dict:
+    """The spec's RunConfig through the one planner (:mod:`daskmicro.plan`) with ``paths``
+    (:class:`~daskmicro.finish.RunPaths`), filters pushed down to pyarrow, strata as groups, the
+    lake commit with ``_SUCCESS``."""
     from ..config import RunConfig
     from ..plan import echo_stderr, run
 
+    out, report_path = paths.output, paths.report_path
     d = spec.data
     data = dict(d)
     if not (client is None or "address" not in (d.get("cluster") or {})):
@@ -185,9 +191,8 @@ def _planned(spec, slot, source, out, report_path, client, progress, should_stop
         raise ParameterError("method: not understood")
     if isinstance(out, Path) and report_path == out / "_report.json":
         report_path = None  # a directory release holds its own _report.json
-    outcome = run(cfg, input=source, output=out, report_path=report_path, client=client, progress=progress,
-                  say=echo_stderr, extra_report={"workflow": workflow}, before_commit=lambda: _check(should_stop),
-                  storage_options=d["input"].get("storage_options"))
+    outcome = run(cfg, paths=replace(paths, report_path=report_path), client=client, progress=progress,
+                  say=echo_stderr, extra_report={"workflow": workflow}, before_commit=lambda: _check(should_stop))
     if outcome.nothing_to_do:
         return {"output": str(out), "report": str(report_path), "rows": None, "cells": None,
                 "information_loss": None, "strata": 0, "nothing_to_do": True}
