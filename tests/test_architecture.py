@@ -8,7 +8,9 @@ d. no import cycles among folders: each sub-package (daskmicro/io/, daskmicro/gr
 e. no module longer than MAX_MODULE_LINES lines;
 f. ``dask`` / ``distributed`` imported only by the modules and folders of DASK_ALLOWED;
 g. no two modules share a file name (``__init__.py`` and ``__main__.py`` apart);
-h. the top level holds the public API and the run model only: exactly TOP_LEVEL.
+h. the top level holds the public API and the run model only: exactly TOP_LEVEL;
+i. no function takes more than MAX_PARAMETERS parameters (positional and keyword-only, ``self`` / ``cls``
+   and ``*args`` / ``**kwargs`` not counted), but those of MANY_PARAMETERS_ALLOWED.
 
 The scan reads the source with :mod:`ast`; nothing is imported, so the test is fast and independent of
 optional dependencies.
@@ -37,6 +39,7 @@ PACKAGE = "daskmicro"
 ROOT = Path(__file__).resolve().parent.parent / PACKAGE
 MAX_FUNCTION_LINES = 100
 MAX_MODULE_LINES = 500
+MAX_PARAMETERS = 8
 
 # ---------------------------------------------------------------------------------------------------------
 # FOLDER RULES.
@@ -70,6 +73,28 @@ TOP_LEVEL = {
     "daskmicro.finish", "daskmicro.incremental_api", "daskmicro.schedule", "daskmicro.schedule_model",
 }
 UNIQUE_NAME_EXEMPT = {"__init__.py", "__main__.py"}
+# Many parameters (rule i): (module, qualified function name) of the functions allowed more than
+# MAX_PARAMETERS. Anything else groups the parameters that travel together into a small frozen
+# dataclass of its module.
+MANY_PARAMETERS_ALLOWED = {
+    # public entry points: their options are documented keywords of the API
+    ("daskmicro.anonymize", "anonymize"),                    # the API's main entry, every run option
+    ("daskmicro.incremental_api", "anonymize_incremental"),  # the API's survey entry, every survey option
+    ("daskmicro.estimators", "PCL.__init__"),                # scikit-learn style: one keyword per parameter
+    ("daskmicro.io.arrivals", "ArrivalSimulator.__init__"),  # public simulator of a survey's arrivals
+    ("daskmicro.kernels.pcl", "pcl"),                        # public kernel, the PCL paper's parameters
+    ("daskmicro.privacy.spec", "build_spec"),                # public builder of a privacy spec
+    ("daskmicro.tuning.tradeoff", "sweep"),                  # public trade-off sweep
+    ("daskmicro.workflow.submit", "submit_spec"),            # public entry of daskmicro submit
+    # numba kernels: a jitted function takes its arrays one by one (no Python object to group them)
+    ("daskmicro.kernels._auction", "_unseat"),               # @njit: the auction's slot heaps
+    ("daskmicro.kernels._blocktree", "_split"),              # @njit: the block tree's arrays
+    ("daskmicro.kernels._search", "_scan_near"),             # @njit, inlined: the search's arrays
+    ("daskmicro.kernels.improve", "_sweep"),                 # @njit: the cells' arrays of a sweep
+    ("daskmicro.kernels.improve", "_apply"),                 # @njit, inlined: the arrays a step updates
+    ("daskmicro.kernels.increment", "_adjoin"),              # @njit: the incremental cells' arrays
+    ("daskmicro.kernels.mdav", "_take_cell"),                # @njit: MDAV's working arrays
+}
 
 # ---------------------------------------------------------------------------------------------------------
 # KNOWN violations: none. The lists stay, asserted exactly, so that a violation can never be waved
@@ -307,6 +332,36 @@ def find_long_functions(modules: dict[str, Module], limit: int = MAX_FUNCTION_LI
     return found
 
 
+def count_parameters(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """Positional (positional-only included) and keyword-only parameters, ``self`` and ``cls`` left out;
+    ``*args`` and ``**kwargs`` are not counted."""
+    args = node.args
+    return sum(1 for a in args.posonlyargs + args.args + args.kwonlyargs if a.arg not in ("self", "cls"))
+
+
+def find_many_parameters(modules: dict[str, Module], limit: int = MAX_PARAMETERS) -> dict[tuple[str, str], int]:
+    """{(module, qualified name): parameters} of the functions (methods and nested functions too) that
+    take more than ``limit`` parameters (:func:`count_parameters`)."""
+    found = {}
+
+    def visit(node: ast.AST, prefix: str, module: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                qualname = f"{prefix}{child.name}"
+                n = count_parameters(child)
+                if n > limit:
+                    found[(module, qualname)] = n
+                visit(child, qualname + ".", module)
+            elif isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}{child.name}.", module)
+            else:
+                visit(child, prefix, module)
+
+    for module in modules.values():
+        visit(module.tree, "", module.name)
+    return found
+
+
 def folder_node(module: Module) -> str:
     """The node of ``module`` in the folder graph: its sub-package, or itself at the top level."""
     parts = module.name.split(".")
@@ -451,6 +506,24 @@ def test_no_long_functions(scan):
     )
 
 
+def test_no_function_takes_many_parameters(scan):
+    modules, _, _, _ = scan
+    found = find_many_parameters(modules)
+    new = sorted(set(found) - MANY_PARAMETERS_ALLOWED)
+    stale = sorted(MANY_PARAMETERS_ALLOWED - set(found))
+    message = []
+    if new:
+        message.append(f"{len(new)} functions take more than {MAX_PARAMETERS} parameters (group those that travel "
+                       "together into a frozen dataclass of the module; only a public entry point or a numba "
+                       "kernel goes into MANY_PARAMETERS_ALLOWED, with its reason):")
+        message.extend(f"  {m}.{f}: {found[(m, f)]} parameters" for m, f in new)
+    if stale:
+        message.append(f"{len(stale)} MANY_PARAMETERS_ALLOWED entries no longer take more than {MAX_PARAMETERS} "
+                       "parameters, or no longer exist: remove them:")
+        message.extend(f"  {item!r}" for item in stale)
+    assert not message, "\n".join(message)
+
+
 def test_no_folder_cycles(scan):
     modules, refs, _, _ = scan
     graph, edges = folder_graph(modules, refs)
@@ -540,6 +613,29 @@ def test_scan_detects_violations(tmp_path):
         ("daskmicro.c", "daskmicro.sub.b", "_x"),
     }
     assert set(find_long_functions(modules)) == {("daskmicro.long", "K.m")}
+
+
+def test_scan_detects_many_parameters(tmp_path):
+    nine = "a, b, c, d, e, f, g, h, i"
+    root = _fake_package(tmp_path, {
+        "__init__.py": "",
+        "many.py": (
+            f"def nine({nine}):\n    pass\n"
+            "def eight(a, b, c, d, e, f, g, h, *args, **kwargs):\n    pass\n"    # *args, **kwargs not counted
+            "def mixed(a, /, b, *, c, d, e, f, g, h, i):\n    pass\n"            # positional-only, keyword-only
+            "class K:\n"
+            "    def method(self, a, b, c, d, e, f, g, h):\n        pass\n"      # self not counted
+            f"    @classmethod\n    def build(cls, {nine}):\n        pass\n"
+            f"    def outer(self):\n        def inner({nine}):\n            pass\n"
+            f"async def coro({nine}):\n    pass\n"
+            "square = lambda a, b, c, d, e, f, g, h, i: a\n"                      # a lambda is no function here
+        ),
+    })
+    found = find_many_parameters(scan_modules(root))
+    assert found == {("daskmicro.many", "nine"): 9, ("daskmicro.many", "mixed"): 9,
+                     ("daskmicro.many", "K.build"): 9, ("daskmicro.many", "K.outer.inner"): 9,
+                     ("daskmicro.many", "coro"): 9}
+    assert find_many_parameters(scan_modules(root), limit=9) == {}
 
 
 def test_scan_detects_folder_and_file_violations(tmp_path):
