@@ -361,7 +361,7 @@ def test_interrupted_runs_leave_the_release_and_are_swept(store, client, tmp_pat
     # a prefix of parts with no _SUCCESS is not read
     put(fs, "half/.run-00000000000000cc/part-00000.parquet", rel)
     code, err = run_cli([f"s3://{BUCKET}/half", tmp_path / "o", "--qi", "x,y", "--k", "3"], client)
-    assert code == 2 and f"not a committed release (no _SUCCESS" in err and f"s3://{BUCKET}/half" in err
+    assert code == 2 and "not a committed release (no _SUCCESS" in err and f"s3://{BUCKET}/half" in err
     # the next run sweeps the leftovers and commits
     assert run_cli(argv + ["--k", "4", "--overwrite"], client) == (0, "")
     final, _, keys_final = _release_on_store(fs, "rel-int")
