@@ -361,7 +361,7 @@ def test_interrupted_runs_leave_the_release_and_are_swept(store, client, tmp_pat
     # a prefix of parts with no _SUCCESS is not read
     put(fs, "half/.run-00000000000000cc/part-00000.parquet", rel)
     code, err = run_cli([f"s3://{BUCKET}/half", tmp_path / "o", "--qi", "x,y", "--k", "3"], client)
-    assert code == 2 and f"not a committed release (no _SUCCESS" in err and f"s3://{BUCKET}/half" in err
+    assert code == 2 and "not a committed release (no _SUCCESS" in err and f"s3://{BUCKET}/half" in err
     # the next run sweeps the leftovers and commits
     assert run_cli(argv + ["--k", "4", "--overwrite"], client) == (0, "")
     final, _, keys_final = _release_on_store(fs, "rel-int")
@@ -549,3 +549,70 @@ def test_workers_sharing_no_disk_one_killed_mid_write(store, tmp_path, monkeypat
     assert all(k.startswith(f"{BUCKET}/nodisk/out/{out['run']}/") or k.endswith("/_SUCCESS") for k in keys)
     assert list(client_dir.iterdir()) == []
     assert not [p for p in worker_dir.rglob("*") if p.suffix in (".parquet", ".json", ".csv")]
+
+
+def test_two_runs_into_one_target_the_first_commit_wins(store, client, tmp_path):
+    """Two runs into one target, the second committing while the first runs (the first's last step
+    before its commit): the first commit wins, the other fails in one line and deletes its own run
+    prefix — onto an empty target (If-None-Match) and over a release both meant to replace (If-Match)."""
+    from daskmicro.config import RunConfig
+    from daskmicro.plan import run
+
+    endpoint, fs = store
+    src = tmp_path / "in.parquet"
+    frame(90, seed=8).drop(columns=["s"]).to_parquet(src, index=False)
+    target = f"s3://{BUCKET}/race"
+
+    def other(k, overwrite):
+        def commit_first():
+            run(RunConfig.build(qi=["x", "y"], k=k, drop=["id"], overwrite=overwrite), input=src, output=target,
+                client=client)
+        return commit_first
+
+    for first_k, (k, overwrite) in enumerate([(3, False), (5, True)], start=4):
+        cfg = RunConfig.build(qi=["x", "y"], k=first_k, drop=["id"], overwrite=overwrite)
+        with pytest.raises(ParameterError) as err:
+            run(cfg, input=src, output=target, client=client, before_commit=other(k, overwrite))
+        assert str(err.value).startswith(f"output {target}: another run committed a release there while this one ran")
+        assert "\n" not in str(err.value)
+        manifest, rel, keys = _release_on_store(fs, "race")
+        assert manifest["configuration"]["k"] == k and _runs(keys, "race") == [manifest["run"]]
+        assert len(rel) == 90 and verify_k_anonymity(rel, ["x", "y"], k)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
+
+
+def test_large_files_go_up_in_parts_and_unfinished_uploads_are_aborted(store, client, tmp_path):
+    """A release file larger than the store's part size (s3fs's ``default_block_size``, given as a
+    storage option) is uploaded in parts and appears whole: its multipart ETag, its bytes the
+    manifest's SHA-256, k-anonymous as read back.  The multipart upload a killed writer left under a
+    run prefix is aborted when the prefix is swept."""
+    import hashlib
+
+    endpoint, fs = store
+    rng = np.random.default_rng(9)
+    n = 50_000
+    df = pd.DataFrame({f"v{j}": rng.normal(size=n) for j in range(30)})
+    df.insert(0, "y", rng.normal(size=n))
+    df.insert(0, "x", rng.normal(size=n))
+    src = tmp_path / "wide.parquet"
+    df.to_parquet(src, index=False)
+    bucket_key = "parts/.run-00000000000000dd/part-00000.parquet"
+    fs.pipe_file(f"{BUCKET}/{bucket_key.replace('part-00000.parquet', 'x.parquet')}", b"left by a killed run")
+    left = fs.call_s3("create_multipart_upload", Bucket=BUCKET, Key=bucket_key)
+    fs.call_s3("upload_part", Bucket=BUCKET, Key=bucket_key, UploadId=left["UploadId"], PartNumber=1,
+               Body=b"0" * (5 * 2**20))
+    options = {"default_block_size": 5 * 2**20}
+    report = anonymize_file(src, f"s3://{BUCKET}/parts", ["x", "y"], 3, client=client, storage_options=options,
+                            rows_per_file=n)
+    assert report.n == n
+    manifest, rel, keys = _release_on_store(fs, "parts")
+    assert _runs(keys, "parts") == [manifest["run"]]
+    (entry,) = manifest["files"]
+    key = f"{BUCKET}/parts/{manifest['run']}/{entry['path']}"
+    assert entry["bytes"] > 2 * 5 * 2**20
+    etag = fs.info(key, refresh=True)["ETag"].strip('"')
+    assert re.fullmatch(r"[0-9a-f]{32}-([0-9]+)", etag) and int(etag.split("-")[1]) >= 3, etag
+    assert hashlib.sha256(fs.cat_file(key)).hexdigest() == entry["sha256"]
+    assert len(rel) == n and verify_k_anonymity(rel, ["x", "y"], 3)
+    uploads = fs.call_s3("list_multipart_uploads", Bucket=BUCKET, Prefix="parts/")
+    assert not uploads.get("Uploads")

@@ -22,8 +22,12 @@ A run that fails deletes its run prefix; one that is killed leaves it, and the n
 target deletes every run prefix no manifest names whose owner process is gone (or that has no
 owner object) (:meth:`RemoteTarget.sweep`).  Nothing but ``_SUCCESS`` and ``.run-<16 hex>/…``
 objects under the target is ever deleted, and a target holding any other object is refused.
-One run at a time per target: two runs committing to the same target at once leave the last
-manifest in place and the other run's objects for a later sweep.
+Two runs into one target: the ``_SUCCESS`` PUT is conditional on the state the run checked
+before any work (``If-None-Match: *`` onto an empty target, ``If-Match`` the ETag of the manifest
+it replaces), so the first run to commit wins and the other fails in one line, deleting its own run
+prefix; a store that does not take conditional writes gets a plain PUT (the last manifest wins, and
+the other run's objects are swept later).  Multipart uploads a run left unfinished under a run
+prefix it deletes are aborted with it.
 """
 
 from __future__ import annotations
@@ -112,6 +116,7 @@ class RemoteTarget:
         self.store = Store(scheme, storage_options)
         self.root = root
         self._fs = None
+        self._seen = None   # (ETag of the _SUCCESS seen by check(), or None for none): what commit replaces
 
     def __str__(self) -> str:
         return self.url
@@ -164,6 +169,16 @@ class RemoteTarget:
             raise ParameterError(f"output {self.url} holds a {SUCCESS} that daskmicro did not write there")
         if SUCCESS in names and not overwrite:
             raise ParameterError(f"output already exists: {self.url} ({hint})")
+        self._seen = (self._manifest_etag() if SUCCESS in names else None,)
+
+    def _manifest_etag(self) -> str | None:
+        try:
+            info = self._filesystem().info(f"{self.root}/{SUCCESS}", refresh=True)
+        except FileNotFoundError:
+            return None
+        except Exception as exc:
+            raise self._failed("read the manifest of", exc) from None
+        return str(info.get("ETag") or info.get("etag") or "") or None
 
     def against_input(self, url) -> None:
         """Refuse an input that is the target, inside it or around it."""
@@ -197,8 +212,23 @@ class RemoteTarget:
         fs = self._filesystem()
         fs.invalidate_cache()
         keys = [f"{self.root}/{n}" for n in (names if names is not None else self.listing()) if _run_of(n) == name]
+        self._abort_uploads(name)
         if keys:
             fs.rm(keys)
+
+    def _abort_uploads(self, name: str) -> None:
+        """Abort the multipart uploads left unfinished under the run prefix ``name`` (a writer killed
+        mid-upload): their parts are invisible but kept, and billed, until aborted."""
+        fs = self._filesystem()
+        bucket, _, root = self.root.partition("/")
+        prefix = f"{root}/{name}/" if root else f"{name}/"
+        try:
+            found = fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=prefix)
+            for upload in found.get("Uploads", []):
+                if upload["Key"].startswith(prefix):
+                    fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"])
+        except Exception:  # a store without the call: the parts expire by the bucket's own rules
+            pass
 
     def sweep(self) -> list:
         """Delete the run prefixes that no manifest names and whose writer is gone; the notices."""
@@ -237,12 +267,10 @@ class RemoteTarget:
 
         text = dump_json(dict(manifest, run=run.name))
         check_interrupt()     # a run asked to stop never commits
-        previous = self.read_manifest()
+        expected = self._seen[0] if self._seen is not None else self._manifest_etag()
+        previous = self.read_manifest() if expected is not None else None
         fault("s3.staged")
-        try:
-            self._filesystem().pipe_file(f"{self.root}/{SUCCESS}", text.encode("utf-8"))
-        except Exception as exc:
-            raise self._failed("write the manifest of", exc) from None
+        self._put_manifest(text.encode("utf-8"), expected)
         run.done = True
         fault("s3.published")
         try:
@@ -251,6 +279,39 @@ class RemoteTarget:
                 self._delete_run(previous["run"])
         except Exception:  # committed: what is left is swept by the next run
             pass
+
+
+    def _put_manifest(self, data: bytes, expected: str | None) -> None:
+        """PUT ``_SUCCESS`` if it is still as :meth:`check` saw it (absent, or of ETag ``expected``);
+        another run's commit in between is refused in one line.  A store without conditional writes
+        gets a plain PUT."""
+        fs, key = self._filesystem(), f"{self.root}/{SUCCESS}"
+        condition = {"IfMatch": expected} if expected is not None else {"mode": "create"}
+        try:
+            fs.pipe_file(key, data, **condition)
+            return
+        except Exception as exc:
+            if _precondition_failed(exc):
+                raise ParameterError(
+                    f"output {self.url}: another run committed a release there while this one ran; this run's "
+                    "release is not committed (its objects are deleted); run it again to replace that one "
+                    "(--overwrite)") from None
+            if not _not_implemented(exc):
+                raise self._failed("write the manifest of", exc) from None
+        try:
+            fs.pipe_file(key, data)
+        except Exception as exc:
+            raise self._failed("write the manifest of", exc) from None
+
+
+def _precondition_failed(exc) -> bool:
+    text = str(exc)
+    return isinstance(exc, FileExistsError) or "PreconditionFailed" in text or "pre-conditions" in text
+
+
+def _not_implemented(exc) -> bool:
+    text = str(exc)
+    return isinstance(exc, NotImplementedError) or "NotImplemented" in text or "not implemented" in text.lower()
 
 
 class RemoteRun:

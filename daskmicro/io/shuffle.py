@@ -174,20 +174,47 @@ def write_file(path: str, schema, keep_row_id: bool, fragments: list, store=None
         table = table.append_column(ROW_ID, table.column(RID))
     table = table.select(schema.names).unify_dictionaries().combine_chunks()
     out = {"rows": table.num_rows, "checksum": row_checksum(rids)}
-    if fs is not None:   # written whole, in one PUT
-        import hashlib
-
+    if fs is not None:   # streamed: one PUT, or a multipart upload that appears whole when completed
         import pyarrow as pa
 
-        sink = pa.BufferOutputStream()
-        pq.write_table(table.replace_schema_metadata(None), sink)
-        data = sink.getvalue().to_pybytes()
-        del table
-        fs.pipe_file(path, data)
-        return dict(out, bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
+        with fs.open(path, "wb") as fh:
+            sink = _HashingSink(fh)
+            pq.write_table(table.replace_schema_metadata(None), pa.PythonFile(sink, mode="w"))
+        return dict(out, bytes=sink.size, sha256=sink.hexdigest())
     # no mkdir: the directories were made by open_staging; after discard_staging this write fails
     pq.write_table(table.replace_schema_metadata(None), path)
     return out
+
+
+class _HashingSink:
+    """A writable file that passes its bytes on to ``fh`` and keeps their count and SHA-256."""
+
+    def __init__(self, fh):
+        import hashlib
+
+        self.fh, self.size, self.closed, self._hash = fh, 0, False, hashlib.sha256()
+
+    def write(self, data) -> int:
+        view = memoryview(data)
+        self._hash.update(view)
+        self.fh.write(view)
+        self.size += view.nbytes
+        return view.nbytes
+
+    def tell(self) -> int:
+        return self.size
+
+    def writable(self) -> bool:
+        return True
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True   # the object is completed by the caller's ``with``
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()
 
 
 def _remove(staging, sub: str) -> None:
