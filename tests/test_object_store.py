@@ -556,7 +556,7 @@ def test_two_runs_into_one_target_the_first_commit_wins(store, client, tmp_path)
     before its commit): the first commit wins, the other fails in one line and deletes its own run
     prefix — onto an empty target (If-None-Match) and over a release both meant to replace (If-Match)."""
     from daskmicro.config import RunConfig
-    from daskmicro.plan import run
+    from daskmicro.plan import RunPaths, run
 
     endpoint, fs = store
     src = tmp_path / "in.parquet"
@@ -565,14 +565,14 @@ def test_two_runs_into_one_target_the_first_commit_wins(store, client, tmp_path)
 
     def other(k, overwrite):
         def commit_first():
-            run(RunConfig.build(qi=["x", "y"], k=k, drop=["id"], overwrite=overwrite), input=src, output=target,
-                client=client)
+            run(RunConfig.build(qi=["x", "y"], k=k, drop=["id"], overwrite=overwrite),
+                paths=RunPaths(input=src, output=target), client=client)
         return commit_first
 
     for first_k, (k, overwrite) in enumerate([(3, False), (5, True)], start=4):
         cfg = RunConfig.build(qi=["x", "y"], k=first_k, drop=["id"], overwrite=overwrite)
         with pytest.raises(ParameterError) as err:
-            run(cfg, input=src, output=target, client=client, before_commit=other(k, overwrite))
+            run(cfg, paths=RunPaths(input=src, output=target), client=client, before_commit=other(k, overwrite))
         assert str(err.value).startswith(f"output {target}: another run committed a release there while this one ran")
         assert "\n" not in str(err.value)
         manifest, rel, keys = _release_on_store(fs, "race")
