@@ -2,6 +2,7 @@
 
 import json
 import os
+import threading
 import time
 
 import numpy as np
@@ -41,6 +42,37 @@ def _simulate(data, tmp_path, duration=2.5, n_files=10):
     return sim.start(), lake
 
 
+class _HeldBack(ArrivalSimulator):
+    """A survey whose files from ``held`` on land only once :meth:`let_in` is called (or after two
+    minutes): the test, not the machine's load, decides that data are still arriving when the run's
+    base stage starts."""
+
+    def __init__(self, *args, held: int, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.held, self.gate = held, threading.Event()
+
+    def let_in(self) -> None:
+        self.gate.set()
+
+    def _write_file(self, j, a, b):
+        if j == self.held:
+            self.gate.wait(120)
+        super()._write_file(j, a, b)
+
+
+def _when_the_base_runs(client, sim):
+    """Let the held files in once a worker executes a task (the base stage, the only work then)."""
+    def wait():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if any(client.run(lambda dask_worker: len(dask_worker.state.executing)).values()):
+                break
+            time.sleep(0.02)
+        time.sleep(0.2)
+        sim.let_in()
+    threading.Thread(target=wait, daemon=True).start()
+
+
 def _check_release(release, data, qi, k):
     assert len(release) == len(data)
     assert list(release.columns[: len(data.columns)]) == list(data.columns)
@@ -53,10 +85,17 @@ def _check_release(release, data, qi, k):
 
 
 def test_lake_2mdav_base_starts_before_the_last_file_and_increment_waits_for_close(data, qi, client, tmp_path):
-    sim, lake = _simulate(data, tmp_path)
+    lake = tmp_path / "lake"
+    sim = _HeldBack(data, lake, n_files=10, duration=2.5, speed=1.0, timestamp_column="arrived", held=7).start()
     events = []
-    release, report = anonymize_incremental(lake, qi, K, keep=KEEP, nu=0.3, client=client, seed=4, timeout=60,
-                                            progress=lambda event, s: events.append(event))
+
+    def progress(event, s):
+        events.append(event)
+        if event == "base stage submitted":
+            _when_the_base_runs(client, sim)
+
+    release, report = anonymize_incremental(lake, qi, K, keep=KEEP, nu=0.3, client=client, seed=4, timeout=180,
+                                            progress=progress)
     assert sim.join(5)
     inc = report.incremental
     times = inc["times"]
