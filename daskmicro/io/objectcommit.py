@@ -306,7 +306,10 @@ class RemoteTarget:
 
 def _precondition_failed(exc) -> bool:
     text = str(exc)
-    return isinstance(exc, FileExistsError) or "PreconditionFailed" in text or "pre-conditions" in text
+    # 412 (the condition does not hold), or 409 (another conditional write to the key under way)
+    return isinstance(exc, FileExistsError) or any(
+        words in text for words in ("PreconditionFailed", "pre-conditions", "ConditionalRequestConflict",
+                                    "conflicting conditional operation"))
 
 
 def _not_implemented(exc) -> bool:
