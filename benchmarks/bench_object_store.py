@@ -81,6 +81,16 @@ def run(cmd: list, env: dict) -> float:
     return wall
 
 
+def server_cpu(proc) -> float:
+    import psutil
+
+    try:
+        t = psutil.Process(proc.pid).cpu_times()
+        return t.user + t.system
+    except psutil.NoSuchProcess:
+        return float("nan")
+
+
 def local_hashes(out: Path) -> dict:
     return {str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(out.rglob("*.parquet"))}
 
@@ -129,13 +139,18 @@ def main() -> None:
         fs.invalidate_cache()
         manifest = json.loads(fs.cat_file(f"{BUCKET}/out/_SUCCESS"))
         same = local_hashes(base / "out") == {e["path"]: e["sha256"] for e in manifest["files"]}
+        stages = {"local": json.loads((base / "out" / "_report.json").read_text())["timings"],
+                  "s3": json.loads(fs.cat_file(f"{BUCKET}/out/{manifest['run']}/_report.json"))["timings"]}
         best = {k: min(v) for k, v in times.items()}
         print()
-        print("| run | wall s (best of %d) |" % a.repeat)
-        print("|---|---:|")
-        print(f"| local disk → local disk | {best['local']:.1f} |")
-        print(f"| S3 → S3 (moto server, same machine) | {best['s3']:.1f} |")
-        print(f"| **ratio S3 / local** | **{best['s3'] / best['local']:.2f}** |")
+        print(f"| stage (last run of each) | local s | S3 s |")
+        print("|---|---:|---:|")
+        for name in stages["local"]:
+            if isinstance(stages["local"][name], (int, float)) and name in stages["s3"]:
+                print(f"| {name} | {stages['local'][name]:.1f} | {stages['s3'][name]:.1f} |")
+        print(f"| **wall time, CLI end to end (best of {a.repeat})** | **{best['local']:.1f}** | **{best['s3']:.1f}** |")
+        print(f"\nratio S3 / local: {best['s3'] / best['local']:.2f}; CPU seconds of the S3 server process "
+              f"(on the same cores as the runs, all runs and the upload): {server_cpu(store):.1f}")
         print(f"\nsame release files byte for byte: {same} ({len(manifest['files'])} files, "
               f"{sum(e['bytes'] for e in manifest['files']) / 2**20:,.0f} MiB)")
     finally:

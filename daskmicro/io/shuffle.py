@@ -142,20 +142,28 @@ def scatter_piece(df: pd.DataFrame, piece_no: int, target: FragmentTarget) -> di
     order = np.argsort(fno, kind="stable")
     table = table.take(order)
     numbers, starts, counts = np.unique(fno[order], return_index=True, return_counts=True)
-    out = {}
-    fs = store.filesystem() if store is not None else None
+    out, puts = {}, {}
     for j, start, count in zip(numbers.tolist(), starts.tolist(), counts.tolist()):
         path = fragment_path(directory, j, piece_no, store)
         piece = table.slice(start, count).replace_schema_metadata(None)
-        if fs is not None:   # one PUT: atomic
-            with fs.open(path, "wb") as fh:
-                feather.write_feather(piece, fh, compression="lz4")
+        if store is not None:   # one PUT each, all of the piece's fragments at once
+            sink = pa.BufferOutputStream()
+            feather.write_feather(piece, sink, compression="lz4")
+            puts[path] = sink.getvalue().to_pybytes()
         else:
             tmp = _temporary(path)
             feather.write_feather(piece, str(tmp), compression="lz4")
             os.replace(tmp, path)
         out[j] = count
+    if puts:
+        store.filesystem().pipe(puts)
     return out
+
+
+def _fetch(store, paths: list) -> list:
+    """The objects ``paths`` of ``store``, read whole and at once (concurrent GETs), in order."""
+    got = store.filesystem().cat([str(p) for p in paths], on_error="raise")
+    return [got[str(p)] for p in paths]
 
 
 def write_file(path: str, schema, keep_row_id: bool, fragments: list, store=None) -> dict:
@@ -167,54 +175,33 @@ def write_file(path: str, schema, keep_row_id: bool, fragments: list, store=None
     if not fragments:
         return {"rows": 0, "checksum": 0}
     fs = store.filesystem() if store is not None else None
-    table = ds.dataset([str(f) for f in fragments], format="ipc", filesystem=fs).to_table()
+    if fs is not None:
+        import pyarrow as pa
+
+        table = pa.concat_tables([pa.ipc.open_file(pa.BufferReader(b)).read_all() for b in _fetch(store, fragments)])
+    else:
+        table = ds.dataset([str(f) for f in fragments], format="ipc").to_table()
     table = table.take(np.argsort(table.column(KEY_COLUMN).to_numpy(), kind="stable"))
     rids = table.column(RID).to_numpy()
     if keep_row_id:
         table = table.append_column(ROW_ID, table.column(RID))
     table = table.select(schema.names).unify_dictionaries().combine_chunks()
     out = {"rows": table.num_rows, "checksum": row_checksum(rids)}
-    if fs is not None:   # streamed: one PUT, or a multipart upload that appears whole when completed
+    if fs is not None:   # one PUT, or a multipart upload (parts sent at once) that appears whole when completed
+        import hashlib
+
         import pyarrow as pa
 
-        with fs.open(path, "wb") as fh:
-            sink = _HashingSink(fh)
-            pq.write_table(table.replace_schema_metadata(None), pa.PythonFile(sink, mode="w"))
-        return dict(out, bytes=sink.size, sha256=sink.hexdigest())
+        sink = pa.BufferOutputStream()
+        pq.write_table(table.replace_schema_metadata(None), sink)
+        del table
+        data = sink.getvalue().to_pybytes()
+        del sink
+        fs.pipe_file(path, data, chunksize=max(int(getattr(fs, "default_block_size", 0) or 0), 5 * 2**20))
+        return dict(out, bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
     # no mkdir: the directories were made by open_staging; after discard_staging this write fails
     pq.write_table(table.replace_schema_metadata(None), path)
     return out
-
-
-class _HashingSink:
-    """A writable file that passes its bytes on to ``fh`` and keeps their count and SHA-256."""
-
-    def __init__(self, fh):
-        import hashlib
-
-        self.fh, self.size, self.closed, self._hash = fh, 0, False, hashlib.sha256()
-
-    def write(self, data) -> int:
-        view = memoryview(data)
-        self._hash.update(view)
-        self.fh.write(view)
-        self.size += view.nbytes
-        return view.nbytes
-
-    def tell(self) -> int:
-        return self.size
-
-    def writable(self) -> bool:
-        return True
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
-        self.closed = True   # the object is completed by the caller's ``with``
-
-    def hexdigest(self) -> str:
-        return self._hash.hexdigest()
 
 
 def _remove(staging, sub: str) -> None:
@@ -228,11 +215,7 @@ def remove_fragments(staging) -> None:
     _remove(staging, SHUFFLE_DIR)
 
 
-def _atomic_save(path, array: np.ndarray, store=None) -> None:
-    if store is not None:   # one PUT: atomic
-        with store.filesystem().open(path, "wb") as fh:
-            np.save(fh, array, allow_pickle=False)
-        return
+def _atomic_save(path, array: np.ndarray) -> None:
     tmp = _temporary(path)
     with open(tmp, "wb") as fh:
         np.save(fh, array, allow_pickle=False)
@@ -271,13 +254,22 @@ def scatter_counts(path: str, schema, columns: list, constants: dict, target: Co
         summary = piece_figures(values, figures[0], figures[1], rows)
     del values
     check_no_collision(counts)   # the fragments do not carry the flag: a collision inside the file stops here
-    written = []
+    written, puts = [], {}
     for b, piece in enumerate(split_tuple_counts(counts, n_buckets)):
         if piece.hashes.size:
             packed = np.empty((piece.hashes.size, 2 + piece.tuples.shape[1]), dtype=np.uint64)
             packed[:, 0], packed[:, 1], packed[:, 2:] = piece.hashes, piece.counts.view(np.uint64), piece.tuples
-            _atomic_save(counts_path(directory, b, file_no, store), packed, store)
+            if store is not None:   # one PUT each, every bucket's at once
+                import io
+
+                buf = io.BytesIO()
+                np.save(buf, packed, allow_pickle=False)
+                puts[counts_path(directory, b, file_no, store)] = buf.getvalue()
+            else:
+                _atomic_save(counts_path(directory, b, file_no), packed)
             written.append(b)
+    if puts:
+        store.filesystem().pipe(puts)
     return rows, same, written, summary, digest
 
 
@@ -287,16 +279,18 @@ def bucket_verdict_of(directory, bucket: int, file_nos: list, k: int, store=None
     from ..privacy.verify import TupleCounts, bucket_verdict, merge_tuple_counts
 
     parts = []
-    fs = store.filesystem() if store is not None else None
-    for f in file_nos:
-        path = counts_path(directory, bucket, f, store)
-        if fs is not None:
-            with fs.open(path, "rb") as fh:
-                a = np.load(fh, allow_pickle=False)
-        else:
-            a = np.load(path, allow_pickle=False)
+    paths = [counts_path(directory, bucket, f, store) for f in file_nos]
+    if store is not None:
+        import io
+
+        sources = [io.BytesIO(b) for b in _fetch(store, paths)]
+    else:
+        sources = paths
+    for source in sources:
+        a = np.load(source, allow_pickle=False)
         parts.append(TupleCounts(a[:, 0].copy(), a[:, 1].view(np.int64).copy(), np.ascontiguousarray(a[:, 2:])))
         del a
+    del sources
     return bucket_verdict(merge_tuple_counts(*parts), k)
 
 
