@@ -280,7 +280,6 @@ class RemoteTarget:
         except Exception:  # committed: what is left is swept by the next run
             pass
 
-
     def _put_manifest(self, data: bytes, expected: str | None) -> None:
         """PUT ``_SUCCESS`` if it is still as :meth:`check` saw it (absent, or of ETag ``expected``);
         another run's commit in between is refused in one line.  A store without conditional writes
