@@ -383,6 +383,11 @@ def _hive_field(root: Path, files, key):
     return pa.field(key, pa.int64() if ints else pa.string())
 
 
+#: A Parquet object of a store up to this size is read with one GET (its bytes held while it is
+#: decoded); a larger one through ranged reads of its column chunks.
+WHOLE_OBJECT_BYTES = 256 * 2**20
+
+
 def _read_table(file, fmt, root, full_schema, hive, expr, columns):
     """One file's table; an unreadable file (a malformed CSV row past the pre-scan's first block, a
     damaged Parquet page) is an :class:`InputError` naming the file and the position, never the row."""
@@ -405,7 +410,13 @@ def _read_file(file, fmt, root, full_schema, hive, expr, columns):
     if not isinstance(file, str):  # an object of a store (objectstore.RemoteFile)
         fs, file = file.store.filesystem(), file.key
     file_schema = pa.schema([f for f in full_schema if f.name not in hive])
-    table = ds.dataset(file, format=fmt, schema=file_schema if fmt == "parquet" else None, filesystem=fs).to_table()
+    if fs is not None and fmt == "parquet" and fs.size(file) <= WHOLE_OBJECT_BYTES:
+        import pyarrow.parquet as pq
+
+        # one GET for the object instead of a request per column chunk
+        table = pq.read_table(pa.BufferReader(fs.cat_file(file)), schema=file_schema)
+    else:
+        table = ds.dataset(file, format=fmt, schema=file_schema if fmt == "parquet" else None, filesystem=fs).to_table()
     if hive:
         values = {}
         for p in Path(file).relative_to(root).parts[:-1]:
