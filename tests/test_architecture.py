@@ -305,31 +305,37 @@ def find_private_imports(refs: list[ImportRef]) -> dict[tuple[str, str, str], in
     return found
 
 
-def find_long_functions(modules: dict[str, Module], limit: int = MAX_FUNCTION_LINES) -> dict[tuple[str, str], int]:
-    """{(module, qualified name): length in lines from ``def`` to the function's last line, its
-    docstring left out (a long numpydoc docstring is documentation, not code)}."""
-    found = {}
-
-    def visit(node: ast.AST, prefix: str, module: str) -> None:
+def functions(modules: dict[str, Module]):
+    """(module, qualified name, node) of every function of ``modules``, methods and nested functions too."""
+    def visit(node: ast.AST, prefix: str, module: str):
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 qualname = f"{prefix}{child.name}"
-                length = child.end_lineno - child.lineno + 1
-                body = child.body
-                if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
-                        and isinstance(body[0].value.value, str):
-                    length -= body[0].end_lineno - body[0].lineno + 1
-                if length > limit:
-                    found[(module, qualname)] = length
-                visit(child, qualname + ".", module)
+                yield module, qualname, child
+                yield from visit(child, qualname + ".", module)
             elif isinstance(child, ast.ClassDef):
-                visit(child, f"{prefix}{child.name}.", module)
+                yield from visit(child, f"{prefix}{child.name}.", module)
             else:
-                visit(child, prefix, module)
+                yield from visit(child, prefix, module)
 
     for module in modules.values():
-        visit(module.tree, "", module.name)
-    return found
+        yield from visit(module.tree, "", module.name)
+
+
+def function_length(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """Lines from ``def`` to the function's last line, its docstring left out."""
+    length = node.end_lineno - node.lineno + 1
+    body = node.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        length -= body[0].end_lineno - body[0].lineno + 1
+    return length
+
+
+def find_long_functions(modules: dict[str, Module], limit: int = MAX_FUNCTION_LINES) -> dict[tuple[str, str], int]:
+    """{(module, qualified name): length in lines from ``def`` to the function's last line, its
+    docstring left out (a long numpydoc docstring is documentation, not code)}."""
+    return {(module, name): n for module, name, node in functions(modules) if (n := function_length(node)) > limit}
 
 
 def count_parameters(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
@@ -342,24 +348,7 @@ def count_parameters(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
 def find_many_parameters(modules: dict[str, Module], limit: int = MAX_PARAMETERS) -> dict[tuple[str, str], int]:
     """{(module, qualified name): parameters} of the functions (methods and nested functions too) that
     take more than ``limit`` parameters (:func:`count_parameters`)."""
-    found = {}
-
-    def visit(node: ast.AST, prefix: str, module: str) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                qualname = f"{prefix}{child.name}"
-                n = count_parameters(child)
-                if n > limit:
-                    found[(module, qualname)] = n
-                visit(child, qualname + ".", module)
-            elif isinstance(child, ast.ClassDef):
-                visit(child, f"{prefix}{child.name}.", module)
-            else:
-                visit(child, prefix, module)
-
-    for module in modules.values():
-        visit(module.tree, "", module.name)
-    return found
+    return {(module, name): n for module, name, node in functions(modules) if (n := count_parameters(node)) > limit}
 
 
 def folder_node(module: Module) -> str:
