@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .io import commit as cm
 
-__all__ = ["RunPaths", "Outcome", "commit_lake", "commit_file", "write_run_record"]
+__all__ = ["RunPaths", "Outcome", "commit_lake", "commit_file", "write_run_record", "write_report_file"]
 
 
 @dataclass(frozen=True)
@@ -113,10 +113,8 @@ def commit_lake(cfg, ex, report, output, report_path, perf, run_fp, extra):
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     if report_path is not None:
-        from .io.tables import write_json_atomic
-
-        write_json_atomic(doc, report_path)
-    return Outcome(None, report, output, Path(report_path or output / "_report.json"),
+        write_report_file(doc, report_path)
+    return Outcome(None, report, output, report_path or output / "_report.json",
                    output / dask_report.LAKE_NAME if perf.available else None)
 
 
@@ -145,8 +143,8 @@ def _commit_delta(ex, report, output, report_path, perf, extra):
                                                          "k_check": done["k_check"].to_dict()}})
     write_json_atomic(doc, output / "_report.json")
     if report_path is not None:
-        write_json_atomic(doc, report_path)
-    return Outcome(None, report, output, Path(report_path or output / "_report.json"),
+        write_report_file(doc, report_path)
+    return Outcome(None, report, output, report_path or output / "_report.json",
                    output / dask_report.LAKE_NAME if perf.available else None)
 
 
@@ -165,22 +163,85 @@ def _commit_remote(cfg, ex, report, output, report_path, run_fp, extra):
         if not run.done:
             run.discard()
     if report_path is not None:
+        write_report_file(doc, report_path)
+    return Outcome(None, report, output, report_path if report_path is not None else run.url("_report.json"))
+
+
+def write_report_file(doc: dict, report_path) -> None:
+    """A report (or a report's copy) at ``report_path``: a local file, replaced atomically, or an
+    object of a store (:class:`~daskmicro.io.objectfile.ObjectTarget`, checked before the run)."""
+    from .io.objectfile import is_object_target
+
+    if is_object_target(report_path):
+        report_path.write(_json_bytes(doc))
+    else:
         from .io.tables import write_json_atomic
 
         write_json_atomic(doc, report_path)
-    return Outcome(None, report, output, Path(report_path) if report_path is not None else run.url("_report.json"))
+
+
+def _commit_object(ex, report, output, report_path, extra):
+    """A single-file release as one object of a store (:mod:`daskmicro.io.objectfile`): its bytes
+    built and verified in memory as a reader reads them, PUT on the condition checked before the
+    run, read back and compared byte for byte; then its report.  A report that cannot follow a
+    new release takes the release back with it."""
+    import io
+
+    import pyarrow as pa
+
+    from .io.tables import verify_written_table
+
+    report.paths["report"] = str(report_path)
+    buf = io.BytesIO()
+    ex.frame.to_parquet(buf, index=False)
+    data = buf.getvalue()
+    # verified as the bytes users get: the rows and every published tuple in its written dtype
+    report.k_anonymity = verify_written_table(pa.BufferReader(data), "parquet", report.published_columns(),
+                                              report.k_anonymity.k, len(ex.frame))
+    doc = _report_dict(report, extra)
+    new = not output.replaces
+    output.write_verified(data)
+    try:
+        write_report_file(doc, report_path)
+    except BaseException:
+        if new:
+            output.delete()
+        raise
+    return Outcome(None, report, output, report_path, None)
 
 
 def commit_file(cfg, ex, report, output, report_path, perf, perf_path, extra):
+    """A single-file release and its report: on this machine in one atomic batch (with the Dask
+    performance report), as one object of a store (:func:`_commit_object`); a report on a store
+    follows the local release, and takes a new one back with it if it cannot be written."""
+    from .io.objectfile import is_object_target
     from .io.tables import AtomicBatch
     from .runtime import dask_report
 
+    if is_object_target(output):
+        return _commit_object(ex, report, output, report_path, extra)
     report.paths["report"] = str(report_path)
     if perf.available:
         report.performance_report = dask_report.relative_link(perf_path, report_path)
+    new = not Path(output).exists()
     with AtomicBatch() as batch:
         # verified again as read back from the staged file: the bytes users get
         report.k_anonymity = batch.release(ex.frame, output, report.published_columns(), report.k_anonymity.k)
-        batch.json(_report_dict(report, extra), report_path)
+        doc = _report_dict(report, extra)
+        if not is_object_target(report_path):
+            batch.json(doc, report_path)
         perf.stage(batch, perf_path)
+    if is_object_target(report_path):
+        try:
+            report_path.write(_json_bytes(doc))
+        except BaseException:
+            if new:
+                Path(output).unlink(missing_ok=True)
+            raise
     return Outcome(None, report, output, report_path, perf_path if perf.available else None)
+
+
+def _json_bytes(doc: dict) -> bytes:
+    from .io.formats import dump_json
+
+    return dump_json(doc).encode("utf-8")

@@ -140,11 +140,14 @@ def needs_cluster(cfg: RunConfig, source, client=None) -> bool:
 def _sink(output) -> str:
     from .io.lake import is_lake_target
     from .io.objectcommit import is_remote_target
+    from .io.objectfile import is_object_target
 
     if output is None:
         return "memory"
     if is_remote_target(output):
         return "lake"
+    if is_object_target(output):
+        return "file"
     if is_lake_target(output):
         return "lake"
     if not str(output).lower().endswith((".parquet", ".pq")):
@@ -152,47 +155,61 @@ def _sink(output) -> str:
     return "file"
 
 
+def _on_store(path) -> bool:
+    """Whether ``path`` is written on an object store (a directory release or one object)."""
+    from .io.objectcommit import is_remote_target
+    from .io.objectfile import is_object_target
+
+    return is_remote_target(path) or is_object_target(path)
+
+
 def _outputs(cfg, sink, output, report_path, input, perf_wanted, existing_ok=()):
-    """Every path the run writes, checked against the input and each other before any work."""
+    """Every path the run writes, checked against the input and each other before any work: local
+    ones here (:mod:`daskmicro.io.paths`), objects of a store on their store."""
+    from .io.objectstore import is_remote
     from .io.paths import Output, check_ledger, check_outputs, check_spill
     from .runtime import dask_report
 
-    from .io.objectstore import is_remote
-
     inputs = [input] if input is not None and not is_remote(str(input)) else []
-    if _remote_output(output):   # the target checked on its store, the report copy here
-        output.check_run(input, inputs, report_path, cfg.overwrite, bool(existing_ok), cfg.spill_directory,
-                         cfg.ledger_path)
-        return (Path(report_path) if report_path else None), None
+    if sink == "file" and report_path is None:
+        report_path = (output.with_suffix(".report.json", "report") if _on_store(output)
+                       else Path(output).with_suffix(".report.json"))
+    remote = [p for p in (output, report_path) if _on_store(p)]
+    local = [] if sink == "memory" or _on_store(output) else [Output(Path(output), "output", directory=sink == "lake")]
+    if report_path is not None and not _on_store(report_path):
+        local.append(Output(Path(report_path), "report"))
+    perf_path = None
+    if sink == "file" and perf_wanted and not _on_store(output):
+        perf_path = dask_report.performance_report_path(report_path)
+        local.append(Output(perf_path, "Dask performance report"))
     if sink == "memory":
         check_spill(cfg.spill_directory, inputs)
         check_ledger(cfg.ledger_path, inputs)
         return None, None
-    outputs = [Output(Path(output), "output", directory=sink == "lake")]
-    perf_path = None
-    if sink == "lake":
-        if report_path is not None:  # a copy outside the release (its own _report.json is inside)
-            outputs.append(Output(Path(report_path), "report"))
-    else:
-        report_path = Path(report_path) if report_path else Path(output).with_suffix(".report.json")
-        outputs.append(Output(report_path, "report"))
-        if perf_wanted:
-            perf_path = dask_report.performance_report_path(report_path)
-            outputs.append(Output(perf_path, "Dask performance report"))
-    check_outputs(inputs, outputs, cfg.overwrite, existing_ok=existing_ok)
+    _check_on_store(remote, input, cfg.overwrite, bool(existing_ok))
+    check_outputs(inputs, local, cfg.overwrite, existing_ok=existing_ok)
     if cfg.table_format == "delta":
         from .io.delta import check_delta_target
 
         check_delta_target(output)
-    check_spill(cfg.spill_directory, inputs, outputs)
-    check_ledger(cfg.ledger_path, inputs, outputs)
-    return (Path(report_path) if report_path else None), perf_path
+    check_spill(cfg.spill_directory, inputs, local)
+    check_ledger(cfg.ledger_path, inputs, local)
+    return (report_path if _on_store(report_path) else Path(report_path) if report_path else None), perf_path
 
 
-def _remote_output(output) -> bool:
-    from .io.objectcommit import is_remote_target
-
-    return is_remote_target(output)
+def _check_on_store(targets, input, overwrite: bool, same: bool) -> None:
+    """Check the outputs of a run on an object store against its input and each other, then on
+    their store (a directory release holding this very run: ``same``)."""
+    if len({str(t) for t in targets}) < len(targets):
+        raise ParameterError(f"the release and its report are the same object: {targets[0]}")
+    for target in targets:
+        if input is not None:
+            target.against(input)
+        for other in targets:
+            if other is not target:
+                target.against(str(other), f"the {other.what}")
+    for target in targets:
+        target.check(overwrite or same)
 
 
 # --------------------------------------------------------------------------- the run
@@ -233,7 +250,7 @@ def run(cfg: RunConfig, data=None, *, paths: RunPaths = RunPaths(), client=None,
     survey = plan.incremental is not None   # records followed as they arrive (daskmicro.incremental)
     source, executor = _source(cfg, plan, data, input, storage_options)
     sink = _sink(output)
-    output = Path(output) if output is not None and not _remote_output(output) else output
+    output = Path(output) if output is not None and not _on_store(output) else output
     if cfg.partition_by and sink != "lake":
         raise ParameterError("partition_by (--partition-by) needs a directory OUTPUT")
     # a survey's records are only known at its close: its run is never the same as a committed one
@@ -353,33 +370,42 @@ def _source(cfg, plan, data, input, storage_options=None):
 
 
 def _located(input, output, report_path, storage_options, cfg):
-    """``file://`` URLs as the local paths they name, an ``s3://`` directory output as its
-    :class:`~daskmicro.io.objectcommit.RemoteTarget`; what this version does not do with an object
-    store refused in one line before anything is read or written: writing a single file, a report
-    or a Dask performance report there, an incremental survey read from or written there,
-    ``storage_options`` without a URL."""
+    """``file://`` URLs as the local paths they name; on an object store an ``s3://`` directory
+    output as its :class:`~daskmicro.io.objectcommit.RemoteTarget`, a ``.parquet`` object output
+    and a report as :class:`~daskmicro.io.objectfile.ObjectTarget`; what this version does not do
+    with an object store refused in one line before anything is read or written: a Delta table, a
+    ledger or a Dask performance report there, an incremental survey read from there or a directory
+    release of one written there, ``storage_options`` without a URL."""
     from .io.delta import refuse_delta_output
     from .io.objectstore import is_remote, local_path, refuse_remote_output
 
     refuse_delta_output(cfg.table_format, output)   # a Delta table: a local directory only
-    lake_out = (output is not None and is_remote(str(output))   # a prefix, not a .parquet object
-                and not str(output).lower().endswith((".parquet", ".pq")))
-    if not lake_out or cfg.method == "incremental":
-        refuse_remote_output(output, "output" if not lake_out else "output of an incremental survey")
-    refuse_remote_output(report_path, "report")
+    remote_out = output is not None and is_remote(str(output))
+    lake_out = remote_out and not str(output).lower().endswith((".parquet", ".pq"))
+    if lake_out and cfg.method == "incremental":
+        refuse_remote_output(output, "directory release of an incremental survey")
     refuse_remote_output(cfg.ledger, "release ledger")
     input, report_path = (local_path(str(p)) if p is not None else None for p in (input, report_path))
     remote = input is not None and is_remote(input)
     if remote and cfg.method == "incremental":
         raise ParameterError("an incremental survey is read from a local or mounted directory, not an object store")
-    if storage_options is not None and not (remote or lake_out):
+    remote_report = report_path is not None and is_remote(str(report_path))
+    if storage_options is not None and not (remote or remote_out or remote_report):
         raise ParameterError("storage_options apply only to an object-store input or output (s3://BUCKET/KEY)")
+    if cfg.dask_report and (remote_out or remote_report):   # written beside the release or its report
+        refuse_remote_output(output if remote_out else report_path, "Dask performance report")
+    if remote_report:
+        from .io.objectfile import ObjectTarget
+
+        report_path = ObjectTarget(str(report_path), storage_options, "report")
     if lake_out:
         from .io.objectcommit import RemoteTarget
 
-        if cfg.dask_report:
-            refuse_remote_output(output, "Dask performance report")
         return input, RemoteTarget(str(output), storage_options), report_path
+    if remote_out:
+        from .io.objectfile import ObjectTarget
+
+        return input, ObjectTarget(str(output), storage_options, "output"), report_path
     return input, local_path(str(output)) if output is not None else None, report_path
 
 
@@ -428,15 +454,18 @@ def recover_outputs(output, report_path=None) -> list:
     (:func:`daskmicro.io.recovery.recover`); returns the notices."""
     if output is None:
         return []
-    if _remote_output(output):   # run prefixes of interrupted runs swept there; the report copy here
-        return output.sweep() + (rec.recover(Path(report_path)) if report_path is not None else [])
     from .io.lake import is_lake_target
+    from .io.objectcommit import is_remote_target
     from .runtime import dask_report
 
+    notices = output.sweep() if is_remote_target(output) else []   # run prefixes of interrupted runs
+    local_report = report_path is not None and not _on_store(report_path)
+    if _on_store(output):   # a report copy kept here
+        return notices + (rec.recover(Path(report_path)) if local_report else [])
     targets = [Path(output)]
-    if report_path is not None:
+    if local_report:
         targets.append(Path(report_path))
-    if not is_lake_target(output):
+    if not is_lake_target(output) and not (report_path is not None and not local_report):
         report = Path(report_path) if report_path else Path(output).with_suffix(".report.json")
         targets += [report, dask_report.performance_report_path(report)]
     return rec.recover(*dict.fromkeys(targets))

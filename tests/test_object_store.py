@@ -198,9 +198,6 @@ def test_workflow_spec_reads_s3(store, client, tmp_path):
     with pytest.raises(ParameterError, match=r"input\.storage_options\.secret: credentials are never written"):
         parse_spec({"name": "s", "input": {"path": url, "storage_options": {"secret": OPT_SECRET}}, "qi": ["x"],
                     "k": 3, "output": {"path": "o"}}, base_dir=tmp_path)
-    with pytest.raises(ParameterError, match=r"output\.path: writing to an object store is not supported"):
-        parse_spec({"name": "s", "input": {"path": url}, "qi": ["x"], "k": 3,
-                    "output": {"path": f"s3://{BUCKET}/out.parquet"}}, base_dir=tmp_path)
 
 
 def _cases(fs):
@@ -228,15 +225,15 @@ def test_bad_inputs_one_line_nothing_written(store, client, tmp_path, capsys):
         assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == []
     # outputs on the store are refused before anything is read or written
     lake = put_lake(fs, "lake2", frame(60))
-    for argv in ([lake, f"s3://{BUCKET}/out.parquet"], [lake, f"s3://{BUCKET}/out/", "--dask-report"],
-                 [lake, tmp_path / "o.parquet", "--report", f"s3://{BUCKET}/r.json"],
-                 [lake, f"s3://{BUCKET}/out/", "--report", f"s3://{BUCKET}/r.json"],
+    for argv in ([lake, f"s3://{BUCKET}/out/", "--dask-report"], [lake, f"s3://{BUCKET}/o.parquet", "--dask-report"],
+                 [lake, tmp_path / "o.parquet", "--report", f"s3://{BUCKET}/r.json", "--dask-report"],
                  [lake, f"s3://{BUCKET}/out/", "--ledger", f"s3://{BUCKET}/ledger"]):
         code = lake_cli.main(["anonymize", *map(str, argv), "--qi", "x,y", "--k", "3"])
         err = capsys.readouterr().err
         assert code == 2 and err.count("\n") == 1 and "to an object store is not supported yet" in err
-    assert lake_cli.main(["report", f"s3://{BUCKET}/lake2"]) == 2
-    assert "object store is not supported yet" in capsys.readouterr().err
+    assert lake_cli.main(["report", f"s3://{BUCKET}/lake2"]) == 2   # a lake, not a release: no report
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"not a committed release (no _SUCCESS naming its run): s3://{BUCKET}/lake2" in err
     fs.invalidate_cache()
     assert sorted(fs.find(BUCKET)) == sorted(before + [f"{BUCKET}/bad/notes.txt"] +
                                              [k for k in fs.find(f"{BUCKET}/lake2")])
@@ -406,14 +403,32 @@ def test_bad_outputs_one_line_nothing_written(store, client, tmp_path, capsys):
     for target, message in [("s3://no-such-bucket-y/out", "output: bucket not found: s3://no-such-bucket-y/out"),
                             (f"s3://{BUCKET}/foreign", f"output s3://{BUCKET}/foreign holds objects that daskmicro "
                                                        "did not write (e.g. notes.txt)"),
-                            (f"s3://{BUCKET}/lake3/rel", f"output s3://{BUCKET}/lake3/rel is the input or lies inside")]:
+                            (f"s3://{BUCKET}/lake3/rel", f"output s3://{BUCKET}/lake3/rel is the input or lies inside"),
+                            # one object: a release file
+                            ("s3://no-such-bucket-y/o.parquet", "output: bucket not found: s3://no-such-bucket-y/o.parquet"),
+                            (f"s3://{BUCKET}/lake3/o.parquet", f"output s3://{BUCKET}/lake3/o.parquet is the input or "
+                                                               "lies inside it"),
+                            (f"s3://{BUCKET}/foreign/notes.txt/o.parquet", None),
+                            (f"s3://{BUCKET}.parquet", f"output: s3://{BUCKET}.parquet names a bucket, not an object")]:
+        if message is None:   # a key that is a prefix of other objects
+            fs.pipe_file(f"{BUCKET}/pfx.parquet/theirs", b"theirs")
+            before.append(f"{BUCKET}/pfx.parquet/theirs")
+            target, message = f"s3://{BUCKET}/pfx.parquet", f"output s3://{BUCKET}/pfx.parquet is a prefix of other objects"
         code = lake_cli.main(["anonymize", lake, target, "--qi", "x,y", "--k", "3", "--report",
                               str(tmp_path / "r.json")])
         err = capsys.readouterr().err
         assert code == 2 and err.count("\n") == 1 and message in err, err
         _no_credentials(err)
+    # a release and its report as one object; a report inside the input
+    for argv, message in [([f"s3://{BUCKET}/o2.parquet", "--report", f"s3://{BUCKET}/o2.parquet"],
+                           f"the release and its report are the same object: s3://{BUCKET}/o2.parquet"),
+                          ([tmp_path / "o3.parquet", "--report", f"s3://{BUCKET}/lake3/r.json"],
+                           f"report s3://{BUCKET}/lake3/r.json is the input or lies inside it")]:
+        code = lake_cli.main(["anonymize", lake, *map(str, argv), "--qi", "x,y", "--k", "3"])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and message in err, err
     fs.invalidate_cache()
-    assert sorted(fs.find(BUCKET)) == before and sorted(p.name for p in tmp_path.iterdir()) == []
+    assert sorted(fs.find(BUCKET)) == sorted(before) and sorted(p.name for p in tmp_path.iterdir()) == []
 
 
 def test_killed_at_the_commit(store, tmp_path):
@@ -616,3 +631,147 @@ def test_large_files_go_up_in_parts_and_unfinished_uploads_are_aborted(store, cl
     assert len(rel) == n and verify_k_anonymity(rel, ["x", "y"], 3)
     uploads = fs.call_s3("list_multipart_uploads", Bucket=BUCKET, Prefix="parts/")
     assert not uploads.get("Uploads")
+
+
+# --------------------------------------------------------------------------- one object: a single-file release, a report
+
+
+def _object(fs, key: str) -> pd.DataFrame:
+    import pyarrow.parquet as pq
+
+    fs.invalidate_cache()
+    return pq.read_table(f"{BUCKET}/{key}", filesystem=fs).to_pandas()
+
+
+def test_single_file_release_and_its_report_as_objects(store, client, tmp_path, capsys):
+    """``s3://…/rel.parquet``: one object, k-anonymous as read back from the store in its published
+    dtypes, rows kept, its report beside it; nothing written locally but the private run record.
+    An existing object refused without --overwrite (nothing changed), replaced with it."""
+    endpoint, fs = store
+    src = tmp_path / "in.parquet"
+    df = frame(150, seed=11).drop(columns=["s"])
+    df.to_parquet(src, index=False)
+    target = f"s3://{BUCKET}/files/rel.parquet"
+    argv = ["anonymize", str(src), target, "--qi", "x,y", "--k", "3", "--drop", "id", "--seed", "2"]
+    assert lake_cli.main(argv) == 0, capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert f"release: {target}" in out and f"s3://{BUCKET}/files/rel.report.json" in out
+    rel = _object(fs, "files/rel.parquet")
+    assert len(rel) == 150 and rel["y"].dtype == np.dtype("float64") or rel["y"].dtype.kind in "iuf"
+    assert verify_k_anonymity(rel, ["x", "y"], 3) and rel.groupby(["x", "y"]).size().min() >= 3
+    doc = json.loads(fs.cat_file(f"{BUCKET}/files/rel.report.json"))
+    assert doc["verification"]["k_anonymity"]["min_count"] >= 3 and doc["paths"]["output"] == target
+    _no_credentials(_store_text(fs, "files"), out, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
+    etag = fs.info(f"{BUCKET}/files/rel.parquet", refresh=True)["ETag"]
+    # an existing object: refused in one line, the store unchanged
+    assert lake_cli.main([*argv[:-2], "--seed", "5"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"output already exists: {target} (use --overwrite" in err, err
+    assert fs.info(f"{BUCKET}/files/rel.parquet", refresh=True)["ETag"] == etag
+    # replaced with --overwrite, its report with it
+    assert lake_cli.main([*argv[:-4], "--k", "5", "--drop", "id", "--seed", "5", "--overwrite"]) == 0
+    capsys.readouterr()
+    rel = _object(fs, "files/rel.parquet")
+    assert len(rel) == 150 and verify_k_anonymity(rel, ["x", "y"], 5)
+    assert json.loads(fs.cat_file(f"{BUCKET}/files/rel.report.json"))["k"] == 5
+    assert sorted(k.rsplit("/", 1)[1] for k in fs.find(f"{BUCKET}/files")) == ["rel.parquet", "rel.report.json"]
+
+
+def test_reports_on_the_store_from_every_entry(store, client, tmp_path, capsys):
+    """A report (or a report copy) written as an object from the API (a local release), a spec (a
+    release and its report as objects) and a directory release on the store; the spec's summary
+    names both objects."""
+    from daskmicro.workflow import parse_spec
+    from daskmicro.workflow.runner import execute_run
+
+    endpoint, fs = store
+    src = tmp_path / "in.parquet"
+    frame(90, seed=12).drop(columns=["s"]).to_parquet(src, index=False)
+    report = anonymize_file(src, tmp_path / "local.parquet", ["x", "y"], 3, drop=["id"],
+                            report=f"s3://{BUCKET}/reports/local.json")
+    assert json.loads(fs.cat_file(f"{BUCKET}/reports/local.json"))["n"] == report.n == 90
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet", "local.parquet"]
+    spec = parse_spec({"name": "objects", "input": {"path": str(src), "drop": ["id"]}, "qi": ["x", "y"], "k": 3,
+                       "output": {"path": f"s3://{BUCKET}/reports/spec.parquet"},
+                       "report": {"path": f"s3://{BUCKET}/reports/spec-report.json"}}, base_dir=tmp_path)
+    summary = execute_run(spec, client=client)
+    assert summary["output"] == f"s3://{BUCKET}/reports/spec.parquet"
+    assert summary["report"] == f"s3://{BUCKET}/reports/spec-report.json"
+    rel = _object(fs, "reports/spec.parquet")
+    assert len(rel) == 90 and verify_k_anonymity(rel, ["x", "y"], 3)
+    anonymize_file(src, f"s3://{BUCKET}/reports/lake", ["x", "y"], 3, client=client, drop=["id"],
+                   report=f"s3://{BUCKET}/reports/lake-copy.json")
+    manifest, rel, _ = _release_on_store(fs, "reports/lake")
+    copy = json.loads(fs.cat_file(f"{BUCKET}/reports/lake-copy.json"))
+    assert copy["n"] == 90 and len(rel) == 90
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet", "local.parquet"]
+    # the page of each: beside it on the store, or where --output says
+    capsys.readouterr()
+    assert lake_cli.main(["report", f"s3://{BUCKET}/reports/spec-report.json"]) == 0
+    assert capsys.readouterr().out.strip() == f"report: s3://{BUCKET}/reports/spec-report.html"
+    assert "information loss" in fs.cat_file(f"{BUCKET}/reports/spec-report.html").decode()
+    assert lake_cli.main(["report", f"s3://{BUCKET}/reports/lake", "--output", str(tmp_path / "lake.html")]) == 0
+    assert "<svg" in (tmp_path / "lake.html").read_text()
+    assert lake_cli.main(["report", f"s3://{BUCKET}/reports/local.json",
+                          "--output", f"s3://{BUCKET}/reports/local.html"]) == 0
+    capsys.readouterr()
+    fs.invalidate_cache()
+    before = sorted(fs.find(f"{BUCKET}/reports"))
+    for argv, message in [([f"s3://{BUCKET}/reports/spec-report.json"], "page already exists: "
+                                                                        f"s3://{BUCKET}/reports/spec-report.html"),
+                          ([f"s3://{BUCKET}/reports/none.parquet"], f"report does not exist: s3://{BUCKET}/reports/none.report.json"),
+                          ([f"s3://{BUCKET}/reports/lake", "--output", f"s3://{BUCKET}/reports/page.txt"],
+                           "--output must end in .html")]:
+        assert lake_cli.main(["report", *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err, err
+    fs.invalidate_cache()
+    assert sorted(fs.find(f"{BUCKET}/reports")) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet", "lake.html", "local.parquet"]
+
+
+def test_two_writers_of_one_object_the_first_wins(store, client, tmp_path):
+    """Another writer puts the object while the run works (its last step before the commit): the
+    run fails in one line, the other object is left as it is, and nothing else is written — onto a
+    key that held nothing (If-None-Match) and over an object being replaced (If-Match)."""
+    from daskmicro.config import RunConfig
+    from daskmicro.plan import RunPaths, run
+
+    endpoint, fs = store
+    src = tmp_path / "in.parquet"
+    frame(90, seed=13).drop(columns=["s"]).to_parquet(src, index=False)
+    target = f"s3://{BUCKET}/race-file/rel.parquet"
+    for overwrite in (False, True):
+        theirs = f"theirs {overwrite}".encode()
+        cfg = RunConfig.build(qi=["x", "y"], k=3, drop=["id"], overwrite=overwrite)
+        with pytest.raises(ParameterError) as err:
+            run(cfg, paths=RunPaths(input=src, output=target), client=client,
+                before_commit=lambda: fs.pipe_file(f"{BUCKET}/race-file/rel.parquet", theirs))
+        assert str(err.value).startswith(f"output {target}: another run wrote it while this one ran")
+        assert "\n" not in str(err.value)
+        fs.invalidate_cache()
+        assert fs.cat_file(f"{BUCKET}/race-file/rel.parquet") == theirs
+        assert sorted(fs.find(f"{BUCKET}/race-file")) == [f"{BUCKET}/race-file/rel.parquet"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
+
+
+def test_large_single_object_goes_up_in_parts(store, client, tmp_path):
+    """A single-file release larger than twice the part size is a multipart upload completed on the
+    same condition: it appears whole, with a multipart ETag, k-anonymous as read back."""
+    endpoint, fs = store
+    rng = np.random.default_rng(14)
+    n = 40_000
+    df = pd.DataFrame({f"v{j}": rng.normal(size=n) for j in range(36)})
+    df.insert(0, "y", rng.normal(size=n))
+    df.insert(0, "x", rng.normal(size=n))
+    src = tmp_path / "wide.parquet"
+    df.to_parquet(src, index=False)
+    report = anonymize_file(src, f"s3://{BUCKET}/big/rel.parquet", ["x", "y"], 3, client=client,
+                            storage_options={"default_block_size": 5 * 2**20})
+    info = fs.info(f"{BUCKET}/big/rel.parquet", refresh=True)
+    etag = info["ETag"].strip('"')
+    assert info["size"] > 2 * 5 * 2**20 and re.fullmatch(r"[0-9a-f]{32}-([0-9]+)", etag), etag
+    rel = _object(fs, "big/rel.parquet")
+    assert report.n == n == len(rel) and verify_k_anonymity(rel, ["x", "y"], 3)
+    assert not fs.call_s3("list_multipart_uploads", Bucket=BUCKET, Prefix="big/").get("Uploads")

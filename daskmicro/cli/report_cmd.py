@@ -19,6 +19,8 @@ PATH is any of:
                                             writes demo-output/report.html
   a JSON report           X.json            writes X.html beside it
   a private run record    RECORD.json       the page of its exact report, RECORD.html beside it
+Any of the first four may be an s3:// URL (credentials from the environment's chain): the page is
+then written beside it on the store, one object, unless --output names another place.
 --output PATH.html writes the page elsewhere.  An existing page is refused unless --overwrite.
 
 The page is self-contained (inline CSS and SVG plots, no external links) and shows what its JSON
@@ -35,6 +37,7 @@ examples:
   daskmicro report demo-output
   daskmicro report release.parquet                 # release.report.json -> release.report.html
   daskmicro report release/ --output page.html     # a directory release, page written elsewhere
+  daskmicro report s3://bucket/releases/2026.parquet --output page.html
 """
 
 
@@ -57,13 +60,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args) -> int:
     """Render the page; errors propagate as InputError/ParameterError for the CLI to print."""
-    from ..errors import ParameterError
-    from ..io.objectstore import is_remote
     from ..report.files import write_report
 
-    if is_remote(str(args.path)) or (args.output is not None and is_remote(str(args.output))):
-        raise ParameterError("reading or writing a report on an object store is not supported yet: "
-                             "render the local copy of a release's report (anonymize --report PATH)")
     target = write_report(args.path, args.output, overwrite=args.overwrite)
     print(f"report: {target}")
     return 0

@@ -182,11 +182,11 @@ def _cmd_run(args) -> int:
                             n_workers=args.workers or spec.cluster.get("workers")) as client:
             progress.say(f"dask dashboard: {client.dashboard_link}")
             summary = execute_run(spec, slot, client, progress=progress)
-    _print_summary(summary, verbose)
+    _print_summary(summary, verbose, spec.data["input"].get("storage_options"))
     return 0
 
 
-def _print_summary(summary: dict, verbose: bool) -> None:
+def _print_summary(summary: dict, verbose: bool, storage_options=None) -> None:
     """The summary of a committed run: the one summary (:mod:`daskmicro.report.terminal`) of the
     report it committed, as published, then where the files are and the run key."""
     from pathlib import Path
@@ -197,12 +197,21 @@ def _print_summary(summary: dict, verbose: bool) -> None:
         print(f"nothing to do: {summary['output']} holds a committed run of the same input and configuration")
         print(f"run key: {summary['key']}")
         return
-    report, output = Path(summary["report"]), Path(summary["output"])
-    doc = json.loads(report.read_text())
+    from ..io.objectstore import is_remote
+
+    report, output = summary["report"], summary["output"]
+    if is_remote(report):   # the report as committed on the store
+        from ..io.objectfile import ObjectTarget
+
+        doc = json.loads(ObjectTarget(report, storage_options, "report").fetch())
+    else:
+        report = Path(report)
+        doc = json.loads(report.read_text())
+    output = output if is_remote(output) else Path(output)
     print(summary_text(doc, verbose=verbose))
     if verbose:
         print(f"  committed in {summary['seconds']:.1f} s")
-    files = len((doc.get("lake") or {}).get("files") or []) if output.is_dir() else None
+    files = len((doc.get("lake") or {}).get("files") or []) if doc.get("lake") else None
     print("\n".join(where_lines(output, report, files=files)))
     print(f"run key: {summary['key']}")
 

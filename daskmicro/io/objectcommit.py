@@ -39,6 +39,7 @@ import uuid
 
 from ..errors import InputError, ParameterError, describe
 from .journal import fault
+from .objectfile import Conflict, conditional_put
 from .objectstore import Store, check_url, shown_url
 from .recovery import OWNER, SUCCESS, owner_alive, owner_record
 
@@ -117,6 +118,7 @@ class RemoteTarget:
         self.root = root
         self._fs = None
         self._seen = None   # (ETag of the _SUCCESS seen by check(), or None for none): what commit replaces
+        self.what = "output"
 
     def __str__(self) -> str:
         return self.url
@@ -180,30 +182,14 @@ class RemoteTarget:
             raise self._failed("read the manifest of", exc) from None
         return str(info.get("ETag") or info.get("etag") or "") or None
 
-    def against_input(self, url) -> None:
-        """Refuse an input that is the target, inside it or around it."""
+    def against(self, url, what: str = "the input") -> None:
+        """Refuse a target that is ``url``, lies inside it or around it."""
         try:
             _, root = check_url(str(url))
         except ParameterError:
             return
         if root == self.root or root.startswith(self.root + "/") or self.root.startswith(root + "/"):
-            raise ParameterError(f"output {self.url} is the input or lies inside or around it")
-
-    def check_run(self, input, inputs, report_path, overwrite: bool, same: bool, spill=None, ledger=None) -> None:
-        """Every check of a run's outputs (:func:`daskmicro.plan.run`): the target against the
-        input and on its store (:meth:`check`; ``same``: it holds this very run), the local report
-        copy, spill directory and ledger against the local inputs (:mod:`daskmicro.io.paths`)."""
-        from pathlib import Path
-
-        from .paths import Output, check_ledger, check_outputs, check_spill
-
-        if input is not None:
-            self.against_input(input)
-        self.check(overwrite or same)
-        outputs = [Output(Path(report_path), "report")] if report_path is not None else []
-        check_outputs(inputs, outputs, overwrite)
-        check_spill(spill, inputs, outputs)
-        check_ledger(ledger, inputs, outputs)
+            raise ParameterError(f"output {self.url} is {what} or lies inside or around it")
 
     def _delete_run(self, name: str, names=None) -> None:
         """Delete every object under the run prefix ``name`` (nothing else)."""
@@ -281,39 +267,18 @@ class RemoteTarget:
             pass
 
     def _put_manifest(self, data: bytes, expected: str | None) -> None:
-        """PUT ``_SUCCESS`` if it is still as :meth:`check` saw it (absent, or of ETag ``expected``);
-        another run's commit in between is refused in one line.  A store without conditional writes
-        gets a plain PUT."""
-        fs, key = self._filesystem(), f"{self.root}/{SUCCESS}"
-        condition = {"IfMatch": expected} if expected is not None else {"mode": "create"}
+        """PUT ``_SUCCESS`` if it is still as :meth:`check` saw it (absent, or of ETag ``expected``;
+        :func:`~daskmicro.io.objectfile.conditional_put`); another run's commit in between is refused
+        in one line."""
         try:
-            fs.pipe_file(key, data, **condition)
-            return
-        except Exception as exc:
-            if _precondition_failed(exc):
-                raise ParameterError(
-                    f"output {self.url}: another run committed a release there while this one ran; this run's "
-                    "release is not committed (its objects are deleted); run it again to replace that one "
-                    "(--overwrite)") from None
-            if not _not_implemented(exc):
-                raise self._failed("write the manifest of", exc) from None
-        try:
-            fs.pipe_file(key, data)
+            conditional_put(self._filesystem(), f"{self.root}/{SUCCESS}", data, expected)
+        except Conflict:
+            raise ParameterError(
+                f"output {self.url}: another run committed a release there while this one ran; this run's "
+                "release is not committed (its objects are deleted); run it again to replace that one "
+                "(--overwrite)") from None
         except Exception as exc:
             raise self._failed("write the manifest of", exc) from None
-
-
-def _precondition_failed(exc) -> bool:
-    text = str(exc)
-    # 412 (the condition does not hold), or 409 (another conditional write to the key under way)
-    return isinstance(exc, FileExistsError) or any(
-        words in text for words in ("PreconditionFailed", "pre-conditions", "ConditionalRequestConflict",
-                                    "conflicting conditional operation"))
-
-
-def _not_implemented(exc) -> bool:
-    text = str(exc)
-    return isinstance(exc, NotImplementedError) or "NotImplemented" in text or "not implemented" in text.lower()
 
 
 class RemoteRun:

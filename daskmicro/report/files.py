@@ -2,7 +2,9 @@
 
 :func:`write_report` renders the page of any release a run wrote (a release file with its
 ``NAME.report.json``, a directory release with ``_report.json``, a demo directory with
-``report.json``, or the JSON itself) through :func:`daskmicro.report.html.render_html`.
+``report.json``, or the JSON itself) through :func:`daskmicro.report.html.render_html`.  Any of
+them may be on an object store (``s3://…``: a release object, a directory release committed there,
+a report object), and the page may be written there: one object PUT whole.
 """
 
 from __future__ import annotations
@@ -68,7 +70,83 @@ def _rebase_links(report: dict, source: Path, target: Path) -> dict:
     return report
 
 
-def write_report(path, output=None, *, overwrite: bool = True) -> Path:
+def _on_store(path, output, storage_options):
+    """(report JSON bytes, page target) of a report on an object store or a page written there:
+    the JSON itself, beside a release object (``NAME.report.json``), or inside the run prefix a
+    directory release's ``_SUCCESS`` names; the page beside it on the store, or ``output``."""
+    from ..io.objectcommit import RemoteTarget
+    from ..io.objectfile import ObjectTarget
+    from ..io.objectstore import is_remote
+
+    if not is_remote(str(path)):
+        source, page = find_report(path)
+        text = source.read_bytes()
+    else:
+        url = str(path).rstrip("/")
+        if url.lower().endswith(".json"):
+            source = ObjectTarget(url, storage_options, "report")
+            page = source.with_suffix(".html", "page")
+        elif url.lower().endswith((".parquet", ".pq")):
+            source = ObjectTarget(url, storage_options, "release").with_suffix(".report.json", "report")
+            page = source.with_suffix(".html", "page")
+        else:
+            manifest = RemoteTarget(url, storage_options).read_manifest()
+            if manifest is None:
+                raise InputError(f"not a committed release (no _SUCCESS naming its run): {url}")
+            source = ObjectTarget(f"{url}/{manifest['run']}/_report.json", storage_options, "report")
+            page = ObjectTarget(url + ".report.html", storage_options, "page")
+        text = source.fetch()
+    if output is not None:
+        page = ObjectTarget(str(output), storage_options, "page") if is_remote(str(output)) else Path(output)
+    return text, source, page
+
+
+def _page_on_store(path, output, overwrite: bool, storage_options) -> object:
+    """:func:`write_report` where the report or the page is on an object store: the page written
+    whole as one object (conditional on the check before it is rendered), or locally."""
+    from ..io.objectfile import is_object_target
+
+    text, source, page = _on_store(path, output, storage_options)
+    if not str(page).lower().endswith(".html"):
+        raise InputError(f"--output must end in .html: {page}")
+    if str(page) in (str(path).rstrip("/"), str(source)):
+        raise InputError(f"output would replace its own input: {page}")
+    if is_object_target(page):
+        page.check(overwrite, "use --overwrite to replace it")
+    elif page.exists() and not overwrite:
+        raise InputError(f"output exists (use --overwrite to replace it): {page}")
+    report = _loaded(text, source)
+    html = render_html(report)
+    if is_object_target(page):
+        page.write(html.encode("utf-8"))
+    else:
+        _write_page(html, page)
+    return page
+
+
+def _loaded(text: bytes, source) -> dict:
+    try:
+        report = json.loads(text)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"cannot read {source}: {describe(exc)}") from None
+    if not isinstance(report, dict):
+        raise InputError(f"{source} does not hold a report object")
+    if str(report.get("format", "")).startswith("daskmicro-run-record") and isinstance(report.get("report"), dict):
+        report = report["report"]   # a private run record: the page of its exact report (private too)
+    return report
+
+
+def _write_page(page: str, target: Path) -> None:
+    tmp = target.with_name(f".{target.name}.tmp")
+    try:
+        tmp.write_text(page, encoding="utf-8")
+        tmp.replace(target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise InputError(f"cannot write {target}: {describe(exc)}") from None
+
+
+def write_report(path, output=None, *, overwrite: bool = True, storage_options=None):
     """Render the HTML page of a run's JSON report; returns the HTML path.
 
     ``path`` is anything :func:`find_report` accepts (a release file, a directory release, a
@@ -79,6 +157,10 @@ def write_report(path, output=None, *, overwrite: bool = True) -> Path:
     earlier page is left untouched.  Raises :class:`~daskmicro.errors.InputError` naming the
     file when the report is missing or unreadable.
     """
+    from ..io.objectstore import is_remote
+
+    if is_remote(str(path)) or (output is not None and is_remote(str(output))):
+        return _page_on_store(path, output, overwrite, storage_options)
     source, target = find_report(path)
     if output is not None:
         target = Path(output)
@@ -93,19 +175,8 @@ def write_report(path, output=None, *, overwrite: bool = True) -> Path:
     if target.exists() and not overwrite:
         raise InputError(f"output exists (use --overwrite to replace it): {target}")
     try:
-        report = json.loads(source.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"cannot read {source}: {describe(exc)}") from None
-    if not isinstance(report, dict):
-        raise InputError(f"{source} does not hold a report object")
-    if str(report.get("format", "")).startswith("daskmicro-run-record") and isinstance(report.get("report"), dict):
-        report = report["report"]   # a private run record: the page of its exact report (private too)
-    page = render_html(_rebase_links(report, source, target))
-    tmp = target.with_name(f".{target.name}.tmp")
-    try:
-        tmp.write_text(page, encoding="utf-8")
-        tmp.replace(target)
+        text = source.read_bytes()
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise InputError(f"cannot write {target}: {describe(exc)}") from None
+        raise InputError(f"cannot read {source}: {describe(exc)}") from None
+    _write_page(render_html(_rebase_links(_loaded(text, source), source, target)), target)
     return target

@@ -182,13 +182,13 @@ def where_lines(release, report=None, *, files: int | None = None, page=None) ->
     store (a URL) is named as it is, with the report copy given (``report``) if any."""
     from ..io.objectstore import is_remote
 
-    if is_remote(str(release)):
-        lines = [f"release: {release}/ ({files or 0:,} file(s), committed with _SUCCESS)"]
+    if is_remote(str(release)) or (report is not None and is_remote(str(report))):
+        files_text = f"/ ({files or 0:,} file(s), committed with _SUCCESS)" if files is not None else ""
+        lines = [f"release: {release}{files_text}"]
         if report is not None:
             lines.append(f"report:  {report}")
-            if not is_remote(str(report)):
-                lines.append(f"page:    not written; 'daskmicro report {report}' writes it as "
-                             f"{Path(str(report)).with_suffix('.html')}")
+            page_at = (str(report)[:-len(".json")] if str(report).endswith(".json") else str(report)) + ".html"
+            lines.append(f"page:    not written; 'daskmicro report {report}' writes it as {page_at}")
         return lines
     release = Path(str(release))
     if files is not None:

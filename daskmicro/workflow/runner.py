@@ -31,20 +31,22 @@ class Cancelled(Exception):
 
 
 def output_paths(spec: WorkflowSpec, slot: dt.datetime | None) -> tuple[Path, Path, bool]:
-    """(release path, report path, release is a directory) of one run."""
+    """(release path, report path, release is a directory) of one run; a path on an object store
+    as its URL (checked on its store by the run, :mod:`daskmicro.plan`; a release there with no
+    report path given has its report where the run puts it)."""
     from ..io import lake
 
     from ..io.objectstore import is_remote, local_path
 
     rep = spec.data.get("report", {}).get("path")
+    rep = fill(rep, spec.name, slot) if rep else None
+    report = (rep if is_remote(rep) else Path(local_path(rep))) if rep else None
     text = fill(spec.data["output"]["path"], spec.name, slot)
-    if is_remote(text):   # a directory release on an object store; its report copy, if any, local
-        return text, (Path(local_path(fill(rep, spec.name, slot))) if rep else None), True
+    if is_remote(text):
+        return text, report, not text.lower().endswith((".parquet", ".pq"))
     out = Path(local_path(text))
     is_dir = lake.is_lake_target(out)
-    if rep:
-        report = Path(local_path(fill(rep, spec.name, slot)))
-    else:
+    if report is None:
         report = out / "_report.json" if is_dir else out.with_suffix(".report.json")
     return out, report, is_dir
 
@@ -57,16 +59,13 @@ def _input_path(text: str):
 
 
 def _check_targets(source, out: Path, report: Path, is_dir: bool, overwrite: bool) -> None:
-    """Every path the run writes against the input and each other (:mod:`daskmicro.io.paths`); a
-    report directly inside a directory release is written into it with the commit."""
+    """Every local path the run writes against the input and each other (:mod:`daskmicro.io.paths`);
+    a report directly inside a directory release is written into it with the commit.  Paths on an
+    object store are checked there by the run (:mod:`daskmicro.plan`)."""
     from ..io.paths import Output, check_outputs
 
-    if not isinstance(out, Path):   # on an object store: checked there by the run (daskmicro.plan)
-        outputs = [Output(report, "report")] if report is not None else []
-        check_outputs([source], outputs, overwrite, hint="set output.overwrite: true to replace it")
-        return
-    outputs = [Output(out, "output", directory=is_dir)]
-    if not (is_dir and report.parent == out):
+    outputs = [Output(out, "output", directory=is_dir)] if isinstance(out, Path) else []
+    if isinstance(report, Path) and not (is_dir and isinstance(out, Path) and report.parent == out):
         outputs.append(Output(report, "report"))
     check_outputs([source], outputs, overwrite, hint="set output.overwrite: true to replace it")
 

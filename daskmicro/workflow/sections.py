@@ -227,8 +227,6 @@ def check_output(value, base: Path) -> dict:
     if not isinstance(sec["path"], str):
         fail("output.path", f"expected a string, got {show(sec['path'])}")
     out = {"path": as_path(sec["path"], "output.path", base), "overwrite": False}
-    if out["path"].lower().endswith((".parquet", ".pq")):   # a directory release may go to s3://
-        _local_only(out["path"], "output.path")
     if "overwrite" in sec:
         out["overwrite"] = as_bool(sec["overwrite"], "output.overwrite")
     if "force" in sec:
@@ -245,14 +243,6 @@ def check_output(value, base: Path) -> dict:
     if suffix and suffix not in (".parquet", ".pq"):
         fail("output.path", f"expected a .parquet file or a directory (no extension), got {show(sec['path'])}")
     return out
-
-
-def _local_only(text: str, where: str) -> None:
-    from ..io.objectstore import is_remote
-
-    if is_remote(text):
-        fail(where, "writing to an object store is not supported yet (write to a local or mounted path; "
-             "s3:// works for input.path and a directory output.path)")
 
 
 def _size(value, path: str) -> int:

@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ParameterError
-from ..io.objectstore import is_remote
 from .sections import (SECTIONS, check_cluster, check_incremental, check_incremental_parameters, check_input,
                        check_output, check_parameters, check_participation, check_schedule, check_series)
 from .slots import UTC, Clock, fill, parse_time, run_key, slot_id, slots_between
@@ -118,8 +117,6 @@ def parse_spec(obj, base_dir=".", source: str | None = None) -> WorkflowSpec:
         report = {}
         if "path" in rep:
             report["path"] = as_path(rep["path"], "report.path", base)
-            if is_remote(report["path"]):
-                fail("report.path", "writing to an object store is not supported yet (write to a local or mounted path)")
         if "dask_report" in rep:
             report["dask_report"] = as_bool(rep["dask_report"], "report.dask_report")
         if "risk" in rep:
