@@ -24,7 +24,7 @@ from .config import ONE_TASK_METHODS, RunConfig
 from .errors import InputError, ParameterError
 from .finish import Outcome, RunPaths, commit_file, commit_lake, write_run_record
 from .io import commit as cm
-from .io import recovery as rec
+from .outputs import check_run_outputs, locate, on_store, recover_outputs, sink_of
 
 __all__ = ["run", "RunPaths", "Outcome", "open_input", "needs_cluster"]
 
@@ -134,84 +134,6 @@ def needs_cluster(cfg: RunConfig, source, client=None) -> bool:
     return cfg.group_method(n, SMALL_GROUP_ROWS) not in ONE_TASK_METHODS
 
 
-# --------------------------------------------------------------------------- outputs
-
-
-def _sink(output) -> str:
-    from .io.lake import is_lake_target
-    from .io.objectcommit import is_remote_target
-    from .io.objectfile import is_object_target
-
-    if output is None:
-        return "memory"
-    if is_remote_target(output):
-        return "lake"
-    if is_object_target(output):
-        return "file"
-    if is_lake_target(output):
-        return "lake"
-    if not str(output).lower().endswith((".parquet", ".pq")):
-        raise ParameterError(f"OUTPUT must be a .parquet file or a directory: {output}")
-    return "file"
-
-
-def _on_store(path) -> bool:
-    """Whether ``path`` is written on an object store (a directory release or one object)."""
-    from .io.objectcommit import is_remote_target
-    from .io.objectfile import is_object_target
-
-    return is_remote_target(path) or is_object_target(path)
-
-
-def _outputs(cfg, sink, output, report_path, input, perf_wanted, existing_ok=()):
-    """Every path the run writes, checked against the input and each other before any work: local
-    ones here (:mod:`daskmicro.io.paths`), objects of a store on their store."""
-    from .io.objectstore import is_remote
-    from .io.paths import Output, check_ledger, check_outputs, check_spill
-    from .runtime import dask_report
-
-    inputs = [input] if input is not None and not is_remote(str(input)) else []
-    if sink == "file" and report_path is None:
-        report_path = (output.with_suffix(".report.json", "report") if _on_store(output)
-                       else Path(output).with_suffix(".report.json"))
-    remote = [p for p in (output, report_path) if _on_store(p)]
-    local = [] if sink == "memory" or _on_store(output) else [Output(Path(output), "output", directory=sink == "lake")]
-    if report_path is not None and not _on_store(report_path):
-        local.append(Output(Path(report_path), "report"))
-    perf_path = None
-    if sink == "file" and perf_wanted and not _on_store(output):
-        perf_path = dask_report.performance_report_path(report_path)
-        local.append(Output(perf_path, "Dask performance report"))
-    if sink == "memory":
-        check_spill(cfg.spill_directory, inputs)
-        check_ledger(cfg.ledger_path, inputs)
-        return None, None
-    _check_on_store(remote, input, cfg.overwrite, bool(existing_ok))
-    check_outputs(inputs, local, cfg.overwrite, existing_ok=existing_ok)
-    if cfg.table_format == "delta":
-        from .io.delta import check_delta_target
-
-        check_delta_target(output)
-    check_spill(cfg.spill_directory, inputs, local)
-    check_ledger(cfg.ledger_path, inputs, local)
-    return (report_path if _on_store(report_path) else Path(report_path) if report_path else None), perf_path
-
-
-def _check_on_store(targets, input, overwrite: bool, same: bool) -> None:
-    """Check the outputs of a run on an object store against its input and each other, then on
-    their store (a directory release holding this very run: ``same``)."""
-    if len({str(t) for t in targets}) < len(targets):
-        raise ParameterError(f"the release and its report are the same object: {targets[0]}")
-    for target in targets:
-        if input is not None:
-            target.against(input)
-        for other in targets:
-            if other is not target:
-                target.against(str(other), f"the {other.what}")
-    for target in targets:
-        target.check(overwrite or same)
-
-
 # --------------------------------------------------------------------------- the run
 
 
@@ -228,8 +150,9 @@ def run(cfg: RunConfig, data=None, *, paths: RunPaths = RunPaths(), client=None,
     ``before_commit()`` is called just before anything is committed (it may raise to cancel).
     ``input`` may be an ``s3://`` URL read with ``storage_options`` (:mod:`daskmicro.io.objectstore`;
     never recorded) or a ``file://`` URL.  ``output`` may be an ``s3://`` prefix: a directory
-    release committed there by one ``_SUCCESS`` object (:mod:`daskmicro.io.objectcommit`; the
-    report copy ``report_path`` stays local); other outputs on an object store are refused.
+    release committed there by one ``_SUCCESS`` object (:mod:`daskmicro.io.objectcommit`), or an
+    ``s3://…/NAME.parquet`` object PUT whole (:mod:`daskmicro.io.objectfile`); ``report_path`` may
+    be an ``s3://`` object too.
     """
     from .runtime.cluster import cluster_client, given_client_refusal
     from .graph.executor import SMALL_GROUP_ROWS
@@ -241,7 +164,7 @@ def run(cfg: RunConfig, data=None, *, paths: RunPaths = RunPaths(), client=None,
 
     say = say or (lambda line: None)
     storage_options = paths.storage_options
-    input, output, report_path = _located(paths.input, paths.output, paths.report_path, storage_options, cfg)
+    input, output, report_path = locate(paths.input, paths.output, paths.report_path, storage_options, cfg)
     if cfg.all_numeric:   # qi "all-numeric": the input's numeric columns but those named (io.qi.all_numeric)
         cfg = resolve_all_numeric(cfg, data, input, storage_options)
     for line in recover_outputs(output, report_path):  # first: whatever this run then does or refuses
@@ -249,8 +172,8 @@ def run(cfg: RunConfig, data=None, *, paths: RunPaths = RunPaths(), client=None,
     plan = RunPlan.from_config(cfg, SMALL_GROUP_ROWS)   # resolved once: the executor never sees cfg
     survey = plan.incremental is not None   # records followed as they arrive (daskmicro.incremental)
     source, executor = _source(cfg, plan, data, input, storage_options)
-    sink = _sink(output)
-    output = Path(output) if output is not None and not _on_store(output) else output
+    sink = sink_of(output)
+    output = Path(output) if output is not None and not on_store(output) else output
     if cfg.partition_by and sink != "lake":
         raise ParameterError("partition_by (--partition-by) needs a directory OUTPUT")
     # a survey's records are only known at its close: its run is never the same as a committed one
@@ -263,7 +186,7 @@ def run(cfg: RunConfig, data=None, *, paths: RunPaths = RunPaths(), client=None,
         if same:
             existing_ok = [output]
             if not cfg.force:
-                _outputs(cfg, sink, output, report_path, input, False, existing_ok)
+                check_run_outputs(cfg, sink, output, report_path, input, False, existing_ok)
                 return Outcome(None, None, output, nothing_to_do=True, previous=previous)
     if client is not None and (cfg.memory_limit is not None or cfg.spill_directory is not None):
         raise given_client_refusal()
@@ -272,7 +195,7 @@ def run(cfg: RunConfig, data=None, *, paths: RunPaths = RunPaths(), client=None,
     if cluster and client is None and not cfg.scheduler and sink == "memory":
         client = _memory_run_client(source, workers)
     perf = dask_report.DaskPerformanceReport(enabled=cluster and cfg.dask_report and sink != "memory")
-    report_path, perf_path = _outputs(cfg, sink, output, report_path, input, perf.enabled, existing_ok)
+    report_path, perf_path = check_run_outputs(cfg, sink, output, report_path, input, perf.enabled, existing_ok)
     series = open_series(plan, say)
     started = time.perf_counter()
     if cluster:
@@ -369,46 +292,6 @@ def _source(cfg, plan, data, input, storage_options=None):
     return open_input(cfg, data, input, storage_options), execute
 
 
-def _located(input, output, report_path, storage_options, cfg):
-    """``file://`` URLs as the local paths they name; on an object store an ``s3://`` directory
-    output as its :class:`~daskmicro.io.objectcommit.RemoteTarget`, a ``.parquet`` object output
-    and a report as :class:`~daskmicro.io.objectfile.ObjectTarget`; what this version does not do
-    with an object store refused in one line before anything is read or written: a Delta table, a
-    ledger or a Dask performance report there, an incremental survey read from there or a directory
-    release of one written there, ``storage_options`` without a URL."""
-    from .io.delta import refuse_delta_output
-    from .io.objectstore import is_remote, local_path, refuse_remote_output
-
-    refuse_delta_output(cfg.table_format, output)   # a Delta table: a local directory only
-    remote_out = output is not None and is_remote(str(output))
-    lake_out = remote_out and not str(output).lower().endswith((".parquet", ".pq"))
-    if lake_out and cfg.method == "incremental":
-        refuse_remote_output(output, "directory release of an incremental survey")
-    refuse_remote_output(cfg.ledger, "release ledger")
-    input, report_path = (local_path(str(p)) if p is not None else None for p in (input, report_path))
-    remote = input is not None and is_remote(input)
-    if remote and cfg.method == "incremental":
-        raise ParameterError("an incremental survey is read from a local or mounted directory, not an object store")
-    remote_report = report_path is not None and is_remote(str(report_path))
-    if storage_options is not None and not (remote or remote_out or remote_report):
-        raise ParameterError("storage_options apply only to an object-store input or output (s3://BUCKET/KEY)")
-    if cfg.dask_report and (remote_out or remote_report):   # written beside the release or its report
-        refuse_remote_output(output if remote_out else report_path, "Dask performance report")
-    if remote_report:
-        from .io.objectfile import ObjectTarget
-
-        report_path = ObjectTarget(str(report_path), storage_options, "report")
-    if lake_out:
-        from .io.objectcommit import RemoteTarget
-
-        return input, RemoteTarget(str(output), storage_options), report_path
-    if remote_out:
-        from .io.objectfile import ObjectTarget
-
-        return input, ObjectTarget(str(output), storage_options, "output"), report_path
-    return input, local_path(str(output)) if output is not None else None, report_path
-
-
 # --------------------------------------------------------------------------- the release ledger
 
 
@@ -446,29 +329,6 @@ def open_series(plan, say):
             "ones together can give their values back")
     return SeriesRun(keys=keys, columns=sp.record_columns(plan.qi, plan.strata), frozen=frozen, stage=stage,
                      new_series=sp.new_series)
-
-
-def recover_outputs(output, report_path=None) -> list:
-    """Resolve interrupted commits of the outputs a run to ``output`` writes (the release, its
-    report, the Dask performance report) and sweep what interrupted runs left of them
-    (:func:`daskmicro.io.recovery.recover`); returns the notices."""
-    if output is None:
-        return []
-    from .io.lake import is_lake_target
-    from .io.objectcommit import is_remote_target
-    from .runtime import dask_report
-
-    notices = output.sweep() if is_remote_target(output) else []   # run prefixes of interrupted runs
-    local_report = report_path is not None and not _on_store(report_path)
-    if _on_store(output):   # a report copy kept here
-        return notices + (rec.recover(Path(report_path)) if local_report else [])
-    targets = [Path(output)]
-    if local_report:
-        targets.append(Path(report_path))
-    if not is_lake_target(output) and not (report_path is not None and not local_report):
-        report = Path(report_path) if report_path else Path(output).with_suffix(".report.json")
-        targets += [report, dask_report.performance_report_path(report)]
-    return rec.recover(*dict.fromkeys(targets))
 
 
 def worker_settings(cfg: RunConfig, source) -> dict:

@@ -70,7 +70,8 @@ TOP_LEVEL = {
     "daskmicro", "daskmicro.__main__", "daskmicro._version",
     "daskmicro.anonymize", "daskmicro.errors", "daskmicro.estimators", "daskmicro.datasets",
     "daskmicro.config", "daskmicro.validators", "daskmicro.runplan", "daskmicro.strata", "daskmicro.plan",
-    "daskmicro.finish", "daskmicro.incremental_api", "daskmicro.schedule", "daskmicro.schedule_model",
+    "daskmicro.finish", "daskmicro.outputs", "daskmicro.incremental_api", "daskmicro.schedule",
+    "daskmicro.schedule_model",
 }
 UNIQUE_NAME_EXEMPT = {"__init__.py", "__main__.py"}
 # Many parameters (rule i): (module, qualified function name) of the functions allowed more than

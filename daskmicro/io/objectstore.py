@@ -18,8 +18,10 @@ scrubbed of the option values and of the credential variables of the environment
 A directory release (a lake) may be written to an object store: the workers write it under a run
 prefix of the target and one ``_SUCCESS`` object commits it (:mod:`daskmicro.io.objectcommit`).  A
 prefix holding such a release is read through its ``_SUCCESS`` manifest only: the objects it lists,
-nothing else; run prefixes without a manifest are refused.  Every other output on an object store
-(a single file, a report, a ledger) is refused (:func:`refuse_remote_output`).
+nothing else; run prefixes without a manifest are refused.  A single-file release, a report and a
+report page are single objects (:mod:`daskmicro.io.objectfile`).  A release ledger, a Dask
+performance report and an incremental survey's release on an object store are refused
+(:func:`refuse_remote_output`).
 """
 
 from __future__ import annotations
@@ -218,7 +220,8 @@ def open_remote(url: str, storage_options=None, suffixes=(".parquet", ".pq")) ->
 
 
 def refuse_remote_output(path, what: str = "output") -> None:
-    """Refuse, in one line, to write ``what`` to an object store: not built in this version."""
+    """Refuse, in one line, to write ``what`` to an object store (where this version writes it
+    only on a local or mounted file system)."""
     if path is not None and is_remote(str(path)):
         raise ParameterError(f"writing the {what} to an object store is not supported yet: {shown_url(str(path))} "
-                             "(write it to a local or mounted path; s3:// works for inputs and directory releases)")
+                             "(write it to a local or mounted path; s3:// works for inputs, releases and their reports)")
