@@ -87,9 +87,16 @@ def test_operator_manifests_api_version_kind_and_commands():
     runner = _containers(store_job["spec"]["job"]["spec"])["job"]
     assert "daskmicro run /spec/object-store-lake.yaml --scheduler" in runner["args"][-1]
     worker = _containers(store_job["spec"]["cluster"]["spec"]["worker"]["spec"])["worker"]
-    for pod in (runner, worker):   # credentials from a Secret, no shared volume of data
+    for pod in (runner, worker):   # credentials from a Secret, no volume shared by the job pod and the workers
         assert pod["envFrom"] == [{"secretRef": {"name": "daskmicro-store"}}]
-        assert all(m["mountPath"] == "/spec" for m in pod.get("volumeMounts", []))
+    assert not worker.get("volumeMounts")
+    # the release ledger and the run records on a persistent volume of the job pod: they outlive it
+    volumes = {v["name"]: v for v in store_job["spec"]["job"]["spec"]["volumes"]}
+    state = {e["name"]: e["value"] for e in runner["env"]}["XDG_STATE_HOME"]
+    (mount,) = [m for m in runner["volumeMounts"] if m["mountPath"] == state]
+    assert "persistentVolumeClaim" in volumes[mount["name"]]
+    nightly = {e["name"]: e["value"] for e in _containers(job["spec"]["job"]["spec"])["job"]["env"]}
+    assert nightly["XDG_STATE_HOME"].startswith("/data/")   # /data: the job's persistent volume
     (cron,) = _manifests("cronjob.yaml")
     assert (cron["apiVersion"], cron["kind"]) == ("batch/v1", "CronJob")
     from croniter import croniter

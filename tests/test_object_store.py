@@ -497,8 +497,10 @@ def test_object_store_example_runs_as_written(store, client, tmp_path, capsys):
                      for e in manifest["files"]], ignore_index=True)
     assert len(rel) == 450 and "record_id" not in rel.columns
     assert verify_k_anonymity(rel, qi, spec["k"])
-    assert (tmp_path / spec["report"]["path"]).is_file()
-    _no_credentials(_tree_text(tmp_path), json.dumps(manifest))
+    copy = json.loads(fs.cat_file(spec["report"]["path"].removeprefix("s3://")))
+    assert copy["n"] == 450 and copy["verification"]["passed"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [example.name]   # only URLs: nothing written here
+    _no_credentials(_tree_text(tmp_path), json.dumps(manifest), json.dumps(copy))
 
 
 def test_workers_sharing_no_disk_one_killed_mid_write(store, tmp_path, monkeypatch):

@@ -277,6 +277,8 @@ def execute(client, source, plan, sink: str, output=None, progress=None, series=
                    rows_check=None, tuple_sizes=None, timings=timings, inputs=inputs, meta=meta, compile=compiled,
                    bins=bins, strata=lay_.strata)
     _release(client, source, plan.release, lay_, sink, output, releases, ex)
+    if series is not None:
+        series.collect()   # every piece's ledger rows written before anything is committed
     name = "write + verify" if sink == "lake" else "collect + verify"
     timings[name] = _tick(progress, name, t0)
     return ex

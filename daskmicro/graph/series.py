@@ -18,14 +18,15 @@ published before:
 
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ..io.ledger import Ledger, record_piece
+from ..io.ledger import Ledger, ledger_rows, record_piece, write_rows
 from ..io.source import RID
 from ..kernels.moments import combine_moments
 from ..release.publish import replace_qi
@@ -49,10 +50,20 @@ class SeriesRun:
     frozen: Frozen
     stage: Path
     new_series: bool
+    pending: list = field(default_factory=list)   # (piece, future of its ledger rows) not yet collected
 
     @property
     def rerelease(self) -> bool:
         return len(self.frozen) > 0 and not self.new_series
+
+    def collect(self) -> None:
+        """Write the ledger rows that workers sharing no disk with the client sent back
+        (:func:`recorded`), one piece at a time; a failed task fails the run before anything is
+        committed."""
+        for index, future in self.pending:
+            write_rows(self.stage, index, future.result())
+            future.release()
+        self.pending = []
 
     def commit(self) -> None:
         """The verified release's pieces become a release of the ledger."""
@@ -116,14 +127,30 @@ def _attach(df, held):
 
 
 def recorded(releases, sr: SeriesRun, client, qi) -> list:
-    """Every published piece writes its ledger rows (and drops its fingerprints)."""
+    """Every published piece's ledger rows, and the piece without its fingerprints.  Where every
+    worker sees the ledger's staging directory (this process, a cluster on one machine or a
+    shared disk), the piece's own task writes them.  Else (workers that share no disk with the
+    client) a task of their own returns them, for :meth:`SeriesRun.collect` to write here; the
+    pieces are then computed as futures, so that they are computed once for both."""
     import dask
     from dask.delayed import Delayed
 
-    rec = dask.delayed(record_piece, pure=True)
-    return [rec(r, str(sr.stage), i, list(qi), FP, (CELL,)) if isinstance(r, Delayed)
-            else client.submit(record_piece, r, str(sr.stage), i, list(qi), FP, (CELL,))
-            for i, r in enumerate(releases)]
+    stage = str(sr.stage)
+    if all(client.run(os.path.isdir, stage).values()):
+        rec = dask.delayed(record_piece, pure=True)
+        return [rec(r, stage, i, list(qi), FP, (CELL,)) if isinstance(r, Delayed)
+                else client.submit(record_piece, r, stage, i, list(qi), FP, (CELL,))
+                for i, r in enumerate(releases)]
+    out = []
+    for i, r in enumerate(releases):
+        r = client.compute(r) if isinstance(r, Delayed) else r
+        sr.pending.append((i, client.submit(ledger_rows, r, list(qi), FP)))
+        out.append(client.submit(_without, r, (*FP, CELL)))
+    return out
+
+
+def _without(df, columns):
+    return df.drop(columns=[c for c in columns if c in df.columns])
 
 
 # --------------------------------------------------------------------------- per piece

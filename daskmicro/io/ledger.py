@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["Ledger", "default_ledger", "record_piece", "cell_ids", "OFF"]
+__all__ = ["Ledger", "default_ledger", "record_piece", "ledger_rows", "write_rows", "cell_ids", "OFF"]
 
 OFF = "off"
 _KEY_BYTES = 32
@@ -60,12 +60,10 @@ def cell_ids(values: np.ndarray) -> np.ndarray:
     return ids
 
 
-def record_piece(df: pd.DataFrame, stage: str, index: int, qi: list, fp_columns, drop=()) -> pd.DataFrame:
-    """Write the ledger rows of one published release piece (a task's side effect, idempotent:
-    a re-run of the task writes the same files); returns the piece without its fingerprints
-    (nor the other run-only columns in ``drop``)."""
+def ledger_rows(df: pd.DataFrame, qi: list, fp_columns) -> dict:
+    """The ledger rows of one published release piece: ``{"records": fingerprint → cell id,
+    "cells": cell id → published QI values}`` (Arrow tables)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     values = df[qi].to_numpy(np.float64, na_value=np.nan)
     ids = cell_ids(values)
@@ -74,12 +72,27 @@ def record_piece(df: pd.DataFrame, stage: str, index: int, qi: list, fp_columns,
     first = np.unique(ids, return_index=True)[1]
     cells = {"cell": ids[first]}
     cells.update({f"q{j}": values[first, j] for j in range(len(qi))})
+    return {"records": records, "cells": pa.table(cells)}
+
+
+def write_rows(stage, index: int, rows: dict) -> None:
+    """Write a piece's :func:`ledger_rows` into the staging directory (idempotent: the same files
+    again for the same piece), owner-only."""
+    import pyarrow.parquet as pq
+
     folder = Path(stage)
-    for name, table in (("records", records), ("cells", pa.table(cells))):
+    for name, table in rows.items():
         tmp = folder / f".{name}-{index:06d}.{uuid.uuid4().hex[:8]}"
         pq.write_table(table, tmp)
         os.chmod(tmp, 0o600)
         os.replace(tmp, folder / f"{name}-{index:06d}.parquet")
+
+
+def record_piece(df: pd.DataFrame, stage: str, index: int, qi: list, fp_columns, drop=()) -> pd.DataFrame:
+    """Write the ledger rows of one published release piece into the staging directory this
+    process sees (a task's side effect, idempotent); returns the piece without its fingerprints
+    (nor the other run-only columns in ``drop``)."""
+    write_rows(stage, index, ledger_rows(df, qi, fp_columns))
     return df.drop(columns=[c for c in (*fp_columns, *drop) if c in df.columns])
 
 
