@@ -598,6 +598,18 @@ def test_two_runs_into_one_target_the_first_commit_wins(store, client, tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
 
 
+def _wide(tmp_path, n: int, others: int, seed: int) -> Path:
+    """A Parquet file of ``n`` rows: QIs ``x``, ``y`` and ``others`` more normal columns (a release
+    file of several parts)."""
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame({f"v{j}": rng.normal(size=n) for j in range(others)})
+    df.insert(0, "y", rng.normal(size=n))
+    df.insert(0, "x", rng.normal(size=n))
+    src = tmp_path / "wide.parquet"
+    df.to_parquet(src, index=False)
+    return src
+
+
 def test_large_files_go_up_in_parts_and_unfinished_uploads_are_aborted(store, client, tmp_path):
     """A release file larger than the store's part size (s3fs's ``default_block_size``, given as a
     storage option) is uploaded in parts and appears whole: its multipart ETag, its bytes the
@@ -606,13 +618,8 @@ def test_large_files_go_up_in_parts_and_unfinished_uploads_are_aborted(store, cl
     import hashlib
 
     endpoint, fs = store
-    rng = np.random.default_rng(9)
     n = 50_000
-    df = pd.DataFrame({f"v{j}": rng.normal(size=n) for j in range(30)})
-    df.insert(0, "y", rng.normal(size=n))
-    df.insert(0, "x", rng.normal(size=n))
-    src = tmp_path / "wide.parquet"
-    df.to_parquet(src, index=False)
+    src = _wide(tmp_path, n, 30, seed=9)
     bucket_key = "parts/.run-00000000000000dd/part-00000.parquet"
     fs.pipe_file(f"{BUCKET}/{bucket_key.replace('part-00000.parquet', 'x.parquet')}", b"left by a killed run")
     left = fs.call_s3("create_multipart_upload", Bucket=BUCKET, Key=bucket_key)
@@ -762,13 +769,8 @@ def test_large_single_object_goes_up_in_parts(store, client, tmp_path):
     """A single-file release larger than twice the part size is a multipart upload completed on the
     same condition: it appears whole, with a multipart ETag, k-anonymous as read back."""
     endpoint, fs = store
-    rng = np.random.default_rng(14)
     n = 40_000
-    df = pd.DataFrame({f"v{j}": rng.normal(size=n) for j in range(36)})
-    df.insert(0, "y", rng.normal(size=n))
-    df.insert(0, "x", rng.normal(size=n))
-    src = tmp_path / "wide.parquet"
-    df.to_parquet(src, index=False)
+    src = _wide(tmp_path, n, 36, seed=14)
     report = anonymize_file(src, f"s3://{BUCKET}/big/rel.parquet", ["x", "y"], 3, client=client,
                             storage_options={"default_block_size": 5 * 2**20})
     info = fs.info(f"{BUCKET}/big/rel.parquet", refresh=True)

@@ -39,7 +39,7 @@ import uuid
 
 from ..errors import InputError, ParameterError, describe
 from .journal import fault
-from .objectfile import Conflict, conditional_put
+from .objectfile import Conflict, OnStore, conditional_put
 from .objectstore import Store, check_url, shown_url
 from .recovery import OWNER, SUCCESS, owner_alive, owner_record
 
@@ -108,7 +108,7 @@ def release_listing(store: Store, root: str, shown: str) -> tuple:
     return base, listing, {k[len(base) + 1:] for k in found} | {SUCCESS}
 
 
-class RemoteTarget:
+class RemoteTarget(OnStore):
     """The target of a directory release on an object store: its URL (as shown), store and key."""
 
     def __init__(self, url: str, storage_options=None):
@@ -124,14 +124,6 @@ class RemoteTarget:
         return self.url
 
     __repr__ = __str__
-
-    def _filesystem(self):
-        if self._fs is None:
-            self._fs = self.store.filesystem(fresh=True)
-        return self._fs
-
-    def _failed(self, doing: str, exc) -> ParameterError:
-        return ParameterError(f"output: cannot {doing} {self.url}: {self.store.scrub(describe(exc))}")
 
     def listing(self) -> dict:
         """``{name below the target: size}``; refuses a missing bucket or an unreadable listing."""

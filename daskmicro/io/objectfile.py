@@ -18,13 +18,12 @@ it too.
 
 from __future__ import annotations
 
-import hashlib
 from concurrent.futures import ThreadPoolExecutor
 
 from ..errors import ParameterError, VerificationError, describe
 from .objectstore import Store, check_url, shown_url
 
-__all__ = ["ObjectTarget", "is_object_target", "conditional_put", "part_size", "Conflict", "MIN_PART"]
+__all__ = ["ObjectTarget", "OnStore", "is_object_target", "conditional_put", "part_size", "Conflict", "MIN_PART"]
 
 #: The smallest part of a multipart upload S3 takes (but the last).
 MIN_PART = 5 * 2**20
@@ -93,29 +92,46 @@ def conditional_put(fs, path: str, data, expected) -> None:
     otherwise.  At least twice the :func:`part_size`: a multipart upload completed on the same
     condition.  A store that does not take conditional writes gets a plain PUT."""
     bucket, _, key = path.partition("/")
-    condition = _condition(expected)
     size = part_size(fs)
+
+    def put(condition):
+        if len(data) >= 2 * size:
+            _multipart(fs, bucket, key, data, size, condition)
+        else:
+            fs.call_s3("put_object", Bucket=bucket, Key=key, Body=bytes(data), **condition)
+
     try:
         try:
-            if len(data) >= 2 * size:
-                _multipart(fs, bucket, key, data, size, condition)
-            else:
-                fs.call_s3("put_object", Bucket=bucket, Key=key, Body=bytes(data), **condition)
-            return
+            put(_condition(expected))
         except Exception as exc:
             if precondition_failed(exc):
                 raise Conflict(path) from None
             if not not_implemented(exc):
                 raise
-        if len(data) >= 2 * size:
-            _multipart(fs, bucket, key, data, size, {})
-        else:
-            fs.call_s3("put_object", Bucket=bucket, Key=key, Body=bytes(data))
+            put({})
     finally:
         fs.invalidate_cache(path)
 
 
-class ObjectTarget:
+class OnStore:
+    """What every output on an object store has: its URL (``url``), :class:`Store` (``store``),
+    what it is (``what``), a file system made on first use, and its one-line failures."""
+
+    url: str
+    store: Store
+    what: str
+    _fs = None
+
+    def _filesystem(self):
+        if self._fs is None:
+            self._fs = self.store.filesystem(fresh=True)
+        return self._fs
+
+    def _failed(self, doing: str, exc) -> ParameterError:
+        return ParameterError(f"{self.what}: cannot {doing} {self.url}: {self.store.scrub(describe(exc))}")
+
+
+class ObjectTarget(OnStore):
     """One object the run writes whole on an object store (``what``: "output", "report", …).
 
     :meth:`check` before any work (refuses a prefix, an existing object without ``overwrite``, a
@@ -153,14 +169,6 @@ class ObjectTarget:
         """The object beside this one named as ``Path.with_suffix`` names it (``x.parquet`` → ``x.report.json``)."""
         stem, dot, _ = self.name.rpartition(".")
         return self.sibling((stem if dot else self.name) + suffix, what)
-
-    def _filesystem(self):
-        if self._fs is None:
-            self._fs = self.store.filesystem(fresh=True)
-        return self._fs
-
-    def _failed(self, doing: str, exc) -> ParameterError:
-        return ParameterError(f"{self.what}: cannot {doing} {self.url}: {self.store.scrub(describe(exc))}")
 
     def check(self, overwrite: bool, hint: str = "use --overwrite to replace it") -> None:
         """Refuse a missing bucket, a key that is a prefix of other objects, an existing object
@@ -232,8 +240,7 @@ class ObjectTarget:
     def write_verified(self, data) -> None:
         """:meth:`write`, then read the object back and compare it with ``data`` byte for byte."""
         self.write(data)
-        back = self.read()
-        if hashlib.sha256(back).digest() != hashlib.sha256(data).digest():
+        if self.read() != bytes(data):
             raise VerificationError(f"{self.what} {self.url}: the object read back differs from the bytes "
                                     "verified and written (another writer?)")
 
