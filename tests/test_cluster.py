@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
+import dask
 import pytest
 
 import distributed
@@ -21,6 +26,34 @@ def test_local_cluster_workers_allocate_arrow_memory_with_the_system_allocator()
         info = client.scheduler_info()["workers"]
         assert len(info) == 1 and all(w["nthreads"] == 1 for w in info.values())
         assert list(client.run(_arrow_pool).values()) == ["system"]
+
+
+def _origin():
+    import os
+
+    return os.getppid(), hash("daskmicro"), os.environ.get("MALLOC_TRIM_THRESHOLD_")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fork server is used on Linux only")
+def test_workers_are_forked_from_one_server_with_the_environment_of_a_spawned_worker():
+    seen = []
+    for _ in range(2):   # two clusters, one after the other: one server for both
+        with local_cluster(2, dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+            seen += client.run(_origin).values()
+    parents = {parent for parent, _, _ in seen}
+    assert len(seen) == 4 and len(parents) == 1 and os.getpid() not in parents   # not spawned by this process
+    # one string hash for every worker, the one Dask gives spawned workers (PYTHONHASHSEED=6640)
+    env = {**os.environ, "PYTHONHASHSEED": "6640"}
+    expected = int(subprocess.check_output([sys.executable, "-c", "print(hash('daskmicro'))"], env=env))
+    assert {h for _, h, _ in seen} == {expected}
+    trim = str(dask.config.get("distributed.nanny.pre-spawn-environ")["MALLOC_TRIM_THRESHOLD_"])
+    assert {m for _, _, m in seen} == {trim}   # read by glibc when the process starts
+
+
+def test_a_multiprocessing_method_the_owner_chose_is_kept():
+    with dask.config.set({"distributed.worker.multiprocessing-method": "fork"}):
+        with local_cluster(1, dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+            assert [p for p, _, _ in client.run(_origin).values()] == [os.getpid()]
 
 
 def test_cluster_client_starts_and_closes_its_own_local_cluster():

@@ -212,8 +212,56 @@ def local_cluster(n_workers: int | None = None, processes: bool = True, dashboar
         extra = {QUIET_ENV: "1", "PYTHONWARNINGS": "ignore"} if quiet else {}
         kwargs["env"] = {**WORKER_ENV, **extra, **kwargs.get("env", {})}
     kwargs.setdefault("silence_logs", logging.CRITICAL + 10 if quiet else logging.ERROR)
-    return LocalCluster(n_workers=n_workers or default_workers(), threads_per_worker=1, processes=processes,
-                        dashboard_address=dashboard_address, **kwargs)
+    with fork_server() if processes else contextlib.nullcontext():
+        return LocalCluster(n_workers=n_workers or default_workers(), threads_per_worker=1, processes=processes,
+                            dashboard_address=dashboard_address, **kwargs)
+
+
+#: What the fork server of a LocalCluster's workers imports once, before it forks them: Dask and
+#: the modules daskmicro's tasks run.
+FORK_PRELOAD = ("distributed", "numpy", "pandas", "pyarrow", "pyarrow.parquet", "numba", "scipy.spatial",
+                "daskmicro.graph.executor", "daskmicro.graph.pipeline", "daskmicro.runtime.warmup")
+
+
+@contextlib.contextmanager
+def fork_server():
+    """Start a LocalCluster's worker processes by forking them from one server process that has
+    imported :data:`FORK_PRELOAD` (multiprocessing's ``forkserver``), on Linux where Dask's
+    ``distributed.worker.multiprocessing-method`` is left at its default (``spawn``).
+
+    A spawned worker imports Python, Dask, numpy, pandas, pyarrow, numba and daskmicro afresh —
+    about 2.5 s of CPU each, paid by every worker of every cluster; a forked one starts with them
+    imported.  The server starts once per process, with the environment a spawned worker starts
+    with (Dask's ``distributed.nanny.pre-spawn-environ``, its fixed ``PYTHONHASHSEED``, and
+    :data:`WORKER_ENV`: variables that the C libraries read when they start, which a worker could
+    not set later).  The compiled kernels are not loaded in the server: each worker loads (or
+    compiles) them, sharing a compile with the others (:mod:`daskmicro.runtime.warmup`).  Workers
+    that a nanny restarts later are spawned, as Dask does by default.
+    """
+    import sys
+
+    import dask
+
+    if not sys.platform.startswith("linux") or dask.config.get("distributed.worker.multiprocessing-method") != "spawn":
+        yield
+        return
+    with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):
+        from multiprocessing import forkserver
+
+        from distributed.utils import get_mp_context
+
+        get_mp_context().set_forkserver_preload(list(FORK_PRELOAD))   # after Dask's own list, set once
+        env = {k: str(v) for k, v in (dask.config.get("distributed.nanny.pre-spawn-environ") or {}).items()}
+        if env.get("PYTHONHASHSEED") in (None, "0"):   # as Dask's nanny does: one hash seed for every worker
+            env["PYTHONHASHSEED"] = "6640"
+        saved = dict(os.environ)
+        try:
+            os.environ.update({**env, **WORKER_ENV})
+            forkserver.ensure_running()   # a no-op where this process started it before
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        yield
 
 
 def connect_timeout(timeout=None) -> float:
