@@ -26,7 +26,10 @@ demo: $(STAMP)
 # in this process.
 TEST_JOBS ?= 2
 
+# The package is installed in place (pip does not byte-compile it): compile it once here, so that the
+# suite's many processes (CLI runs, Dask workers and schedulers) load it instead of compiling it each.
 test: $(STAMP)
+	$(PY) -m compileall -q daskmicro
 	$(PY) -m pytest -q --durations=15 $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadfile)
 
 bench: $(STAMP)
