@@ -403,14 +403,18 @@ def test_bad_urls_one_line_nothing_written(cloud, client, tmp_path, capsys):
 
 
 def test_azure_account_url(azurite, client, tmp_path):
-    """``abfs://CONTAINER@ACCOUNT.dfs.core.windows.net/KEY`` (ADLS Gen2's form) names the
-    container of that account: read as the plain URL, and named as given in the report."""
+    """``abfss://CONTAINER@ACCOUNT.dfs.core.windows.net/KEY`` (ADLS Gen2's form) names the
+    container of that account: read as the plain URL; messages name it as given."""
     url = put_lake(azurite, "acct-lake", frame(60, seed=3))
-    full = url.replace(f"abfs://{BUCKET}/", f"abfss://{BUCKET}@{emu.AZURE_ACCOUNT}.dfs.core.windows.net/")
+    host = f"{emu.AZURE_ACCOUNT}.dfs.core.windows.net"
+    full = url.replace(f"abfs://{BUCKET}/", f"abfss://{BUCKET}@{host}/")
     out = tmp_path / "rel"
     report = anonymize_file(full, out, ["x", "y"], 3, client=client, drop=["id"])
-    assert report.n == 60 and verify_k_anonymity(pd.read_parquet(out).drop(columns=["year", "s"]), ["x", "y"], 3)
-    assert json.loads((out / "_report.json").read_text())["paths"]["input"] == full
+    rel = pd.read_parquet(out)
+    assert report.n == len(rel) == 60 and verify_k_anonymity(rel, ["x", "y"], 3)
+    with pytest.raises(InputError) as err:
+        anonymize_file(f"abfss://{BUCKET}@{host}/none", tmp_path / "o", ["x", "y"], 3, client=client)
+    assert str(err.value) == f"input not found: abfss://{BUCKET}@{host}/none (no such container, object or prefix)"
 
 
 # --------------------------------------------------------------------------- without a store

@@ -28,8 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 from ..errors import ParameterError, VerificationError, describe
 from .objectstore import Store, check_url, shown_url, store_for, store_kind
 
-__all__ = ["ObjectTarget", "OnStore", "is_object_target", "conditional_put", "part_size", "Conflict", "MIN_PART",
-           "STRATEGIES"]
+__all__ = ["ObjectTarget", "OnStore", "is_object_target", "conditional_put", "put_whole", "part_size", "Conflict",
+           "MIN_PART", "STRATEGIES"]
 
 #: The smallest part of a multipart upload S3 takes (but the last).
 MIN_PART = 5 * 2**20
@@ -47,6 +47,16 @@ def part_size(fs) -> int:
     """The part size of a multipart upload: the file system's block size (s3fs: 50 MiB unless
     ``default_block_size`` is given in ``storage_options``), at least :data:`MIN_PART`."""
     return max(int(getattr(fs, "default_block_size", 0) or 0), MIN_PART)
+
+
+def put_whole(fs, path: str, data) -> None:
+    """Write ``data`` at ``path`` with no condition (a file under a run prefix of its own): on S3 a
+    multipart upload from twice the :func:`part_size` on, its parts sent at once; elsewhere the
+    file system's own upload (Azure: blocks committed at once; GCS: one upload)."""
+    if store_kind(fs) == "s3":
+        fs.pipe_file(path, data, chunksize=part_size(fs))
+    else:
+        fs.pipe_file(path, data)
 
 
 def precondition_failed(exc) -> bool:
