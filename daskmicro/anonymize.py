@@ -291,15 +291,16 @@ def anonymize_file(input, output, qi, k: int, *, report=None, client=None, progr
     ``daskmicro anonymize INPUT OUTPUT``.
 
     ``input`` is a ``.parquet`` / ``.csv`` file or a directory of Parquet files, local, a
-    ``file://`` URL or an ``s3://BUCKET/KEY`` object or prefix (read by the workers; credentials and
-    endpoint from the environment's chain, or ``storage_options``, s3fs's keyword arguments,
+    ``file://`` URL or an ``s3://BUCKET/KEY``, ``abfs://CONTAINER/KEY`` (``az://``) or ``gs://BUCKET/KEY``
+    object or prefix (read by the workers; credentials and endpoint from the environment's chain, or
+    ``storage_options``, the keyword arguments of the store's file system — s3fs, adlfs, gcsfs —,
     which are never recorded: :mod:`daskmicro.io.objectstore`); ``output`` a
     ``.parquet`` file (written with its JSON report, ``report`` or ``OUTPUT.report.json``) or a
     directory (committed with ``_SUCCESS``, its report inside; ``report`` is a copy), local or on an
-    object store: ``s3://BUCKET/KEY.parquet`` one object PUT whole on the condition checked before
+    object store (any of those schemes): ``s3://BUCKET/KEY.parquet`` one object PUT whole on the condition checked before
     the run (:mod:`daskmicro.io.objectfile`), ``s3://BUCKET/PREFIX`` a directory release committed
     there by its ``_SUCCESS`` object (:mod:`daskmicro.io.objectcommit`); ``report`` may be an
-    ``s3://`` object too, and ``storage_options`` apply to every URL.  ``options`` are those of :func:`anonymize` plus the
+    object there too, and ``storage_options`` apply to every URL.  ``options`` are those of :func:`anonymize` plus the
     lake options (``filters``, ``columns``, ``drop``, ``partition_by``, ``rows_per_file``,
     ``table_format`` — ``"parquet"`` or ``"delta"``, a new version of a local Delta table —,
     ``force``, ``overwrite``, ``workers``, ``scheduler``, ``dask_report``, ``risk``, ``memory_limit``,

@@ -90,8 +90,8 @@ def _check_on_store(targets, input, overwrite: bool, same: bool) -> None:
 
 
 def locate(input, output, report_path, storage_options, cfg):
-    """``file://`` URLs as the local paths they name; on an object store an ``s3://`` directory
-    output as its :class:`~daskmicro.io.objectcommit.RemoteTarget`, a ``.parquet`` object output
+    """``file://`` URLs as the local paths they name; on an object store (``s3://``, ``abfs://``,
+    ``gs://``) a directory output as its :class:`~daskmicro.io.objectcommit.RemoteTarget`, a ``.parquet`` object output
     and a report as :class:`~daskmicro.io.objectfile.ObjectTarget`; what this version does not do
     with an object store refused in one line before anything is read or written: a Delta table, a
     ledger or a Dask performance report there, an incremental survey read from or written there,
@@ -112,7 +112,8 @@ def locate(input, output, report_path, storage_options, cfg):
         raise ParameterError("an incremental survey is read from a local or mounted directory, not an object store")
     remote_report = report_path is not None and is_remote(str(report_path))
     if storage_options is not None and not (remote or remote_out or remote_report):
-        raise ParameterError("storage_options apply only to an object-store input or output (s3://BUCKET/KEY)")
+        raise ParameterError("storage_options apply only to an object-store input or output (s3://BUCKET/KEY, "
+                             "abfs://CONTAINER/KEY, gs://BUCKET/KEY)")
     if cfg.dask_report and (remote_out or remote_report):   # written beside the release or its report
         refuse_remote_output(output if remote_out else report_path, "Dask performance report")
     if remote_report:

@@ -148,11 +148,11 @@ def run(cfg: RunConfig, data=None, *, paths: RunPaths = RunPaths(), client=None,
     no-op unless ``cfg.force``).  ``say(line)`` gets the run's notices (stderr in the CLI).
     ``extra_report`` is merged into the report before it is written (the workflow section);
     ``before_commit()`` is called just before anything is committed (it may raise to cancel).
-    ``input`` may be an ``s3://`` URL read with ``storage_options`` (:mod:`daskmicro.io.objectstore`;
-    never recorded) or a ``file://`` URL.  ``output`` may be an ``s3://`` prefix: a directory
+    ``input`` may be an ``s3://``, ``abfs://`` or ``gs://`` URL read with ``storage_options`` (:mod:`daskmicro.io.objectstore`;
+    never recorded) or a ``file://`` URL.  ``output`` may be such a prefix: a directory
     release committed there by one ``_SUCCESS`` object (:mod:`daskmicro.io.objectcommit`), or an
-    ``s3://…/NAME.parquet`` object PUT whole (:mod:`daskmicro.io.objectfile`); ``report_path`` may
-    be an ``s3://`` object too.
+    ``…/NAME.parquet`` object PUT whole (:mod:`daskmicro.io.objectfile`); ``report_path`` may
+    be an object of a store too.
     """
     from .runtime.cluster import cluster_client, given_client_refusal
     from .graph.executor import SMALL_GROUP_ROWS

@@ -208,7 +208,7 @@ def _cases(fs):
         (f"s3://{BUCKET}/bad", f"prefix holds no Parquet objects: s3://{BUCKET}/bad"),
         (f"s3://{KEY_ID}:{SECRET}@{BUCKET}/lake", f"credentials in a URL are refused (they would be recorded "
                                                    f"with the input's path): s3://{BUCKET}/lake"),
-        ("gs://bucket/lake", "unsupported URL scheme gs://"),
+        ("hdfs://bucket/lake", "unsupported URL scheme hdfs://"),
     ]
 
 

@@ -48,8 +48,8 @@ def add_parser(sub, fmt) -> None:
         epilog=_ANONYMIZE_EPILOG,
         formatter_class=fmt,
     )
-    p.add_argument("input", metavar="INPUT", help="input table: .csv, .parquet, or a directory of Parquet files; also s3://BUCKET/KEY (an object or a prefix of Parquet objects; needs daskmicro[s3]) or file:///PATH")
-    p.add_argument("output", metavar="OUTPUT", help="release to write: a .parquet file, or a directory (no extension) for a partitioned release written by the workers; also s3://BUCKET/PREFIX for a directory release committed there by its _SUCCESS object (needs daskmicro[s3])")
+    p.add_argument("input", metavar="INPUT", help="input table: .csv, .parquet, or a directory of Parquet files; also s3://BUCKET/KEY, abfs://CONTAINER/KEY (az://) or gs://BUCKET/KEY (an object or a prefix of Parquet objects; needs daskmicro[s3], [azure] or [gcs]) or file:///PATH")
+    p.add_argument("output", metavar="OUTPUT", help="release to write: a .parquet file, or a directory (no extension) for a partitioned release written by the workers; also a prefix on an object store (s3://BUCKET/PREFIX, abfs://CONTAINER/PREFIX, gs://BUCKET/PREFIX) for a directory release committed there by its _SUCCESS object, or an object there (…/NAME.parquet)")
     p.add_argument("--qi", required=True, metavar="COLS", help="comma-separated quasi-identifier columns (numeric), or all-numeric: every integer or float column but those of --qi-except and the columns with another role (--strata, --drop, --keep, --id-column, --participation COLUMN)")
     p.add_argument("--qi-except", metavar="COLS", help="with --qi all-numeric: the numeric columns that are not QIs (a numeric column named like an identifier, such as record_id, must be named here)")
     p.add_argument("--k", required=True, type=int, metavar="K", help="anonymity parameter: each published QI tuple is shared by ≥ K records (2 ≤ K ≤ rows)")

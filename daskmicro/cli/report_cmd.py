@@ -19,7 +19,8 @@ PATH is any of:
                                             writes demo-output/report.html
   a JSON report           X.json            writes X.html beside it
   a private run record    RECORD.json       the page of its exact report, RECORD.html beside it
-Any of the first four may be an s3:// URL (credentials from the environment's chain): the page is
+Any of the first four may be an s3://, abfs:// (az://) or gs:// URL (credentials from the
+environment's chain): the page is
 then written beside it on the store, one object, unless --output names another place.
 --output PATH.html writes the page elsewhere.  An existing page is refused unless --overwrite.
 

@@ -1,4 +1,5 @@
-"""A directory release on an object store (``s3://BUCKET/PREFIX``), committed without a rename.
+"""A directory release on an object store (``s3://BUCKET/PREFIX``, ``abfs://CONTAINER/PREFIX``,
+``gs://BUCKET/PREFIX``), committed without a rename.
 
 An object store has no rename and no directories, but one PUT of an object is atomic: the
 ``_SUCCESS`` manifest, written last, is the commit.  Layout of a target ``s3://b/out``::
@@ -23,11 +24,12 @@ target deletes every run prefix no manifest names whose owner process is gone (o
 owner object) (:meth:`RemoteTarget.sweep`).  Nothing but ``_SUCCESS`` and ``.run-<16 hex>/…``
 objects under the target is ever deleted, and a target holding any other object is refused.
 Two runs into one target: the ``_SUCCESS`` PUT is conditional on the state the run checked
-before any work (``If-None-Match: *`` onto an empty target, ``If-Match`` the ETag of the manifest
-it replaces), so the first run to commit wins and the other fails in one line, deleting its own run
+before any work (no manifest there, or the version of the manifest it replaces: its ETag, on GCS
+its generation; :func:`~daskmicro.io.objectfile.conditional_put`), so the first run to commit wins and the other fails in one line, deleting its own run
 prefix; a store that does not take conditional writes gets a plain PUT (the last manifest wins, and
 the other run's objects are swept later).  Multipart uploads a run left unfinished under a run
-prefix it deletes are aborted with it.
+prefix it deletes are aborted with it (on S3; Azure drops uncommitted blocks and GCS unfinished
+uploads by themselves after a week).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import uuid
 from ..errors import InputError, ParameterError, describe
 from .journal import fault
 from .objectfile import Conflict, OnStore, conditional_put
-from .objectstore import Store, check_url, shown_url
+from .objectstore import Store, check_url, shown_url, store_for
 from .recovery import OWNER, SUCCESS, owner_alive, owner_record
 
 __all__ = ["RUN_PREFIX", "RemoteTarget", "RemoteRun", "is_release_prefix", "release_listing", "is_remote_target",
@@ -104,7 +106,7 @@ def release_listing(store: Store, root: str, shown: str) -> tuple:
         info = found.get(key)
         if info is None or int(info.get("size") or 0) != int(entry.get("bytes", -1)):
             raise InputError(f"release {shown} is incomplete: {entry['path']} is missing or changed")
-        listing.append((key, int(info.get("size") or 0), str(info.get("ETag") or info.get("etag") or "")))
+        listing.append((key, int(info.get("size") or 0), store.version(info)))
     return base, listing, {k[len(base) + 1:] for k in found} | {SUCCESS}
 
 
@@ -112,10 +114,8 @@ class RemoteTarget(OnStore):
     """The target of a directory release on an object store: its URL (as shown), store and key."""
 
     def __init__(self, url: str, storage_options=None):
-        scheme, root = check_url(url)
+        self.store, self.root = store_for(url, storage_options)
         self.url = shown_url(url).rstrip("/")
-        self.store = Store(scheme, storage_options)
-        self.root = root
         self._fs = None
         self._seen = None   # (ETag of the _SUCCESS seen by check(), or None for none): what commit replaces
         self.what = "output"
@@ -132,11 +132,11 @@ class RemoteTarget(OnStore):
         try:
             fs.invalidate_cache()
             if not fs.exists(bucket):
-                raise ParameterError(f"output: bucket not found: {self.url}")
+                raise ParameterError(f"output: {self.store.place} not found: {self.url}")
             found = fs.find(self.root, detail=True) if "/" in self.root else fs.find(bucket, detail=True)
         except ParameterError:
             raise
-        except Exception as exc:  # botocore's own errors (no credentials, access denied, ...)
+        except Exception as exc:  # the store library's own errors (no credentials, access denied, ...)
             raise self._failed("list", exc) from None
         return {k[len(self.root) + 1:]: int(v.get("size") or 0) for k, v in found.items()
                 if k.startswith(self.root + "/")}
@@ -172,7 +172,7 @@ class RemoteTarget(OnStore):
             return None
         except Exception as exc:
             raise self._failed("read the manifest of", exc) from None
-        return str(info.get("ETag") or info.get("etag") or "") or None
+        return self.store.version(info) or None
 
     def against(self, url, what: str = "the input") -> None:
         """Refuse a target that is ``url``, lies inside it or around it."""
@@ -196,7 +196,10 @@ class RemoteTarget(OnStore):
 
     def _abort_uploads(self, name: str) -> None:
         """Abort the multipart uploads left unfinished under the run prefix ``name`` (a writer killed
-        mid-upload): their parts are invisible but kept, and billed, until aborted."""
+        mid-upload): their parts are invisible but kept, and billed, until aborted.  S3 only: the
+        other stores drop what an unfinished upload left by themselves."""
+        if self.store.kind != "s3":
+            return
         fs = self._filesystem()
         bucket, _, root = self.root.partition("/")
         prefix = f"{root}/{name}/" if root else f"{name}/"

@@ -1,29 +1,35 @@
-"""One object on an object store written whole: a single-file release (``s3://b/key.parquet``),
-its report, a report copy.
+"""One object on an object store written whole: a single-file release (``s3://b/key.parquet``,
+``abfs://container/key.parquet``, ``gs://b/key.parquet``), its report, a report copy.
 
-An object store has no rename, but a PUT — and the completion of a multipart upload — is atomic:
-readers see the old object or the new one, never a part.  So a single-file release is built and
+An object store has no rename, but a PUT — and the completion of a multipart upload, the commit of
+an Azure block list, a GCS upload — is atomic: readers see the old object or the new one, never a part.  So a single-file release is built and
 verified in memory (the bytes that will be published, read back as a reader reads them: rows
 in = rows out, every published tuple at least k times in its written dtype), PUT once, then
 read back from the store and compared byte for byte with what was verified.
 
 Every write is conditional on what the run saw when it checked its outputs, before any work
-(:meth:`ObjectTarget.check`): ``If-None-Match: *`` onto a key that held nothing, ``If-Match:
-<ETag>`` onto the object ``--overwrite`` replaces.  Another writer in between makes the write fail
-in one line and leaves that writer's object as it is.  A store that does not take conditional
-writes gets a plain PUT.  :func:`conditional_put` is the one conditional write of the package:
-the ``_SUCCESS`` manifest of a directory release (:mod:`daskmicro.io.objectcommit`) goes through
-it too.
+(:meth:`ObjectTarget.check`): the key held nothing, or the object ``--overwrite`` replaces is still
+the version seen.  Each store says it in its own words (:data:`STRATEGIES`): S3 ``If-None-Match: *``
+/ ``If-Match: <ETag>`` (on the PUT, or on the completion of a multipart upload); Azure the same
+headers on the blob upload (adlfs's ``pipe_file`` → ``upload_blob(overwrite=False)`` /
+``etag=…, match_condition=IfNotModified``); GCS ``ifGenerationMatch=0`` / ``ifGenerationMatch=<generation>``
+on one multipart upload.  Another writer in between makes the write fail in one line and leaves
+that writer's object as it is.  A store that does not take conditional writes gets the same write
+without the condition.  :func:`conditional_put` is the one conditional write of the package: the
+``_SUCCESS`` manifest of a directory release (:mod:`daskmicro.io.objectcommit`) goes through it too.
 """
 
 from __future__ import annotations
 
+import json
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 from ..errors import ParameterError, VerificationError, describe
-from .objectstore import Store, check_url, shown_url
+from .objectstore import Store, check_url, shown_url, store_for, store_kind
 
-__all__ = ["ObjectTarget", "OnStore", "is_object_target", "conditional_put", "part_size", "Conflict", "MIN_PART"]
+__all__ = ["ObjectTarget", "OnStore", "is_object_target", "conditional_put", "put_whole", "part_size", "Conflict",
+           "MIN_PART", "STRATEGIES"]
 
 #: The smallest part of a multipart upload S3 takes (but the last).
 MIN_PART = 5 * 2**20
@@ -43,13 +49,25 @@ def part_size(fs) -> int:
     return max(int(getattr(fs, "default_block_size", 0) or 0), MIN_PART)
 
 
+def put_whole(fs, path: str, data) -> None:
+    """Write ``data`` at ``path`` with no condition (a file under a run prefix of its own): on S3 a
+    multipart upload from twice the :func:`part_size` on, its parts sent at once; elsewhere the
+    file system's own upload (Azure: blocks committed at once; GCS: one upload)."""
+    if store_kind(fs) == "s3":
+        fs.pipe_file(path, data, chunksize=part_size(fs))
+    else:
+        fs.pipe_file(path, data)
+
+
 def precondition_failed(exc) -> bool:
     """Whether ``exc`` is a store's refusal of a conditional write: 412 (the condition does not
-    hold) or 409 (another conditional write to the key under way)."""
+    hold; gcsfs and adlfs raise ``FileExistsError`` for it, azure-core ``ResourceModifiedError``) or
+    409 (another conditional write to the key under way; an Azure blob that exists)."""
     text = str(exc)
-    return isinstance(exc, FileExistsError) or any(
-        words in text for words in ("PreconditionFailed", "pre-conditions", "ConditionalRequestConflict",
-                                    "conflicting conditional operation"))
+    return isinstance(exc, FileExistsError) or type(exc).__name__ in ("ResourceModifiedError", "ResourceExistsError") \
+        or any(words in text for words in ("PreconditionFailed", "pre-conditions", "ConditionalRequestConflict",
+                                           "conflicting conditional operation", "ConditionNotMet",
+                                           "BlobAlreadyExists"))
 
 
 def not_implemented(exc) -> bool:
@@ -58,8 +76,8 @@ def not_implemented(exc) -> bool:
     return isinstance(exc, NotImplementedError) or "NotImplemented" in text or "not implemented" in text.lower()
 
 
-def _condition(expected) -> dict:
-    return {"IfMatch": expected} if expected is not None else {"IfNoneMatch": "*"}
+#: The condition of a write that has none (the fallback of a store without conditional writes).
+PLAIN = object()
 
 
 def _multipart(fs, bucket: str, key: str, data, size: int, condition: dict) -> None:
@@ -86,29 +104,65 @@ def _multipart(fs, bucket: str, key: str, data, size: int, condition: dict) -> N
         raise
 
 
-def conditional_put(fs, path: str, data, expected) -> None:
-    """PUT ``data`` at ``path`` (``bucket/key``) only if the key still holds what the caller saw:
-    nothing (``expected`` None) or the object of ETag ``expected``.  Raises :class:`Conflict`
-    otherwise.  At least twice the :func:`part_size`: a multipart upload completed on the same
-    condition.  A store that does not take conditional writes gets a plain PUT."""
+def _put_s3(fs, path: str, data, expected) -> None:
+    """S3: ``If-None-Match: *`` / ``If-Match: <ETag>`` on one PUT; from twice the :func:`part_size`
+    on, a multipart upload completed on the condition."""
     bucket, _, key = path.partition("/")
+    condition = {} if expected is PLAIN else {"IfMatch": expected} if expected is not None else {"IfNoneMatch": "*"}
     size = part_size(fs)
+    if len(data) >= 2 * size:
+        _multipart(fs, bucket, key, data, size, condition)
+    else:
+        fs.call_s3("put_object", Bucket=bucket, Key=key, Body=bytes(data), **condition)
 
-    def put(condition):
-        if len(data) >= 2 * size:
-            _multipart(fs, bucket, key, data, size, condition)
-        else:
-            fs.call_s3("put_object", Bucket=bucket, Key=key, Body=bytes(data), **condition)
 
+def _put_azure(fs, path: str, data, expected) -> None:
+    """Azure: one ``upload_blob`` (blocks staged, then their list committed on the condition when the
+    blob is large): ``If-None-Match: *`` (``overwrite=False``) / ``If-Match: <ETag>``."""
+    options = {"overwrite": expected is not None}
+    if expected is not None and expected is not PLAIN:
+        from azure.core import MatchConditions
+
+        options.update(etag=expected, match_condition=MatchConditions.IfNotModified)
+    fs.pipe_file(path, bytes(data), **options)
+
+
+def _put_gcs(fs, path: str, data, expected) -> None:
+    """GCS: one multipart upload (the object's name and its bytes in one request) on the
+    precondition ``ifGenerationMatch=0`` (no live object) / ``ifGenerationMatch=<generation>``."""
+    bucket, _, key = path.partition("/")
+    condition = {} if expected is PLAIN else {"ifGenerationMatch": "0" if expected is None else str(expected)}
+    boundary = f"daskmicro-{uuid.uuid4().hex}"
+    body = b"".join([f"--{boundary}\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n".encode(),
+                     json.dumps({"name": key}).encode(),
+                     f"\r\n--{boundary}\r\nContent-Type: application/octet-stream\r\n\r\n".encode(),
+                     bytes(data), f"\r\n--{boundary}--\r\n".encode()])
+    upload = fs.base.replace("/storage/v1/", "/upload/storage/v1/") + "b/{}/o"
+    fs.call("POST", upload, bucket, uploadType="multipart", data=body, json_out=True,
+            headers={"Content-Type": f'multipart/related; boundary="{boundary}"'}, **condition)
+
+
+#: Per store (:func:`~daskmicro.io.objectstore.store_kind`), its conditional write
+#: ``(fs, bucket/key, data, expected)``: ``expected`` None (create only), a version, or :data:`PLAIN`.
+STRATEGIES = {"s3": _put_s3, "azure": _put_azure, "gcs": _put_gcs}
+
+
+def conditional_put(fs, path: str, data, expected) -> None:
+    """Write ``data`` at ``path`` (``bucket/key``) only if the key still holds what the caller saw:
+    nothing (``expected`` None) or the object of version ``expected`` (its ETag; on GCS its
+    generation), in the store's own words (:data:`STRATEGIES`).  Raises :class:`Conflict`
+    otherwise.  A store that does not take conditional writes gets the same write without the
+    condition."""
+    put = STRATEGIES[store_kind(fs)]
     try:
         try:
-            put(_condition(expected))
+            put(fs, path, data, expected)
         except Exception as exc:
             if precondition_failed(exc):
                 raise Conflict(path) from None
             if not not_implemented(exc):
                 raise
-            put({})
+            put(fs, path, data, PLAIN)
     finally:
         fs.invalidate_cache(path)
 
@@ -139,11 +193,11 @@ class ObjectTarget(OnStore):
     :meth:`check` saw), :meth:`read` to read it back.  ``str()`` is its URL (never an option)."""
 
     def __init__(self, url: str, storage_options=None, what: str = "output"):
-        scheme, self.key = check_url(url)
+        self.store, self.key = store_for(url, storage_options)
         if "/" not in self.key:
-            raise ParameterError(f"{what}: {shown_url(url)} names a bucket, not an object (s3://BUCKET/KEY)")
+            raise ParameterError(f"{what}: {shown_url(url)} names a {self.store.place}, not an object "
+                                 f"({self.store.form})")
         self.url = shown_url(url).rstrip("/")
-        self.store = Store(scheme, storage_options)
         self.what = what
         self._fs = None
         self._seen = None   # (ETag of the object check() saw, or None for none)
@@ -172,26 +226,26 @@ class ObjectTarget(OnStore):
 
     def check(self, overwrite: bool, hint: str = "use --overwrite to replace it") -> None:
         """Refuse a missing bucket, a key that is a prefix of other objects, an existing object
-        unless ``overwrite``; remember the object's ETag (or its absence) for :meth:`write`."""
+        unless ``overwrite``; remember the object's version (or its absence) for :meth:`write`."""
         fs = self._filesystem()
         bucket = self.key.split("/", 1)[0]
         try:
             fs.invalidate_cache()
             if not fs.exists(bucket):
-                raise ParameterError(f"{self.what}: bucket not found: {self.url}")
+                raise ParameterError(f"{self.what}: {self.store.place} not found: {self.url}")
             try:
                 info = fs.info(self.key, refresh=True)
             except FileNotFoundError:
                 info = None
         except ParameterError:
             raise
-        except Exception as exc:  # botocore's own errors (no credentials, access denied, ...)
+        except Exception as exc:  # the store library's own errors (no credentials, access denied, ...)
             raise self._failed("look at", exc) from None
         if info is not None and info.get("type") == "directory":
             raise ParameterError(f"{self.what} {self.url} is a prefix of other objects; name an object of its own")
         if info is not None and not overwrite:
             raise ParameterError(f"{self.what} already exists: {self.url} ({hint})")
-        self._seen = (str(info.get("ETag") or info.get("etag") or "") or None,) if info is not None else (None,)
+        self._seen = (self.store.version(info) or None,) if info is not None else (None,)
 
     @property
     def replaces(self) -> bool:

@@ -1,19 +1,26 @@
-"""Inputs on an object store: ``s3://bucket/key`` (and ``file://``) URLs, read through fsspec.
+"""Inputs on an object store: ``s3://bucket/key``, ``abfs://container/key`` (``az://``, ``abfss://``),
+``gs://bucket/key`` (and ``file://``) URLs, read through fsspec.
 
 A URL names one Parquet or CSV object, or a prefix of Parquet objects (a lake, hive
 ``key=value/`` prefixes included).  :func:`open_remote` lists it on the client (names, sizes,
-ETags: no data is read there but the Parquet footers and a CSV's first block, as for a local
+versions: no data is read there but the Parquet footers and a CSV's first block, as for a local
 file); the workers then read one object each through the same file system, built on the worker
-from a :class:`Store` (:func:`Store.filesystem`).
+from a :class:`Store` (:func:`Store.filesystem`).  Each store has its file system package, an
+extra of daskmicro (:data:`EXTRAS`): s3fs (``[s3]``), adlfs (``[azure]``: Azure Blob Storage and
+ADLS Gen2 through its blob endpoint), gcsfs (``[gcs]``).
 
-Credentials and endpoints come from the standard chains of the workers and of the client
-(``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` / ``AWS_SESSION_TOKEN``, ``AWS_ENDPOINT_URL``,
-``AWS_PROFILE`` and the shared config files, an instance role) and from ``storage_options``
-(s3fs's own keyword arguments: ``key``, ``secret``, ``token``, ``endpoint_url``, ``profile``,
-``client_kwargs``, …).  None of them is ever written: a :class:`Store` prints as its protocol
-alone, fingerprints and reports name only the URL, and every message of another library is
-scrubbed of the option values and of the credential variables of the environment
-(:meth:`Store.scrub`).  A URL holding credentials (``s3://KEY:SECRET@bucket``) is refused.
+Credentials and endpoints come from the standard chains of the workers and of the client — S3:
+``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` / ``AWS_SESSION_TOKEN``, ``AWS_ENDPOINT_URL``,
+``AWS_PROFILE`` and the shared config files, an instance role; Azure: ``AZURE_STORAGE_CONNECTION_STRING``,
+``AZURE_STORAGE_ACCOUNT_NAME`` with ``AZURE_STORAGE_ACCOUNT_KEY`` or ``AZURE_STORAGE_SAS_TOKEN``, a
+service principal (``AZURE_STORAGE_CLIENT_ID`` / ``_SECRET`` / ``TENANT_ID``), a managed identity;
+GCS: ``GOOGLE_APPLICATION_CREDENTIALS``, gcloud's own login, the machine's service account,
+``STORAGE_EMULATOR_HOST`` — and from ``storage_options`` (the file system's own keyword
+arguments).  None of them is ever written: a :class:`Store` prints as its protocol alone,
+fingerprints and reports name only the URL, and every message of another library is scrubbed of
+the option values and of the credential variables of the environment (:meth:`Store.scrub`).  A URL
+holding credentials (``s3://KEY:SECRET@bucket``) is refused; ``abfs://CONTAINER@ACCOUNT.dfs.core.windows.net/KEY``
+names a container of an account (the account given to the file system as ``account_name``).
 
 A directory release (a lake) may be written to an object store: the workers write it under a run
 prefix of the target and one ``_SUCCESS`` object commits it (:mod:`daskmicro.io.objectcommit`).  A
@@ -33,15 +40,28 @@ from urllib.parse import unquote, urlsplit
 from ..errors import InputError, ParameterError, describe
 
 __all__ = ["is_url", "is_remote", "local_path", "Store", "RemoteFile", "open_remote", "refuse_remote_output",
-           "check_url", "shown_url", "SCHEMES", "EXTRA_HINT"]
+           "check_url", "shown_url", "store_for", "store_kind", "SCHEMES", "STORE_OF", "EXTRAS", "EXTRA_HINT"]
 
-#: The schemes read through an object store's file system (``file://`` becomes a local path).
-SCHEMES = ("s3", "s3a")
-#: How to get the file system of an object store.
-EXTRA_HINT = "pip install 'daskmicro[s3]'"
+#: The schemes read through an object store's file system, and the store each names (``file://``
+#: becomes a local path).
+STORE_OF = {"s3": "s3", "s3a": "s3", "abfs": "azure", "abfss": "azure", "az": "azure", "gs": "gcs", "gcs": "gcs"}
+SCHEMES = tuple(STORE_OF)
+#: Per store: the fsspec package that reads and writes it, and the extra of daskmicro that installs it.
+EXTRAS = {"s3": ("s3fs", "s3"), "azure": ("adlfs", "azure"), "gcs": ("gcsfs", "gcs")}
+#: How to get the file system of each store.
+EXTRA_HINT = {kind: f"pip install 'daskmicro[{extra}]'" for kind, (_, extra) in EXTRAS.items()}
+#: Per store: the protocol its file system is built for, what it calls a bucket, its URL form.
+_STORE = {"s3": ("s3", "bucket", "s3://BUCKET/KEY"), "azure": ("abfs", "container", "abfs://CONTAINER/KEY"),
+          "gcs": ("gs", "bucket", "gs://BUCKET/KEY")}
 #: Environment variables whose values never appear in a message.
-_SECRET_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
+_SECRET_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",
+               "AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_SAS_TOKEN",
+               "AZURE_STORAGE_CLIENT_SECRET", "AZURE_CLIENT_SECRET", "GOOGLE_APPLICATION_CREDENTIALS")
+#: The parts of a connection string or a SAS token that are secrets of their own.
+_SECRET_PARTS = ("accountkey", "sharedaccesssignature", "sig")
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+#: The host of an Azure storage account in ``abfs://CONTAINER@ACCOUNT.dfs.core.windows.net/KEY``.
+_AZURE_HOST = re.compile(r"^([a-z0-9]{3,24})\.(?:dfs|blob)\.core\.windows\.net$", re.IGNORECASE)
 
 
 def is_url(path) -> bool:
@@ -65,10 +85,18 @@ def local_path(path):
     return path
 
 
+def _azure_account(netloc: str):
+    """(container, account) of ``CONTAINER@ACCOUNT.dfs.core.windows.net``, else None."""
+    user, at, host = netloc.rpartition("@")
+    found = _AZURE_HOST.match(host) if at and user and ":" not in user else None
+    return (user, found[1].lower()) if found else None
+
+
 def shown_url(url: str) -> str:
-    """The URL as messages give it: scheme, bucket and key, never a user or password part."""
+    """The URL as messages give it: scheme, bucket and key, never a user or password part (an
+    Azure container before its account's host is kept)."""
     parts = urlsplit(url)
-    host = parts.netloc.rsplit("@", 1)[-1]
+    host = parts.netloc if _azure_account(parts.netloc) else parts.netloc.rsplit("@", 1)[-1]
     return f"{parts.scheme}://{host}{parts.path}"
 
 
@@ -77,77 +105,153 @@ def check_url(url: str) -> tuple:
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme not in SCHEMES:
-        raise ParameterError(f"unsupported URL scheme {scheme}:// (daskmicro reads s3:// and file:// URLs): "
-                             f"{shown_url(url)}")
-    if "@" in parts.netloc:
-        raise ParameterError(f"credentials in a URL are refused (they would be recorded with the input's path): "
-                             f"{shown_url(url)}; give them through the environment, a profile or storage_options")
-    if not parts.netloc:
-        raise ParameterError(f"no bucket in {shown_url(url)} (expected s3://BUCKET/KEY)")
+        raise ParameterError(f"unsupported URL scheme {scheme}:// (daskmicro reads s3://, abfs:// (az://, abfss://), "
+                             f"gs:// and file:// URLs): {shown_url(url)}")
+    kind = STORE_OF[scheme]
+    netloc = parts.netloc
+    if "@" in netloc:
+        account = _azure_account(netloc) if kind == "azure" else None
+        if account is None:
+            raise ParameterError(f"credentials in a URL are refused (they would be recorded with the input's path): "
+                                 f"{shown_url(url)}; give them through the environment, a profile or storage_options")
+        netloc = account[0]
+    if not netloc:
+        _, place, form = _STORE[kind]
+        raise ParameterError(f"no {place} in {shown_url(url)} (expected {form})")
     if parts.query or parts.fragment:
         raise ParameterError(f"a URL with a query or fragment is not an object name: {shown_url(url)}")
-    return scheme, (parts.netloc + parts.path).rstrip("/")
+    return scheme, (netloc + parts.path).rstrip("/")
+
+
+def store_for(url: str, storage_options=None) -> tuple:
+    """(:class:`Store`, bucket/key) of an object-store URL (:func:`check_url`); the account of an
+    ``abfs://CONTAINER@ACCOUNT.dfs.core.windows.net/…`` URL goes to its file system."""
+    scheme, root = check_url(url)
+    account = _azure_account(urlsplit(url).netloc)
+    return Store(scheme, storage_options, account=account[1] if account else None), root
+
+
+def store_kind(fs) -> str:
+    """The store (``s3``, ``azure``, ``gcs``) a file system of fsspec speaks to."""
+    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    return STORE_OF.get(protocol, protocol)
 
 
 class Store:
-    """An object store's file system as the workers build it: protocol and ``storage_options``.
+    """An object store's file system as the workers build it: protocol, ``storage_options`` and,
+    on Azure, the account a URL names.
 
     Picklable (it travels with the tasks); its ``repr`` and its Dask token never show the
     options' values."""
 
-    __slots__ = ("protocol", "_options")
+    __slots__ = ("protocol", "_options", "_account")
 
-    def __init__(self, protocol: str, storage_options=None):
+    def __init__(self, protocol: str, storage_options=None, account=None):
         if storage_options is not None and not isinstance(storage_options, dict):
-            raise ParameterError(f"storage_options: expected a mapping of s3fs options, got "
+            raise ParameterError(f"storage_options: expected a mapping of the store's file system options, got "
                                  f"{type(storage_options).__name__}")
         self.protocol = "s3" if protocol == "s3a" else protocol
         self._options = dict(storage_options or {})
+        given = self._options.get("account_name")
+        if account is not None and given is not None and str(given).lower() != account:
+            raise ParameterError(f"storage_options: account_name names another account than the URL's ({account})")
+        self._account = account
+
+    @property
+    def kind(self) -> str:
+        """The store: ``s3``, ``azure`` or ``gcs``."""
+        return STORE_OF.get(self.protocol, self.protocol)
+
+    @property
+    def place(self) -> str:
+        """What the store calls the place of its objects: ``bucket`` or ``container``."""
+        return _STORE.get(self.kind, _STORE["s3"])[1]
+
+    @property
+    def form(self) -> str:
+        """The store's URL form (``s3://BUCKET/KEY``), for messages."""
+        return _STORE.get(self.kind, _STORE["s3"])[2]
 
     def __repr__(self) -> str:
         return f"Store({self.protocol!r}, options=<{len(self._options)} withheld>)"
 
     def __getstate__(self):
-        return (self.protocol, self._options)
+        return (self.protocol, self._options, self._account)
 
     def __setstate__(self, state):
-        self.protocol, self._options = state
+        self.protocol, self._options, self._account = state
 
     def __dask_tokenize__(self):
         import hashlib
         import json
 
-        return ("daskmicro-store", self.protocol,
+        return ("daskmicro-store", self.protocol, self._account,
                 hashlib.sha256(json.dumps(self._options, sort_keys=True, default=str).encode()).hexdigest())
 
     def filesystem(self, fresh: bool = False):
-        """The fsspec file system (s3fs); ``fresh`` skips fsspec's instance and listing caches."""
-        import importlib.util
-
-        try:
-            found = importlib.util.find_spec("s3fs") is not None
-        except (ImportError, ValueError):  # a module set to None (uninstalled in this process)
-            found = False
-        if not found:  # the extra: its absence is told in one line
-            raise InputError(f"reading {self.protocol}://… needs the s3 extra: {EXTRA_HINT}")
+        """The fsspec file system (s3fs, adlfs, gcsfs); ``fresh`` skips fsspec's instance and listing
+        caches.  GCS at an endpoint other than Google's (``endpoint_url``, ``STORAGE_EMULATOR_HOST``:
+        an emulator, a gateway) is spoken to through its JSON API alone (gcsfs's ``GCSFileSystem``),
+        without the gRPC look-up of a bucket's layout that only Google's endpoint answers."""
+        package, extra = EXTRAS.get(self.kind, (self.kind, self.kind))
+        if not _installed(package):  # the extra: its absence is told in one line
+            raise InputError(f"reading {self.protocol}://… needs the {extra} extra: {EXTRA_HINT[self.kind]}")
         import fsspec
 
         options = dict(self._options)
+        if self._account is not None:
+            options["account_name"] = self._account
         if fresh:
             options["skip_instance_cache"] = True
         try:
-            return fsspec.filesystem(self.protocol, **options)
+            if self.kind == "gcs" and _other_gcs_endpoint(options):
+                from gcsfs.core import GCSFileSystem
+
+                return GCSFileSystem(**options)
+            return fsspec.filesystem(_STORE[self.kind][0], **options)
         except TypeError as exc:
             raise ParameterError(f"storage_options: not understood by the {self.protocol} file system "
                                  f"({self.scrub(describe(exc))})") from None
 
+    def version(self, info: dict) -> str:
+        """The version of an object (its file system's ``info``) as the store's conditional writes
+        name it: its generation on GCS, its ETag elsewhere; ``""`` when the store gives none."""
+        if self.kind == "gcs":
+            return str(info.get("generation") or "")
+        return str(info.get("ETag") or info.get("etag") or "")
+
     def scrub(self, text: str) -> str:
-        """``text`` with every option value and credential of the environment replaced by ``…``."""
+        """``text`` with every option value and credential of the environment (each secret part of a
+        connection string or SAS token too) replaced by ``…``."""
         secrets = [os.environ.get(v) for v in _SECRET_ENV]
         secrets += [str(v) for v in _leaves(self._options)]
+        secrets += [part for s in secrets if s for part in _secret_parts(s)]
         for s in sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True):
             text = text.replace(s, "…")
         return text
+
+
+def _installed(package: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):  # a module set to None (uninstalled in this process)
+        return False
+
+
+def _other_gcs_endpoint(options: dict) -> bool:
+    endpoint = options.get("endpoint_url") or os.environ.get("STORAGE_EMULATOR_HOST") or ""
+    return endpoint not in ("", "default") and "googleapis.com" not in str(endpoint)
+
+
+def _secret_parts(text: str):
+    """The values of ``AccountKey=…``, ``SharedAccessSignature=…`` and ``sig=…`` in ``text``."""
+    for sep in (";", "&"):
+        for part in text.split(sep):
+            name, eq, value = part.partition("=")
+            if eq and name.strip().lower() in _SECRET_PARTS:
+                yield value.strip()
 
 
 def _leaves(obj):
@@ -195,27 +299,26 @@ def open_remote(url: str, storage_options=None, suffixes=(".parquet", ".pq")) ->
 
     Refused in one line naming the URL: an unsupported scheme, credentials in the URL, a missing
     bucket, key or prefix, a prefix with no Parquet object, an unreadable listing."""
-    scheme, root = check_url(url)
-    store = Store(scheme, storage_options)
+    store, root = store_for(url, storage_options)
     fs = store.filesystem(fresh=True)
     shown = shown_url(url)
     try:
         info = fs.info(root)
         if info.get("type") == "directory":
             found = fs.find(root, detail=True)
-            listing = [(k, int(v.get("size") or 0), str(v.get("ETag") or v.get("etag") or ""))
+            listing = [(k, int(v.get("size") or 0), store.version(v))
                        for k, v in sorted(found.items())
                        if v.get("type", "file") == "file" and k.lower().endswith(suffixes)
                        and not _skipped(k[len(root):])]
             control = {k[len(root):].lstrip("/") for k in found}
             return store, root, listing, True, control
     except FileNotFoundError:
-        raise InputError(f"input not found: {shown} (no such bucket, object or prefix)") from None
+        raise InputError(f"input not found: {shown} (no such {store.place}, object or prefix)") from None
     except (OSError, ValueError, PermissionError) as exc:
         raise InputError(f"cannot list {shown}: {store.scrub(describe(exc))}") from None
-    except Exception as exc:  # botocore's own errors (no credentials, endpoint unreachable, ...)
+    except Exception as exc:  # the store library's own errors (no credentials, endpoint unreachable, ...)
         raise InputError(f"cannot list {shown}: {store.scrub(describe(exc))}") from None
-    entry = (root, int(info.get("size") or 0), str(info.get("ETag") or info.get("etag") or ""))
+    entry = (root, int(info.get("size") or 0), store.version(info))
     return store, root, [entry], False, set()
 
 
@@ -224,4 +327,4 @@ def refuse_remote_output(path, what: str = "output") -> None:
     only on a local or mounted file system)."""
     if path is not None and is_remote(str(path)):
         raise ParameterError(f"writing the {what} to an object store is not supported yet: {shown_url(str(path))} "
-                             "(write it to a local or mounted path; s3:// works for inputs, releases and their reports)")
+                             "(write it to a local or mounted path; an object store takes inputs, releases and their reports)")

@@ -197,9 +197,9 @@ def write_file(path: str, schema, keep_row_id: bool, fragments: list, store=None
         del table
         data = sink.getvalue().to_pybytes()
         del sink
-        from .objectfile import part_size
+        from .objectfile import put_whole
 
-        fs.pipe_file(path, data, chunksize=part_size(fs))
+        put_whole(fs, path, data)
         return dict(out, bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
     # no mkdir: the directories were made by open_staging; after discard_staging this write fails
     pq.write_table(table.replace_schema_metadata(None), path)

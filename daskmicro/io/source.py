@@ -245,8 +245,8 @@ def open_source(path, filters=(), columns=None, drop=(), needed=(), storage_opti
         Columns the run names (QIs, strata, …): read even when the file stores them as its
         pandas index, which is otherwise never read (row labels, often an identifier).
     storage_options : dict, optional
-        Options of the object store's file system (s3fs) for an ``s3://`` URL
-        (:mod:`daskmicro.io.objectstore`); a ``file://`` URL is read as the local path it names.
+        Options of the object store's file system (s3fs, adlfs, gcsfs) for an ``s3://``,
+        ``abfs://`` or ``gs://`` URL (:mod:`daskmicro.io.objectstore`); a ``file://`` URL is read as the local path it names.
 
     Raises
     ------

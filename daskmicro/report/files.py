@@ -3,7 +3,7 @@
 :func:`write_report` renders the page of any release a run wrote (a release file with its
 ``NAME.report.json``, a directory release with ``_report.json``, a demo directory with
 ``report.json``, or the JSON itself) through :func:`daskmicro.report.html.render_html`.  Any of
-them may be on an object store (``s3://…``: a release object, a directory release committed there,
+them may be on an object store (``s3://…``, ``abfs://…``, ``gs://…``: a release object, a directory release committed there,
 a report object), and the page may be written there: one object PUT whole.
 """
 

@@ -82,25 +82,28 @@ def check_input(value, base: Path) -> dict:
 
 
 #: Option names that hold a credential: never in a spec, whose text is copied into every report.
-_SECRET_OPTION = re.compile(r"(^key$|_key$|key_id|secret|token|password|credential)", re.IGNORECASE)
+_SECRET_OPTION = re.compile(r"(^key$|_key$|key_id|secret|token|password|credential|connection_string|^sas)",
+                            re.IGNORECASE)
 
 
 def _storage_options(value, path: str) -> dict:
-    """``input.storage_options``: s3fs options of an object-store input, credentials refused (the
+    """``input.storage_options``: the file system options (s3fs, adlfs, gcsfs) of an object-store input, credentials refused (the
     spec's text is part of the published report; the environment, a profile or an instance role
     give them)."""
     from ..io.objectstore import is_remote
 
     if not isinstance(value, dict):
-        fail("input.storage_options", f"expected a mapping of s3fs options, got {show(value)}")
+        fail("input.storage_options", f"expected a mapping of the store's file system options, got {show(value)}")
     if not is_remote(path):
-        fail("input.storage_options", "applies only to an object-store input.path (s3://BUCKET/KEY)")
+        fail("input.storage_options", "applies only to an object-store input.path (s3://BUCKET/KEY, "
+             "abfs://CONTAINER/KEY, gs://BUCKET/KEY)")
 
     def walk(obj, where):
         for name, v in obj.items():
             if _SECRET_OPTION.search(str(name)):
                 fail(f"{where}.{name}", "credentials are never written in a spec (its text is copied into the "
-                     "report): give them through the environment (AWS_ACCESS_KEY_ID, …), a profile "
+                     "report): give them through the environment (AWS_ACCESS_KEY_ID, "
+                     "AZURE_STORAGE_CONNECTION_STRING, GOOGLE_APPLICATION_CREDENTIALS, …), a profile "
                      "(storage_options.profile) or the machine's role")
             if isinstance(v, dict):
                 walk(v, f"{where}.{name}")
