@@ -42,6 +42,15 @@ EXTRA_HINT = "pip install 'daskmicro[s3]'"
 #: Environment variables whose values never appear in a message.
 _SECRET_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+#: s3fs options and their counterparts among a Delta table's storage options (Store.table_options).
+_TABLE_KEYS = {"key": "AWS_ACCESS_KEY_ID", "username": "AWS_ACCESS_KEY_ID", "secret": "AWS_SECRET_ACCESS_KEY",
+               "password": "AWS_SECRET_ACCESS_KEY", "token": "AWS_SESSION_TOKEN", "endpoint_url": "AWS_ENDPOINT_URL",
+               "client_kwargs.endpoint_url": "AWS_ENDPOINT_URL", "client_kwargs.region_name": "AWS_REGION",
+               "profile": "AWS_PROFILE"}
+#: s3fs options about its own caches, buffers and connections: nothing to say to a Delta table's store.
+_TABLE_IGNORED = {"skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths",
+                  "default_block_size", "default_fill_cache", "default_cache_type", "cache_regions", "use_ssl",
+                  "max_concurrency", "fixed_upload_size", "asynchronous"}
 
 
 def is_url(path) -> bool:
@@ -140,6 +149,36 @@ class Store:
         except TypeError as exc:
             raise ParameterError(f"storage_options: not understood by the {self.protocol} file system "
                                  f"({self.scrub(describe(exc))})") from None
+
+    def table_options(self, what: str) -> dict:
+        """The options of a Delta table's object store (``deltalake``'s ``storage_options``) that say
+        what this store's s3fs options say: credentials, endpoint (plain HTTP allowed for an
+        ``http://`` endpoint, given or from ``AWS_ENDPOINT_URL``), region, profile, unsigned access;
+        every commit is a conditional PUT (``conditional_put``: ETag).  An option with no
+        counterpart there is refused in one line naming it and ``what`` needs it."""
+        options = dict(self._options)
+        client = options.pop("client_kwargs", None) or {}
+        if not isinstance(client, dict):
+            raise ParameterError("storage_options.client_kwargs: expected a mapping")
+        out = {"conditional_put": "etag"}
+        for name, value in list(options.items()) + [(f"client_kwargs.{k}", v) for k, v in client.items()]:
+            if name in _TABLE_IGNORED:
+                continue
+            if name == "anon":
+                if value:
+                    out["AWS_SKIP_SIGNATURE"] = "true"
+                continue
+            target = _TABLE_KEYS.get(name)
+            if target is None:
+                raise ParameterError(f"storage_options.{name}: not an option {what} can take (credentials, "
+                                     "endpoint_url, region_name, profile and anon are)")
+            if value is not None:
+                out[target] = str(value)
+        endpoint = out.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL_S3") or \
+            os.environ.get("AWS_ENDPOINT_URL") or ""
+        if endpoint.lower().startswith("http://"):
+            out["AWS_ALLOW_HTTP"] = "true"
+        return out
 
     def scrub(self, text: str) -> str:
         """``text`` with every option value and credential of the environment replaced by ``…``."""
