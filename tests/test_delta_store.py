@@ -12,7 +12,6 @@ import subprocess
 import sys
 import textwrap
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
