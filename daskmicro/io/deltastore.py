@@ -13,8 +13,9 @@ table on the store (:class:`DeltaTableTarget`):
   line), reads that version back from the store and checks it again;
 * the run prefix is deleted, whatever the outcome, and ``_report.json`` is PUT beside the log.
 
-Nothing is written outside the table's prefix; only a run prefix, ``_report.json`` and what a
-failed version wrote are ever deleted there.  A table on the store as input (:func:`delta_listing`)
+Nothing is written outside the table's prefix, and nothing there is deleted but run prefixes (this
+run's, and those interrupted runs left, as for a Parquet release) and what a version that failed
+its read-back check wrote; ``_report.json`` is replaced by each version's.  A table on the store as input (:func:`delta_listing`)
 is read as the files its log names for the current version, never those of earlier versions.
 """
 

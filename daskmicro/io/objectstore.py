@@ -19,7 +19,9 @@ A directory release (a lake) may be written to an object store: the workers writ
 prefix of the target and one ``_SUCCESS`` object commits it (:mod:`daskmicro.io.objectcommit`).  A
 prefix holding such a release is read through its ``_SUCCESS`` manifest only: the objects it lists,
 nothing else; run prefixes without a manifest are refused.  A single-file release, a report and a
-report page are single objects (:mod:`daskmicro.io.objectfile`).  A release ledger, a Dask
+report page are single objects (:mod:`daskmicro.io.objectfile`).  A Delta table on the store is
+written as a release's next version and read as its current version (:mod:`daskmicro.io.deltastore`;
+its store gets the options of :meth:`Store.table_options`).  A release ledger, a Dask
 performance report and an incremental survey's release on an object store are refused
 (:func:`refuse_remote_output`).
 """
