@@ -280,8 +280,15 @@ def commit_delta(staging, target, files: list, columns: list, k: int, n: int) ->
     previous, version = _write(deltalake, table, reader, keys)
     try:
         check = _check_version(deltalake, table, version, columns, k, n)
-    except BaseException:
-        _undo(deltalake, table, previous, version)
+    except BaseException as failed:
+        try:
+            _undo(deltalake, table, previous, version)
+        except Exception as exc:  # the failed version stays current: say so, never quietly
+            raise VerificationError(f"version {version} of the Delta table {table.url} was committed but not "
+                                    f"verified ({failed if isinstance(failed, VerificationError) else describe(failed)})"
+                                    f", and could not be taken back "
+                                    f"({table.scrub(describe(exc))}): do not publish it; restore the table to "
+                                    f"{'its previous version' if previous is not None else 'nothing'}") from None
         raise
     uris = deltalake.DeltaTable(table.uri, version=version, storage_options=table.options).file_uris()
     return {"version": int(version), "files": sorted(table.relative(u) for u in uris), "k_check": check}
