@@ -1,5 +1,5 @@
 """Delta Lake tables on an S3-compatible store (daskmicro.io.deltastore), against moto's S3 server on
-loopback (the fixtures of test_object_store) and the suite's shared cluster: releases committed as
+loopback (the suite's ``store``, the helpers of test_object_store) and the suite's shared cluster: releases committed as
 table versions from the CLI, the API and a workflow spec, read back with deltalake from the store;
 a table on the store as input; two writers; a failed version taken back; bad targets refused in one
 line with nothing written."""
@@ -17,13 +17,13 @@ import pyarrow as pa
 import pytest
 
 import test_object_store as s3t
+from _s3 import set_env
 from daskmicro import anonymize_file
 from daskmicro.cli import main
 from daskmicro.errors import ParameterError
 
 deltalake = pytest.importorskip("deltalake")
 
-store = s3t.store   # the session's S3 server: this process and the shared cluster's workers use it
 BUCKET = s3t.BUCKET
 QI = ["x", "y"]
 
@@ -107,12 +107,12 @@ def test_api_and_spec_write_tables_on_s3(store, client, tmp_path):
     src = _input(tmp_path, 1500, seed=2)
     url = f"s3://{BUCKET}/api-delta"
     options = {"key": s3t.KEY_ID, "secret": s3t.OPT_SECRET, "endpoint_url": endpoint}
-    old = s3t._set_env({"AWS_SECRET_ACCESS_KEY": None})
+    old = set_env({"AWS_SECRET_ACCESS_KEY": None})
     try:   # this process has only the options' credentials (moto accepts any)
         report = anonymize_file(src, url, QI, 4, client=client, drop=["id"], table_format="delta",
                                 partition_by=["s"], storage_options=options)
     finally:
-        s3t._set_env(old)
+        set_env(old)
     dt = deltalake.DeltaTable(url, storage_options=_options(endpoint))
     assert dt.version() == 0 and dt.metadata().partition_columns == ["s"]
     table = dt.to_pyarrow_table()
