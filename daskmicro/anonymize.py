@@ -302,7 +302,8 @@ def anonymize_file(input, output, qi, k: int, *, report=None, client=None, progr
     there by its ``_SUCCESS`` object (:mod:`daskmicro.io.objectcommit`); ``report`` may be an
     object there too, and ``storage_options`` apply to every URL.  ``options`` are those of :func:`anonymize` plus the
     lake options (``filters``, ``columns``, ``drop``, ``partition_by``, ``rows_per_file``,
-    ``table_format`` — ``"parquet"`` or ``"delta"``, a new version of a local Delta table —,
+    ``table_format`` — ``"parquet"`` or ``"delta"``, a new version of a Delta table, local or at an
+    ``s3://`` prefix (:mod:`daskmicro.io.deltastore`) —,
     ``force``, ``overwrite``, ``workers``, ``scheduler``, ``dask_report``, ``risk``, ``memory_limit``,
     ``spill_directory``).  Returns the
     :class:`~daskmicro.report.Report` (None when a committed release of the same input and

@@ -37,6 +37,7 @@ class Outcome:
     nothing_to_do: bool = False
     previous: dict | None = None
     run_record: Path | None = None   # the private run record (seed, input files), outside every output
+    table_version: int | None = None  # a Delta release: the version of the table it committed
 
 
 
@@ -94,10 +95,10 @@ def commit_lake(cfg, ex, report, output, report_path, perf, run_fp, extra):
     from .io.objectcommit import is_remote_target
     from .runtime import dask_report
 
+    if cfg.table_format == "delta":   # a Delta table: local, or on a store
+        return _commit_delta(ex, report, output, report_path, perf, extra)
     if is_remote_target(output):
         return _commit_remote(cfg, ex, report, output, report_path, run_fp, extra)
-    if cfg.table_format == "delta":
-        return _commit_delta(ex, report, output, report_path, perf, extra)
     staging = ex.staging
     try:
         report.paths["report"] = str(report_path or output / "_report.json")
@@ -119,33 +120,44 @@ def commit_lake(cfg, ex, report, output, report_path, perf, run_fp, extra):
 
 
 def _commit_delta(ex, report, output, report_path, perf, extra):
-    """A directory release as one version of a Delta table (:mod:`daskmicro.io.delta`): the verified
-    staging files committed by one transaction and checked again as read back; then the report
-    (with the table version) beside the table's log, and the staging directory removed."""
+    """A directory release as one version of a Delta table (:mod:`daskmicro.io.delta`), local or on
+    an object store (:mod:`daskmicro.io.deltastore`): the verified staged files committed by one
+    transaction and checked again as read back from where the table is; the staging area removed
+    whatever the outcome; then the report (with the table version) beside the table's log."""
     import shutil
 
     from .io.delta import commit_delta
+    from .io.deltastore import is_delta_target
+    from .io.formats import dump_json
     from .io.tables import write_json_atomic
     from .runtime import dask_report
 
+    on_store = is_delta_target(output)
     try:
         done = commit_delta(ex.staging, output, ex.files, report.published_columns(), report.k_anonymity.k,
                             int(report.n))
     finally:
-        shutil.rmtree(ex.staging, ignore_errors=True)
+        if on_store:
+            ex.staging.discard()
+        else:
+            shutil.rmtree(ex.staging, ignore_errors=True)
     if report.lake is not None:
         report.lake = {**report.lake, "files": done["files"]}
-    report.paths["report"] = str(report_path or output / "_report.json")
-    if perf.available:
+    inside = output.report_url if on_store else output / "_report.json"
+    report.paths["report"] = str(report_path or inside)
+    if perf.available:   # never on a store (refused before the run)
         perf.write(output / dask_report.LAKE_NAME)
         report.performance_report = dask_report.LAKE_NAME
     doc = _report_dict(report, {**(extra or {}), "delta": {"table_format": "delta", "version": done["version"],
                                                          "k_check": done["k_check"].to_dict()}})
-    write_json_atomic(doc, output / "_report.json")
+    if on_store:
+        output.put_report(dump_json(doc).encode("utf-8"))
+    else:
+        write_json_atomic(doc, inside)
     if report_path is not None:
         write_report_file(doc, report_path)
-    return Outcome(None, report, output, report_path or output / "_report.json",
-                   output / dask_report.LAKE_NAME if perf.available else None)
+    return Outcome(None, report, output, report_path or inside,
+                   output / dask_report.LAKE_NAME if perf.available else None, table_version=done["version"])
 
 
 def _commit_remote(cfg, ex, report, output, report_path, run_fp, extra):

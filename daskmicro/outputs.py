@@ -65,7 +65,7 @@ def check_run_outputs(cfg, sink, output, report_path, input, perf_wanted, existi
         return None, None
     _check_on_store(remote, input, cfg.overwrite, bool(existing_ok))
     check_outputs(inputs, local, cfg.overwrite, existing_ok=[p for p in existing_ok if not on_store(p)])
-    if cfg.table_format == "delta":
+    if cfg.table_format == "delta" and not on_store(output):   # one on a store: checked by its target
         from .io.delta import check_delta_target
 
         check_delta_target(output)
@@ -93,13 +93,13 @@ def locate(input, output, report_path, storage_options, cfg):
     """``file://`` URLs as the local paths they name; on an object store (``s3://``, ``abfs://``,
     ``gs://``) a directory output as its :class:`~daskmicro.io.objectcommit.RemoteTarget`, a ``.parquet`` object output
     and a report as :class:`~daskmicro.io.objectfile.ObjectTarget`; what this version does not do
-    with an object store refused in one line before anything is read or written: a Delta table, a
-    ledger or a Dask performance report there, an incremental survey read from or written there,
-    ``storage_options`` without a URL."""
+    with an object store refused in one line before anything is read or written: a ledger or a Dask
+    performance report there, an incremental survey read from or written there, ``storage_options``
+    without a URL.  A Delta release on a store is a :class:`~daskmicro.io.deltastore.DeltaTableTarget`."""
     from .io.delta import refuse_delta_output
     from .io.objectstore import is_remote, local_path, refuse_remote_output
 
-    refuse_delta_output(cfg.table_format, output)   # a Delta table: a local directory only
+    refuse_delta_output(cfg.table_format, output)   # a Delta table: a directory, local or a prefix of a store
     remote_out = output is not None and is_remote(str(output))
     lake_out = remote_out and not str(output).lower().endswith((".parquet", ".pq"))
     if cfg.method == "incremental":   # a survey's release and report stay where its arrivals are
@@ -120,6 +120,10 @@ def locate(input, output, report_path, storage_options, cfg):
         from .io.objectfile import ObjectTarget
 
         report_path = ObjectTarget(str(report_path), storage_options, "report")
+    if lake_out and cfg.table_format == "delta":
+        from .io.deltastore import DeltaTableTarget
+
+        return input, DeltaTableTarget(str(output), storage_options), report_path
     if lake_out:
         from .io.objectcommit import RemoteTarget
 

@@ -13,6 +13,8 @@
   once per test.
 * ``dask_processes``: a real ``dask scheduler`` and ``dask worker --nworkers 2`` as separate
   processes on loopback, started on first use.
+* ``store``: moto's S3 server on loopback (:mod:`_s3`), started on first use, with this process and
+  ``client``'s workers pointing their credential chain at it: ``(endpoint, s3fs file system)``.
 * The census data sets and their QI list, made once.
 * The release ledger is off (``DASKMICRO_LEDGER=off``): tests of series name their own ledger.
 
@@ -28,6 +30,7 @@ import numpy as np
 import pytest
 
 from _clusters import connect, process_client, start_dask_processes
+from _s3 import s3_store
 
 # Every run of the suite is a trial run (the release ledger off) unless a test names a ledger:
 # runs of the same data sets in different tests must not become one series of releases.
@@ -52,6 +55,12 @@ def client():
     """A client of the shared LocalCluster of two worker processes."""
     with process_client(2) as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def store(client):
+    """moto's S3 server of the session (:func:`_s3.s3_store`): ``(endpoint, s3fs file system)``."""
+    yield from s3_store(client)
 
 
 @pytest.fixture(scope="session")

@@ -108,10 +108,10 @@ def test_a_delta_table_as_input_is_read_as_its_current_version(tmp_path, client)
     assert release.groupby(QI).size().min() >= K
 
 
-@pytest.mark.parametrize("output", ["out.parquet", "s3://bucket/release"])
-def test_delta_output_refused_for_a_file_or_an_object_store(lake, tmp_path, capsys, output):
-    target = output if output.startswith("s3://") else str(tmp_path / output)
-    code = main(["anonymize", str(lake), target, "--qi", ",".join(QI), "--k", str(K), "--table-format", "delta"])
+@pytest.mark.parametrize("output", ["out.parquet", "out.csv"])
+def test_delta_output_refused_for_a_file(lake, tmp_path, capsys, output):
+    code = main(["anonymize", str(lake), str(tmp_path / output), "--qi", ",".join(QI), "--k", str(K),
+                 "--table-format", "delta"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
     assert len(err) == 1 and "table_format 'delta' (--table-format)" in err[0], err
@@ -154,3 +154,29 @@ def test_a_table_whose_files_are_not_its_rows_is_refused(tmp_path, capsys, featu
     name = {"DeletionVectors": "deletionVectors", "ColumnMapping": "columnMapping"}[feature]
     assert f"uses {name}" in err[0] and str(src) in err[0], err
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_a_version_that_fails_its_check_is_taken_back(tmp_path):
+    """A committed version that fails its read-back check (here: other rows than the run counted) is
+    taken back at once: a new table removed; else the previous version restored and the failed
+    version's own files deleted, so that it cannot be read by version either."""
+    from daskmicro.errors import VerificationError
+    from daskmicro.io.delta import commit_delta
+
+    staging, out = tmp_path / "staging", tmp_path / "table"
+    staging.mkdir()
+    rows = _frame(100, 11)[QI]   # each tuple three times: k = 3 holds, only the count is off
+    pd.concat([rows] * 3, ignore_index=True).to_parquet(staging / "part-00000.parquet", index=False)
+    files = [{"path": "part-00000.parquet"}]
+    with pytest.raises(VerificationError, match="rows in = 299, rows read back = 300"):
+        commit_delta(staging, out, files, QI, 3, 299)
+    assert not out.exists()
+    assert commit_delta(staging, out, files, QI, 3, 300)["version"] == 0
+    kept = sorted(deltalake.DeltaTable(str(out)).file_uris())
+    with pytest.raises(VerificationError, match="rows read back = 300"):
+        commit_delta(staging, out, files, QI, 3, 301)
+    dt = deltalake.DeltaTable(str(out))
+    assert dt.version() == 2 and sorted(dt.file_uris()) == kept and dt.to_pyarrow_table().num_rows == 300
+    assert sorted(str(p) for p in out.rglob("*.parquet")) == sorted(u.removeprefix("file://") for u in kept)
+    with pytest.raises(Exception):
+        deltalake.DeltaTable(str(out), version=1).to_pyarrow_table()

@@ -155,7 +155,7 @@ def _add_lake_options(p) -> None:
     g.add_argument("--rows-per-file", type=int, metavar="N", help=f"rows per output file (default {DEFAULT_ROWS_PER_FILE:,})")
     g.add_argument("--table-format", choices=["parquet", "delta"], default=None, help="a directory OUTPUT as a "
                    "Parquet lake committed by _SUCCESS (parquet, default) or as a new version of a Delta table (delta; "
-                   "needs the delta extra; local directories only)")
+                   "needs the delta extra; a local directory or an s3:// prefix)")
     g.add_argument("--force", action="store_true", help="run even when OUTPUT holds a committed run of the same input and configuration")
 
 
@@ -184,7 +184,7 @@ def run_anonymize(args, client=None) -> int:
     if outcome.output is not None and report.lake is not None:   # a directory release, local or on a store
         remote = not isinstance(outcome.output, Path)
         print("\n".join(where_lines(outcome.output, outcome.report_path if remote else None,
-                                     files=len(report.lake["files"]))))
+                                     files=len(report.lake["files"]), version=outcome.table_version)))
     else:
         print("\n".join(where_lines(outcome.output, outcome.report_path)))
     if outcome.performance_report is not None:

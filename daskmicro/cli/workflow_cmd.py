@@ -212,7 +212,7 @@ def _print_summary(summary: dict, verbose: bool, storage_options=None) -> None:
     if verbose:
         print(f"  committed in {summary['seconds']:.1f} s")
     files = len((doc.get("lake") or {}).get("files") or []) if doc.get("lake") else None
-    print("\n".join(where_lines(output, report, files=files)))
+    print("\n".join(where_lines(output, report, files=files, version=(doc.get("delta") or {}).get("version"))))
     print(f"run key: {summary['key']}")
 
 

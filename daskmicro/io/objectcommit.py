@@ -46,7 +46,7 @@ from .objectstore import Store, check_url, shown_url, store_for
 from .recovery import OWNER, SUCCESS, owner_alive, owner_record
 
 __all__ = ["RUN_PREFIX", "RemoteTarget", "RemoteRun", "is_release_prefix", "release_listing", "is_remote_target",
-           "MANIFEST_FORMAT"]
+           "run_prefix_of", "MANIFEST_FORMAT"]
 
 #: The name of a run prefix: ``.run-`` and 16 hex digits.
 RUN_PREFIX = ".run-"
@@ -62,6 +62,11 @@ def _run_of(rel: str):
     """The run prefix an object (``rel``, relative to the target) lies under, or None."""
     head, sep, _ = rel.partition("/")
     return head if sep and _RUN.match(head) else None
+
+
+def run_prefix_of(rel: str):
+    """The run prefix (``.run-<16 hex>``) an object ``rel`` (relative to a target) lies under, or None."""
+    return _run_of(rel)
 
 
 def is_release_prefix(names) -> bool:

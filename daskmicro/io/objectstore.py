@@ -26,7 +26,9 @@ A directory release (a lake) may be written to an object store: the workers writ
 prefix of the target and one ``_SUCCESS`` object commits it (:mod:`daskmicro.io.objectcommit`).  A
 prefix holding such a release is read through its ``_SUCCESS`` manifest only: the objects it lists,
 nothing else; run prefixes without a manifest are refused.  A single-file release, a report and a
-report page are single objects (:mod:`daskmicro.io.objectfile`).  A release ledger, a Dask
+report page are single objects (:mod:`daskmicro.io.objectfile`).  A Delta table on the store is
+written as a release's next version and read as its current version (:mod:`daskmicro.io.deltastore`;
+its store gets the options of :meth:`Store.table_options`).  A release ledger, a Dask
 performance report and an incremental survey's release on an object store are refused
 (:func:`refuse_remote_output`).
 """
@@ -62,6 +64,16 @@ _SECRET_PARTS = ("accountkey", "sharedaccesssignature", "sig")
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 #: The host of an Azure storage account in ``abfs://CONTAINER@ACCOUNT.dfs.core.windows.net/KEY``.
 _AZURE_HOST = re.compile(r"^([a-z0-9]{3,24})\.(?:dfs|blob)\.core\.windows\.net$", re.IGNORECASE)
+
+#: s3fs options and their counterparts among a Delta table's storage options (Store.table_options).
+_TABLE_KEYS = {"key": "AWS_ACCESS_KEY_ID", "username": "AWS_ACCESS_KEY_ID", "secret": "AWS_SECRET_ACCESS_KEY",
+               "password": "AWS_SECRET_ACCESS_KEY", "token": "AWS_SESSION_TOKEN", "endpoint_url": "AWS_ENDPOINT_URL",
+               "client_kwargs.endpoint_url": "AWS_ENDPOINT_URL", "client_kwargs.region_name": "AWS_REGION",
+               "profile": "AWS_PROFILE"}
+#: s3fs options about its own caches, buffers and connections: nothing to say to a Delta table's store.
+_TABLE_IGNORED = {"skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths",
+                  "default_block_size", "default_fill_cache", "default_cache_type", "cache_regions", "use_ssl",
+                  "max_concurrency", "fixed_upload_size", "asynchronous"}
 
 
 def is_url(path) -> bool:
@@ -219,6 +231,40 @@ class Store:
         if self.kind == "gcs":
             return str(info.get("generation") or "")
         return str(info.get("ETag") or info.get("etag") or "")
+
+    def table_options(self, what: str) -> dict:
+        """The options of a Delta table's object store (``deltalake``'s ``storage_options``) that say
+        what this store's s3fs options say: credentials, endpoint (plain HTTP allowed for an
+        ``http://`` endpoint, given or from ``AWS_ENDPOINT_URL``), region, profile, unsigned access;
+        every commit is a conditional PUT (``conditional_put``: ETag).  An option with no
+        counterpart there is refused in one line naming it and ``what`` needs it.  Delta tables are
+        read and written on S3 (and in local directories) only: another store is refused in one line."""
+        if self.kind != "s3":
+            raise ParameterError(f"{what}: Delta tables are read and written in local directories and on s3:// "
+                                 f"stores, not on {self.protocol}://")
+        options = dict(self._options)
+        client = options.pop("client_kwargs", None) or {}
+        if not isinstance(client, dict):
+            raise ParameterError("storage_options.client_kwargs: expected a mapping")
+        out = {"conditional_put": "etag"}
+        for name, value in list(options.items()) + [(f"client_kwargs.{k}", v) for k, v in client.items()]:
+            if name in _TABLE_IGNORED:
+                continue
+            if name == "anon":
+                if value:
+                    out["AWS_SKIP_SIGNATURE"] = "true"
+                continue
+            target = _TABLE_KEYS.get(name)
+            if target is None:
+                raise ParameterError(f"storage_options.{name}: not an option {what} can take (credentials, "
+                                     "endpoint_url, region_name, profile and anon are)")
+            if value is not None:
+                out[target] = str(value)
+        endpoint = out.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL_S3") or \
+            os.environ.get("AWS_ENDPOINT_URL") or ""
+        if endpoint.lower().startswith("http://"):
+            out["AWS_ALLOW_HTTP"] = "true"
+        return out
 
     def scrub(self, text: str) -> str:
         """``text`` with every option value and credential of the environment (each secret part of a

@@ -288,15 +288,19 @@ def open_source(path, filters=(), columns=None, drop=(), needed=(), storage_opti
 
 def _open_remote(url, storage_options, filters, columns, drop, needed) -> "RemoteSource":
     """:func:`open_source` of an object-store URL (:func:`daskmicro.io.objectstore.open_remote`)."""
+    from .deltastore import delta_listing, is_delta_prefix
     from .objectcommit import is_release_prefix, release_listing
     from .objectstore import open_remote
     from .recovery import SUCCESS
 
     store, root, listing, prefix, names = open_remote(url, storage_options, PARQUET_SUFFIXES)
-    if prefix and is_release_prefix(names):   # a release written there: only what its manifest lists
+    delta = prefix and is_delta_prefix(names)
+    if delta:   # a Delta table: the files of its current version only
+        listing = delta_listing(store, root, url, listing)
+    elif prefix and is_release_prefix(names):   # a release written there: only what its manifest lists
         root, listing, names = release_listing(store, root, url)
     if prefix:
-        if "_report.json" in names and SUCCESS not in names:
+        if "_report.json" in names and SUCCESS not in names and not delta:
             raise InputError(f"not a committed release (no {SUCCESS}): {url}")
         if not listing:
             raise InputError(f"prefix holds no Parquet objects: {url}")

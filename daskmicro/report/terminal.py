@@ -175,15 +175,16 @@ def summary_text(r: Mapping, verbose: bool = False) -> str:
     return "\n".join(summary_lines(r, verbose))
 
 
-def where_lines(release, report=None, *, files: int | None = None, page=None) -> list:
+def where_lines(release, report=None, *, files: int | None = None, page=None, version: int | None = None) -> list:
     """Where the files are: the release (``files``: a directory of that many files, committed with
-    ``_SUCCESS``), its JSON report, and its HTML page (``page``: written there; else the command that
+    ``_SUCCESS``, or as ``version`` of a Delta table), its JSON report, and its HTML page (``page``: written there; else the command that
     writes it and where, as :func:`daskmicro.report.find_report` places it).  A release on an object
     store (a URL) is named as it is, with the report copy given (``report``) if any."""
     from ..io.objectstore import is_remote
 
+    how = "committed with _SUCCESS" if version is None else f"version {version} of the Delta table"
     if is_remote(str(release)) or (report is not None and is_remote(str(report))):
-        files_text = f"/ ({files or 0:,} file(s), committed with _SUCCESS)" if files is not None else ""
+        files_text = f"/ ({files or 0:,} file(s), {how})" if files is not None else ""
         lines = [f"release: {release}{files_text}"]
         if report is not None:
             lines.append(f"report:  {report}")
@@ -193,7 +194,7 @@ def where_lines(release, report=None, *, files: int | None = None, page=None) ->
     release = Path(str(release))
     if files is not None:
         report = Path(str(report)) if report is not None else release / "_report.json"
-        lines = [f"release: {release}/ ({files:,} file(s), committed with _SUCCESS)"]
+        lines = [f"release: {release}/ ({files:,} file(s), {how})"]
         source, target = release, release.with_name(release.name + ".report.html")
     else:
         lines = [f"release: {release}"]
