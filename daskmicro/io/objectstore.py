@@ -19,9 +19,9 @@ A directory release (a lake) may be written to an object store: the workers writ
 prefix of the target and one ``_SUCCESS`` object commits it (:mod:`daskmicro.io.objectcommit`).  A
 prefix holding such a release is read through its ``_SUCCESS`` manifest only: the objects it lists,
 nothing else; run prefixes without a manifest are refused.  A single-file release, a report and a
-report page are single objects (:mod:`daskmicro.io.objectfile`).  A release ledger, a Dask
-performance report and an incremental survey's release on an object store are refused
-(:func:`refuse_remote_output`).
+report page are single objects (:mod:`daskmicro.io.objectfile`).  An incremental survey may land
+under a prefix (:mod:`daskmicro.io.objectsurvey`).  A release ledger and a Dask performance report
+on an object store are refused (:func:`refuse_remote_output`).
 """
 
 from __future__ import annotations
