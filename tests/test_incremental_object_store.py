@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from daskmicro import anonymize_incremental
+from daskmicro import anonymize_file, anonymize_incremental
 from daskmicro import cli as lake_cli
 from daskmicro.datasets import census_like
 from daskmicro.errors import InputError
@@ -267,6 +267,9 @@ def test_bad_survey_inputs_one_line_nothing_written(store, warm, tmp_path, monke
     assert code == 2 and err.count("\n") == 1 and f"output s3://{BUCKET}/surveys/bad/rel is the input or lies" in err
     with pytest.raises(InputError, match="no object under this prefix"):
         anonymize_incremental(f"s3://{BUCKET}/surveys/none", QI, K, nu=NU, output=tmp_path / "rel.parquet")
+    with pytest.raises(InputError, match="no such bucket"):
+        anonymize_file("s3://no-such-bucket-s/survey", f"s3://{BUCKET}/releases/bad.parquet", QI, K,
+                       method="incremental", incremental={"nu": NU}, keep=["record_id"], client=warm)
     fs.invalidate_cache()
     assert sorted(fs.find(BUCKET)) == before and list(tmp_path.iterdir()) == []
 
