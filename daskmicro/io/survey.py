@@ -91,7 +91,10 @@ class LocalArrivals:
             name = entry.name
             if not name.endswith(".parquet") or name.startswith((".", "_")) or not entry.is_file():
                 continue
-            st = entry.stat()
+            try:
+                st = entry.stat()
+            except FileNotFoundError:   # removed since it was listed: not landed
+                continue
             out.append((name, Path(entry.path), (st.st_size, st.st_mtime_ns)))
         return out
 
