@@ -13,6 +13,9 @@
   once per test.
 * ``dask_processes``: a real ``dask scheduler`` and ``dask worker --nworkers 2`` as separate
   processes on loopback, started on first use.
+* ``store``: moto's S3 server on loopback (``_s3.py``), the shared cluster's workers and this
+  process pointed at it, for the tests of object stores; one per session (moto's servers in one
+  process share their buckets).
 * The census data sets and their QI list, made once.
 * The release ledger is off (``DASKMICRO_LEDGER=off``): tests of series name their own ledger.
 
@@ -81,6 +84,17 @@ def dask_processes():
             yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def store(client):
+    """moto's S3 server on loopback (:func:`_s3.moto_store`): ``(endpoint, s3fs file system)``."""
+    pytest.importorskip("s3fs")
+    pytest.importorskip("moto.server")
+    from _s3 import moto_store
+
+    with moto_store(client) as s:
+        yield s
 
 
 # --------------------------------------------------------------------------- data

@@ -25,10 +25,8 @@ from daskmicro.graph.incremental import default_kernel, warm_up
 from daskmicro.io.arrivals import CLOSED, MANIFEST, OFFSET_KEY
 from daskmicro.privacy import verify_k_anonymity
 
-import test_object_store
-from test_object_store import BUCKET, _no_credentials, _object, _release_on_store, _store_text, run_cli
-
-store = test_object_store.store   # its session fixture: moto's server, the workers pointed at it
+from _s3 import BUCKET, KEY_ID, OPT_SECRET, SECRET   # the store: the ``store`` fixture of conftest.py
+from test_object_store import _no_credentials, _object, _release_on_store, _store_text, run_cli
 
 QI = ["AGI", "FEDTAX", "FICA", "INTVAL", "PEARNVAL", "STATETAX", "WSALVAL"]
 N, K, FILES = 1500, 5, 6
@@ -252,7 +250,7 @@ def test_bad_survey_inputs_one_line_nothing_written(store, warm, tmp_path, monke
         (f"s3://{BUCKET}/surveys/none", f"input not found: s3://{BUCKET}/surveys/none (no object under this prefix"),
         (f"s3://{BUCKET}/surveys/one.parquet", "an incremental survey is read from a prefix whose objects land over "
                                                f"time, not from one object: s3://{BUCKET}/surveys/one.parquet"),
-        (f"s3://KEY:{test_object_store.SECRET}@{BUCKET}/surveys/bad", "credentials in a URL are refused"),
+        (f"s3://KEY:{SECRET}@{BUCKET}/surveys/bad", "credentials in a URL are refused"),
     ]:
         code = lake_cli.main(["anonymize", url, out, "--method", "incremental", "--qi", ",".join(QI), "--k", "5",
                               "--data-ratio", "0.3", "--keep", "record_id", "--survey-timeout", "30"])
@@ -286,7 +284,7 @@ def test_an_object_is_read_as_it_was_listed(store):
     endpoint, fs = store
     survey = StoreSurvey(fs, "surveys/read", survey_frame(6)).open()
     survey.put_file(0)
-    options = {"endpoint_url": endpoint, "key": test_object_store.KEY_ID, "secret": test_object_store.OPT_SECRET}
+    options = {"endpoint_url": endpoint, "key": KEY_ID, "secret": OPT_SECRET}
     where = StoreArrivals(survey.url, options)
     [(name, obj, _)] = where.look()
     assert name == survey.names[0] and where.rows(obj) == 250 and not where.closed()

@@ -6,7 +6,6 @@ one line with nothing written; credentials never written anywhere; outputs on a 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
 import sys
@@ -16,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from _s3 import BUCKET, KEY_ID, OPT_SECRET, SECRET, set_env as _set_env   # the store: the ``store`` fixture of conftest.py
 from daskmicro import anonymize_file
 from daskmicro import cli as lake_cli
 from daskmicro.cli import build_parser
@@ -23,48 +23,7 @@ from daskmicro.errors import InputError, ParameterError
 from daskmicro.privacy import verify_k_anonymity
 
 s3fs = pytest.importorskip("s3fs")
-moto_server = pytest.importorskip("moto.server")
-
-#: The credentials of the test store: neither may appear in anything a run writes or says.
-KEY_ID = "AKIADASKMICROTEST01"
-SECRET = "dm-secret-0f9e8d7c6b5a49382716"
-#: Credentials given through storage_options instead of the environment.
-OPT_SECRET = "dm-option-secret-5a4b3c2d1e0f"
-BUCKET = "survey-bucket"
-
-
-def _set_env(env: dict) -> dict:
-    old = {k: os.environ.get(k) for k in env}
-    for k, v in env.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-    return old
-
-
-@pytest.fixture(scope="session")
-def store(client):
-    """moto's S3 server on loopback; this process and the shared cluster's workers point their
-    standard credential chain (the environment) at it.  Yields ``(endpoint, s3fs file system)``."""
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    env = {"AWS_ACCESS_KEY_ID": KEY_ID, "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_ENDPOINT_URL": endpoint,
-           "AWS_DEFAULT_REGION": "us-east-1"}
-    old = _set_env(env)
-    olds = client.run(_set_env, env)
-    try:
-        fs = s3fs.S3FileSystem(skip_instance_cache=True)
-        fs.mkdir(BUCKET)
-        yield endpoint, fs
-    finally:
-        for worker, previous in olds.items():
-            client.run(_set_env, previous, workers=[worker])
-        _set_env(old)
-        server.stop()
+pytest.importorskip("moto.server")
 
 
 def frame(n=240, seed=0):
