@@ -165,6 +165,8 @@ def test_overwrite(frame, tmp_path):
         (dict(timestamp_column="x"), ParameterError, "already a column"),
         (dict(data=[1, 2, 3]), InputError, "data must be a pandas DataFrame"),
         (dict(data=pd.DataFrame({"x": []})), InputError, "no records"),
+        (dict(lake_dir="s3://bucket/survey"), ParameterError,
+         "lake_dir: the simulator writes a local or mounted directory, not s3://bucket/survey"),
     ],
 )
 def test_bad_simulator_input(frame, tmp_path, kwargs, exc, match):
