@@ -17,6 +17,7 @@ import pandas as pd
 from .config import RunConfig
 from .errors import InputError
 from .incremental.options import BASE_METHODS, FIXED_INCREMENTS, INCREMENTS, PIPELINE_OPTIONS, IncrementalOptions
+from .io.objectstore import is_url
 from .io.survey import SurveyTimeoutError
 from .plan import RunPaths, run
 
@@ -55,6 +56,7 @@ def anonymize_incremental(
     drop=None,
     keep=None,
     overwrite: bool = False,
+    storage_options: dict | None = None,
 ):
     """Anonymize a survey in two time-delayed stages: a base stage while it runs, an increment at the close.
 
@@ -65,11 +67,12 @@ def anonymize_incremental(
 
     Parameters
     ----------
-    source : path or pandas.DataFrame
+    source : path, URL or pandas.DataFrame
         A Parquet lake directory being filled (by :class:`~daskmicro.io.arrivals.ArrivalSimulator`
         or a collector): a file counts once it is in the directory (for a simulated lake, once the
         survey clock passes its arrival time), and the survey closes with the ``_closed.json``
-        marker or at ``close_at``.  Or a DataFrame with an arrival-time column ``time_column``
+        marker or at ``close_at``.  Or an ``s3://BUCKET/PREFIX`` whose objects land the same way
+        (:mod:`daskmicro.io.objectsurvey`: an object counts once it is listed, complete).  Or a DataFrame with an arrival-time column ``time_column``
         (POSIX seconds or datetimes): a record has arrived once the clock passes its time.
     qi : list of column labels
         Numeric quasi-identifier columns (no missing or infinite values).
@@ -126,10 +129,15 @@ def anonymize_incremental(
         The workers of the LocalCluster the run starts: memory limit (bytes or a size such as
         ``"4GiB"``) and where they spill, as for :func:`daskmicro.anonymize`; refused with a
         ``client`` (its workers keep their own).
-    output, report : path, optional
+    output, report : path or URL, optional
         Write the release instead of returning it, committed as every run's is: a ``.parquet``
         file with its JSON report (``report`` or ``OUTPUT.report.json``) in one atomic batch, or
-        a directory with ``_SUCCESS``.  ``overwrite`` replaces an earlier release there.
+        a directory with ``_SUCCESS``; on an object store an ``s3://…/NAME.parquet`` object or an
+        ``s3://BUCKET/PREFIX`` committed by its ``_SUCCESS`` object, and ``report`` an ``s3://``
+        object.  ``overwrite`` replaces an earlier release there.
+    storage_options : dict, optional
+        s3fs's keyword arguments for every ``s3://`` URL of the run (credentials, endpoint); never
+        recorded.  Default: the environment's chain.
     ledger, new_series, id_column : optional
         The release ledger, as for :func:`daskmicro.anonymize`: the release is recorded in its
         series; a survey holding records published before in the series is refused.
@@ -156,7 +164,7 @@ def anonymize_incremental(
     from .errors import ParameterError
 
     if isinstance(source, (str, Path)):
-        data, input = None, Path(source)
+        data, input = None, source if is_url(source) else Path(source)
     elif isinstance(source, pd.DataFrame):
         data, input = source, None
     else:
@@ -177,8 +185,8 @@ def anonymize_incremental(
                           memory_limit=memory_limit, spill_directory=spill_directory, ledger=ledger,
                           new_series=new_series, id_column=id_column, drop=drop, keep=keep, overwrite=overwrite,
                           **pipeline)
-    outcome = run(cfg, data, paths=RunPaths(input=input, output=output, report_path=report), client=client,
-                  progress=progress)
+    outcome = run(cfg, data, paths=RunPaths(input=input, output=output, report_path=report,
+                                            storage_options=storage_options), client=client, progress=progress)
     return outcome.release, outcome.report
 
 

@@ -92,24 +92,20 @@ def _check_on_store(targets, input, overwrite: bool, same: bool) -> None:
 def locate(input, output, report_path, storage_options, cfg):
     """``file://`` URLs as the local paths they name; on an object store (``s3://``, ``abfs://``,
     ``gs://``) a directory output as its :class:`~daskmicro.io.objectcommit.RemoteTarget`, a ``.parquet`` object output
-    and a report as :class:`~daskmicro.io.objectfile.ObjectTarget`; what this version does not do
-    with an object store refused in one line before anything is read or written: a ledger or a Dask
-    performance report there, an incremental survey read from or written there, ``storage_options``
-    without a URL.  A Delta release on a store is a :class:`~daskmicro.io.deltastore.DeltaTableTarget`."""
+    and a report as :class:`~daskmicro.io.objectfile.ObjectTarget` (an incremental survey's as any
+    run's; its arrivals may be a prefix of a store too: :mod:`daskmicro.io.objectsurvey`); a Delta
+    release on a store is a :class:`~daskmicro.io.deltastore.DeltaTableTarget`; what cannot be
+    written to an object store refused in one line before anything is read or written: a ledger or a
+    Dask performance report there, ``storage_options`` without a URL."""
     from .io.delta import refuse_delta_output
     from .io.objectstore import is_remote, local_path, refuse_remote_output
 
     refuse_delta_output(cfg.table_format, output)   # a Delta table: a directory, local or a prefix of a store
     remote_out = output is not None and is_remote(str(output))
     lake_out = remote_out and not str(output).lower().endswith((".parquet", ".pq"))
-    if cfg.method == "incremental":   # a survey's release and report stay where its arrivals are
-        refuse_remote_output(output, "release of an incremental survey")
-        refuse_remote_output(report_path, "report of an incremental survey")
     refuse_remote_output(cfg.ledger, "release ledger")
     input, report_path = (local_path(str(p)) if p is not None else None for p in (input, report_path))
     remote = input is not None and is_remote(input)
-    if remote and cfg.method == "incremental":
-        raise ParameterError("an incremental survey is read from a local or mounted directory, not an object store")
     remote_report = report_path is not None and is_remote(str(report_path))
     if storage_options is not None and not (remote or remote_out or remote_report):
         raise ParameterError("storage_options apply only to an object-store input or output (s3://BUCKET/KEY, "

@@ -286,7 +286,7 @@ def _source(cfg, plan, data, input, storage_options=None):
     if plan.incremental is not None:
         from .graph.incremental_run import execute_incremental, open_survey_input
 
-        return open_survey_input(plan, data, input), execute_incremental
+        return open_survey_input(plan, data, input, storage_options), execute_incremental
     from .graph.executor import execute
 
     return open_input(cfg, data, input, storage_options), execute

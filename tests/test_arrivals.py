@@ -165,6 +165,8 @@ def test_overwrite(frame, tmp_path):
         (dict(timestamp_column="x"), ParameterError, "already a column"),
         (dict(data=[1, 2, 3]), InputError, "data must be a pandas DataFrame"),
         (dict(data=pd.DataFrame({"x": []})), InputError, "no records"),
+        (dict(lake_dir="s3://bucket/survey"), ParameterError,
+         "lake_dir: the simulator writes a local or mounted directory, not s3://bucket/survey"),
     ],
 )
 def test_bad_simulator_input(frame, tmp_path, kwargs, exc, match):
@@ -187,3 +189,19 @@ def test_array_input_gets_column_names(tmp_path):
     sim = ArrivalSimulator(np.zeros((20, 3)), tmp_path / "lake", n_files=2, duration=5, mode="instant")
     sim.start()
     assert list(pd.read_parquet(tmp_path / "lake").columns) == ["x01", "x02", "x03"]
+
+
+def test_survey_lake_refuses_a_file_changed_after_it_landed(frame, tmp_path):
+    """A survey's file rewritten once it has landed (its records may have been read already) stops
+    the run in one line, in a directory as on an object store (tests/test_incremental_object_store)."""
+    from daskmicro.io.survey import SurveyLake
+
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    frame.iloc[:50].to_parquet(lake / "part-a.parquet", index=False)
+    src = SurveyLake(lake, expected_rows=100)
+    base = src.wait_base(0.5, time.time() + 5)
+    assert [p.name for p in base] == ["part-a.parquet"] and src.rows(base) == 50
+    frame.iloc[:60].to_parquet(lake / "part-a.parquet", index=False)   # other records, other size
+    with pytest.raises(InputError, match=r"part-a\.parquet of the survey in .* changed after it landed"):
+        src.wait_close(base, time.time() + 5)

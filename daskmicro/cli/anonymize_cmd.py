@@ -85,7 +85,8 @@ def add_parser(sub, fmt) -> None:
 
 
 def _add_incremental_options(p) -> None:
-    g = p.add_argument_group("incremental survey (--method incremental: INPUT is a lake being filled)")
+    g = p.add_argument_group("incremental survey (--method incremental: INPUT is a lake being filled, a directory or an "
+                              "s3://BUCKET/PREFIX where its objects land)")
     g.add_argument("--close-at", metavar="TIME", help="when the survey closes: an ISO 8601 time or POSIX seconds "
                    "(default: the lake's _closed.json marker)")
     g.add_argument("--zeta", type=float, metavar="Z", help="arrivals coefficient ζ (survey duration / one-pass time) "

@@ -29,15 +29,12 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
-
-from ..errors import InputError, describe
 from ..io.qi import check_qi, qi_matrix  # the same checks and messages as anonymize()
+from ..io.survey import arrival_name, read_arrival
 from ..kernels import centroids, information_loss, mdav, standardize
 from ..kernels.increment import increment as increment_kernel
 from ..privacy.verify import check_tuple_counts, merge_tuple_counts, tuple_counts, verify_k_anonymity, verify_rows
@@ -86,17 +83,13 @@ class StageResult:
 
 
 def read_chunk(chunk, qi: list, prepare: Callable | None = None) -> Chunk:
-    """Rows of a chunk (Parquet paths or a DataFrame) and their validated QI matrix; ``prepare(frame)``
-    (the run's columns left out, the records' fingerprints added) applied as they are read."""
+    """Rows of a chunk (a survey's landed files — Parquet paths or objects of a store — or a
+    DataFrame) and their validated QI matrix; ``prepare(frame)`` (the run's columns left out, the
+    records' fingerprints added) applied as they are read."""
     if isinstance(chunk, pd.DataFrame):
         frame = chunk.reset_index(drop=True)
     else:
-        frames = []
-        for path in chunk:
-            try:
-                frames.append(pq.read_table(path).to_pandas())
-            except (OSError, ValueError) as exc:
-                raise InputError(f"unreadable Parquet file {Path(path).name}: {describe(exc)}") from None
+        frames = [read_arrival(item).to_pandas() for item in chunk]
         frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if prepare is not None:
         frame = prepare(frame)
@@ -271,7 +264,7 @@ class IncrementalGraph:
         """Have a worker read newly landed files now, while the survey goes on."""
         fut = self._submit(f"read-{len(self._reads)}", read_chunk, list(paths), self.qi, self.prepare)
         for p in paths:
-            self._reads[Path(p).name] = fut
+            self._reads[arrival_name(p)] = fut
 
     def _data(self, name: str, chunk: list):
         """The records of a chunk on the cluster: a DataFrame is scattered; files read by ingest are reused."""
@@ -279,10 +272,10 @@ class IncrementalGraph:
             [frame] = self.client.scatter([chunk[0]], hash=False)
             self._futures.append(frame)
             return self._submit(f"read-{name}", read_chunk, frame, self.qi, self.prepare)
-        missing = [p for p in chunk if Path(p).name not in self._reads]
+        missing = [p for p in chunk if arrival_name(p) not in self._reads]
         if missing:
             self.ingest(missing)
-        parts = list(dict.fromkeys(self._reads[Path(p).name] for p in chunk))  # batches, in arrival order
+        parts = list(dict.fromkeys(self._reads[arrival_name(p)] for p in chunk))  # batches, in arrival order
         return self._submit(f"concat-{name}", concat_chunks, *parts)
 
     def submit_base(self, chunk: list) -> None:

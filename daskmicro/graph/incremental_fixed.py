@@ -31,13 +31,12 @@ from __future__ import annotations
 import operator
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
 
 from ..errors import ParameterError
+from ..io.survey import arrival_name, arrival_rows
 from ..kernels import incremental_parts as kip
 from ..privacy.verify import RowCheck, add_tuple_counts, check_tuple_counts, merge_tuple_counts, tuple_counts
 from ..release.publish import release_bucket, replace_qi, split_chunk
@@ -127,7 +126,7 @@ def _first_rows(chunk: list, need: int) -> list:
             part = part.iloc[:need - rows]
             rows += len(part)
         else:
-            rows += pq.read_metadata(str(part)).num_rows
+            rows += arrival_rows(part)
         out.append(part)
     return out
 
@@ -213,8 +212,8 @@ class FixedIncrementalGraph(PipelineIncrementalGraph):
         """Have a worker read newly landed files now; after the base trigger they are late records."""
         super().ingest(paths)
         if self._late_open:
-            rows = sum(pq.read_metadata(str(p)).num_rows for p in paths)
-            self._pending.append((self._reads[Path(paths[0]).name], rows))
+            rows = sum(arrival_rows(p) for p in paths)
+            self._pending.append((self._reads[arrival_name(paths[0])], rows))
 
     # -- stages ----------------------------------------------------------------------------
 
@@ -250,7 +249,7 @@ class FixedIncrementalGraph(PipelineIncrementalGraph):
         """(wall seconds, records) of publishing ``chunk``'s records as late ones against a base made of them."""
         c = self.client
         frames = [p for p in chunk if isinstance(p, pd.DataFrame)]
-        data = c.scatter(pd.concat(frames, ignore_index=True)) if frames else [str(p) for p in chunk]
+        data = c.scatter(pd.concat(frames, ignore_index=True)) if frames else list(chunk)
         chunks = [c.submit(read_chunk, data, self.qi, self.prepare, pure=False)]  # these records alone (reads may hold more)
         base = base_cells(c, chunks, self.qi, self.cfg)
         pub = publish_base(c, base, self.qi, self.seed)
@@ -306,7 +305,7 @@ class FixedIncrementalGraph(PipelineIncrementalGraph):
             self._futures.append(fut)
             self._pending.append((fut, len(frame)))
         else:
-            missing = [p for p in chunk if Path(p).name not in self._reads]
+            missing = [p for p in chunk if arrival_name(p) not in self._reads]
             if missing:
                 self.ingest(missing)
         self.collect()

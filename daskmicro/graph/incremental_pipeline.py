@@ -28,12 +28,12 @@ import operator
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ..config import AUTO_EXACT_ROWS
+from ..io.survey import arrival_name
 from ..kernels import incremental_parts as kip
 from ..release.publish import replace_qi
 from .fanout import FanoutResult, fan_out, top_cells
@@ -182,10 +182,10 @@ class PipelineIncrementalGraph:
 
     def ingest(self, paths: list) -> None:
         """Have a worker read newly landed files now, while the survey goes on."""
-        fut = self.client.submit(read_chunk, [str(p) for p in paths], self.qi, self.prepare, pure=False)
+        fut = self.client.submit(read_chunk, list(paths), self.qi, self.prepare, pure=False)
         self._futures.append(fut)
         for p in paths:
-            self._reads[Path(p).name] = fut
+            self._reads[arrival_name(p)] = fut
 
     def _chunks(self, chunk: list) -> list:
         """Futures of Chunk of at least CHUNK_ROWS rows each, in arrival order (paths or one frame)."""
@@ -195,10 +195,10 @@ class PipelineIncrementalGraph:
             parts = [self.client.submit(read_chunk, f, self.qi, self.prepare, pure=False)
                      for f in self.client.scatter(pieces)]
         else:
-            missing = [p for p in chunk if Path(p).name not in self._reads]
+            missing = [p for p in chunk if arrival_name(p) not in self._reads]
             if missing:
                 self.ingest(missing)
-            parts = list(dict.fromkeys(self._reads[Path(p).name] for p in chunk))
+            parts = list(dict.fromkeys(self._reads[arrival_name(p)] for p in chunk))
         if not parts:
             return []
         sizes = self.client.gather(self.client.map(len, parts))

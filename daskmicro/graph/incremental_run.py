@@ -47,9 +47,10 @@ class SurveyInput:
     columns = property(lambda self: self.src.columns() or [])
 
 
-def open_survey_input(plan, data=None, input=None) -> SurveyInput:
-    """The survey of the run (a timestamped DataFrame or a lake being filled), checked against the
-    plan's columns; ν planned now when no calibration on the cluster is needed."""
+def open_survey_input(plan, data=None, input=None, storage_options=None) -> SurveyInput:
+    """The survey of the run (a timestamped DataFrame, or a lake being filled: a directory or a
+    prefix of an object store read with ``storage_options``), checked against the plan's columns;
+    ν planned now when no calibration on the cluster is needed."""
     from ..io.qi import unknown_columns
     from ..io.survey import open_survey
 
@@ -60,7 +61,8 @@ def open_survey_input(plan, data=None, input=None) -> SurveyInput:
         raise InputError("source must be a Parquet lake directory or a pandas DataFrame, not a Dask DataFrame")
     ip, k = plan.incremental, plan.k
     opts = ip.options
-    src = open_survey(source, time_column=opts.time_column, close_at=opts.close_at, expected_rows=opts.expected_rows)
+    src = open_survey(source, time_column=opts.time_column, close_at=opts.close_at, expected_rows=opts.expected_rows,
+                      storage_options=storage_options)
     cols = src.columns()
     if cols is not None:
         unknown = [c for c in plan.qi if c not in cols]
@@ -309,15 +311,17 @@ def _execution(client, plan, done: StagesDone, sink, output, series, step):
 
 
 def _write_lake(client, release, plan, output, n, ex) -> None:
-    """A directory release: written into its staging directory, read back and counted (k-anonymity
-    over the published QIs, rows in = rows out) before the planner commits it."""
+    """A directory release: written into its staging directory (a run prefix on an object store),
+    read back and counted (k-anonymity over the published QIs, rows in = rows out) before the
+    planner commits it."""
     from ..io import commit as cm
     from ..io.lake import write_parts
 
     staging = cm.open_staging(output)
     try:
         parts = release.to_delayed() if is_dask_frame(release) else release
-        rows, k_check = write_parts(client, parts, staging, list(plan.qi), plan.k)
+        files, k_check = write_parts(client, parts, staging, list(plan.qi), plan.k)
+        rows = sum(f["rows"] for f in files)
         if rows != n:
             raise VerificationError(f"wrote {rows} rows but the survey has {n}")
         k_check.raise_if_failed()
@@ -325,5 +329,4 @@ def _write_lake(client, release, plan, output, n, ex) -> None:
         cm.discard_staging(staging)
         raise
     ex.staging, ex.k_check = staging, k_check
-    ex.files = [{"path": str(p.relative_to(staging)), "bytes": p.stat().st_size}
-                for p in sorted(staging.rglob("*.parquet"))]
+    ex.files = files

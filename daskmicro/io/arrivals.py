@@ -179,6 +179,12 @@ class ArrivalSimulator:
         if timestamp_column is not None and timestamp_column in data.columns:
             raise ParameterError(f"timestamp_column {timestamp_column!r} is already a column of the data")
         self.profile, self.mode, self.timestamp_column = profile, mode, timestamp_column
+        from .objectstore import is_remote, shown_url
+
+        if is_remote(lake_dir):
+            raise ParameterError(f"lake_dir: the simulator writes a local or mounted directory, not {shown_url(lake_dir)} "
+                                 "(a survey on an object store is written by its own collector; a run reads it from "
+                                 "its s3:// prefix)")
         self.lake_dir = Path(lake_dir)
         if self.lake_dir.exists() and not self.lake_dir.is_dir():
             raise ParameterError(f"lake_dir is not a directory: {self.lake_dir}")

@@ -5,7 +5,9 @@ partitions the workers read themselves; nothing is loaded on the client.
 
 Output: :func:`write_parts` has the workers write and read back the release partitions in a
 staging directory (:func:`daskmicro.io.commit.open_staging`), which the one commit
-(:func:`daskmicro.io.commit.commit`) renames into place with its ``_SUCCESS`` manifest.
+(:func:`daskmicro.io.commit.commit`) renames into place with its ``_SUCCESS`` manifest — or under
+a run prefix of an object store, committed there by its ``_SUCCESS`` object
+(:mod:`daskmicro.io.objectcommit`).
 """
 
 from __future__ import annotations
@@ -45,22 +47,48 @@ def read_lake(path):
         raise InputError(f"cannot read {path}: {one_line(exc)}") from exc
 
 
-def _write_part(df, path: str, columns: list):
-    """Write one release part, read it back: (rows, counts of its published tuples as written)."""
+def _write_part(df, path: str, columns: list, store=None) -> tuple:
+    """Write one release part and read it back: ({rows, bytes[, sha256]}, the counts of its
+    published tuples as written).  On an object store (``store``: ``path`` a key of it) the part is made in
+    memory, PUT whole (:func:`daskmicro.io.objectfile.part_size` parts when large) and read back
+    from the store; the SHA-256 of the bytes read back must be that of the bytes written."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from ..privacy.verify import tuple_counts
     from .tables import arrow_to_pandas
 
-    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), path)
-    table = pq.read_table(path)
-    return table.num_rows, tuple_counts(arrow_to_pandas(table.select(list(columns))), list(columns))
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    out = {}
+    if store is None:
+        pq.write_table(table, path)
+        table, out["bytes"] = pq.read_table(path), os.path.getsize(path)
+    else:
+        import hashlib
+
+        from ..errors import VerificationError
+        from .objectfile import part_size
+
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink)
+        data = sink.getvalue().to_pybytes()
+        fs = store.filesystem()
+        fs.pipe_file(path, data, chunksize=part_size(fs))
+        fs.invalidate_cache(path)
+        back = fs.cat_file(path)
+        out["bytes"], out["sha256"] = len(data), hashlib.sha256(data).hexdigest()
+        if hashlib.sha256(back).hexdigest() != out["sha256"]:
+            raise VerificationError(f"the object read back differs from the bytes written: {store.protocol}://{path}")
+        table = pq.read_table(pa.BufferReader(back))
+    out["rows"] = table.num_rows
+    return out, tuple_counts(arrow_to_pandas(table.select(list(columns))), list(columns))
 
 
-def write_parts(client, parts, staging: Path, columns: list, k: int):
+def write_parts(client, parts, staging, columns: list, k: int):
     """Workers build, write and read back each release partition in ``staging`` (made by
-    :func:`daskmicro.io.commit.open_staging`); returns (rows read back, k-anonymity check of the
+    :func:`daskmicro.io.commit.open_staging`: a local directory, or a run prefix of an object store,
+    :class:`daskmicro.io.objectcommit.RemoteRun`); returns (the files written — path in the
+    release, rows, bytes, and on a store the SHA-256 of the object —, k-anonymity check of the
     written files over ``columns`` — stratum columns + QIs).
 
     ``parts`` are the release's partitions as dask Delayed objects (``release.to_delayed()``),
@@ -74,8 +102,10 @@ def write_parts(client, parts, staging: Path, columns: list, k: int):
     if hasattr(parts, "iloc"):  # a pandas release: one part
         parts = [dask.delayed(parts)]
     width = max(5, len(str(len(parts))))
-    paths = [str(staging / f"part.{i:0{width}d}.parquet") for i in range(len(parts))]
+    names = [f"part.{i:0{width}d}.parquet" for i in range(len(parts))]
+    store = None if isinstance(staging, (str, os.PathLike)) else staging.store
+    paths = [str(Path(staging) / n) if store is None else staging.key(n) for n in names]
     write = dask.delayed(_write_part, pure=True)
-    results = client.gather(client.compute([write(p, path, list(columns)) for p, path in zip(parts, paths)]))
-    rows = int(sum(r[0] for r in results))
-    return rows, check_tuple_counts(merge_tuple_counts(*[r[1] for r in results]), int(k))
+    results = client.gather(client.compute([write(p, path, list(columns), store) for p, path in zip(parts, paths)]))
+    files = [dict(path=name, **r[0]) for name, r in zip(names, results)]
+    return files, check_tuple_counts(merge_tuple_counts(*[r[1] for r in results]), int(k))

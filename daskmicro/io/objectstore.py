@@ -28,9 +28,9 @@ prefix holding such a release is read through its ``_SUCCESS`` manifest only: th
 nothing else; run prefixes without a manifest are refused.  A single-file release, a report and a
 report page are single objects (:mod:`daskmicro.io.objectfile`).  A Delta table on the store is
 written as a release's next version and read as its current version (:mod:`daskmicro.io.deltastore`;
-its store gets the options of :meth:`Store.table_options`).  A release ledger, a Dask
-performance report and an incremental survey's release on an object store are refused
-(:func:`refuse_remote_output`).
+its store gets the options of :meth:`Store.table_options`).  An incremental survey may land under a
+prefix (:mod:`daskmicro.io.objectsurvey`).  A release ledger and a Dask performance report on an
+object store are refused (:func:`refuse_remote_output`).
 """
 
 from __future__ import annotations

@@ -5,14 +5,15 @@ records have arrived, when the fraction 1 − ν of them is in (the base stage m
 the survey has closed (the increment stage may start).  Two kinds of source answer that:
 
 * :class:`SurveyLake` — a Parquet lake directory being filled, by
-  :class:`~daskmicro.io.arrivals.ArrivalSimulator` or by a real collector.  The total number of
+  :class:`~daskmicro.io.arrivals.ArrivalSimulator` or by a real collector, or a prefix of an object
+  store whose objects land the same way (:mod:`daskmicro.io.objectsurvey`).  The total number of
   records comes from the simulator's ``_arrivals.json`` (or ``expected_rows``); the close is the
   ``_closed.json`` marker (any collector may write one) or a given ``close_at`` time.
 * :class:`SurveyFrame` — a pandas DataFrame with a timestamp column: a record has arrived once
   the wall clock passes its timestamp; the survey closes at ``close_at`` or at the last timestamp.
 
-A source hands out *chunks*: lists of file paths (lakes; the workers read them) or DataFrames
-(frames; scattered to the cluster).  No Dask import here.
+A source hands out *chunks*: lists of files (paths, or objects of a store; the workers read them:
+:func:`read_arrival`) or DataFrames (frames; scattered to the cluster).  No Dask import here.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from pandas.api import types as ptypes
 from ..errors import InputError, ParameterError, describe, masked_path
 from .arrivals import ARRIVAL_NAME, CLOSED, is_closed, read_manifest
 
-__all__ = ["SurveyTimeoutError", "SurveyLake", "SurveyFrame", "open_survey", "to_epoch"]
+__all__ = ["SurveyTimeoutError", "LocalArrivals", "SurveyLake", "SurveyFrame", "open_survey", "to_epoch", "arrival_name",
+           "read_arrival", "arrival_rows"]
 
 
 class SurveyTimeoutError(InputError, TimeoutError):
@@ -62,37 +64,90 @@ def _remaining(deadline: float | None) -> float:
     return math.inf if deadline is None else deadline - time.time()
 
 
+class LocalArrivals:
+    """Where a :class:`SurveyLake`'s files land: a local or mounted directory.  A file counts once it
+    is in the directory under its own name (collectors write under a hidden name and rename)."""
+
+    #: Seconds between two looks at the directory.
+    poll = 0.05
+
+    def __init__(self, lake_dir):
+        self.path = Path(lake_dir)
+        if not self.path.is_dir():
+            raise InputError(f"source lake directory does not exist: {self.path}")
+
+    @property
+    def shown(self):
+        return self.path
+
+    def manifest(self) -> dict | None:
+        return read_manifest(self.path)
+
+    def look(self) -> list:
+        """``[(name, path, version)]`` of the Parquet files in the directory (hidden and ``_``
+        names left out); the version (size, modification time) tells a file rewritten in place."""
+        out = []
+        for entry in os.scandir(self.path):
+            name = entry.name
+            if not name.endswith(".parquet") or name.startswith((".", "_")) or not entry.is_file():
+                continue
+            try:
+                st = entry.stat()
+            except FileNotFoundError:   # removed since it was listed: not landed
+                continue
+            out.append((name, Path(entry.path), (st.st_size, st.st_mtime_ns)))
+        return out
+
+    def rows(self, path: Path) -> int:
+        try:
+            return pq.read_metadata(path).num_rows
+        except (OSError, pa.ArrowException) as exc:
+            raise InputError(f"unreadable Parquet file in the lake: {masked_path(str(path))}: {describe(exc)}") from None
+
+    def columns(self, path: Path) -> list:
+        return list(pq.read_schema(path).names)
+
+    def closed(self) -> bool:
+        return is_closed(self.path)
+
+    def marker_time(self) -> float:
+        return _marker_time(self.path / CLOSED)
+
+
 class SurveyLake:
-    """A Parquet lake directory whose files land while the survey is open.
+    """A Parquet lake whose files land while the survey is open: a directory (local or mounted),
+    or a prefix of an object store (:class:`daskmicro.io.objectsurvey.StoreArrivals`).
 
     Parameters
     ----------
-    lake_dir : path
-        The directory; Parquet files directly inside it are the records.
+    lake_dir : path, or where the files land
+        The directory (Parquet files directly inside it are the records), or an object with the
+        interface of :class:`LocalArrivals` (``look``, ``rows``, ``columns``, ``manifest``,
+        ``closed``, ``marker_time``, ``shown``, ``poll``).
     close_at : float, optional
         POSIX time at which the survey closes, whatever the ``_closed.json`` marker says.
     expected_rows : int, optional
         Total number of records of the survey (needed for the base trigger when the lake has no
         ``_arrivals.json`` manifest).
-    poll : float
-        Seconds between two looks at the directory.
+    poll : float, optional
+        Seconds between two looks (default: that of where the files land).
     """
 
     kind = "lake"
 
-    def __init__(self, lake_dir, close_at: float | None = None, expected_rows: int | None = None, poll: float = 0.05):
-        self.path = Path(lake_dir)
-        if not self.path.is_dir():
-            raise InputError(f"source lake directory does not exist: {self.path}")
-        self.manifest = read_manifest(self.path)
+    def __init__(self, lake_dir, close_at: float | None = None, expected_rows: int | None = None,
+                 poll: float | None = None):
+        self.where = LocalArrivals(lake_dir) if isinstance(lake_dir, (str, os.PathLike)) else lake_dir
+        self.path = self.where.shown
+        self.manifest = self.where.manifest()
         self.close_at = close_at
-        self.poll = poll
+        self.poll = self.where.poll if poll is None else poll
         rows = None if self.manifest is None else int(self.manifest["rows"])
         if expected_rows is not None:
             rows = expected_rows
         self.total_rows = rows
         self.closed_at: float | None = None
-        self._rows: dict = {}
+        self._rows: dict = {}    # name -> (rows, version) of each file seen
         self._seen: set = set()
 
     # -- what the planner needs ------------------------------------------------------------
@@ -107,7 +162,7 @@ class SurveyLake:
         files = self._landed()
         if not files:
             return None
-        return list(pq.read_schema(files[0][0]).names)
+        return self.where.columns(files[0][0])
 
     def survey_seconds(self) -> float | None:
         """Length of the whole survey in real seconds, when known (simulator manifest or close_at)."""
@@ -127,35 +182,33 @@ class SurveyLake:
         return (time.time() - float(self.manifest["opened_at"])) * float(self.manifest["speed"])
 
     def _landed(self) -> list:
-        """Landed files as (path, rows), by arrival time then name; footers are read once per file."""
+        """Landed files as (file, rows), by arrival time then name; footers are read once per file.
+        A file that changes once it has landed is refused (its records may have been read already)."""
         until = self._clock()
         out = []
-        for entry in os.scandir(self.path):
-            name = entry.name
-            if not name.endswith(".parquet") or name.startswith((".", "_")) or not entry.is_file():
-                continue
+        for name, item, version in self.where.look():
             m = ARRIVAL_NAME.match(name)
             offset = int(m.group(2)) / 1000.0 if m else math.inf
             if until is not None and m and offset > until:
                 continue
-            rows = self._rows.get(name)
-            if rows is None:
-                try:
-                    rows = self._rows[name] = pq.read_metadata(entry.path).num_rows
-                except (OSError, pa.ArrowException) as exc:
-                    raise InputError(f"unreadable Parquet file in the lake: {masked_path(entry.path)}: {describe(exc)}") from None
-            out.append((offset, name, Path(entry.path), rows))
+            known = self._rows.get(name)
+            if known is None:
+                known = self._rows[name] = (self.where.rows(item), version)
+            elif known[1] != version:
+                raise InputError(f"{name} of the survey in {self.path} changed after it landed (a survey's files are "
+                                 "written once; its records may have been read already); no release made")
+            out.append((offset, name, item, known[0]))
         out.sort(key=lambda e: (e[0], e[1]))
         return [(p, r) for _, _, p, r in out]
 
     def rows(self, chunk: list) -> int:
-        """Number of records in a chunk (paths handed out by this source)."""
-        return sum(self._rows[Path(p).name] for p in chunk)
+        """Number of records in a chunk (files handed out by this source)."""
+        return sum(self._rows[arrival_name(p)][0] for p in chunk)
 
     def _closed_now(self) -> bool:
         if self.close_at is not None and time.time() >= self.close_at:
             return True
-        if not is_closed(self.path):
+        if not self.where.closed():
             return False
         if self.manifest is not None and self.manifest.get("mode") == "instant":
             return self._clock() >= float(self.manifest["duration"])
@@ -163,17 +216,17 @@ class SurveyLake:
 
     def _look(self, on_new) -> list:
         files = self._landed()
-        new = [p for p, _ in files if p.name not in self._seen]
+        new = [p for p, _ in files if arrival_name(p) not in self._seen]
         if new:
-            self._seen.update(p.name for p in new)
+            self._seen.update(arrival_name(p) for p in new)
             if on_new is not None:
                 on_new(new)
         return files
 
     def wait_base(self, fraction: float, deadline: float | None, on_new=None) -> list:
-        """Block until ``fraction`` of the records has landed; return the landed files' paths.
+        """Block until ``fraction`` of the records has landed; return the landed files.
 
-        ``on_new(paths)`` is called with each batch of newly landed files as they are seen (the
+        ``on_new(files)`` is called with each batch of newly landed files as they are seen (the
         run hands them to the workers to read while the survey goes on).
         """
         if self.total_rows is None:
@@ -193,7 +246,7 @@ class SurveyLake:
             time.sleep(min(self.poll, left))
 
     def wait_close(self, taken: list, deadline: float | None, on_new=None, on_poll=None) -> list:
-        """Block until the survey closes; return the paths of the files not in ``taken``.
+        """Block until the survey closes; return the files not in ``taken``.
 
         ``on_poll()`` is called at each look (the run collects finished base work meanwhile).
         """
@@ -211,22 +264,21 @@ class SurveyLake:
             time.sleep(min(self.poll, left))
         self.closed_at = self._close_time()
         files = self._look(on_new)
-        if self.manifest is not None and (self.close_at is None or is_closed(self.path)):
+        if self.manifest is not None and (self.close_at is None or self.where.closed()):
             got = sum(r for _, r in files)
             if got != self.total_rows:
                 raise InputError(f"the lake {self.path} closed with {got} records but its manifest announces {self.total_rows}")
-        seen = {Path(p).name for p in taken}
-        return [p for p, _ in files if p.name not in seen]
+        seen = {arrival_name(p) for p in taken}
+        return [p for p, _ in files if arrival_name(p) not in seen]
 
     def _close_time(self) -> float:
         """When the survey closed: the earlier of the marker's time and ``close_at`` (if reached)."""
-        marker = self.path / CLOSED
         times = []
-        if marker.exists():
+        if self.where.closed():
             if self.manifest is not None and self.manifest.get("mode") == "instant":
                 times.append(float(self.manifest["opened_at"]) + float(self.manifest["duration"]) / float(self.manifest["speed"]))
             else:
-                times.append(_marker_time(marker))
+                times.append(self.where.marker_time())
         if self.close_at is not None and time.time() >= self.close_at:
             times.append(float(self.close_at))
         return min(times) if times else time.time()
@@ -239,6 +291,29 @@ def _marker_time(marker: Path) -> float:
         return float(json.loads(marker.read_text(encoding="utf-8"))["closed_at"])
     except (OSError, ValueError, KeyError, TypeError):
         return marker.stat().st_mtime
+
+
+def arrival_name(item) -> str:
+    """The name a survey's file is known by: a local file's name, or an object's last key segment."""
+    return Path(item).name if isinstance(item, (str, os.PathLike)) else item.name
+
+
+def read_arrival(item):
+    """A survey's landed file as a pyarrow Table (on the worker that reads it): a local path, or
+    an object of a store (:class:`daskmicro.io.objectsurvey.LandedObject`)."""
+    if not isinstance(item, (str, os.PathLike)):
+        return item.read()
+    try:
+        return pq.read_table(item)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"unreadable Parquet file {Path(item).name}: {describe(exc)}") from None
+
+
+def arrival_rows(item) -> int:
+    """The records of a survey's landed file, from its footer."""
+    if not isinstance(item, (str, os.PathLike)):
+        return item.num_rows()
+    return pq.read_metadata(str(item)).num_rows
 
 
 class SurveyFrame:
@@ -327,8 +402,11 @@ class SurveyFrame:
             time.sleep(max(step, 0.0))
 
 
-def open_survey(source, *, time_column=None, close_at=None, expected_rows=None, poll: float = 0.05):
-    """Wrap a lake directory (str/Path) or a timestamped DataFrame as a source of an incremental run."""
+def open_survey(source, *, time_column=None, close_at=None, expected_rows=None, poll: float | None = None,
+                storage_options=None):
+    """Wrap a lake directory (str/Path), a prefix of an object store (an ``s3://`` URL, read with
+    ``storage_options``: :mod:`daskmicro.io.objectsurvey`) or a timestamped DataFrame as a source
+    of an incremental run."""
     close = None if close_at is None else to_epoch(close_at)
     if expected_rows is not None:
         if isinstance(expected_rows, bool) or not isinstance(expected_rows, (int, np.integer)) or expected_rows < 1:
@@ -341,5 +419,11 @@ def open_survey(source, *, time_column=None, close_at=None, expected_rows=None, 
     if isinstance(source, (str, Path)):
         if time_column is not None:
             raise ParameterError("time_column applies to a DataFrame source; a lake's arrivals are its files")
+        from .objectstore import is_remote
+
+        if is_remote(source):
+            from .objectsurvey import StoreArrivals
+
+            source = StoreArrivals(source, storage_options)
         return SurveyLake(source, close, expected_rows, poll)
     raise InputError(f"source must be a Parquet lake directory or a pandas DataFrame, got {type(source).__name__}")
