@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from daskmicro import anonymize, anonymize_file, anonymize_incremental
+from daskmicro.errors import ParameterError
 
 
 def _data(n=120, seed=0):
@@ -58,6 +59,31 @@ def test_participation_column_is_not_published(tmp_path, out):
         anonymize_file(tmp_path / "in.parquet", tmp_path / out, **opts)
         got = pd.read_parquet(tmp_path / out)
     assert "pi" not in got.columns and len(got) == len(df)
+
+
+def test_arrival_times_of_a_survey_lake_are_not_published(tmp_path, client):
+    """The arrival-time column a survey's files carry (named by its ``_arrivals.json``) is withheld
+    as a frame's ``time_column`` is: not in the release as written, nor among the survey's columns."""
+    import pyarrow.parquet as pq
+
+    from daskmicro.io.arrivals import ArrivalSimulator
+
+    df = _data(300).drop(columns="ssn")
+    lake = tmp_path / "survey"
+    sim = ArrivalSimulator(df, lake, n_files=6, duration=60, mode="instant", timestamp_column="answered_at")
+    sim.start()
+    assert sim.join() is True
+    assert "answered_at" in pq.read_schema(next(lake.glob("*.parquet"))).names   # the files carry it
+    out = tmp_path / "release.parquet"
+    _, report = anonymize_incremental(lake, ["x", "y"], 4, nu=0.5, output=out, seed=0, client=client)
+    written = pq.read_table(out)
+    assert "answered_at" not in written.column_names and written.num_rows == len(df)
+    assert sorted(written.column_names) == sorted(["x", "y", "region"])
+    assert report.verified
+    with pytest.raises(ParameterError, match="answered_at"):   # not a column of the survey one may keep
+        anonymize_incremental(lake, ["x", "y"], 4, nu=0.5, output=tmp_path / "again.parquet", keep=["answered_at"],
+                              client=client)
+    assert not (tmp_path / "again.parquet").exists()
 
 
 def test_arrival_times_are_not_published():

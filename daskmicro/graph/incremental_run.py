@@ -146,7 +146,7 @@ def execute_incremental(client, survey: SurveyInput, plan, sink: str, output=Non
             check_increment_size(sched["nu"], src.total_rows, k, opts.increment)
     step("schedule")
     fp = (series.columns, series.keys) if series is not None else (None, None)
-    prepare = functools.partial(_prepare, drop=tuple(plan.incremental.drop), fp_columns=fp[0], keys=fp[1])
+    prepare = functools.partial(_prepare, drop=(*plan.incremental.drop, *src.withheld()), fp_columns=fp[0], keys=fp[1])
     seed = plan.release.seed
     if ip.base_options is None:
         graph = IncrementalGraph(client, qi, k, opts.increment, kernel, seed, prepare=prepare)

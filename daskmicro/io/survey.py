@@ -152,17 +152,21 @@ class SurveyLake:
 
     # -- what the planner needs ------------------------------------------------------------
 
+    def withheld(self) -> list:
+        """The survey's own arrival-time column (the manifest's ``timestamp_column``), if any: each
+        record's time is near-unique, so it is never published, as a frame's ``time_column`` is not."""
+        name = (self.manifest or {}).get("timestamp_column")
+        return [name] if name else []
+
     def columns(self) -> list | None:
-        """Column names: from the manifest, else from the first landed file (None when none has)."""
+        """Column names (the arrival-time column left out): from the manifest, else from the first
+        landed file (None when none has)."""
         if self.manifest is not None and self.manifest.get("columns"):
-            cols = list(self.manifest["columns"])
-            if self.manifest.get("timestamp_column"):
-                cols.append(self.manifest["timestamp_column"])
-            return cols
+            return list(self.manifest["columns"])
         files = self._landed()
         if not files:
             return None
-        return self.where.columns(files[0][0])
+        return [c for c in self.where.columns(files[0][0]) if c not in self.withheld()]
 
     def survey_seconds(self) -> float | None:
         """Length of the whole survey in real seconds, when known (simulator manifest or close_at)."""
@@ -357,6 +361,9 @@ class SurveyFrame:
         self.close_at = float(self.times[-1]) if close_at is None else close_at
         self.closed_at: float | None = None
         self._taken = 0
+
+    def withheld(self) -> list:
+        return []   # the time column is not in the frame the workers read
 
     def columns(self) -> list:
         return list(self.frame.columns)
