@@ -259,7 +259,7 @@ def test_bad_delta_targets_and_inputs_one_line_nothing_written(store, client, tm
                                        f"file (a Delta table is a directory of files and its log): s3://{BUCKET}/t.parquet"),
         ([f"s3://{s3t.KEY_ID}:{s3t.SECRET}@{BUCKET}/t"], f"credentials in a URL are refused (they would be recorded "
                                                           f"with the input's path): s3://{BUCKET}/t"),
-        (["gs://bucket/table"], "unsupported URL scheme gs://"),
+        (["gs://bucket/table"], "Delta tables are read and written in local directories and on s3:// stores, not on gs://"),
         ([f"s3://{BUCKET}/t", "--dask-report"], "writing the Dask performance report to an object store is not "
                                                 "supported yet"),
         ([f"s3://{BUCKET}/parquet-lake/t"], f"output s3://{BUCKET}/parquet-lake/t is the input or lies inside or "
