@@ -70,7 +70,7 @@ def test_arrival_times_of_a_survey_lake_are_not_published(tmp_path, client):
 
     df = _data(300).drop(columns="ssn")
     lake = tmp_path / "survey"
-    sim = ArrivalSimulator(df, lake, n_files=6, duration=60, mode="instant", timestamp_column="answered_at")
+    sim = ArrivalSimulator(df, lake, n_files=6, duration=60, speed=60, mode="instant", timestamp_column="answered_at")
     sim.start()
     assert sim.join() is True
     assert "answered_at" in pq.read_schema(next(lake.glob("*.parquet"))).names   # the files carry it
