@@ -9,7 +9,6 @@ once per store and skips, saying why, where that store's emulator or extra is mi
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ import pandas as pd
 import pytest
 
 import _emulators as emu
+from _s3 import set_env
 from daskmicro import anonymize_file
 from daskmicro import cli as lake_cli
 from daskmicro.cli import build_parser
@@ -28,25 +28,11 @@ from daskmicro.privacy import verify_k_anonymity
 
 # google-auth reads these once, when it is imported: set before anything imports it, in this
 # process and (inherited) in the cluster's workers, so that no test looks for a metadata server.
-for _name, _value in emu.GOOGLE_ISOLATION.items():
-    if _value is None:
-        os.environ.pop(_name, None)
-    else:
-        os.environ[_name] = _value
+set_env(emu.GOOGLE_ISOLATION)
 
 BUCKET = "survey-data"
 #: A storage option that must appear in nothing a run writes or says (a GCS project name here).
 OPT_SECRET = "dm-option-secret-9d8c7b6a5f4e"
-
-
-def _set_env(env: dict) -> dict:
-    old = {k: os.environ.get(k) for k in env}
-    for k, v in env.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-    return old
 
 
 @dataclass
@@ -67,13 +53,13 @@ class Cloud:
 def _started(request, client, start, env_of):
     server = start()
     env = env_of(server)
-    old = _set_env(env)
-    olds = client.run(_set_env, env)
+    old = set_env(env)
+    olds = client.run(set_env, env)
 
     def stop():
         for worker, previous in olds.items():
-            client.run(_set_env, previous, workers=[worker])
-        _set_env(old)
+            client.run(set_env, previous, workers=[worker])
+        set_env(old)
         server.stop()
 
     request.addfinalizer(stop)
