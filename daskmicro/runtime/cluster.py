@@ -230,8 +230,8 @@ def fork_server():
     ``distributed.worker.multiprocessing-method`` is left at its default (``spawn``).
 
     A spawned worker imports Python, Dask, numpy, pandas, pyarrow, numba and daskmicro afresh —
-    about 2.5 s of CPU each, paid by every worker of every cluster; a forked one starts with them
-    imported.  The server starts once per process, with the environment a spawned worker starts
+    1.5 to 2 s of CPU each on a quiet 2-core machine, paid by every worker of every cluster; a forked
+    one starts with them imported.  The server starts once per process, with the environment a spawned worker starts
     with (Dask's ``distributed.nanny.pre-spawn-environ``, its fixed ``PYTHONHASHSEED``, and
     :data:`WORKER_ENV`: variables that the C libraries read when they start, which a worker could
     not set later).  The compiled kernels are not loaded in the server: each worker loads (or
