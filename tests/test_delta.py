@@ -79,6 +79,12 @@ def test_cli_writes_a_delta_version_and_overwrite_makes_the_next(lake, tmp_path,
     assert old.num_rows == 300
     _k_anonymous(old, QI)
     _k_anonymous(deltalake.DeltaTable(str(out)).to_pyarrow_table(), QI)
+    # the page of the table's current version, beside the table (the table is left as it was)
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    assert main(["report", str(out)]) == 0
+    page = (tmp_path / "release.report.html").read_text()
+    assert "<svg" in page and "k — smallest group size promised</td><td class=\"num\">5<" in page
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
 
 
 def test_partitioned_delta_release(lake, tmp_path, client):

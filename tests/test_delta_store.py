@@ -95,6 +95,15 @@ def test_cli_release_as_versions_of_a_table_on_s3(store, client, tmp_path, monke
     assert json.loads(fs.cat_file(f"{BUCKET}/cli-delta/_report.json"))["delta"]["version"] == 1
     assert not [k for k in _keys(fs, "cli-delta") if k.startswith(".run-")]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
+    # the page of the current version: one object beside the table, which is left as it was
+    keys = _keys(fs, "cli-delta")
+    capsys.readouterr()
+    assert main(["report", url]) == 0
+    assert capsys.readouterr().out.strip() == f"report: {url}.report.html"
+    page = fs.cat_file(f"{BUCKET}/cli-delta.report.html").decode()
+    assert "<svg" in page and "k — smallest group size promised</td><td class=\"num\">5<" in page
+    assert _keys(fs, "cli-delta") == keys and sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
+    s3t._no_credentials(page)
 
 
 def test_api_and_spec_write_tables_on_s3(store, client, tmp_path):

@@ -192,7 +192,8 @@ def test_bad_inputs_one_line_nothing_written(store, client, tmp_path, capsys):
         assert code == 2 and err.count("\n") == 1 and "to an object store is not supported yet" in err
     assert lake_cli.main(["report", f"s3://{BUCKET}/lake2"]) == 2   # a lake, not a release: no report
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and f"not a committed release (no _SUCCESS naming its run): s3://{BUCKET}/lake2" in err
+    assert err.count("\n") == 1 and ("not a committed release (no _SUCCESS naming its run, no _delta_log/ of a Delta table): "
+                                   f"s3://{BUCKET}/lake2") in err
     fs.invalidate_cache()
     assert sorted(fs.find(BUCKET)) == sorted(before + [f"{BUCKET}/bad/notes.txt"] +
                                              [k for k in fs.find(f"{BUCKET}/lake2")])

@@ -15,11 +15,13 @@ PATH is any of:
   a directory release     OUTPUT/           reads OUTPUT/_report.json,
                                             writes OUTPUT.report.html beside the directory
                                             (the committed release is not changed)
+  a Delta table           TABLE/            reads TABLE/_report.json (its current version's),
+                                            writes TABLE.report.html beside the table
   a demo directory        demo-output/      reads demo-output/report.json,
                                             writes demo-output/report.html
   a JSON report           X.json            writes X.html beside it
   a private run record    RECORD.json       the page of its exact report, RECORD.html beside it
-Any of the first four may be an s3://, abfs:// (az://) or gs:// URL (credentials from the
+Any of the first five may be an s3://, abfs:// (az://) or gs:// URL (credentials from the
 environment's chain): the page is
 then written beside it on the store, one object, unless --output names another place.
 --output PATH.html writes the page elsewhere.  An existing page is refused unless --overwrite.

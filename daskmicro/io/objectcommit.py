@@ -156,6 +156,13 @@ class RemoteTarget(OnStore):
             raise self._failed("read the manifest of", exc) from None
         return _manifest_of(text)
 
+    def holds(self, name: str) -> bool:
+        """Whether an object or a prefix ``name`` lies below the target."""
+        try:
+            return bool(self._filesystem().exists(f"{self.root}/{name}"))
+        except Exception as exc:
+            raise self._failed("read", exc) from None
+
     def check(self, overwrite: bool, hint: str = "use --overwrite to replace it") -> None:
         """Refuse a target holding objects that are not daskmicro's, or a committed release
         (unless ``overwrite``)."""

@@ -2,7 +2,8 @@
 
 :func:`write_report` renders the page of any release a run wrote (a release file with its
 ``NAME.report.json``, a directory release with ``_report.json``, a demo directory with
-``report.json``, or the JSON itself) through :func:`daskmicro.report.html.render_html`.  Any of
+``report.json``, a Delta table with the ``_report.json`` of its current version beside its log,
+or the JSON itself) through :func:`daskmicro.report.html.render_html`.  Any of
 them may be on an object store (``s3://…``, ``abfs://…``, ``gs://…``: a release object, a directory release committed there,
 a report object), and the page may be written there: one object PUT whole.
 """
@@ -13,6 +14,8 @@ import json
 from pathlib import Path
 
 from ..errors import InputError, describe
+from ..io.delta import DELTA_LOG
+from ..io.deltastore import REPORT as DELTA_REPORT
 from .html import render_html
 
 __all__ = ["find_report", "write_report"]
@@ -32,7 +35,8 @@ def find_report(path) -> tuple[Path, Path]:
         if (path / "_report.json").is_file():
             from ..io.recovery import refuse_uncommitted
 
-            refuse_uncommitted(path)  # the report of a release that was never committed is not shown
+            if not (path / DELTA_LOG).is_dir():   # a Delta table is committed by its log, not by _SUCCESS
+                refuse_uncommitted(path)  # the report of a release that was never committed is not shown
             named = path if path.name not in ("", ".", "..") else path.resolve()
             return path / "_report.json", named.with_name(named.name + ".report.html")
         if (path / "report.json").is_file():
@@ -90,10 +94,15 @@ def _on_store(path, output, storage_options):
             source = ObjectTarget(url, storage_options, "release").with_suffix(".report.json", "report")
             page = source.with_suffix(".html", "page")
         else:
-            manifest = RemoteTarget(url, storage_options).read_manifest()
-            if manifest is None:
-                raise InputError(f"not a committed release (no _SUCCESS naming its run): {url}")
-            source = ObjectTarget(f"{url}/{manifest['run']}/_report.json", storage_options, "report")
+            target = RemoteTarget(url, storage_options)
+            manifest = target.read_manifest()
+            if manifest is not None:
+                source = ObjectTarget(f"{url}/{manifest['run']}/_report.json", storage_options, "report")
+            elif target.holds(DELTA_LOG):   # a Delta table: its log commits it, its report lies beside the log
+                source = ObjectTarget(f"{url}/{DELTA_REPORT}", storage_options, "report")
+            else:
+                raise InputError(f"not a committed release (no _SUCCESS naming its run, no {DELTA_LOG}/ of a "
+                                 f"Delta table): {url}")
             page = ObjectTarget(url + ".report.html", storage_options, "page")
         text = source.fetch()
     if output is not None:
