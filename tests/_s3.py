@@ -1,13 +1,22 @@
-"""The S3 server of the suite: moto's server mode on loopback, one per test session (moto keeps its
+"""The S3 server of the suite and the helpers of its tests: moto's server mode on loopback, one per test session (moto keeps its
 buckets per process, so two servers would share them).  The ``store`` fixture of ``conftest.py``
 starts it; the constants name its bucket and the credentials that no run may write or print."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import re
+from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
+
+from daskmicro import cli as lake_cli
+from daskmicro.cli import build_parser
+from daskmicro.errors import InputError, ParameterError
 
 #: The credentials of the test store: neither may appear in anything a run writes or says.
 KEY_ID = "AKIADASKMICROTEST01"
@@ -51,3 +60,87 @@ def s3_store(client):
             client.run(set_env, previous, workers=[worker])
         set_env(old)
         server.stop()
+
+
+# --------------------------------------------------------------------------- helpers of the S3 tests
+
+
+def frame(n=240, seed=0):
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"x": rng.normal(size=n), "y": rng.integers(0, 1000, n).astype(np.int64),
+                         "s": np.array(["a", "b", "c"])[np.arange(n) % 3], "year": 2018 + np.arange(n) % 4,
+                         "id": np.arange(n, dtype=np.int64)})
+
+
+def put(fs, key: str, df: pd.DataFrame, fmt: str = "parquet") -> str:
+    with fs.open(f"{BUCKET}/{key}", "wb") as fh:
+        if fmt == "parquet":
+            df.to_parquet(fh, index=False)
+        else:
+            fh.write(df.to_csv(index=False).encode())
+    fs.invalidate_cache()
+    return f"s3://{BUCKET}/{key}"
+
+
+def put_lake(fs, prefix: str, df: pd.DataFrame) -> str:
+    for (year, s), g in df.groupby(["year", "s"]):
+        put(fs, f"{prefix}/year={year}/s={s}/part-0.parquet", g.drop(columns=["year", "s"]))
+    return f"s3://{BUCKET}/{prefix}"
+
+
+def run_cli(argv, client):
+    """``daskmicro anonymize`` on the shared cluster: (exit status, error line)."""
+    args = build_parser().parse_args(["anonymize", *map(str, argv)])
+    try:
+        return lake_cli.run_anonymize(args, client=client), ""
+    except (InputError, ParameterError) as exc:
+        return 2, str(exc)
+
+
+def run_record(err: str) -> str:
+    found = re.findall(r"private run record .*: (\S+)\s*$", err, re.M)
+    assert found, err
+    return Path(found[-1]).read_text()
+
+
+def no_credentials(*texts):
+    for text in texts:
+        for secret in (SECRET, OPT_SECRET):
+            assert secret not in text
+
+
+def tree_text(root: Path) -> str:
+    return "".join(p.read_bytes().decode("latin-1") for p in sorted(root.rglob("*")) if p.is_file())
+
+
+def release_on_store(fs, prefix: str):
+    """(manifest, the release read back from the objects the manifest lists, hive columns joined,
+    every key under the target)."""
+    import pyarrow.parquet as pq
+
+    fs.invalidate_cache()
+    manifest = json.loads(fs.cat_file(f"{BUCKET}/{prefix}/_SUCCESS"))
+    frames = []
+    for entry in manifest["files"]:
+        df = pq.read_table(f"{BUCKET}/{prefix}/{manifest['run']}/{entry['path']}", filesystem=fs).to_pandas()
+        for seg in entry["path"].split("/")[:-1]:
+            col, value = seg.split("=", 1)
+            df[col] = value
+        frames.append(df)
+    return manifest, pd.concat(frames, ignore_index=True), sorted(fs.find(f"{BUCKET}/{prefix}"))
+
+
+def runs(keys, prefix):
+    return sorted({k[len(f"{BUCKET}/{prefix}/"):].split("/")[0] for k in keys} - {"_SUCCESS"})
+
+
+def store_text(fs, prefix):
+    fs.invalidate_cache()
+    return "".join(fs.cat_file(k).decode("latin-1") for k in fs.find(f"{BUCKET}/{prefix}"))
+
+
+def read_object(fs, key: str) -> pd.DataFrame:
+    import pyarrow.parquet as pq
+
+    fs.invalidate_cache()
+    return pq.read_table(f"{BUCKET}/{key}", filesystem=fs).to_pandas()

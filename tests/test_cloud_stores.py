@@ -12,17 +12,14 @@ import json
 import re
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 
 import _emulators as emu
-from _s3 import set_env
+from _s3 import frame, run_cli, set_env, tree_text   # the data and the CLI call of the S3 tests
 from daskmicro import anonymize_file
 from daskmicro import cli as lake_cli
-from daskmicro.cli import build_parser
 from daskmicro.errors import InputError, ParameterError
 from daskmicro.privacy import verify_k_anonymity
 
@@ -103,13 +100,6 @@ def cloud(request):
 # --------------------------------------------------------------------------- helpers
 
 
-def frame(n=240, seed=0):
-    rng = np.random.default_rng(seed)
-    return pd.DataFrame({"x": rng.normal(size=n), "y": rng.integers(0, 1000, n).astype(np.int64),
-                         "s": np.array(["a", "b", "c"])[np.arange(n) % 3], "year": 2018 + np.arange(n) % 4,
-                         "id": np.arange(n, dtype=np.int64)})
-
-
 def put(cloud, key: str, df: pd.DataFrame, fmt: str = "parquet") -> str:
     data = df.to_parquet(index=False) if fmt == "parquet" else df.to_csv(index=False).encode()
     cloud.fs.pipe_file(f"{BUCKET}/{key}", data)
@@ -157,15 +147,6 @@ def runs(found, prefix):
     return sorted({k[len(f"{BUCKET}/{prefix}/"):].split("/")[0] for k in found} - {"_SUCCESS"})
 
 
-def run_cli(argv, client):
-    """``daskmicro anonymize`` on the shared cluster: (exit status, error line)."""
-    args = build_parser().parse_args(["anonymize", *map(str, argv)])
-    try:
-        return lake_cli.run_anonymize(args, client=client), ""
-    except (InputError, ParameterError) as exc:
-        return 2, str(exc)
-
-
 def no_secrets(cloud, *texts):
     for text in texts:
         for secret in cloud.secrets:
@@ -174,10 +155,6 @@ def no_secrets(cloud, *texts):
 
 def store_text(cloud, prefix):
     return "".join(cloud.fs.cat_file(k).decode("latin-1") for k in keys(cloud, prefix))
-
-
-def tree_text(root: Path) -> str:
-    return "".join(p.read_bytes().decode("latin-1") for p in sorted(root.rglob("*")) if p.is_file())
 
 
 # --------------------------------------------------------------------------- inputs

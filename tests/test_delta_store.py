@@ -16,7 +16,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-import test_object_store as s3t
+import _s3 as s3t
 from _s3 import set_env
 from daskmicro import anonymize_file
 from daskmicro.cli import main
@@ -79,7 +79,7 @@ def test_cli_release_as_versions_of_a_table_on_s3(store, client, tmp_path, monke
     assert all(k.startswith("_delta_log/") or k == "_report.json" or ("/" not in k and k.endswith(".parquet"))
                for k in keys), keys
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
-    s3t._no_credentials(captured.out, captured.err, s3t._store_text(fs, "cli-delta"))
+    s3t.no_credentials(captured.out, captured.err, s3t.store_text(fs, "cli-delta"))
 
     assert main(argv) == 2   # a table there: --overwrite makes its next version
     err = capsys.readouterr().err
@@ -103,7 +103,7 @@ def test_cli_release_as_versions_of_a_table_on_s3(store, client, tmp_path, monke
     page = fs.cat_file(f"{BUCKET}/cli-delta.report.html").decode()
     assert "<svg" in page and "k — smallest group size promised</td><td class=\"num\">5<" in page
     assert _keys(fs, "cli-delta") == keys and sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
-    s3t._no_credentials(page)
+    s3t.no_credentials(page)
 
 
 def test_api_and_spec_write_tables_on_s3(store, client, tmp_path):
@@ -129,7 +129,7 @@ def test_api_and_spec_write_tables_on_s3(store, client, tmp_path):
     assert sorted(set(table.column("s").to_pylist())) == ["a", "b", "c"]
     _k_anonymous(table, ["s", *QI], 4)
     assert {k.split("/")[0] for k in _keys(fs, "api-delta") if "/" in k} == {"_delta_log", "s=a", "s=b", "s=c"}
-    s3t._no_credentials(s3t._store_text(fs, "api-delta"), json.dumps(report.to_dict(), default=str))
+    s3t.no_credentials(s3t.store_text(fs, "api-delta"), json.dumps(report.to_dict(), default=str))
 
     spec_url = f"s3://{BUCKET}/spec-delta"
     for k, overwrite in ((3, False), (6, True)):
@@ -280,7 +280,7 @@ def test_bad_delta_targets_and_inputs_one_line_nothing_written(store, client, tm
                      "delta", "--scheduler", client.scheduler.address])
         err = capsys.readouterr().err
         assert code == 2 and err.count("\n") == 1 and message in err, (argv, err)
-        s3t._no_credentials(err)
+        s3t.no_credentials(err)
     fs.invalidate_cache()
     assert sorted(fs.find(BUCKET)) == before and sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
     with pytest.raises(ParameterError, match=r"^storage_options\.requester_pays: not an option a Delta table on an "

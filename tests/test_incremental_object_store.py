@@ -26,7 +26,7 @@ from daskmicro.io.arrivals import CLOSED, MANIFEST, OFFSET_KEY
 from daskmicro.privacy import verify_k_anonymity
 
 from _s3 import BUCKET, KEY_ID, OPT_SECRET, SECRET   # the store: the ``store`` fixture of conftest.py
-from test_object_store import _no_credentials, _object, _release_on_store, _store_text, run_cli
+from _s3 import no_credentials, read_object, release_on_store, run_cli, store_text
 
 QI = ["AGI", "FEDTAX", "FICA", "INTVAL", "PEARNVAL", "STATETAX", "WSALVAL"]
 N, K, FILES = 1500, 5, 6
@@ -127,7 +127,7 @@ def check_published(rel: pd.DataFrame, df: pd.DataFrame, survey: StoreSurvey, te
     assert not rel.record_id.is_monotonic_increasing   # the arrival order is not published
     for text in texts:
         assert not any(name in text for name in survey.names)
-        _no_credentials(text)
+        no_credentials(text)
 
 
 def _file_metadata(fs, key: str) -> dict:
@@ -151,12 +151,12 @@ def test_api_survey_on_store_to_directory_release_on_store(store, warm, tmp_path
     inc = report.incremental
     # the sixth object landed after the base stage was submitted: it is the increment
     assert (inc["n_base"], inc["n_increment"]) == (N_BASE, N - N_BASE)
-    manifest, rel, keys = _release_on_store(fs, "releases/api")
+    manifest, rel, keys = release_on_store(fs, "releases/api")
     assert manifest["rows"] == {"in": N, "out": N} and report.rows.rows_out == N
     doc = json.loads(fs.cat_file(f"{BUCKET}/reports/api.json"))
     assert doc["incremental"]["n_increment"] == N - N_BASE and doc["paths"]["report"] == report_url
     assert f"{BUCKET}/releases/api/{manifest['run']}/_report.json" in keys
-    check_published(rel, df, survey, [_store_text(fs, "releases/api"), _store_text(fs, "reports")])
+    check_published(rel, df, survey, [store_text(fs, "releases/api"), store_text(fs, "reports")])
     for entry in manifest["files"]:
         assert OFFSET_KEY not in _file_metadata(fs, f"{BUCKET}/releases/api/{manifest['run']}/{entry['path']}")
     assert list(tmp_path.iterdir()) == []   # nothing written here
@@ -178,7 +178,7 @@ def test_cli_survey_on_store_to_object_release(store, warm, tmp_path, monkeypatc
         survey.join()
     captured = capsys.readouterr()
     assert out in captured.out
-    rel = _object(fs, "releases/cli.parquet")
+    rel = read_object(fs, "releases/cli.parquet")
     doc = json.loads(fs.cat_file(f"{BUCKET}/releases/cli.report.json"))
     assert (doc["incremental"]["n_base"], doc["incremental"]["n_increment"]) == (N_BASE, N - N_BASE)
     check_published(rel, df, survey, [fs.cat_file(f"{BUCKET}/releases/cli.parquet").decode("latin-1"),
@@ -207,11 +207,11 @@ def test_workflow_spec_survey_on_store(store, warm, tmp_path):
     finally:
         survey.join()
     assert summary["rows"] == N
-    manifest, rel, _ = _release_on_store(fs, "releases/spec")
+    manifest, rel, _ = release_on_store(fs, "releases/spec")
     doc = json.loads(fs.cat_file(f"{BUCKET}/reports/spec.json"))
     assert manifest["rows"] == {"in": N, "out": N} and doc["workflow"]["name"] == "s3-survey"
     assert (doc["incremental"]["n_base"], doc["incremental"]["n_increment"]) == (N_BASE, N - N_BASE)
-    check_published(rel, df, survey, [_store_text(fs, "releases/spec"), json.dumps(doc)])
+    check_published(rel, df, survey, [store_text(fs, "releases/spec"), json.dumps(doc)])
     assert list(tmp_path.iterdir()) == []
 
 
@@ -256,7 +256,7 @@ def test_bad_survey_inputs_one_line_nothing_written(store, warm, tmp_path, monke
                               "--data-ratio", "0.3", "--keep", "record_id", "--survey-timeout", "30"])
         err = capsys.readouterr().err
         assert code == 2 and err.count("\n") == 1 and message in err, err
-        _no_credentials(err)
+        no_credentials(err)
     # a release inside the survey's prefix, in one line before anything is read or written
     code = lake_cli.main(["anonymize", f"s3://{BUCKET}/surveys/bad", f"s3://{BUCKET}/surveys/bad/rel", "--method",
                           "incremental", "--qi", ",".join(QI), "--k", "5", "--data-ratio", "0.3", "--keep",
@@ -290,7 +290,7 @@ def test_an_object_is_read_as_it_was_listed(store):
     assert name == survey.names[0] and where.rows(obj) == 250 and not where.closed()
     assert where.manifest()["rows"] == N and where.columns(obj) == list(survey.df.columns)
     obj = pickle.loads(pickle.dumps(obj))   # as a worker gets it
-    _no_credentials(repr(obj), str(obj))
+    no_credentials(repr(obj), str(obj))
     pd.testing.assert_frame_equal(obj.read().to_pandas(), survey.df.iloc[:250])
     survey.put_file(1)
     fs.pipe_file(f"{survey.root}/{CLOSED}", b"{}")

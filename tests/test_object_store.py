@@ -15,63 +15,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from _s3 import BUCKET, KEY_ID, OPT_SECRET, SECRET, set_env as _set_env   # the store fixture: conftest.py
+from _s3 import (BUCKET, KEY_ID, OPT_SECRET, SECRET, frame, no_credentials, put, put_lake, read_object,  # the store
+                 release_on_store, run_cli, run_record, runs, set_env as _set_env, store_text, tree_text)  # fixture: conftest.py
 from daskmicro import anonymize_file
 from daskmicro import cli as lake_cli
-from daskmicro.cli import build_parser
-from daskmicro.errors import InputError, ParameterError
+from daskmicro.errors import ParameterError
 from daskmicro.privacy import verify_k_anonymity
 
 s3fs = pytest.importorskip("s3fs")
 moto_server = pytest.importorskip("moto.server")
-
-
-def frame(n=240, seed=0):
-    rng = np.random.default_rng(seed)
-    return pd.DataFrame({"x": rng.normal(size=n), "y": rng.integers(0, 1000, n).astype(np.int64),
-                         "s": np.array(["a", "b", "c"])[np.arange(n) % 3], "year": 2018 + np.arange(n) % 4,
-                         "id": np.arange(n, dtype=np.int64)})
-
-
-def put(fs, key: str, df: pd.DataFrame, fmt: str = "parquet") -> str:
-    with fs.open(f"{BUCKET}/{key}", "wb") as fh:
-        if fmt == "parquet":
-            df.to_parquet(fh, index=False)
-        else:
-            fh.write(df.to_csv(index=False).encode())
-    fs.invalidate_cache()
-    return f"s3://{BUCKET}/{key}"
-
-
-def put_lake(fs, prefix: str, df: pd.DataFrame) -> str:
-    for (year, s), g in df.groupby(["year", "s"]):
-        put(fs, f"{prefix}/year={year}/s={s}/part-0.parquet", g.drop(columns=["year", "s"]))
-    return f"s3://{BUCKET}/{prefix}"
-
-
-def run_cli(argv, client):
-    """``daskmicro anonymize`` on the shared cluster: (exit status, error line)."""
-    args = build_parser().parse_args(["anonymize", *map(str, argv)])
-    try:
-        return lake_cli.run_anonymize(args, client=client), ""
-    except (InputError, ParameterError) as exc:
-        return 2, str(exc)
-
-
-def _run_record(err: str) -> str:
-    found = re.findall(r"private run record .*: (\S+)\s*$", err, re.M)
-    assert found, err
-    return Path(found[-1]).read_text()
-
-
-def _no_credentials(*texts):
-    for text in texts:
-        for secret in (SECRET, OPT_SECRET):
-            assert secret not in text
-
-
-def _tree_text(root: Path) -> str:
-    return "".join(p.read_bytes().decode("latin-1") for p in sorted(root.rglob("*")) if p.is_file())
 
 
 def test_cli_hive_lake_on_s3(store, client, tmp_path, capsys):
@@ -96,9 +48,9 @@ def test_cli_hive_lake_on_s3(store, client, tmp_path, capsys):
         sorted(keep.groupby(["year", "s"]).size().tolist())
     manifest = json.loads((out / "_SUCCESS").read_text())
     assert manifest["rows"] == {"in": len(keep), "out": len(keep)}
-    record = _run_record(captured.err)
+    record = run_record(captured.err)
     assert url in record                       # the private record names the input, never a credential
-    _no_credentials(captured.out, captured.err, record, _tree_text(out))
+    no_credentials(captured.out, captured.err, record, tree_text(out))
     assert run_cli(argv, client) == (0, "") and "nothing to do" in capsys.readouterr().out
     # an object rewritten on the store is another input: the committed release is not it
     put(fs, "lake/year=2019/s=a/part-0.parquet", df[(df.year == 2019) & (df.s == "a")].drop(columns=["year", "s"])
@@ -123,10 +75,10 @@ def test_api_single_objects_with_storage_options(store, client, tmp_path):
         assert sorted(rel.year) == sorted(df.year)      # other columns pass through
         assert report.n == len(df)
         published = out.with_suffix(".report.json").read_text()
-        _no_credentials(published, json.dumps(report.to_dict(), default=str), out.read_bytes().decode("latin-1"))
+        no_credentials(published, json.dumps(report.to_dict(), default=str), out.read_bytes().decode("latin-1"))
     records = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local/state")) / "daskmicro/runs"
     newest = sorted(records.glob("*.json"), key=lambda p: p.stat().st_mtime)[-2:]
-    _no_credentials(*(p.read_text() for p in newest))
+    no_credentials(*(p.read_text() for p in newest))
 
 
 def test_file_url_input(tmp_path):
@@ -152,7 +104,7 @@ def test_workflow_spec_reads_s3(store, client, tmp_path):
     summary = execute_run(spec, client=client)
     rel = pd.read_parquet(tmp_path / "rel")
     assert summary["rows"] == 120 and len(rel) == 120
-    _no_credentials(_tree_text(tmp_path / "rel"))
+    no_credentials(tree_text(tmp_path / "rel"))
     # credentials never in a spec (its text is copied into the report)
     with pytest.raises(ParameterError, match=r"input\.storage_options\.secret: credentials are never written"):
         parse_spec({"name": "s", "input": {"path": url, "storage_options": {"secret": OPT_SECRET}}, "qi": ["x"],
@@ -180,7 +132,7 @@ def test_bad_inputs_one_line_nothing_written(store, client, tmp_path, capsys):
         code = lake_cli.main(["anonymize", url, str(out), "--qi", "x,y", "--k", "3"])
         err = capsys.readouterr().err
         assert code == 2 and err.count("\n") == 1 and message in err, err
-        _no_credentials(err)
+        no_credentials(err)
         assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == []
     # outputs on the store are refused before anything is read or written
     lake = put_lake(fs, "lake2", frame(60))
@@ -211,32 +163,6 @@ def test_missing_extra_is_one_line(monkeypatch, capsys, tmp_path):
 # --------------------------------------------------------------------------- directory releases on the store
 
 
-def _release_on_store(fs, prefix: str):
-    """(manifest, the release read back from the objects the manifest lists, hive columns joined,
-    every key under the target)."""
-    import pyarrow.parquet as pq
-
-    fs.invalidate_cache()
-    manifest = json.loads(fs.cat_file(f"{BUCKET}/{prefix}/_SUCCESS"))
-    frames = []
-    for entry in manifest["files"]:
-        df = pq.read_table(f"{BUCKET}/{prefix}/{manifest['run']}/{entry['path']}", filesystem=fs).to_pandas()
-        for seg in entry["path"].split("/")[:-1]:
-            col, value = seg.split("=", 1)
-            df[col] = value
-        frames.append(df)
-    return manifest, pd.concat(frames, ignore_index=True), sorted(fs.find(f"{BUCKET}/{prefix}"))
-
-
-def _runs(keys, prefix):
-    return sorted({k[len(f"{BUCKET}/{prefix}/"):].split("/")[0] for k in keys} - {"_SUCCESS"})
-
-
-def _store_text(fs, prefix):
-    fs.invalidate_cache()
-    return "".join(fs.cat_file(k).decode("latin-1") for k in fs.find(f"{BUCKET}/{prefix}"))
-
-
 def test_cli_release_to_s3_replaced_and_cleaned(store, client, tmp_path, monkeypatch, capsys):
     """A hive lake on the store → a directory release on the store, committed by _SUCCESS: k-anonymous
     on the values as read back (their dtypes), rows kept, only the report copy written locally; a
@@ -253,26 +179,26 @@ def test_cli_release_to_s3_replaced_and_cleaned(store, client, tmp_path, monkeyp
     assert run_cli(argv, client) == (0, "")
     captured = capsys.readouterr()
     assert f"release: {target}/" in captured.out
-    manifest, rel, keys = _release_on_store(fs, "rel-out")
+    manifest, rel, keys = release_on_store(fs, "rel-out")
     assert manifest["rows"] == {"in": len(df), "out": len(df)} and len(rel) == len(df)
     assert rel.x.dtype == np.float64 and rel.y.dtype == np.float64 and "id" not in rel.columns
     assert verify_k_anonymity(rel, ["year", "s", "x", "y"], 3)
     assert sorted(rel.groupby(["year", "s"]).size().tolist()) == sorted(df.groupby(["year", "s"]).size().tolist())
     run1 = manifest["run"]
-    assert re.fullmatch(r"\.run-[0-9a-f]{16}", run1) and _runs(keys, "rel-out") == [run1]
+    assert re.fullmatch(r"\.run-[0-9a-f]{16}", run1) and runs(keys, "rel-out") == [run1]
     assert all(len(e["sha256"]) == 64 and e["bytes"] > 0 for e in manifest["files"])
     listed = {f"{BUCKET}/rel-out/{run1}/{e['path']}" for e in manifest["files"]}
     assert set(keys) == listed | {f"{BUCKET}/rel-out/_SUCCESS", f"{BUCKET}/rel-out/{run1}/_report.json"}
     assert json.loads(report.read_text())["paths"]["output"] == target
     assert sorted(p.name for p in tmp_path.iterdir()) == ["local.json"]   # nothing else on the local disk
-    _no_credentials(captured.out, captured.err, _store_text(fs, "rel-out"), report.read_text())
+    no_credentials(captured.out, captured.err, store_text(fs, "rel-out"), report.read_text())
     assert run_cli(argv[:-2], client) == (0, "") and "nothing to do" in capsys.readouterr().out
     argv4 = [a if a != "3" else "4" for a in argv]
     code, err = run_cli(argv4, client)
     assert code == 2 and f"output already exists: {target}" in err
     assert run_cli(argv4 + ["--overwrite"], client) == (0, "")
-    manifest2, rel2, keys2 = _release_on_store(fs, "rel-out")
-    assert manifest2["run"] != run1 and _runs(keys2, "rel-out") == [manifest2["run"]]   # old objects deleted
+    manifest2, rel2, keys2 = release_on_store(fs, "rel-out")
+    assert manifest2["run"] != run1 and runs(keys2, "rel-out") == [manifest2["run"]]   # old objects deleted
     assert len(rel2) == len(df) and verify_k_anonymity(rel2, ["year", "s", "x", "y"], 4)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["local.json"]
     assert lake_cli.main(["report", str(report)]) == 0    # the local copy renders as any report
@@ -296,7 +222,7 @@ def test_interrupted_runs_leave_the_release_and_are_swept(store, client, tmp_pat
     target = f"s3://{BUCKET}/rel-int"
     argv = [url, target, "--qi", "x,y", "--k", "3", "--drop", "id"]
     assert run_cli(argv, client) == (0, "")
-    before, rel, keys = _release_on_store(fs, "rel-int")
+    before, rel, keys = release_on_store(fs, "rel-int")
 
     def stop():
         raise KeyboardInterrupt
@@ -304,7 +230,7 @@ def test_interrupted_runs_leave_the_release_and_are_swept(store, client, tmp_pat
     cfg = RunConfig.build(qi=["x", "y"], k=4, drop=["id"], overwrite=True)
     with pytest.raises(KeyboardInterrupt):
         run(cfg, paths=RunPaths(input=url, output=target), client=client, before_commit=stop)
-    after, rel_after, keys_after = _release_on_store(fs, "rel-int")
+    after, rel_after, keys_after = release_on_store(fs, "rel-int")
     assert after == before and rel_after.equals(rel) and keys_after == keys   # untouched; its own prefix gone
     # leftovers of killed runs: parts of a run with no owner object, and of a run whose process is gone
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
@@ -321,8 +247,8 @@ def test_interrupted_runs_leave_the_release_and_are_swept(store, client, tmp_pat
     assert code == 2 and "not a committed release (no _SUCCESS" in err and f"s3://{BUCKET}/half" in err
     # the next run sweeps the leftovers and commits
     assert run_cli(argv + ["--k", "4", "--overwrite"], client) == (0, "")
-    final, _, keys_final = _release_on_store(fs, "rel-int")
-    assert _runs(keys_final, "rel-int") == [final["run"]] and final["run"] != before["run"]
+    final, _, keys_final = release_on_store(fs, "rel-int")
+    assert runs(keys_final, "rel-int") == [final["run"]] and final["run"] != before["run"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
 
 
@@ -342,14 +268,14 @@ def test_api_and_spec_write_to_s3(store, client, tmp_path):
                                 storage_options=options)
     finally:
         _set_env(old)
-    manifest, rel, _ = _release_on_store(fs, "api-out")
+    manifest, rel, _ = release_on_store(fs, "api-out")
     assert report.n == 90 and len(rel) == 90 and verify_k_anonymity(rel, ["x", "y"], 3)
-    _no_credentials(_store_text(fs, "api-out"), json.dumps(report.to_dict(), default=str))
+    no_credentials(store_text(fs, "api-out"), json.dumps(report.to_dict(), default=str))
     spec = parse_spec({"name": "s3out", "input": {"path": str(src), "drop": ["id"]}, "qi": ["x", "y"], "k": 3,
                        "output": {"path": f"s3://{BUCKET}/spec-out"}, "report": {"path": "copy.json"}},
                       base_dir=tmp_path)
     summary = execute_run(spec, client=client)
-    manifest, rel, _ = _release_on_store(fs, "spec-out")
+    manifest, rel, _ = release_on_store(fs, "spec-out")
     assert summary["rows"] == 90 and len(rel) == 90 and (tmp_path / "copy.json").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.json", "in.parquet"]
 
@@ -378,7 +304,7 @@ def test_bad_outputs_one_line_nothing_written(store, client, tmp_path, capsys):
                               str(tmp_path / "r.json")])
         err = capsys.readouterr().err
         assert code == 2 and err.count("\n") == 1 and message in err, err
-        _no_credentials(err)
+        no_credentials(err)
     # a release and its report as one object; a report inside the input
     for argv, message in [([f"s3://{BUCKET}/o2.parquet", "--report", f"s3://{BUCKET}/o2.parquet"],
                            f"the release and its report are the same object: s3://{BUCKET}/o2.parquet"),
@@ -405,22 +331,22 @@ def test_killed_at_the_commit(store, tmp_path):
             "--overwrite"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     assert subprocess.run(base + ["--k", "3"], env=env, capture_output=True).returncode == 0
-    before, rel, _ = _release_on_store(fs, "killed")
+    before, rel, _ = release_on_store(fs, "killed")
     done = subprocess.run(base + ["--k", "4"], env=dict(env, DASKMICRO_FAULT_AT="s3.staged"), capture_output=True)
     assert done.returncode == 137
-    after, rel_after, keys = _release_on_store(fs, "killed")
-    assert after == before and rel_after.equals(rel) and len(_runs(keys, "killed")) == 2
+    after, rel_after, keys = release_on_store(fs, "killed")
+    assert after == before and rel_after.equals(rel) and len(runs(keys, "killed")) == 2
     done = subprocess.run(base + ["--k", "5"], env=dict(env, DASKMICRO_FAULT_AT="s3.published"), capture_output=True,
                           text=True)
     assert done.returncode == 137 and "run prefix(es)" in done.stderr     # the first leftovers swept
-    after, rel_after, keys = _release_on_store(fs, "killed")
+    after, rel_after, keys = release_on_store(fs, "killed")
     assert after["run"] != before["run"] and verify_k_anonymity(rel_after, ["x", "y"], 5)
-    assert len(_runs(keys, "killed")) == 2                                   # the old release not yet deleted
+    assert len(runs(keys, "killed")) == 2                                   # the old release not yet deleted
     done = subprocess.run(base + ["--k", "6"], env=env, capture_output=True, text=True)
     assert done.returncode == 0 and "run prefix(es)" in done.stderr, done.stderr
-    _no_credentials(done.stdout, done.stderr)
-    final, rel_final, keys = _release_on_store(fs, "killed")
-    assert _runs(keys, "killed") == [final["run"]] and verify_k_anonymity(rel_final, ["x", "y"], 6)
+    no_credentials(done.stdout, done.stderr)
+    final, rel_final, keys = release_on_store(fs, "killed")
+    assert runs(keys, "killed") == [final["run"]] and verify_k_anonymity(rel_final, ["x", "y"], 6)
 
 
 def test_object_store_example_runs_as_written(store, client, tmp_path, capsys):
@@ -460,7 +386,7 @@ def test_object_store_example_runs_as_written(store, client, tmp_path, capsys):
     copy = json.loads(fs.cat_file(spec["report"]["path"].removeprefix("s3://")))
     assert copy["n"] == 450 and copy["verification"]["passed"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [example.name]   # only URLs: nothing written here
-    _no_credentials(_tree_text(tmp_path), json.dumps(manifest), json.dumps(copy))
+    no_credentials(tree_text(tmp_path), json.dumps(manifest), json.dumps(copy))
 
 
 def test_workers_sharing_no_disk_one_killed_mid_write(store, tmp_path, monkeypatch):
@@ -519,8 +445,8 @@ def test_workers_sharing_no_disk_one_killed_mid_write(store, tmp_path, monkeypat
     finally:
         cluster.stop()
     assert seen.get("killed"), "the worker was not killed while the run was writing"
-    ref, rel, _ = _release_on_store(fs, "nodisk/ref")
-    out, rel_out, keys = _release_on_store(fs, "nodisk/out")
+    ref, rel, _ = release_on_store(fs, "nodisk/ref")
+    out, rel_out, keys = release_on_store(fs, "nodisk/out")
     assert [(f["path"], f["sha256"]) for f in out["files"]] == [(f["path"], f["sha256"]) for f in ref["files"]]
     assert len(rel_out) == n and verify_k_anonymity(rel_out, ["s", "x", "y"], 5)
     assert all(k.startswith(f"{BUCKET}/nodisk/out/{out['run']}/") or k.endswith("/_SUCCESS") for k in keys)
@@ -552,8 +478,8 @@ def test_two_runs_into_one_target_the_first_commit_wins(store, client, tmp_path)
             run(cfg, paths=RunPaths(input=src, output=target), client=client, before_commit=other(k, overwrite))
         assert str(err.value).startswith(f"output {target}: another run committed a release there while this one ran")
         assert "\n" not in str(err.value)
-        manifest, rel, keys = _release_on_store(fs, "race")
-        assert manifest["configuration"]["k"] == k and _runs(keys, "race") == [manifest["run"]]
+        manifest, rel, keys = release_on_store(fs, "race")
+        assert manifest["configuration"]["k"] == k and runs(keys, "race") == [manifest["run"]]
         assert len(rel) == 90 and verify_k_anonymity(rel, ["x", "y"], k)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
 
@@ -589,8 +515,8 @@ def test_large_files_go_up_in_parts_and_unfinished_uploads_are_aborted(store, cl
     report = anonymize_file(src, f"s3://{BUCKET}/parts", ["x", "y"], 3, client=client, storage_options=options,
                             rows_per_file=n)
     assert report.n == n
-    manifest, rel, keys = _release_on_store(fs, "parts")
-    assert _runs(keys, "parts") == [manifest["run"]]
+    manifest, rel, keys = release_on_store(fs, "parts")
+    assert runs(keys, "parts") == [manifest["run"]]
     (entry,) = manifest["files"]
     key = f"{BUCKET}/parts/{manifest['run']}/{entry['path']}"
     assert entry["bytes"] > 2 * 5 * 2**20
@@ -603,13 +529,6 @@ def test_large_files_go_up_in_parts_and_unfinished_uploads_are_aborted(store, cl
 
 
 # --------------------------------------------------------------------------- one object: a single-file release, a report
-
-
-def _object(fs, key: str) -> pd.DataFrame:
-    import pyarrow.parquet as pq
-
-    fs.invalidate_cache()
-    return pq.read_table(f"{BUCKET}/{key}", filesystem=fs).to_pandas()
 
 
 def test_single_file_release_and_its_report_as_objects(store, client, tmp_path, capsys):
@@ -625,12 +544,12 @@ def test_single_file_release_and_its_report_as_objects(store, client, tmp_path, 
     assert lake_cli.main(argv) == 0, capsys.readouterr().err
     out, err = capsys.readouterr()
     assert f"release: {target}" in out and f"s3://{BUCKET}/files/rel.report.json" in out
-    rel = _object(fs, "files/rel.parquet")
+    rel = read_object(fs, "files/rel.parquet")
     assert len(rel) == 150 and rel["y"].dtype == np.dtype("float64") or rel["y"].dtype.kind in "iuf"
     assert verify_k_anonymity(rel, ["x", "y"], 3) and rel.groupby(["x", "y"]).size().min() >= 3
     doc = json.loads(fs.cat_file(f"{BUCKET}/files/rel.report.json"))
     assert doc["verification"]["k_anonymity"]["min_count"] >= 3 and doc["paths"]["output"] == target
-    _no_credentials(_store_text(fs, "files"), out, err)
+    no_credentials(store_text(fs, "files"), out, err)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
     etag = fs.info(f"{BUCKET}/files/rel.parquet", refresh=True)["ETag"]
     # an existing object: refused in one line, the store unchanged
@@ -641,7 +560,7 @@ def test_single_file_release_and_its_report_as_objects(store, client, tmp_path, 
     # replaced with --overwrite, its report with it
     assert lake_cli.main([*argv[:-4], "--k", "5", "--drop", "id", "--seed", "5", "--overwrite"]) == 0
     capsys.readouterr()
-    rel = _object(fs, "files/rel.parquet")
+    rel = read_object(fs, "files/rel.parquet")
     assert len(rel) == 150 and verify_k_anonymity(rel, ["x", "y"], 5)
     assert json.loads(fs.cat_file(f"{BUCKET}/files/rel.report.json"))["k"] == 5
     assert sorted(k.rsplit("/", 1)[1] for k in fs.find(f"{BUCKET}/files")) == ["rel.parquet", "rel.report.json"]
@@ -667,11 +586,11 @@ def test_reports_on_the_store_from_every_entry(store, client, tmp_path, capsys):
     summary = execute_run(spec, client=client)
     assert summary["output"] == f"s3://{BUCKET}/reports/spec.parquet"
     assert summary["report"] == f"s3://{BUCKET}/reports/spec-report.json"
-    rel = _object(fs, "reports/spec.parquet")
+    rel = read_object(fs, "reports/spec.parquet")
     assert len(rel) == 90 and verify_k_anonymity(rel, ["x", "y"], 3)
     anonymize_file(src, f"s3://{BUCKET}/reports/lake", ["x", "y"], 3, client=client, drop=["id"],
                    report=f"s3://{BUCKET}/reports/lake-copy.json")
-    manifest, rel, _ = _release_on_store(fs, "reports/lake")
+    manifest, rel, _ = release_on_store(fs, "reports/lake")
     copy = json.loads(fs.cat_file(f"{BUCKET}/reports/lake-copy.json"))
     assert copy["n"] == 90 and len(rel) == 90
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet", "local.parquet"]
@@ -736,6 +655,6 @@ def test_large_single_object_goes_up_in_parts(store, client, tmp_path):
     info = fs.info(f"{BUCKET}/big/rel.parquet", refresh=True)
     etag = info["ETag"].strip('"')
     assert info["size"] > 2 * 5 * 2**20 and re.fullmatch(r"[0-9a-f]{32}-([0-9]+)", etag), etag
-    rel = _object(fs, "big/rel.parquet")
+    rel = read_object(fs, "big/rel.parquet")
     assert report.n == n == len(rel) and verify_k_anonymity(rel, ["x", "y"], 3)
     assert not fs.call_s3("list_multipart_uploads", Bucket=BUCKET, Prefix="big/").get("Uploads")
