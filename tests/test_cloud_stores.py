@@ -329,6 +329,42 @@ def test_two_writers_the_first_wins(cloud, client, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
 
 
+# --------------------------------------------------------------------------- incremental surveys
+
+
+def test_incremental_survey_on_the_store(cloud, client, tmp_path, monkeypatch):
+    """A survey landing on the store as a collector lands it (its manifest, then one object per
+    file; the last only once the base stage is submitted) → a directory release and its report on
+    the store: the increment is the late object, every record published once, k-anonymous as read
+    back, no arrival object named and no secret in anything written."""
+    from _store_survey import K, N, N_BASE, NU, QI, StoreSurvey, land_after_the_base, survey_frame
+    from daskmicro import anonymize_incremental
+    from daskmicro.graph.incremental import default_kernel, warm_up
+
+    warm_up(client, "2mdav", default_kernel)   # the stages' kernels loaded before the survey opens
+    monkeypatch.chdir(tmp_path)
+    df = survey_frame(5)
+    survey = StoreSurvey(cloud.fs, "surveys/api", df, bucket=BUCKET, scheme=cloud.scheme).start()
+    land_after_the_base(client, survey)
+    try:
+        release, report = anonymize_incremental(
+            survey.url, QI, K, nu=NU, keep=["record_id"], seed=2, timeout=120, client=client,
+            output=cloud.url("releases/survey"), report=cloud.url("reports/survey.json"),
+            storage_options=cloud.options)
+    finally:
+        survey.join()
+    assert release is None
+    assert (report.incremental["n_base"], report.incremental["n_increment"]) == (N_BASE, N - N_BASE)
+    manifest, rel, found = release_on_store(cloud, "releases/survey")
+    assert manifest["rows"] == {"in": N, "out": N} and sorted(rel.record_id) == list(range(N))
+    assert verify_k_anonymity(rel, QI, K) and sorted(rel.columns) == sorted(df.columns)
+    assert json.loads(cloud.fs.cat_file(f"{BUCKET}/reports/survey.json"))["incremental"]["n_increment"] == N - N_BASE
+    written = store_text(cloud, "releases/survey") + store_text(cloud, "reports")
+    assert not any(name in written for name in survey.names)
+    no_secrets(cloud, written)
+    assert list(tmp_path.iterdir()) == []   # nothing written here
+
+
 # --------------------------------------------------------------------------- bad URLs
 
 

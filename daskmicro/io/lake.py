@@ -67,13 +67,13 @@ def _write_part(df, path: str, columns: list, store=None) -> tuple:
         import hashlib
 
         from ..errors import VerificationError
-        from .objectfile import part_size
+        from .objectfile import put_whole
 
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink)
         data = sink.getvalue().to_pybytes()
         fs = store.filesystem()
-        fs.pipe_file(path, data, chunksize=part_size(fs))
+        put_whole(fs, path, data)
         fs.invalidate_cache(path)
         back = fs.cat_file(path)
         out["bytes"], out["sha256"] = len(data), hashlib.sha256(data).hexdigest()
