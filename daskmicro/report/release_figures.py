@@ -127,17 +127,29 @@ def _centres(lo, hi, scale: str, width: float) -> np.ndarray:
     return 0.5 * (lo + hi)
 
 
+def _bars(ax, lo: np.ndarray, hi: np.ndarray, heights: np.ndarray) -> None:
+    """The histogram's bars as one collection of rectangles: drawn as fast as one artist (a page with a
+    dozen QIs of 32 bins each would otherwise draw several hundred), the y axis starting at 0."""
+    from matplotlib.collections import PolyCollection
+
+    zero = np.zeros_like(heights)
+    corners = np.stack([np.column_stack(p) for p in ((lo, zero), (lo, heights), (hi, heights), (hi, zero))], axis=1)
+    bars = PolyCollection(corners, facecolors=_ORANGE, edgecolors="white", linewidths=0.3, label="released")
+    bars.sticky_edges.y.append(0.0)
+    ax.add_collection(bars)
+    ax.update_datalim([(lo.min(), 0.0), (hi.max(), max(float(heights.max(initial=0.0)), 1.0))])
+    ax.autoscale_view()
+
+
 def _one_histogram(ax, column: Mapping) -> None:
     edges = np.asarray(column["edges"], dtype=np.float64)
     scale = column.get("scale", "linear")
     lin = float(column.get("linear_width") or 1.0)
     keep = _shown(column)
     lo, hi = edges[:-1][keep], edges[1:][keep]
-    width = hi - lo
     mid = _centres(lo, hi, scale, lin)
     counts = [None if v is None else int(v) for v in column["released"][keep]]
-    ax.bar(lo, [0 if v is None else v for v in counts], width=width, align="edge", color=_ORANGE,
-           edgecolor="white", linewidth=0.3, label="released")
+    _bars(ax, lo, hi, np.array([0 if v is None else v for v in counts], dtype=np.float64))
     # a bin holding a few records next to one holding hundreds has a bar too low to see: a mark at its foot
     top = max([v or 0 for v in counts], default=0)
     low = [x for x, v in zip(mid, counts) if v and v < top / 40]
