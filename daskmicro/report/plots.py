@@ -60,11 +60,29 @@ def figure_to_svg(fig, name: str) -> str:
     return svg.replace("<svg ", f'<svg class="plot" data-plot="{name}" role="img" ', 1)
 
 
+def label_margin(labels: Iterable[str], points: float = 10) -> float:
+    """Inches that the widest of ``labels`` takes at ``points`` points (the font's own metrics), plus
+    the gap to the axis and its ticks: margins are set from it, not by a layout engine."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextToPath
+
+    measure, font = TextToPath(), FontProperties(size=points)
+    widest = max((measure.get_text_width_height_descent(str(s), font, ismath=False)[0] for s in labels), default=0.0)
+    return 0.2 + widest / 72
+
+
 def timings_plot(timings: Mapping[str, float]) -> str:
     """Horizontal bars: wall time per pipeline stage, in the order given."""
+    from matplotlib.figure import Figure
+
     stages = [str(s) for s in timings]
     seconds = [float(v) for v in timings.values()]
-    fig = _figure(WIDTH, 0.8 + 0.3 * max(len(stages), 1))
+    height = 0.8 + 0.3 * max(len(stages), 1)
+    # fixed margins (the stage names on the left, the seconds below): a layout engine would take
+    # as long as drawing the plot
+    fig = Figure(figsize=(WIDTH, height))
+    fig.subplots_adjust(left=label_margin(stages) / WIDTH, right=1 - 0.25 / WIDTH, top=1 - 0.12 / height,
+                        bottom=0.62 / height)
     ax = fig.add_subplot()
     y = np.arange(len(stages))[::-1]
     ax.barh(y, seconds, color=_BLUE)

@@ -19,7 +19,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ..kernels.figures import SKEW
-from .plots import figure_to_svg
+from .plots import figure_to_svg, label_margin
 
 __all__ = ["distribution_plot", "distribution_figure", "correlation_plot", "release_body", "tick_text",
            "scaled_ticks", "AXIS_NOTE"]
@@ -224,8 +224,14 @@ def correlation_plot(corr: Mapping) -> str:
     names = [str(c) for c in corr["columns"]]
     m = len(names)
     side = min(max(2.4, 0.32 * m + 1.2), 5.6)
-    fig = Figure(figsize=(side + 1.0, side + 0.5), layout="constrained")
-    ax = fig.subplots(1, 1)
+    # fixed margins from the names' length (7 points; below the matrix they stand upright), the title
+    # above, the colour bar and its label on the right: a layout engine would take as long as the plot
+    names_in = label_margin(names, points=7)
+    width, height = names_in + side + 1.0, 0.35 + side + names_in
+    fig = Figure(figsize=(width, height))
+    ax = fig.add_axes((names_in / width, names_in / height, side / width, side / height))
+    bar = fig.add_axes(((names_in + side + 0.15) / width, (names_in + 0.1 * side) / height, 0.14 / width,
+                        0.8 * side / height))
     import matplotlib
 
     cmap = matplotlib.colormaps["RdBu_r"].resampled(20)  # under 50 colours: the colour bar stays vector
@@ -237,7 +243,7 @@ def correlation_plot(corr: Mapping) -> str:
     ax.set_title("released", fontsize=10)
     ax.set_xticks(np.arange(m) + 0.5, names, rotation=90, fontsize=7)
     ax.set_yticks(np.arange(m) + 0.5, names, fontsize=7)
-    fig.colorbar(image, ax=ax, shrink=0.8, label="correlation")
+    fig.colorbar(image, cax=bar, label="correlation")
     return figure_to_svg(fig, "correlations")
 
 
