@@ -26,7 +26,9 @@ def test_dockerfile_pins_the_official_dask_image_of_the_same_release():
     base = re.search(r"^FROM\s+(\S+)", text, re.M).group(1)
     assert base == f"ghcr.io/dask/dask:{_dask_version()}-py3.12"           # tag format RELEASE-pyX.Y
     assert re.search(r"^COPY daskmicro /opt/daskmicro/daskmicro$", text, re.M)
-    assert 'pip install --no-cache-dir "/opt/daskmicro[s3]"' in text   # object stores too
+    assert 'pip install --no-cache-dir "/opt/daskmicro[s3,azure,gcs,delta]"' in text   # every store, Delta tables
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert {"s3", "azure", "gcs", "delta"} <= set(extras)
     for src in re.findall(r"^COPY (.+) /opt/daskmicro/", text, re.M):
         for name in src.split():
             assert (ROOT / name).exists(), name
