@@ -98,7 +98,7 @@ def commit_lake(cfg, ex, report, output, report_path, perf, run_fp, extra):
     if cfg.table_format == "delta":   # a Delta table: local, or on a store
         return _commit_delta(ex, report, output, report_path, perf, extra)
     if is_remote_target(output):
-        return _commit_remote(cfg, ex, report, output, report_path, run_fp, extra)
+        return _commit_remote(cfg, ex, report, output, report_path, perf, run_fp, extra)
     staging = ex.staging
     try:
         report.paths["report"] = str(report_path or output / "_report.json")
@@ -145,8 +145,13 @@ def _commit_delta(ex, report, output, report_path, perf, extra):
         report.lake = {**report.lake, "files": done["files"]}
     inside = output.report_url if on_store else output / "_report.json"
     report.paths["report"] = str(report_path or inside)
-    if perf.available:   # never on a store (refused before the run)
-        perf.write(output / dask_report.LAKE_NAME)
+    page = None
+    if perf.available:   # beside the table's log, as the report
+        if on_store:
+            output.put_beside(dask_report.LAKE_NAME, perf.page(), "the Dask performance report")
+            page = f"{output.url}/{dask_report.LAKE_NAME}"
+        else:
+            page = perf.write(output / dask_report.LAKE_NAME)
         report.performance_report = dask_report.LAKE_NAME
     doc = _report_dict(report, {**(extra or {}), "delta": {"table_format": "delta", "version": done["version"],
                                                          "k_check": done["k_check"].to_dict()}})
@@ -156,18 +161,22 @@ def _commit_delta(ex, report, output, report_path, perf, extra):
         write_json_atomic(doc, inside)
     if report_path is not None:
         write_report_file(doc, report_path)
-    return Outcome(None, report, output, report_path or inside,
-                   output / dask_report.LAKE_NAME if perf.available else None, table_version=done["version"])
+    return Outcome(None, report, output, report_path or inside, page, table_version=done["version"])
 
 
-def _commit_remote(cfg, ex, report, output, report_path, run_fp, extra):
-    """A directory release on an object store: its report into the run prefix, the ``_SUCCESS``
-    PUT that commits it (:mod:`daskmicro.io.objectcommit`), then the local copy of the report."""
+def _commit_remote(cfg, ex, report, output, report_path, perf, run_fp, extra):
+    """A directory release on an object store: its report (and the Dask performance report) into
+    the run prefix, the ``_SUCCESS`` PUT that commits it (:mod:`daskmicro.io.objectcommit`), then
+    the local copy of the report."""
     from .io.formats import dump_json
+    from .runtime import dask_report
 
     run = ex.staging
     try:
         report.paths["report"] = str(report_path) if report_path is not None else run.url("_report.json")
+        if perf.available:
+            run.put(dask_report.LAKE_NAME, perf.page())
+            report.performance_report = dask_report.LAKE_NAME
         doc = _report_dict(report, extra)
         run.put("_report.json", dump_json(doc).encode("utf-8"))
         output.commit(run, _manifest(cfg, ex, report, run_fp))
@@ -176,7 +185,8 @@ def _commit_remote(cfg, ex, report, output, report_path, run_fp, extra):
             run.discard()
     if report_path is not None:
         write_report_file(doc, report_path)
-    return Outcome(None, report, output, report_path if report_path is not None else run.url("_report.json"))
+    return Outcome(None, report, output, report_path if report_path is not None else run.url("_report.json"),
+                   run.url(dask_report.LAKE_NAME) if perf.available else None)
 
 
 def write_report_file(doc: dict, report_path) -> None:
@@ -192,18 +202,21 @@ def write_report_file(doc: dict, report_path) -> None:
         write_json_atomic(doc, report_path)
 
 
-def _commit_object(ex, report, output, report_path, extra):
+def _commit_object(ex, report, output, report_path, perf, perf_path, extra):
     """A single-file release as one object of a store (:mod:`daskmicro.io.objectfile`): its bytes
     built and verified in memory as a reader reads them, PUT on the condition checked before the
-    run, read back and compared byte for byte; then its report.  A report that cannot follow a
-    new release takes the release back with it."""
+    run, read back and compared byte for byte; then its report and the Dask performance report.
+    A report that cannot follow a new release takes the release back with it."""
     import io
 
     import pyarrow as pa
 
+    from .io.objectfile import is_object_target
     from .io.tables import verify_written_table
 
     report.paths["report"] = str(report_path)
+    if perf.available:
+        report.performance_report = _page_link(perf_path, report_path)
     buf = io.BytesIO()
     ex.frame.to_parquet(buf, index=False)
     data = buf.getvalue()
@@ -215,11 +228,15 @@ def _commit_object(ex, report, output, report_path, extra):
     output.write_verified(data)
     try:
         write_report_file(doc, report_path)
+        if is_object_target(perf_path):
+            _write_page(perf, perf_path)
+        elif perf.available:
+            perf.write(perf_path)
     except BaseException:
         if new:
             output.delete()
         raise
-    return Outcome(None, report, output, report_path, None)
+    return Outcome(None, report, output, report_path, perf_path if perf.available else None)
 
 
 def commit_file(cfg, ex, report, output, report_path, perf, perf_path, extra):
@@ -228,13 +245,12 @@ def commit_file(cfg, ex, report, output, report_path, perf, perf_path, extra):
     follows the local release, and takes a new one back with it if it cannot be written."""
     from .io.objectfile import is_object_target
     from .io.tables import AtomicBatch
-    from .runtime import dask_report
 
     if is_object_target(output):
-        return _commit_object(ex, report, output, report_path, extra)
+        return _commit_object(ex, report, output, report_path, perf, perf_path, extra)
     report.paths["report"] = str(report_path)
     if perf.available:
-        report.performance_report = dask_report.relative_link(perf_path, report_path)
+        report.performance_report = _page_link(perf_path, report_path)
     new = not Path(output).exists()
     with AtomicBatch() as batch:
         # verified again as read back from the staged file: the bytes users get
@@ -242,15 +258,35 @@ def commit_file(cfg, ex, report, output, report_path, perf, perf_path, extra):
         doc = _report_dict(report, extra)
         if not is_object_target(report_path):
             batch.json(doc, report_path)
-        perf.stage(batch, perf_path)
+        if not is_object_target(perf_path):
+            perf.stage(batch, perf_path)
     if is_object_target(report_path):
         try:
             report_path.write(_json_bytes(doc))
+            _write_page(perf, perf_path)
         except BaseException:
             if new:
                 Path(output).unlink(missing_ok=True)
             raise
     return Outcome(None, report, output, report_path, perf_path if perf.available else None)
+
+
+def _page_link(perf_path, report_path) -> str:
+    """The Dask performance report as the run report links it: relative to the report's folder (on
+    a store: its name when the two lie side by side, else its URL)."""
+    from .io.objectfile import is_object_target
+    from .runtime import dask_report
+
+    if is_object_target(perf_path) or is_object_target(report_path):
+        perf, rep = str(perf_path), str(report_path)
+        return perf.rsplit("/", 1)[1] if perf.rsplit("/", 1)[0] == rep.rsplit("/", 1)[0] else perf
+    return dask_report.relative_link(perf_path, report_path)
+
+
+def _write_page(perf, perf_path) -> None:
+    """The Dask performance report as an object of a store (checked before the run), when recorded."""
+    if perf.available and perf_path is not None:
+        perf_path.write(perf.page())
 
 
 def _json_bytes(doc: dict) -> bytes:

@@ -56,7 +56,10 @@ def check_run_outputs(cfg, sink, output, report_path, input, perf_wanted, existi
     if report_path is not None and not on_store(report_path):
         local.append(Output(Path(report_path), "report"))
     perf_path = None
-    if sink == "file" and perf_wanted and not on_store(output):
+    if sink == "file" and perf_wanted and on_store(report_path):   # beside the report: an object of its store
+        perf_path = report_path.with_suffix(".dask.html", "Dask performance report")
+        remote.append(perf_path)
+    elif sink == "file" and perf_wanted:
         perf_path = dask_report.performance_report_path(report_path)
         local.append(Output(perf_path, "Dask performance report"))
     if sink == "memory":
@@ -95,8 +98,8 @@ def locate(input, output, report_path, storage_options, cfg):
     and a report as :class:`~daskmicro.io.objectfile.ObjectTarget` (an incremental survey's as any
     run's; its arrivals may be a prefix of a store too: :mod:`daskmicro.io.objectsurvey`); a Delta
     release on a store is a :class:`~daskmicro.io.deltastore.DeltaTableTarget`; what cannot be
-    written to an object store refused in one line before anything is read or written: a ledger or a
-    Dask performance report there, ``storage_options`` without a URL."""
+    written to an object store refused in one line before anything is read or written: a ledger
+    there, ``storage_options`` without a URL."""
     from .io.delta import refuse_delta_output
     from .io.objectstore import is_remote, local_path, refuse_remote_output
 
@@ -110,8 +113,6 @@ def locate(input, output, report_path, storage_options, cfg):
     if storage_options is not None and not (remote or remote_out or remote_report):
         raise ParameterError("storage_options apply only to an object-store input or output (s3://BUCKET/KEY, "
                              "abfs://CONTAINER/KEY, gs://BUCKET/KEY)")
-    if cfg.dask_report and (remote_out or remote_report):   # written beside the release or its report
-        refuse_remote_output(output if remote_out else report_path, "Dask performance report")
     if remote_report:
         from .io.objectfile import ObjectTarget
 

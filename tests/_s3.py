@@ -144,3 +144,84 @@ def read_object(fs, key: str) -> pd.DataFrame:
 
     fs.invalidate_cache()
     return pq.read_table(f"{BUCKET}/{key}", filesystem=fs).to_pandas()
+
+
+class NoConditionalWrites:
+    """A store without conditional writes, as some S3-compatible stores are: a TCP relay on loopback
+    in front of ``endpoint`` that answers ``501 NotImplemented`` to every request carrying
+    ``If-None-Match`` or ``If-Match`` and passes every other request on as it came, one request per
+    connection (``Connection: close`` is set on what it passes on).  ``.url``; ``.refused``: the
+    conditional requests it answered, as ``"METHOD PATH if-none-match"`` (or ``if-match``)."""
+
+    def __init__(self, endpoint: str):
+        import socket
+        import threading
+        from urllib.parse import urlsplit
+
+        target = urlsplit(endpoint)
+        self.target = (target.hostname, target.port)
+        self.refused: list[str] = []
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.server.getsockname()[1]}"
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        import threading
+
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:   # closed
+                return
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn) -> None:
+        import socket
+        import threading
+
+        with conn:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                head += chunk
+            head, _, rest = head.partition(b"\r\n\r\n")
+            lines = head.split(b"\r\n")
+            names = {line.split(b":", 1)[0].strip().lower() for line in lines[1:]}
+            conditions = sorted(names & {b"if-none-match", b"if-match"})
+            if conditions:
+                self.refused.append(" ".join([lines[0].decode("latin-1").split(" HTTP/")[0],
+                                              *(c.decode() for c in conditions)]))
+                body = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>NotImplemented</Code>'
+                        b"<Message>A header you provided implies functionality that is not implemented</Message>"
+                        b"</Error>")
+                conn.sendall(b"HTTP/1.1 501 Not Implemented\r\nContent-Type: application/xml\r\n"
+                             b"Content-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
+                return
+            kept = [line for line in lines if line.split(b":", 1)[0].strip().lower() != b"connection"]
+            upstream = socket.create_connection(self.target)
+            with upstream:
+                upstream.sendall(b"\r\n".join(kept) + b"\r\nConnection: close\r\n\r\n" + rest)
+
+                def pump(src, dst):
+                    try:
+                        while True:
+                            data = src.recv(65536)
+                            if not data:
+                                break
+                            dst.sendall(data)
+                    except OSError:
+                        pass
+                    try:
+                        dst.shutdown(socket.SHUT_WR)
+                    except OSError:
+                        pass
+                up = threading.Thread(target=pump, args=(conn, upstream), daemon=True)
+                up.start()
+                pump(upstream, conn)
+                up.join(5)
+
+    def close(self) -> None:
+        self.server.close()

@@ -84,8 +84,11 @@ def test_cli_release_as_versions_of_a_table_on_s3(store, client, tmp_path, monke
     assert main(argv) == 2   # a table there: --overwrite makes its next version
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"output already exists: {url}" in err
-    assert main([*argv[:-2], "--k", "5", "--overwrite", "--scheduler", client.scheduler.address]) == 0
-    assert "version 1 of the Delta table" in capsys.readouterr().out
+    assert main([*argv[:-2], "--k", "5", "--overwrite", "--dask-report", "--scheduler", client.scheduler.address]) == 0
+    out = capsys.readouterr().out
+    assert "version 1 of the Delta table" in out and f"dask:    {url}/_dask-report.html" in out
+    fs.invalidate_cache()
+    assert "bokeh" in fs.cat_file(f"{BUCKET}/cli-delta/_dask-report.html").decode().lower()   # beside the log
     assert deltalake.DeltaTable(url, storage_options=_options(endpoint)).version() == 1
     second = _table(endpoint, url)
     assert second.num_rows == 2000
@@ -93,6 +96,7 @@ def test_cli_release_as_versions_of_a_table_on_s3(store, client, tmp_path, monke
     old = _table(endpoint, url, version=0)   # the earlier version, as it was
     assert old.num_rows == 2000 and old.sort_by("x").equals(first.sort_by("x"))
     assert json.loads(fs.cat_file(f"{BUCKET}/cli-delta/_report.json"))["delta"]["version"] == 1
+    assert json.loads(fs.cat_file(f"{BUCKET}/cli-delta/_report.json"))["performance_report"] == "_dask-report.html"
     assert not [k for k in _keys(fs, "cli-delta") if k.startswith(".run-")]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
     # the page of the current version: one object beside the table, which is left as it was
@@ -269,8 +273,6 @@ def test_bad_delta_targets_and_inputs_one_line_nothing_written(store, client, tm
         ([f"s3://{s3t.KEY_ID}:{s3t.SECRET}@{BUCKET}/t"], f"credentials in a URL are refused (they would be recorded "
                                                           f"with the input's path): s3://{BUCKET}/t"),
         (["gs://bucket/table"], "Delta tables are read and written in local directories and on s3:// stores, not on gs://"),
-        ([f"s3://{BUCKET}/t", "--dask-report"], "writing the Dask performance report to an object store is not "
-                                                "supported yet"),
         ([f"s3://{BUCKET}/parquet-lake/t"], f"output s3://{BUCKET}/parquet-lake/t is the input or lies inside or "
                                             "around it"),
     ]

@@ -134,14 +134,12 @@ def test_bad_inputs_one_line_nothing_written(store, client, tmp_path, capsys):
         assert code == 2 and err.count("\n") == 1 and message in err, err
         no_credentials(err)
         assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == []
-    # outputs on the store are refused before anything is read or written
+    # a release ledger on the store is refused before anything is read or written
     lake = put_lake(fs, "lake2", frame(60))
-    for argv in ([lake, f"s3://{BUCKET}/out/", "--dask-report"], [lake, f"s3://{BUCKET}/o.parquet", "--dask-report"],
-                 [lake, tmp_path / "o.parquet", "--report", f"s3://{BUCKET}/r.json", "--dask-report"],
-                 [lake, f"s3://{BUCKET}/out/", "--ledger", f"s3://{BUCKET}/ledger"]):
-        code = lake_cli.main(["anonymize", *map(str, argv), "--qi", "x,y", "--k", "3"])
-        err = capsys.readouterr().err
-        assert code == 2 and err.count("\n") == 1 and "to an object store is not supported yet" in err
+    code = lake_cli.main(["anonymize", lake, f"s3://{BUCKET}/out/", "--ledger", f"s3://{BUCKET}/ledger", "--qi", "x,y",
+                          "--k", "3"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "writing the release ledger to an object store is not supported" in err
     assert lake_cli.main(["report", f"s3://{BUCKET}/lake2"]) == 2   # a lake, not a release: no report
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and ("not a committed release (no _SUCCESS naming its run, no _delta_log/ of a Delta table): "
@@ -658,3 +656,70 @@ def test_large_single_object_goes_up_in_parts(store, client, tmp_path):
     rel = read_object(fs, "big/rel.parquet")
     assert report.n == n == len(rel) and verify_k_anonymity(rel, ["x", "y"], 3)
     assert not fs.call_s3("list_multipart_uploads", Bucket=BUCKET, Prefix="big/").get("Uploads")
+
+
+def test_a_store_without_conditional_writes_gets_plain_writes(store, client, tmp_path):
+    """A store that answers 501 NotImplemented to If-None-Match / If-Match (a relay in front of the
+    S3 server, as some S3-compatible stores answer): a release object, a directory release's
+    _SUCCESS and their replacements are written without the condition, and committed as usual —
+    k-anonymous as read back, rows kept; the relay saw and refused the conditional writes first."""
+    from _s3 import NoConditionalWrites
+
+    endpoint, fs = store
+    src = tmp_path / "in.parquet"
+    frame(120, seed=17).drop(columns=["s"]).to_parquet(src, index=False)
+    relay = NoConditionalWrites(endpoint)
+    try:
+        options = {"endpoint_url": relay.url}
+        for k, overwrite in ((3, False), (4, True)):     # onto nothing (If-None-Match), then over it (If-Match)
+            for target in (f"s3://{BUCKET}/plain/rel.parquet", f"s3://{BUCKET}/plain/lake"):
+                refused = len(relay.refused)
+                report = anonymize_file(src, target, ["x", "y"], k, drop=["id"], client=client, seed=1,
+                                        overwrite=overwrite, storage_options=options)
+                assert report.n == 120
+                assert len(relay.refused) > refused, relay.refused     # the condition was asked for, and refused
+        rel = read_object(fs, "plain/rel.parquet")
+        assert len(rel) == 120 and verify_k_anonymity(rel, ["x", "y"], 4)
+        manifest, lake, found = release_on_store(fs, "plain/lake")
+        assert manifest["configuration"]["k"] == 4 and len(lake) == 120 and verify_k_anonymity(lake, ["x", "y"], 4)
+        assert runs(found, "plain/lake") == [manifest["run"]]               # the replaced release deleted
+        for key in ("plain/rel.parquet", "plain/lake/_SUCCESS"):
+            asked = {line.rsplit(" ", 1)[1] for line in relay.refused if line.split(" ")[1].endswith(key)}
+            assert asked == {"if-none-match", "if-match"}, relay.refused
+    finally:
+        relay.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
+
+
+def test_dask_performance_reports_on_the_store(store, client, tmp_path, capsys):
+    """--dask-report with outputs on the store: a directory release's page in its run prefix (named
+    by the report inside it, deleted with the run), a release object's beside its report object, a
+    local release's beside its report object; each the Dask page, linked by the run report; nothing
+    written locally."""
+    endpoint, fs = store
+    src = tmp_path / "in.parquet"
+    frame(90, seed=19).drop(columns=["s"]).to_parquet(src, index=False)
+    common = ["--qi", "x,y", "--k", "3", "--drop", "id", "--dask-report", "--scheduler", client.scheduler.address]
+    cases = [  # (output, --report, where the page goes, how the report links it)
+        (f"s3://{BUCKET}/dask/lake", None, None, "_dask-report.html"),
+        (f"s3://{BUCKET}/dask/rel.parquet", None, "dask/rel.report.dask.html", "rel.report.dask.html"),
+        (str(tmp_path / "local.parquet"), f"s3://{BUCKET}/dask/local.json", "dask/local.dask.html", "local.dask.html"),
+    ]
+    for output, report, page, link in cases:
+        capsys.readouterr()
+        assert lake_cli.main(["anonymize", str(src), output, *common, *(["--report", report] if report else [])]) == 0
+        out = capsys.readouterr().out
+        if page is None:   # inside the run prefix the manifest names
+            manifest, rel, found = release_on_store(fs, "dask/lake")
+            page = f"dask/lake/{manifest['run']}/_dask-report.html"
+            doc = json.loads(fs.cat_file(f"{BUCKET}/dask/lake/{manifest['run']}/_report.json"))
+            assert f"{BUCKET}/{page}" in found and len(rel) == 90
+        else:
+            key = "dask/rel.report.json" if report is None else "dask/local.json"
+            doc = json.loads(fs.cat_file(f"{BUCKET}/{key}"))
+        fs.invalidate_cache()
+        html = fs.cat_file(f"{BUCKET}/{page}").decode()
+        assert "<html" in html.lower() and "bokeh" in html.lower()
+        assert doc["performance_report"] == link and f"dask:    s3://{BUCKET}/{page}" in out, out
+        no_credentials(html, json.dumps(doc))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet", "local.parquet"]

@@ -110,10 +110,15 @@ class DeltaTableTarget(RemoteTarget):
 
     def put_report(self, data: bytes) -> None:
         """The release's report beside the table's log (replacing the previous version's)."""
+        self.put_beside(REPORT, data, "the report")
+
+    def put_beside(self, name: str, data: bytes, what: str) -> None:
+        """The object ``name`` beside the table's log (the report, the Dask performance report),
+        replacing the previous version's."""
         try:
-            self._filesystem().pipe_file(f"{self.root}/{REPORT}", data)
+            self._filesystem().pipe_file(f"{self.root}/{name}", data)
         except Exception as exc:
-            raise self._failed("write the report of", exc) from None
+            raise self._failed(f"write {what} of", exc) from None
 
 
 def delta_listing(store, root: str, url: str, listing: list) -> list:

@@ -77,6 +77,10 @@ class DaskPerformanceReport:
     def available(self) -> bool:
         return self.html is not None
 
+    def page(self) -> bytes | None:
+        """The page's bytes (UTF-8), for an object of a store; None when there is none."""
+        return None if self.html is None else self.html.encode("utf-8")
+
     def stage(self, batch, target) -> Path | None:
         """Stage the page for ``target`` in an :class:`~daskmicro.io.tables.AtomicBatch`."""
         if self.html is None:
