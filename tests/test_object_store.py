@@ -714,6 +714,10 @@ def test_dask_performance_reports_on_the_store(store, client, tmp_path, capsys):
             page = f"dask/lake/{manifest['run']}/_dask-report.html"
             doc = json.loads(fs.cat_file(f"{BUCKET}/dask/lake/{manifest['run']}/_report.json"))
             assert f"{BUCKET}/{page}" in found and len(rel) == 90
+            # the release's page beside the release links the Dask page where it lies, in the run prefix
+            assert lake_cli.main(["report", output]) == 0
+            assert f'href="lake/{manifest["run"]}/_dask-report.html"' in fs.cat_file(f"{BUCKET}/dask/lake.report.html").decode()
+            capsys.readouterr()
         else:
             key = "dask/rel.report.json" if report is None else "dask/local.json"
             doc = json.loads(fs.cat_file(f"{BUCKET}/{key}"))

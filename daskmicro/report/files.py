@@ -110,6 +110,28 @@ def _on_store(path, output, storage_options):
     return text, source, page
 
 
+def _rebase_on_store(report: dict, source, page) -> dict:
+    """:func:`_rebase_links` for a report read from an object store: a relative link made relative
+    to the page when the page lies in the same bucket or container, else the link's full URL."""
+    import posixpath
+
+    where = str(source).rsplit("/", 1)[0]
+    page = str(page)
+    report = dict(report)
+    for holder in (report, report.get("paths") if isinstance(report.get("paths"), dict) else None):
+        link = holder.get("performance_report") if holder is not None else None
+        if not link or "://" in str(link) or str(link).startswith("/"):
+            continue
+        if holder is not report:
+            holder = report["paths"] = dict(holder)
+        url = f"{where}/{link}"
+        scheme, _, key = url.partition("://")
+        same = page.startswith(f"{scheme}://{key.split('/', 1)[0]}/")
+        holder["performance_report"] = (posixpath.relpath(key, page.partition("://")[2].rsplit("/", 1)[0])
+                                        if same else url)
+    return report
+
+
 def _page_on_store(path, output, overwrite: bool, storage_options) -> object:
     """:func:`write_report` where the report or the page is on an object store: the page written
     whole as one object (conditional on the check before it is rendered), or locally."""
@@ -125,6 +147,8 @@ def _page_on_store(path, output, overwrite: bool, storage_options) -> object:
     elif page.exists() and not overwrite:
         raise InputError(f"output exists (use --overwrite to replace it): {page}")
     report = _loaded(text, source)
+    if is_object_target(source):   # its links are relative to where it lies on the store
+        report = _rebase_on_store(report, source, page)
     html = render_html(report)
     if is_object_target(page):
         page.write(html.encode("utf-8"))
