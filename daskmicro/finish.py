@@ -211,7 +211,6 @@ def _commit_object(ex, report, output, report_path, perf, perf_path, extra):
 
     import pyarrow as pa
 
-    from .io.objectfile import is_object_target
     from .io.tables import verify_written_table
 
     report.paths["report"] = str(report_path)
@@ -228,10 +227,7 @@ def _commit_object(ex, report, output, report_path, perf, perf_path, extra):
     output.write_verified(data)
     try:
         write_report_file(doc, report_path)
-        if is_object_target(perf_path):
-            _write_page(perf, perf_path)
-        elif perf.available:
-            perf.write(perf_path)
+        _write_page(perf, perf_path)
     except BaseException:
         if new:
             output.delete()
@@ -284,9 +280,16 @@ def _page_link(perf_path, report_path) -> str:
 
 
 def _write_page(perf, perf_path) -> None:
-    """The Dask performance report as an object of a store (checked before the run), when recorded."""
-    if perf.available and perf_path is not None:
+    """The Dask performance report at ``perf_path`` when recorded: an object of a store (checked
+    before the run) or a local file."""
+    from .io.objectfile import is_object_target
+
+    if not perf.available or perf_path is None:
+        return
+    if is_object_target(perf_path):
         perf_path.write(perf.page())
+    else:
+        perf.write(perf_path)
 
 
 def _json_bytes(doc: dict) -> bytes:

@@ -56,12 +56,13 @@ def check_run_outputs(cfg, sink, output, report_path, input, perf_wanted, existi
     if report_path is not None and not on_store(report_path):
         local.append(Output(Path(report_path), "report"))
     perf_path = None
-    if sink == "file" and perf_wanted and on_store(report_path):   # beside the report: an object of its store
-        perf_path = report_path.with_suffix(".dask.html", "Dask performance report")
-        remote.append(perf_path)
-    elif sink == "file" and perf_wanted:
-        perf_path = dask_report.performance_report_path(report_path)
-        local.append(Output(perf_path, "Dask performance report"))
+    if sink == "file" and perf_wanted:   # beside the report: on its store, or on this machine
+        if on_store(report_path):
+            perf_path = report_path.with_suffix(".dask.html", "Dask performance report")
+            remote.append(perf_path)
+        else:
+            perf_path = dask_report.performance_report_path(report_path)
+            local.append(Output(perf_path, "Dask performance report"))
     if sink == "memory":
         check_spill(cfg.spill_directory, inputs)
         check_ledger(cfg.ledger_path, inputs)

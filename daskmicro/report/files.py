@@ -54,24 +54,35 @@ def find_report(path) -> tuple[Path, Path]:
     raise InputError(f"release or run directory does not exist: {path}")
 
 
+def _relinked(report: dict, relink) -> dict:
+    """``report`` with each link to the Dask performance report (top level and ``paths``) replaced by
+    ``relink(link)``; a link for which it returns None is kept."""
+    report = dict(report)
+    for holder in (report, report.get("paths") if isinstance(report.get("paths"), dict) else None):
+        if holder is None or not holder.get("performance_report"):
+            continue
+        new = relink(str(holder["performance_report"]))
+        if new is None:
+            continue
+        if holder is not report:
+            holder = report["paths"] = dict(holder)
+        holder["performance_report"] = new
+    return report
+
+
 def _rebase_links(report: dict, source: Path, target: Path) -> dict:
     """Relative links in ``report`` (to the Dask performance report) made relative to ``target``."""
     import os
 
     if source.resolve().parent == target.resolve().parent:
         return report
-    report = dict(report)
-    for holder in (report, report.get("paths") if isinstance(report.get("paths"), dict) else None):
-        if holder is None or not holder.get("performance_report"):
-            continue
-        link = Path(str(holder["performance_report"]))
-        if link.is_absolute():
-            continue
-        if holder is not report:
-            holder = report["paths"] = dict(holder)
+
+    def relink(link: str):
+        if Path(link).is_absolute():
+            return None
         absolute = (source.resolve().parent / link).resolve()
-        holder["performance_report"] = Path(os.path.relpath(absolute, target.resolve().parent)).as_posix()
-    return report
+        return Path(os.path.relpath(absolute, target.resolve().parent)).as_posix()
+    return _relinked(report, relink)
 
 
 def _on_store(path, output, storage_options):
@@ -115,21 +126,17 @@ def _rebase_on_store(report: dict, source, page) -> dict:
     to the page when the page lies in the same bucket or container, else the link's full URL."""
     import posixpath
 
-    where = str(source).rsplit("/", 1)[0]
-    page = str(page)
-    report = dict(report)
-    for holder in (report, report.get("paths") if isinstance(report.get("paths"), dict) else None):
-        link = holder.get("performance_report") if holder is not None else None
-        if not link or "://" in str(link) or str(link).startswith("/"):
-            continue
-        if holder is not report:
-            holder = report["paths"] = dict(holder)
+    where, page = str(source).rsplit("/", 1)[0], str(page)
+
+    def relink(link: str):
+        if "://" in link or link.startswith("/"):
+            return None
         url = f"{where}/{link}"
         scheme, _, key = url.partition("://")
-        same = page.startswith(f"{scheme}://{key.split('/', 1)[0]}/")
-        holder["performance_report"] = (posixpath.relpath(key, page.partition("://")[2].rsplit("/", 1)[0])
-                                        if same else url)
-    return report
+        if not page.startswith(f"{scheme}://{key.split('/', 1)[0]}/"):
+            return url
+        return posixpath.relpath(key, page.partition("://")[2].rsplit("/", 1)[0])
+    return _relinked(report, relink)
 
 
 def _page_on_store(path, output, overwrite: bool, storage_options) -> object:
