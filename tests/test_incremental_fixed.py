@@ -115,9 +115,14 @@ def test_nn_fixed_equals_the_plan_run_by_hand(data, qi, client):
     assert not (release["record_id"].to_numpy() == data["record_id"].to_numpy()).all()
 
 
-def test_late_files_are_published_as_they_land(data, qi, client, tmp_path):
+def test_late_files_are_published_as_they_land(data, qi, client, tmp_path, monkeypatch):
     """A lake filled over 10 s, the base stage at a quarter of the records: most late files are
-    published before the close; the release is still the plan by hand (late rows in arrival order)."""
+    published before the close, their pieces merged three files at a time (and the base chunks'
+    into one) while the survey is open; the release is still the plan by hand (late rows in arrival
+    order), its rows in the seeded order of their row ids whatever was merged."""
+    from daskmicro.release.publish import shuffle_keys
+
+    monkeypatch.setattr(incremental_fixed, "MERGE_LATE", 3)
     lake = tmp_path / "lake"
     with ArrivalSimulator(data, lake, n_files=24, duration=10.0, speed=1.0):
         release, report = anonymize_incremental(str(lake), qi, K, keep=KEEP, nu=0.75, increment="nn-fixed",
@@ -130,6 +135,11 @@ def test_late_files_are_published_as_they_land(data, qi, client, tmp_path):
     assert inc["times"]["base_end"] < inc["times"]["close"] and before >= N // 4
     labels, _ = _check_fixed(_by_id(release, data, qi), data, qi, client, 600)
     assert report.cells == labels.max() + 1
+    # a row's id is its arrival position (late files handled in arrival order): the release is in
+    # the order of the rows' seeded keys
+    position = pd.Series(np.arange(N), index=data["record_id"])
+    keys = shuffle_keys(2, position.loc[release["record_id"]].to_numpy(np.int64))
+    assert (keys[1:] >= keys[:-1]).all()
 
 
 def test_same_release_whatever_the_workers(data, qi, client):

@@ -16,6 +16,9 @@ it has in the final release.  That moves almost all the work before the close::
         read ─► z-scored like the base ─► nearest base centroid ─► published and counted the same way;
         the counts are added to the running total (a cost in the late rows only)
 
+    meanwhile, on the workers: the pieces of each key range merged — the base chunks' into one, every
+        :data:`MERGE_LATE` late files' into one — so that the close has a few pieces per range to fetch
+
     at the close: the files not handled yet (the last ones), the verdict on the merged counts
     (every published tuple ≥ k, rows out = rows in), the release assembled from the pieces.
 
@@ -46,7 +49,7 @@ from .incremental import StageResult, read_chunk
 from .incremental_pipeline import PipelineIncrementalGraph, base_cells, calibrate_pipeline, information_loss_of
 
 __all__ = ["FixedIncrementalGraph", "BaseRelease", "OutputLayout", "BASE_TIME_MARGIN", "PROBE_FRACTION", "calibrate_fixed",
-           "head_start_ratio", "publish_base", "publish_chunk", "publish_late", "add_counted",
+           "head_start_ratio", "merge_pieces", "MERGE_LATE", "publish_base", "publish_chunk", "publish_late", "add_counted",
            "FIXED_INCREMENTS"]
 
 #: Increments whose release is published before the close (partitioned base only).
@@ -58,6 +61,10 @@ PROBE_FRACTION = 1 / 16
 #: delays the release by the late records still to publish; a larger ν only costs distortion).  On the
 #: shared 2-core machine the base stage took 0.6–1.6 × its prediction (benchmarks/README.md).
 BASE_TIME_MARGIN = 1.5
+#: Late files whose pieces are merged, key range by key range, while the survey is open: an output
+#: partition is then built at the close from about (late files) / MERGE_LATE + MERGE_LATE pieces, not
+#: one per late file (thousands of small dependencies at the close at a few million records).
+MERGE_LATE = 16
 
 
 @dataclass(frozen=True)
@@ -141,6 +148,18 @@ def _bucket_piece(result, b: int):
     return result[0][b]
 
 
+def _merged(*pieces):
+    """One (frame, row ids) piece of a key range from several; the key order is made once, at the close
+    (:func:`~daskmicro.release.publish.release_bucket`), so the order they come in does not matter."""
+    return pd.concat([p[0] for p in pieces], ignore_index=True), np.concatenate([p[1] for p in pieces])
+
+
+def merge_pieces(client, lists: list) -> list:
+    """Futures of the pieces of each key range of ``lists`` (per published chunk, one future per key
+    range) merged into one per key range, on the workers; returns without waiting."""
+    return [client.submit(_merged, *[p[b] for p in lists]) for b in range(len(lists[0]))]
+
+
 def _late_stats(result):
     return result[1][0], result[1][1], result[2]
 
@@ -163,9 +182,10 @@ def _empty(chunk):
     return chunk.frame.iloc[:0]
 
 
-def publish_base(client, base, qi: list, seed: int) -> BaseRelease:
+def publish_base(client, base, qi: list, seed: int, merge: bool = True) -> BaseRelease:
     """Every base row published (its cell's centroid in original units, split by key range) and
-    counted; returns once the count is made.  Releases the partition results and parts."""
+    counted; returns once the count is made (with ``merge``, the pieces of each key range are merged
+    into one afterwards, on the workers).  Releases the partition results and parts."""
     ing, fo = base.ing, base.fo
     t0 = time.perf_counter()
     ids = cell_ids(client, ing, fo)
@@ -179,6 +199,8 @@ def publish_base(client, base, qi: list, seed: int) -> BaseRelease:
     total = client.submit(_counted_base, stats, *[client.submit(operator.getitem, p, 1) for p in pieces])
     pieces = [[client.submit(_bucket_piece, p, b) for b in range(n_out)] for p in pieces]
     client.gather([total, tree])  # the base release is counted before the stage ends
+    if merge and len(pieces) > 1:
+        pieces = [merge_pieces(client, pieces)]
     try:  # every worker publishes late files: each holds the index and the table
         client.replicate([tree, ids.table])
     except (ValueError, RuntimeError):  # pragma: no cover - a worker lost meanwhile: tasks fetch them
@@ -203,6 +225,7 @@ class FixedIncrementalGraph(PipelineIncrementalGraph):
         self._late_rows: list = []
         self._pub: BaseRelease | None = None
         self._next_row = 0
+        self._merged = 1              # entries of the release's pieces merged: the base's, then MERGE_LATE late files'
         self.late_seconds = 0.0       # client time spent handing late files to the workers
         self.late_start: float | None = None
 
@@ -252,7 +275,7 @@ class FixedIncrementalGraph(PipelineIncrementalGraph):
         data = c.scatter(pd.concat(frames, ignore_index=True)) if frames else list(chunk)
         chunks = [c.submit(read_chunk, data, self.qi, self.prepare, pure=False)]  # these records alone (reads may hold more)
         base = base_cells(c, chunks, self.qi, self.cfg)
-        pub = publish_base(c, base, self.qi, self.seed)
+        pub = publish_base(c, base, self.qi, self.seed, merge=False)
         ing = base.ing
         n_pieces = 4 * max(len(c.scheduler_info()["workers"]), 1)  # as late files come: many pieces, every worker
         pieces, row0s = [], []
@@ -288,6 +311,9 @@ class FixedIncrementalGraph(PipelineIncrementalGraph):
             self._next_row += rows
             handled.append(c.submit(_late_stats, res))
         self._pending = []
+        if len(pub.pieces) - self._merged >= MERGE_LATE:
+            pub.pieces[self._merged:] = [merge_pieces(c, pub.pieces[self._merged:])]
+            self._merged += 1
         pub.total = c.submit(add_counted, pub.total, *handled)
         self._futures.extend(handled)
         self.late_seconds += time.perf_counter() - t0
@@ -367,7 +393,7 @@ def calibrate_fixed(client, m: int, k: int, options: dict, total: int | None = N
     at three sizes by :func:`~daskmicro.graph.incremental_pipeline.calibrate_pipeline`:
     ``{"n", "seconds"}``.  The late files' path is timed in the run itself (:meth:`FixedIncrementalGraph.plan_nu`)."""
     def publish(c, base, columns):
-        publish_base(c, base, columns, seed)
+        publish_base(c, base, columns, seed, merge=False)
 
     return calibrate_pipeline(client, m, k, options, total, seed=seed, then=publish,
                               **({} if sizes is None else {"sizes": sizes}))
