@@ -1,0 +1,122 @@
+"""What an nn-fixed survey does after its close: the release assembled from its pieces and written.
+
+An ``increment="nn-fixed"`` run (:mod:`daskmicro.graph.incremental_fixed`) publishes every record
+before the close as pieces — for each base chunk and each late file, one (frame, row ids) piece per
+output partition.  After the close each output partition is assembled from its pieces (sorted by
+the seeded key) and written, read back and counted by :func:`daskmicro.io.lake.write_parts`.
+
+This benchmark builds that state on a LocalCluster of 2 workers — ``--base-chunks`` base chunks
+and ``--late-files`` late files of census-sized records (13 columns, cells of 10 equal tuples),
+split by the real :func:`~daskmicro.release.publish.split_chunk` — and times the step after the
+close, the same data, in one run:
+
+* ``one piece per file``: every piece kept as it was published (the layout before merging);
+* ``merged``: the pieces merged as the run merges them while the survey is open
+  (:func:`~daskmicro.graph.incremental_fixed.merge_pieces`: the base chunks' into one, every
+  :data:`~daskmicro.graph.incremental_fixed.MERGE_LATE` late files' into one).
+
+    .venv/bin/python benchmarks/bench_incremental_close.py --n 4000000
+"""
+
+from __future__ import annotations
+
+from _common import print_machine_info  # first: pins thread pools to one thread before numpy is imported
+
+import argparse
+import tempfile
+import time
+
+import dask
+import dask.dataframe as dd
+import distributed
+import numpy as np
+import pandas as pd
+
+from daskmicro.graph.incremental_fixed import MERGE_LATE, merge_pieces
+from daskmicro.io.lake import write_parts
+from daskmicro.release.publish import release_bucket, split_chunk
+from daskmicro.runtime.cluster import local_cluster
+
+M, K, SEED = 13, 10, 0
+
+
+def _records(i: int, rows: int) -> pd.DataFrame:
+    """``rows`` published records: cells of K equal tuples."""
+    cells = np.random.default_rng(i).normal(size=(-(-rows // K), M)).round(3)
+    return pd.DataFrame(np.repeat(cells, K, axis=0)[:rows], columns=[f"q{j}" for j in range(M)])
+
+
+def _published(i: int, rows: int, row0: int, n_out: int) -> list:
+    df = _records(i, rows)
+    return split_chunk(df, df.to_numpy(), row0, list(df.columns), SEED, n_out)
+
+
+def _piece(pieces: list, b: int):
+    return pieces[b]
+
+
+def published_pieces(client, n: int, base_chunks: int, late_files: int, nu: float, merged: bool) -> list:
+    """The pieces at the close: per published chunk, the futures of its piece of each output partition."""
+    n_late = int(n * nu)
+    n_base = n - n_late
+    out, row0 = [], 0
+    for i in range(base_chunks + late_files):
+        rows = n_base // base_chunks if i < base_chunks else n_late // late_files
+        res = client.submit(_published, i, rows, row0, base_chunks, pure=False)
+        out.append([client.submit(_piece, res, b, pure=False) for b in range(base_chunks)])
+        row0 += rows
+    if merged:  # as the run merges them while the survey is open (FixedIncrementalGraph.collect)
+        base, late = out[:base_chunks], out[base_chunks:]
+        full = len(late) - len(late) % MERGE_LATE
+        out = [merge_pieces(client, base)] + [merge_pieces(client, late[i:i + MERGE_LATE])
+                                              for i in range(0, full, MERGE_LATE)] + late[full:]
+    distributed.wait([f for lst in out for f in lst])
+    return out
+
+
+def after_close(client, pieces: list, n_out: int) -> tuple:
+    """(seconds, rows written): the partitions assembled, written, read back and counted."""
+    bucket = dask.delayed(release_bucket, pure=True)
+    parts = [bucket(*[p[b] for p in pieces], seed=SEED, keep_row_id=False) for b in range(n_out)]
+    meta = release_bucket(*split_chunk(_records(0, 0), np.empty((0, M)), 0, [f"q{j}" for j in range(M)], SEED, 1),
+                          seed=SEED, keep_row_id=False)
+    release = dd.from_delayed(parts, meta=meta, verify_meta=False)
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        files, check = write_parts(client, release.to_delayed(), tmp, list(meta.columns), K)
+        seconds = time.perf_counter() - t0
+    check.raise_if_failed()
+    return seconds, sum(f["rows"] for f in files)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=4_000_000)
+    ap.add_argument("--base-chunks", type=int, default=15, help="base chunks = output partitions")
+    ap.add_argument("--late-files", type=int, default=400)
+    ap.add_argument("--nu", type=float, default=0.28, help="share of late records")
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args(argv)
+    print_machine_info()
+    print(f"n = {args.n:,} × {M}, {args.base_chunks} base chunks (output partitions), {args.late_files} late files, "
+          f"ν = {args.nu:g}, MERGE_LATE = {MERGE_LATE}, 2 workers")
+    times: dict[str, list] = {"one piece per file": [], "merged": []}
+    pieces_per_part = {}
+    with local_cluster(2) as cluster, distributed.Client(cluster) as client:
+        for _ in range(args.rounds):   # alternating, the same data each time
+            for name in times:
+                pieces = published_pieces(client, args.n, args.base_chunks, args.late_files, args.nu,
+                                          name == "merged")
+                pieces_per_part[name] = len(pieces)
+                seconds, rows = after_close(client, pieces, args.base_chunks)
+                assert rows == args.n, (rows, args.n)
+                times[name].append(seconds)
+                del pieces
+    print(f"{'layout at the close':22s} {'pieces per partition':>21s} {'assembled + written (s)':>24s}")
+    for name, ts in times.items():
+        print(f"{name:22s} {pieces_per_part[name]:21d} {min(ts):24.2f}   (rounds: {', '.join(f'{t:.2f}' for t in ts)})")
+    print(f"ratio merged / one piece per file: {min(times['merged']) / min(times['one piece per file']):.2f}")
+
+
+if __name__ == "__main__":
+    main()
