@@ -13,7 +13,11 @@ close, the same data, in one run:
 * ``one piece per file``: every piece kept as it was published (the layout before merging);
 * ``merged``: the pieces merged as the run merges them while the survey is open
   (:func:`~daskmicro.graph.incremental_fixed.merge_pieces`: the base chunks' into one, every
-  :data:`~daskmicro.graph.incremental_fixed.MERGE_LATE` late files' into one).
+  :data:`~daskmicro.graph.incremental_fixed.MERGE_LATE` late files' into one, folded with the base's
+  every :data:`~daskmicro.graph.incremental_fixed.FOLD_AFTER` such groups);
+
+then each partition assembled, written, read back and counted as the run does it (``write_parts``,
+the verdict merged by hash bucket on the workers, ``bucketed_verdict``).
 
     .venv/bin/python benchmarks/bench_incremental_close.py --n 4000000
 """
@@ -32,7 +36,8 @@ import distributed
 import numpy as np
 import pandas as pd
 
-from daskmicro.graph.incremental_fixed import MERGE_LATE, merge_pieces
+from daskmicro.graph.incremental_fixed import FOLD_AFTER, MERGE_LATE, merge_pieces, merged_layout
+from daskmicro.graph.release import bucketed_verdict
 from daskmicro.io.lake import write_parts
 from daskmicro.release.publish import release_bucket, split_chunk
 from daskmicro.runtime.cluster import local_cluster
@@ -59,34 +64,36 @@ def published_pieces(client, n: int, base_chunks: int, late_files: int, nu: floa
     """The pieces at the close: per published chunk, the futures of its piece of each output partition."""
     n_late = int(n * nu)
     n_base = n - n_late
-    out, row0 = [], 0
+    out, row0, done = [], 0, 1
     for i in range(base_chunks + late_files):
         rows = n_base // base_chunks if i < base_chunks else n_late // late_files
         res = client.submit(_published, i, rows, row0, base_chunks, pure=False)
         out.append([client.submit(_piece, res, b, pure=False) for b in range(base_chunks)])
         row0 += rows
-    if merged:  # as the run merges them while the survey is open (FixedIncrementalGraph.collect)
-        base, late = out[:base_chunks], out[base_chunks:]
-        full = len(late) - len(late) % MERGE_LATE
-        out = [merge_pieces(client, base)] + [merge_pieces(client, late[i:i + MERGE_LATE])
-                                              for i in range(0, full, MERGE_LATE)] + late[full:]
+        if merged and i == base_chunks - 1:   # as publish_base, then FixedIncrementalGraph.collect, merge them
+            out = [merge_pieces(client, out)]
+        elif merged and i >= base_chunks:
+            out, done = merged_layout(client, out, done)
     distributed.wait([f for lst in out for f in lst])
     return out
 
 
 def after_close(client, pieces: list, n_out: int) -> tuple:
     """(seconds, rows written): the partitions assembled, written, read back and counted."""
-    bucket = dask.delayed(release_bucket, pure=True)
-    parts = [bucket(*[p[b] for p in pieces], seed=SEED, keep_row_id=False) for b in range(n_out)]
+    kwargs = {"seed": SEED, "keep_row_id": False}
     meta = release_bucket(*split_chunk(_records(0, 0), np.empty((0, M)), 0, [f"q{j}" for j in range(M)], SEED, 1),
-                          seed=SEED, keep_row_id=False)
-    release = dd.from_delayed(parts, meta=meta, verify_meta=False)
+                          **kwargs)
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        files, check = write_parts(client, release.to_delayed(), tmp, list(meta.columns), K)
+        bucket = dask.delayed(release_bucket, pure=True)
+        delayed = [bucket(*[p[b] for p in pieces], **kwargs) for b in range(n_out)]
+        parts = dd.from_delayed(delayed, meta=meta, verify_meta=False).to_delayed()
+        files, counts = write_parts(client, parts, tmp, list(meta.columns))
+        rows = sum(f["rows"] for f in files)
+        check, _ = bucketed_verdict(client, counts, K, rows)
         seconds = time.perf_counter() - t0
     check.raise_if_failed()
-    return seconds, sum(f["rows"] for f in files)
+    return seconds, rows
 
 
 def main(argv=None):
@@ -99,7 +106,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     print_machine_info()
     print(f"n = {args.n:,} × {M}, {args.base_chunks} base chunks (output partitions), {args.late_files} late files, "
-          f"ν = {args.nu:g}, MERGE_LATE = {MERGE_LATE}, 2 workers")
+          f"ν = {args.nu:g}, MERGE_LATE = {MERGE_LATE}, FOLD_AFTER = {FOLD_AFTER}, 2 workers")
     times: dict[str, list] = {"one piece per file": [], "merged": []}
     pieces_per_part = {}
     with local_cluster(2) as cluster, distributed.Client(cluster) as client:
@@ -112,10 +119,11 @@ def main(argv=None):
                 assert rows == args.n, (rows, args.n)
                 times[name].append(seconds)
                 del pieces
-    print(f"{'layout at the close':22s} {'pieces per partition':>21s} {'assembled + written (s)':>24s}")
+    print(f"{'layout at the close':30s} {'pieces per partition':>21s} {'assembled + written (s)':>24s}")
+    first = min(times["one piece per file"])
     for name, ts in times.items():
-        print(f"{name:22s} {pieces_per_part[name]:21d} {min(ts):24.2f}   (rounds: {', '.join(f'{t:.2f}' for t in ts)})")
-    print(f"ratio merged / one piece per file: {min(times['merged']) / min(times['one piece per file']):.2f}")
+        print(f"{name:30s} {pieces_per_part[name]:21d} {min(ts):24.2f}   ratio {min(ts) / first:.2f}   "
+              f"(rounds: {', '.join(f'{t:.2f}' for t in ts)})")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@ it has in the final release.  That moves almost all the work before the close::
         the counts are added to the running total (a cost in the late rows only)
 
     meanwhile, on the workers: the pieces of each key range merged — the base chunks' into one, every
-        :data:`MERGE_LATE` late files' into one — so that the close has a few pieces per range to fetch
+        :data:`MERGE_LATE` late files' into one, folded into the first every :data:`FOLD_AFTER` groups —
+        so that at the close each range is one large piece and the few of the last files
 
     at the close: the files not handled yet (the last ones), the verdict on the merged counts
     (every published tuple ≥ k, rows out = rows in), the release assembled from the pieces.
@@ -49,7 +50,7 @@ from .incremental import StageResult, read_chunk
 from .incremental_pipeline import PipelineIncrementalGraph, base_cells, calibrate_pipeline, information_loss_of
 
 __all__ = ["FixedIncrementalGraph", "BaseRelease", "OutputLayout", "BASE_TIME_MARGIN", "PROBE_FRACTION", "calibrate_fixed",
-           "head_start_ratio", "merge_pieces", "MERGE_LATE", "publish_base", "publish_chunk", "publish_late", "add_counted",
+           "head_start_ratio", "merge_pieces", "merged_layout", "MERGE_LATE", "FOLD_AFTER", "publish_base", "publish_chunk", "publish_late", "add_counted",
            "FIXED_INCREMENTS"]
 
 #: Increments whose release is published before the close (partitioned base only).
@@ -65,6 +66,10 @@ BASE_TIME_MARGIN = 1.5
 #: partition is then built at the close from about (late files) / MERGE_LATE + MERGE_LATE pieces, not
 #: one per late file (thousands of small dependencies at the close at a few million records).
 MERGE_LATE = 16
+#: Once this many groups of late files are merged, they are folded with the base's piece into one, so
+#: that at the close almost all of a partition's rows are in one piece on one worker (the task that
+#: writes the partition runs there and fetches only the few pieces of the last late files).
+FOLD_AFTER = 4
 
 
 @dataclass(frozen=True)
@@ -158,6 +163,19 @@ def merge_pieces(client, lists: list) -> list:
     """Futures of the pieces of each key range of ``lists`` (per published chunk, one future per key
     range) merged into one per key range, on the workers; returns without waiting."""
     return [client.submit(_merged, *[p[b] for p in lists]) for b in range(len(lists[0]))]
+
+
+def merged_layout(client, pieces: list, merged: int) -> tuple:
+    """The release's pieces once more late files are published (``pieces``: per published chunk,
+    then per merged group, one future per key range; ``merged``: how many leading entries are
+    merged): every :data:`MERGE_LATE` late files merged into one, every :data:`FOLD_AFTER` such
+    groups folded with what came before into one.  Returns (pieces, merged); never waits."""
+    if len(pieces) - merged < MERGE_LATE:
+        return pieces, merged
+    pieces, merged = pieces[:merged] + [merge_pieces(client, pieces[merged:])], merged + 1
+    if merged > FOLD_AFTER:
+        pieces, merged = [merge_pieces(client, pieces)], 1
+    return pieces, merged
 
 
 def _late_stats(result):
@@ -311,9 +329,7 @@ class FixedIncrementalGraph(PipelineIncrementalGraph):
             self._next_row += rows
             handled.append(c.submit(_late_stats, res))
         self._pending = []
-        if len(pub.pieces) - self._merged >= MERGE_LATE:
-            pub.pieces[self._merged:] = [merge_pieces(c, pub.pieces[self._merged:])]
-            self._merged += 1
+        pub.pieces, self._merged = merged_layout(c, pub.pieces, self._merged)
         pub.total = c.submit(add_counted, pub.total, *handled)
         self._futures.extend(handled)
         self.late_seconds += time.perf_counter() - t0

@@ -316,14 +316,16 @@ def _write_lake(client, release, plan, output, n, ex) -> None:
     planner commits it."""
     from ..io import commit as cm
     from ..io.lake import write_parts
+    from .release import bucketed_verdict
 
     staging = cm.open_staging(output)
     try:
         parts = release.to_delayed() if is_dask_frame(release) else release
-        files, k_check = write_parts(client, parts, staging, list(plan.qi), plan.k)
+        files, counts = write_parts(client, parts, staging, list(plan.qi))
         rows = sum(f["rows"] for f in files)
         if rows != n:
             raise VerificationError(f"wrote {rows} rows but the survey has {n}")
+        k_check, _ = bucketed_verdict(client, counts, plan.k, rows)   # merged by hash bucket on the workers
         k_check.raise_if_failed()
     except BaseException:
         cm.discard_staging(staging)
