@@ -13,8 +13,7 @@ close, the same data, in one run:
 * ``one piece per file``: every piece kept as it was published (the layout before merging);
 * ``merged``: the pieces merged as the run merges them while the survey is open
   (:func:`~daskmicro.graph.incremental_fixed.merge_pieces`: the base chunks' into one, every
-  :data:`~daskmicro.graph.incremental_fixed.MERGE_LATE` late files' into one, folded with the base's
-  every :data:`~daskmicro.graph.incremental_fixed.FOLD_AFTER` such groups);
+  :data:`~daskmicro.graph.incremental_fixed.MERGE_LATE` late files' into one);
 
 then each partition assembled, written, read back and counted as the run does it (``write_parts``,
 the verdict merged by hash bucket on the workers, ``bucketed_verdict``).
@@ -36,7 +35,7 @@ import distributed
 import numpy as np
 import pandas as pd
 
-from daskmicro.graph.incremental_fixed import FOLD_AFTER, MERGE_LATE, merge_pieces, merged_layout
+from daskmicro.graph.incremental_fixed import MERGE_LATE, merge_pieces, merged_layout
 from daskmicro.graph.release import bucketed_verdict
 from daskmicro.io.lake import write_parts
 from daskmicro.release.publish import release_bucket, split_chunk
@@ -106,7 +105,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     print_machine_info()
     print(f"n = {args.n:,} × {M}, {args.base_chunks} base chunks (output partitions), {args.late_files} late files, "
-          f"ν = {args.nu:g}, MERGE_LATE = {MERGE_LATE}, FOLD_AFTER = {FOLD_AFTER}, 2 workers")
+          f"ν = {args.nu:g}, MERGE_LATE = {MERGE_LATE}, 2 workers")
     times: dict[str, list] = {"one piece per file": [], "merged": []}
     pieces_per_part = {}
     with local_cluster(2) as cluster, distributed.Client(cluster) as client:

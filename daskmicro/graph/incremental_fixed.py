@@ -17,8 +17,7 @@ it has in the final release.  That moves almost all the work before the close::
         the counts are added to the running total (a cost in the late rows only)
 
     meanwhile, on the workers: the pieces of each key range merged — the base chunks' into one, every
-        :data:`MERGE_LATE` late files' into one, folded into the first every :data:`FOLD_AFTER` groups —
-        so that at the close each range is one large piece and the few of the last files
+        :data:`MERGE_LATE` late files' into one — so that the close has a few pieces per range to fetch
 
     at the close: the files not handled yet (the last ones), the verdict on the merged counts
     (every published tuple ≥ k, rows out = rows in), the release assembled from the pieces.
@@ -50,7 +49,7 @@ from .incremental import StageResult, read_chunk
 from .incremental_pipeline import PipelineIncrementalGraph, base_cells, calibrate_pipeline, information_loss_of
 
 __all__ = ["FixedIncrementalGraph", "BaseRelease", "OutputLayout", "BASE_TIME_MARGIN", "PROBE_FRACTION", "calibrate_fixed",
-           "head_start_ratio", "merge_pieces", "merged_layout", "MERGE_LATE", "FOLD_AFTER", "publish_base", "publish_chunk", "publish_late", "add_counted",
+           "head_start_ratio", "merge_pieces", "merged_layout", "MERGE_LATE", "publish_base", "publish_chunk", "publish_late", "add_counted",
            "FIXED_INCREMENTS"]
 
 #: Increments whose release is published before the close (partitioned base only).
@@ -66,10 +65,6 @@ BASE_TIME_MARGIN = 1.5
 #: partition is then built at the close from about (late files) / MERGE_LATE + MERGE_LATE pieces, not
 #: one per late file (thousands of small dependencies at the close at a few million records).
 MERGE_LATE = 16
-#: Once this many groups of late files are merged, they are folded with the base's piece into one, so
-#: that at the close almost all of a partition's rows are in one piece on one worker (the task that
-#: writes the partition runs there and fetches only the few pieces of the last late files).
-FOLD_AFTER = 4
 
 
 @dataclass(frozen=True)
@@ -166,16 +161,13 @@ def merge_pieces(client, lists: list) -> list:
 
 
 def merged_layout(client, pieces: list, merged: int) -> tuple:
-    """The release's pieces once more late files are published (``pieces``: per published chunk,
-    then per merged group, one future per key range; ``merged``: how many leading entries are
-    merged): every :data:`MERGE_LATE` late files merged into one, every :data:`FOLD_AFTER` such
-    groups folded with what came before into one.  Returns (pieces, merged); never waits."""
+    """The release's pieces once more late files are published (``pieces``: per published chunk or
+    merged group, one future per key range; ``merged``: how many leading entries are merged groups):
+    the late files not merged yet merged into one once there are :data:`MERGE_LATE` of them (a copy of
+    the late records only: the base's piece is never copied again).  Returns (pieces, merged); never waits."""
     if len(pieces) - merged < MERGE_LATE:
         return pieces, merged
-    pieces, merged = pieces[:merged] + [merge_pieces(client, pieces[merged:])], merged + 1
-    if merged > FOLD_AFTER:
-        pieces, merged = [merge_pieces(client, pieces)], 1
-    return pieces, merged
+    return pieces[:merged] + [merge_pieces(client, pieces[merged:])], merged + 1
 
 
 def _late_stats(result):
