@@ -49,8 +49,8 @@ from .incremental import StageResult, read_chunk
 from .incremental_pipeline import PipelineIncrementalGraph, base_cells, calibrate_pipeline, information_loss_of
 
 __all__ = ["FixedIncrementalGraph", "BaseRelease", "OutputLayout", "BASE_TIME_MARGIN", "PROBE_FRACTION", "calibrate_fixed",
-           "head_start_ratio", "merge_pieces", "merged_layout", "MERGE_LATE", "publish_base", "publish_chunk", "publish_late", "add_counted",
-           "FIXED_INCREMENTS"]
+           "head_start_ratio", "merge_pieces", "merged_layout", "MERGE_LATE", "publish_base", "publish_chunk",
+           "publish_late", "add_counted", "FIXED_INCREMENTS"]
 
 #: Increments whose release is published before the close (partitioned base only).
 FIXED_INCREMENTS = ("nn-fixed",)
