@@ -1,9 +1,11 @@
 """Shared set-up for the whole suite.
 
-* The compiled kernels are built once, before the first test (:func:`daskmicro.runtime.warmup.warm_up`):
-  under pytest-xdist each test process takes its share of the compile as a machine's Dask workers do
-  (the unit locks of the cache dir), so the compile is shared without a pool of its own; alone, a pool
-  of two processes shares it. On a warm cache this only loads them (about a second).
+* Where the kernel cache is empty, ``daskmicro warmup`` runs once before the test processes start,
+  and its kernels are copied into the suite's cache (:mod:`_warmup`; ``test_compile_cache.py`` judges
+  that run).  Then the compiled kernels are loaded once, before the first test
+  (:func:`daskmicro.runtime.warmup.warm_up`): what is still missing is compiled there, under
+  pytest-xdist each test process taking its share as a machine's Dask workers do (the unit locks of
+  the cache dir); alone, a pool of two processes shares it. On a warm cache this takes about a second.
 * ``client``: one LocalCluster of two single-threaded worker processes (set up as daskmicro sets
   up its own) for every test that only needs *a* cluster.  Tests that kill workers, need another
   number of workers or memory limits, or check how a cluster starts keep a cluster of their own.
@@ -31,10 +33,25 @@ import pytest
 
 from _clusters import connect, process_client, start_dask_processes
 from _s3 import s3_store
+from _warmup import prepare
 
 # Every run of the suite is a trial run (the release ledger off) unless a test names a ledger:
 # runs of the same data sets in different tests must not become one series of releases.
 os.environ["DASKMICRO_LEDGER"] = "off"
+
+
+def pytest_configure(config):
+    """In the controlling process only (not in pytest-xdist's test processes, which inherit what it
+    sets up): ``daskmicro warmup`` on an empty cache, when the suite's cache is empty."""
+    if hasattr(config, "workerinput") or config.option.collectonly:
+        return
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    base = Path(tempfile.mkdtemp(prefix="daskmicro-suite-warmup-"))
+    config.add_cleanup(lambda: shutil.rmtree(base, ignore_errors=True))
+    prepare(base)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -3,7 +3,8 @@ second process, working when the installed package is read-only; ``daskmicro war
 
 Every run is a subprocess with HOME / XDG_CACHE_HOME in a temp dir and NUMBA_CACHE_DIR unset, so the
 test's own process and the user's real cache are never touched. The module shares one cache dir between
-tests: the first compiles mdav (tens of seconds on a slow machine), the others reuse it.
+tests; the warm-up command's run on an empty cache (tens of seconds on a slow machine) is the one the
+session made before its tests (``_warmup.py``), or made here when the session did not need one.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _warmup import command_env, copy_kernels, pristine, user_cache
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "daskmicro"
@@ -38,10 +40,8 @@ def home(tmp_path_factory):
     return tmp_path_factory.mktemp("home")
 
 
-def _env(home: Path, **extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "DASKMICRO_CACHE_DIR")}
-    env.update({"HOME": str(home), "XDG_CACHE_HOME": str(home / "xdg"), **extra})
-    return env
+_env = command_env
+_user_cache = user_cache
 
 
 def _run(code: str, env: dict, *args: str, timeout: float = 600) -> str:
@@ -54,10 +54,6 @@ def _run(code: str, env: dict, *args: str, timeout: float = 600) -> str:
 def _cache_files(directory: Path) -> dict[str, int]:
     return {str(p.relative_to(directory)): p.stat().st_mtime_ns
             for p in directory.rglob("*") if p.suffix in (".nbi", ".nbc")}
-
-
-def _user_cache(home: Path) -> Path:
-    return home / "xdg" / "daskmicro" / "numba"
 
 
 def test_first_run_writes_the_user_cache_dir_and_a_second_run_reuses_it(home):
@@ -162,23 +158,23 @@ def _one_specialization_each(cache: Path) -> None:
     assert per_function and not wrong, wrong
 
 
-def test_warmup_command_exits_0_and_prints_the_cache_dir(home):
-    """On a cache holding only the tiny kernel of the tests above: every unit compiled, each kernel once."""
-    proc = subprocess.run([sys.executable, "-m", "daskmicro", "warmup"], env=_env(home), capture_output=True,
-                          text=True, timeout=600, cwd=str(home))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    cache = _user_cache(home)
+def test_warmup_command_exits_0_and_prints_the_cache_dir():
+    """``daskmicro warmup`` on an empty cache (run once per session, :mod:`_warmup`): every unit
+    compiled, each kernel once."""
+    run = pristine()
+    assert run["returncode"] == 0, run["stderr"][-3000:]
+    cache = _user_cache(Path(run["home"]))
     _one_specialization_each(cache)
-    assert f"numba cache dir: {cache}" in proc.stdout
-    assert re.search(r"^warm-up: \d+\.\d\d s$", proc.stdout, re.M)
+    assert f"numba cache dir: {cache}" in run["stdout"]
+    assert re.search(r"^warm-up: \d+\.\d\d s$", run["stdout"], re.M)
     files = _cache_files(cache)
     for kernel in ("mdav._mdav", "macro._dd_colsum", "_auction.auction", "increment._adjoin", "improve."):
         assert any(kernel in f for f in files), kernel
 
 
 def test_a_first_run_shows_its_compile_units_done_and_a_later_run_does_not(home, tmp_path):
-    """On a terminal, a run whose kernels are not all in the cache (those of its improvement stage
-    removed from what the warm-up above compiled) counts the units done — compiled or loaded, by its
+    """On a terminal, a run whose kernels are not all in the cache (the warm-up's kernels without
+    those of the improvement stage) counts the units done — compiled or loaded, by its
     LocalCluster's worker — up to all of them; the next run, in-process, loads them silently.  The
     run's own calls add no second specialization of any kernel."""
     import numpy as np
@@ -187,7 +183,13 @@ def test_a_first_run_shows_its_compile_units_done_and_a_later_run_does_not(home,
 
     from daskmicro.runtime.warmup import units
 
+    run = pristine()
+    assert run["returncode"] == 0, run["stderr"][-3000:]
     cache = _user_cache(home)
+    for p in cache.rglob("*"):      # the tiny kernel of the tests above: the warm-up's copy replaces it
+        if p.suffix in (".nbi", ".nbc"):
+            p.unlink()
+    assert copy_kernels(_user_cache(Path(run["home"])), cache)
     cold = [p for p in cache.rglob("improve.*") if p.suffix in (".nbi", ".nbc")]
     assert cold, sorted(_cache_files(cache))
     for p in cold:
