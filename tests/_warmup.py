@@ -49,6 +49,19 @@ def _kernel_indexes(cache: Path) -> list[Path]:
     return [p for p in cache.rglob("*.nbi") if ".locks" not in p.parts] if cache.is_dir() else []
 
 
+def _checkout_dir(cache: Path) -> Path:
+    """Where numba keeps this checkout's kernels under a cache dir: the source dir's name and the
+    SHA-1 of its path (numba's locator for a user-provided cache dir), so that another checkout's
+    kernels in the same user cache do not count.  Were numba to name it otherwise, the dir would
+    not exist and the session would run the warm-up each time: slower, never wrong."""
+    import hashlib
+
+    import daskmicro.kernels
+
+    source = Path(daskmicro.kernels.__file__).parent
+    return cache / f"{source.name}_{hashlib.sha1(str(source).encode()).hexdigest()}"
+
+
 def copy_kernels(source: Path, dest: Path) -> int:
     """Copy the compiled kernels under ``source`` into ``dest``, each function's index with its
     code files; a function ``dest`` already has an index for is left as it is.  Returns the
@@ -75,7 +88,7 @@ def prepare(base: Path) -> Path | None:
     from daskmicro.runtime.compile_cache import cache_dir, configure
 
     suite = Path(cache_dir() or configure() or "")
-    if not str(suite) or _kernel_indexes(suite):
+    if not str(suite) or _kernel_indexes(_checkout_dir(suite)):
         return None
     home = base / "home"
     home.mkdir(parents=True)
