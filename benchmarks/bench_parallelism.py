@@ -49,6 +49,8 @@ FILE_ROWS = 125_000
 PREDICT_W = (2, 16, 100)
 #: Records of the warm-up run (partitioned, small partitions: the kernels of the pipeline's stages).
 WARM_ROWS = 12_000
+#: Rows of the table of task functions by work.
+FUNCTIONS_SHOWN = 16
 #: Per-task overhead used when the run gives no gap to measure it from.
 FALLBACK_OVERHEAD = 0.001
 
@@ -245,8 +247,16 @@ def analyse(tasks: list, intervals: list, workers: int, wall: float) -> dict:
         "largest_s": tasks[big]["seconds"] if big is not None else 0.0,
         "predicted": {str(w): sum(s["predicted"][str(w)] for s in stages) for w in ws},
     }
-    return {"stages": stages, "total": total, "overhead_s": overhead, "overhead_gaps": n_gaps,
-            "chain_over_run": overall_chain, "predict_workers": ws}
+    by_function: dict = {}
+    for t, st in zip(tasks, stage_of):
+        row = by_function.setdefault((intervals[st][0], key_split(t["key"])), [0, 0.0, 0.0])
+        row[0] += 1
+        row[1] += t["seconds"]
+        row[2] = max(row[2], t["seconds"])
+    functions = [{"stage": st, "function": fn, "tasks": c, "work": w, "largest_s": m}
+                 for (st, fn), (c, w, m) in sorted(by_function.items(), key=lambda kv: -kv[1][1])]
+    return {"stages": stages, "total": total, "functions": functions, "overhead_s": overhead,
+            "overhead_gaps": n_gaps, "chain_over_run": overall_chain, "predict_workers": ws}
 
 
 def print_table(res: dict, workers: int) -> None:
@@ -268,6 +278,13 @@ def print_table(res: dict, workers: int) -> None:
           f"Measured wall on W = {workers}: {res['total']['wall']:.2f} s, predicted "
           f"{res['total']['predicted'][str(workers)]:.2f} s")
     print(f"longest chain of dependent tasks over the whole run (stages ignored): {res['chain_over_run']:.2f} s")
+    print()
+    print("where the work goes: the task functions with the most work (key prefix of the tasks)")
+    print(f"{'stage':<18} {'function':<28} {'tasks':>6} {'work s':>8} {'% work':>7} {'largest s':>9}")
+    total = res["total"]["work"] or 1.0
+    for row in res["functions"][:FUNCTIONS_SHOWN]:
+        print(f"{row['stage']:<18} {row['function'][:28]:<28} {row['tasks']:>6} {row['work']:>8.2f} "
+              f"{100 * row['work'] / total:>6.1f}% {row['largest_s']:>9.3f}")
 
 
 def main(argv=None) -> int:

@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from daskmicro.kernels import figures as kf
 
@@ -115,3 +117,43 @@ def test_a_run_with_strata_and_missing_values_counts_every_published_value():
     Y = release[qi].dropna().to_numpy(float)
     assert np.allclose(figures["correlation"]["released"], np.corrcoef(Y, rowvar=False), atol=1e-4)
     assert "original" not in figures["correlation"] and all("original" not in c for c in figures["columns"])
+
+
+def _numpy_histogram(Y, edges):
+    """The reference: each column's finite values on its edges by numpy.searchsorted."""
+    out = np.zeros((Y.shape[1], edges.shape[1] - 1), np.int64)
+    for j in range(Y.shape[1]):
+        y = Y[:, j][np.isfinite(Y[:, j])]
+        idx = np.clip(np.searchsorted(edges[j], y, side="right") - 1, 0, edges.shape[1] - 2)
+        out[j] = np.bincount(idx, minlength=edges.shape[1] - 1)
+    return out
+
+
+_magnitudes = st.sampled_from([1e-300, 1e-6, 1.0, 1e6, 1e15, 1e300])
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(0, 300), m=st.integers(1, 4), scale=_magnitudes, offset=st.floats(-1e6, 1e6),
+       groups=st.integers(1, 40), holes=st.floats(0.0, 0.3), seed=st.integers(0, 2**32 - 1),
+       dtype=st.sampled_from([np.float64, np.float32, np.int64]), beyond=st.booleans())
+def test_histograms_count_as_numpy_searchsorted(n, m, scale, offset, groups, holes, seed, dtype, beyond):
+    """The compiled histograms equal numpy's count on both axes, value by value, whatever the
+    magnitudes, dtypes (published integers and float32 read as float64), missing or infinite
+    values, repeated values on the edges, and values beyond the bins' ends."""
+    rng = np.random.default_rng(seed)
+    centroids = offset + scale * rng.standard_normal((groups, m))
+    Y = centroids[rng.integers(0, groups, n)]
+    with np.errstate(all="ignore"):
+        Y = Y.astype(dtype).astype(np.float64)
+    if dtype != np.int64 and n:
+        Y[rng.random((n, m)) < holes] = np.nan
+        Y[rng.random((n, m)) < holes / 4] = rng.choice([np.inf, -np.inf])
+    bins = _bins(Y)
+    if beyond:   # a piece whose values leave the run's range (bins from another piece)
+        bins = kf.Bins(bins.columns, bins.low / 2, bins.high / 2)
+    edges, skewed = bins.edges(), bins.skewed_edges()
+    if n:    # some values exactly on interior edges
+        Y[: min(n, 5), 0] = edges[0, 1:6][: min(n, 5)]
+    got = kf.histograms(Y, bins)
+    assert np.array_equal(got[0], _numpy_histogram(Y, edges))
+    assert np.array_equal(got[1], _numpy_histogram(Y, skewed))

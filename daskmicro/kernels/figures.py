@@ -23,17 +23,19 @@ reads an original value:
   suppressed; a release's bins hold whole groups of equal published values, so in a k-anonymous
   release it never applies) and gives the correlations of the complete rows.
 
-Pure numpy, no Dask: the functions take arrays and return arrays or plain dicts.
+numpy and one compiled kernel (the histograms, :func:`histograms`), no Dask: the functions take
+arrays and return arrays or plain dicts.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba as nb
 import numpy as np
 
-__all__ = ["BINS", "SKEW", "ASINH_DECADES", "Bins", "value_range", "merge_ranges", "summarize", "merge", "publish",
-           "suppress", "skewness", "choose_scale"]
+__all__ = ["BINS", "SKEW", "ASINH_DECADES", "Bins", "value_range", "merge_ranges", "histograms", "summarize", "merge",
+           "publish", "suppress", "skewness", "choose_scale", "compile_units"]
 
 #: Bins per column, equal widths between the smallest and largest published value (on the column's axis).
 BINS = 32
@@ -58,7 +60,8 @@ class Bins:
         idx = [self.columns.index(c) for c in columns]
         return Bins(tuple(columns), self.low[idx], self.high[idx])
 
-    def _ends(self):
+    def ends(self):
+        """(low, high) per column: the two outer edges of its bins."""
         low = np.where(np.isfinite(self.low), self.low, 0.0)
         high = np.where(np.isfinite(self.high), self.high, low)
         # one published value: one bin around it (the edges are that value ± a half, or ± a
@@ -69,7 +72,7 @@ class Bins:
 
     def edges(self) -> np.ndarray:
         """Bin edges, one row per column (``BINS + 1`` each)."""
-        low, high = self._ends()
+        low, high = self.ends()
         t = np.linspace(0.0, 1.0, BINS + 1)
         edges = low[:, None] + (high - low)[:, None] * t[None, :]
         edges[:, -1] = high
@@ -78,18 +81,18 @@ class Bins:
     def skewed_scales(self) -> list:
         """Per column, the axis of its skewed bins: ``log`` where the smallest published value is
         positive and below the largest, ``asinh`` otherwise."""
-        return ["log" if 0 < lo < hi else "asinh" for lo, hi in zip(*self._ends())]
+        return ["log" if 0 < lo < hi else "asinh" for lo, hi in zip(*self.ends())]
 
     def linear_width(self) -> np.ndarray:
         """Per column, the half-width of the linear part of an ``asinh`` axis (its unit)."""
-        low, high = self._ends()
+        low, high = self.ends()
         return np.maximum(np.abs(low), np.abs(high)) * 10.0 ** -ASINH_DECADES
 
     def skewed_edges(self) -> np.ndarray:
         """Bin edges of the skewed axis (:meth:`skewed_scales`), in original units, one row per
         column (``BINS + 1`` each): equal widths in log or asinh between the same two ends as
         :meth:`edges`."""
-        low, high = self._ends()
+        low, high = self.ends()
         t = np.linspace(0.0, 1.0, BINS + 1)
         edges = np.empty((len(low), BINS + 1))
         for j, (lo, hi, scale, w) in enumerate(zip(low, high, self.skewed_scales(), self.linear_width())):
@@ -104,7 +107,7 @@ class Bins:
     def standardize(self, Y: np.ndarray) -> np.ndarray:
         """``Y`` on the bins' scale: 0 … BINS across each column's range (the sums of
         :func:`summarize` are taken on it: exact enough whatever the offset of the values)."""
-        low, high = self._ends()
+        low, high = self.ends()
         return (np.asarray(Y, dtype=np.float64) - low) * (BINS / (high - low))
 
 
@@ -142,18 +145,77 @@ def merge_ranges(columns, parts) -> Bins | None:
 # --------------------------------------------------------------------------- summaries
 
 
-def _hist(Y: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """Histogram (columns × BINS) of the finite values ``Y`` on ``edges``: bins closed on the left,
-    the last one on both sides (as :func:`numpy.histogram` counts), values beyond the ends in the
-    end bins."""
+@nb.njit(nogil=True)
+def _bin(e, j, y, guess, last):
+    """The bin of ``y`` on the edges ``e[j]``: the number of edges ≤ ``y``, less one
+    (``numpy.searchsorted(..., side="right") - 1``), clipped to 0 … ``last``.  Found by stepping
+    from ``guess`` (any number: a good one saves the steps, a bad one only costs them)."""
+    if not guess >= 0.0:    # also NaN
+        b = 0
+    elif guess >= last:
+        b = last
+    else:
+        b = int(guess)
+    while b > 0 and e[j, b] > y:
+        b -= 1
+    while b < last and e[j, b + 1] <= y:
+        b += 1
+    return b
+
+
+@nb.njit(cache=True, nogil=True)
+def _histograms(Y, edges, skewed, axes, out):
+    """Both histograms of every column of ``Y`` in one pass over its rows (``out[0]`` on
+    ``edges``, ``out[1]`` on ``skewed``, columns × bins each), non-finite values not counted.
+    Each bin is stepped to from a guess made on the column's axis (:func:`_bin`), from ``axes``
+    (rows: linear scale, log axis or not, width, origin, skewed scale; a column each): linear,
+    ``(y − first edge) × linear scale``; skewed, ``(T(y) − origin) × skewed scale`` with T the log
+    (on a log axis) or asinh(y / width)."""
     n, m = Y.shape
-    out = np.zeros((m, BINS), np.int64)
-    for j in range(m):
-        y = Y[:, j]
-        y = y[np.isfinite(y)]
-        idx = np.clip(np.searchsorted(edges[j], y, side="right") - 1, 0, BINS - 1)
-        out[j] = np.bincount(idx, minlength=BINS)
+    last = edges.shape[1] - 2
+    for i in range(n):
+        for j in range(m):
+            y = Y[i, j]
+            if not np.isfinite(y):
+                continue
+            out[0, j, _bin(edges, j, y, (y - edges[j, 0]) * axes[0, j], last)] += 1
+            t = np.log(y) if axes[1, j] != 0.0 else np.arcsinh(y / axes[2, j])
+            out[1, j, _bin(skewed, j, y, (t - axes[3, j]) * axes[4, j], last)] += 1
+
+
+def _scale(low, high, bins):
+    """Bins per unit between ``low`` and ``high`` (0 where they meet or are not finite)."""
+    with np.errstate(all="ignore"):
+        scale = bins / (high - low)
+    return np.where(np.isfinite(scale), scale, 0.0)
+
+
+def histograms(Y: np.ndarray, bins: Bins) -> np.ndarray:
+    """The histograms (2 × columns × BINS) of the finite values ``Y`` (rows × the columns of
+    ``bins``) on the bins' equal edges and on their skewed axis: bins closed on the left, the last
+    one on both sides (as :func:`numpy.histogram` counts), values beyond the ends in the end bins."""
+    Y = np.ascontiguousarray(Y, dtype=np.float64)
+    edges, skewed = bins.edges(), bins.skewed_edges()
+    low, high = bins.ends()
+    log_axis = np.array([s == "log" for s in bins.skewed_scales()], dtype=np.bool_)
+    width = bins.linear_width()
+    with np.errstate(all="ignore"):
+        ends = [np.where(log_axis, np.log(v), np.arcsinh(v / width)) for v in (low, high)]
+    origin = np.where(np.isfinite(ends[0]), ends[0], 0.0)
+    out = np.zeros((2, Y.shape[1], BINS), np.int64)
+    axes = np.ascontiguousarray(np.stack([_scale(low, high, BINS), log_axis.astype(np.float64), width, origin,
+                                          _scale(ends[0], ends[1], BINS)]))
+    _histograms(Y, edges, skewed, axes, out)
     return out
+
+
+def compile_units():
+    """The compiled piece of this module, as :func:`daskmicro.kernels.mdav.compile_units` lists its
+    own: ``(name, dispatcher, argument types, names of the pieces it calls)``."""
+    from numba import typeof
+
+    f2, i3 = typeof(np.zeros((1, 1))), typeof(np.zeros((1, 1, 1), np.int64))
+    return [("figures", _histograms, (f2, f2, f2, f2, i3), ())]
 
 
 def summarize(Y: np.ndarray, bins: Bins) -> dict:
@@ -167,7 +229,8 @@ def summarize(Y: np.ndarray, bins: Bins) -> dict:
     ok = np.isfinite(Z)
     Z0 = np.where(ok, Z, 0.0)
     powers = np.stack([ok.sum(axis=0), Z0.sum(axis=0), (Z0 ** 2).sum(axis=0), (Z0 ** 3).sum(axis=0)], axis=1)
-    return {"columns": tuple(bins.columns), "hist": _hist(Y, bins.edges()), "skewed": _hist(Y, bins.skewed_edges()),
+    hist, skewed = histograms(Y, bins)
+    return {"columns": tuple(bins.columns), "hist": hist, "skewed": skewed,
             "powers": powers.astype(np.float64), "complete": int(Zc.shape[0]), "sum": Zc.sum(axis=0),
             "cross": Zc.T @ Zc}
 
