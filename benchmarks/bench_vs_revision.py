@@ -10,7 +10,10 @@ codes run the same command — ``anonymize_file`` of the 1M census-like and 1M c
 processes of one thread, committed Parquet out — in their own processes, alternately, ``--rounds``
 times, so that both see the same machine.  Each process runs every data set once before it is
 timed (compiling the kernels of a commit whose compile cache is cold) and then ``--repeat`` times.
-Printed: every wall time, the median per code and the ratio, the information loss of each code.
+Printed: every wall time, the median per code and the ratio, the information loss of each code,
+and each code's median over the **yardstick**: exact MDAV of the first 50,000 records of the
+census-like lake (z-scored, k = 10, one thread, this checkout's kernel), timed in the parent
+process before every child run, so that it sees the machine as the runs do.
 """
 
 from __future__ import annotations
@@ -60,6 +63,30 @@ def run_code(n: int, repeat: int, out_dir: str) -> None:
     print("RESULT " + json.dumps(result), flush=True)
 
 
+#: Records of the yardstick run of exact MDAV.
+YARDSTICK_ROWS = 50_000
+
+
+def yardstick(lake: Path) -> float:
+    """Seconds of exact MDAV (k = 10) of the first YARDSTICK_ROWS records of ``lake``, z-scored
+    (the compiled kernel loaded before the clock starts); the fastest of three."""
+    import numpy as np
+    import pyarrow.dataset as ds
+
+    from daskmicro.kernels import standardize
+    from daskmicro.kernels.mdav import mdav
+
+    X = ds.dataset(lake, format="parquet").head(YARDSTICK_ROWS).to_pandas().to_numpy(np.float64)
+    Z = np.ascontiguousarray(standardize(X)[0])
+    mdav(Z[:200], 10)
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        mdav(Z, 10)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
 def child(code_root: Path, n: int, repeat: int, tmp: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(code_root), str(HERE)])}
     proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", "--n", str(n), "--repeat",
@@ -99,25 +126,32 @@ def main():
                        capture_output=True)
         try:
             walls = {"this": {d: [] for d in DATA}, rev: {d: [] for d in DATA}}
-            il = {}
+            il, sticks = {}, []
+            census_lake = HERE / ".cache" / f"lake_census_like_n{n}_seed0"
             for r in range(a.rounds):
                 for label, root in (("this", ROOT), (rev, old)):
                     load = os.getloadavg()[0]
+                    sticks.append(yardstick(census_lake))
                     got = child(root, n, a.repeat, tmp)
                     for d in DATA:
                         walls[label][d] += got["walls"][d]
                         il[(label, d)] = got["il"][d]
-                    print(f"round {r + 1}, {label:>8} (load {load:.1f}, {got['code']}): " + "; ".join(
+                    print(f"round {r + 1}, {label:>8} (load {load:.1f}, yardstick {sticks[-1]:.3f} s, "
+                          f"{got['code']}): " + "; ".join(
                         f"{d} " + " ".join(f"{w:.2f}" for w in got["walls"][d]) for d in DATA), flush=True)
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(old)], cwd=ROOT, capture_output=True)
     print(f"\nn = {n:,}, k = 10, defaults, 2 worker processes; this checkout = {head} (with its uncommitted "
           f"changes), earlier = {rev}")
+    stick = statistics.median(sticks)
+    print(f"yardstick (exact MDAV, {YARDSTICK_ROWS:,} records, k = 10, one thread): median {stick:.3f} s "
+          f"(range {min(sticks):.3f}–{max(sticks):.3f}, {len(sticks)} timings)")
     print(f"{'data':<12} {'this: median s':>15} {rev + ': median s':>16} {'this / earlier':>15} "
-          f"{'IL this':>9} {'IL earlier':>11}")
+          f"{'this / yardstick':>17} {'earlier / yardstick':>20} {'IL this':>9} {'IL earlier':>11}")
     for d in DATA:
         mt, mo = statistics.median(walls["this"][d]), statistics.median(walls[rev][d])
-        print(f"{d:<12} {mt:15.2f} {mo:16.2f} {mt / mo:15.3f} {il[('this', d)]:9.4f} {il[(rev, d)]:11.4f}")
+        print(f"{d:<12} {mt:15.2f} {mo:16.2f} {mt / mo:15.3f} {mt / stick:17.2f} {mo / stick:20.2f} "
+              f"{il[('this', d)]:9.4f} {il[(rev, d)]:11.4f}")
 
 
 if __name__ == "__main__":

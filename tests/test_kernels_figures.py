@@ -129,11 +129,11 @@ def _numpy_histogram(Y, edges):
     return out
 
 
-_magnitudes = st.sampled_from([1e-300, 1e-6, 1.0, 1e6, 1e15, 1e300])
+_magnitudes = st.sampled_from([5e-324, 1e-310, 1e-300, 1e-6, 1.0, 1e6, 1e15, 1e300])
 
 
 @settings(max_examples=60, deadline=None)
-@given(n=st.integers(0, 300), m=st.integers(1, 4), scale=_magnitudes, offset=st.floats(-1e6, 1e6),
+@given(n=st.integers(0, 300), m=st.integers(1, 4), scale=_magnitudes, offset=st.just(0.0) | st.floats(-1e6, 1e6),
        groups=st.integers(1, 40), holes=st.floats(0.0, 0.3), seed=st.integers(0, 2**32 - 1),
        dtype=st.sampled_from([np.float64, np.float32, np.int64]), beyond=st.booleans())
 def test_histograms_count_as_numpy_searchsorted(n, m, scale, offset, groups, holes, seed, dtype, beyond):

@@ -57,27 +57,27 @@ def _qi_values(part: pd.DataFrame, qi: list) -> np.ndarray:
     return qi_frame_matrix(part, qi)  # exact float64, or refused (integers beyond ±2^53)
 
 
-def _summary(part: pd.DataFrame, qi: list, column=None):
-    if column is not None:
-        from ..privacy.failures import participation_chunk_check
-
-        return (*_summary(part, qi), participation_chunk_check(part[column]))
-    X = _qi_values(part, qi)
+def _summary(X: np.ndarray):
     nan = np.isnan(X).sum(axis=0)
     inf = np.isinf(X).sum(axis=0)
     if nan.any() or inf.any() or X.shape[0] == 0:
-        lo = hi = np.full(len(qi), np.nan)
+        lo = hi = np.full(X.shape[1], np.nan)
         return X.shape[0], nan, inf, None, lo, hi
     return X.shape[0], nan, inf, dd_colsum(X), X.min(axis=0), X.max(axis=0)
 
 
-def _deviations(part: pd.DataFrame, qi: list, mean: np.ndarray):
-    return centered_sums(_qi_values(part, qi), mean)
+def _participation_check(part: pd.DataFrame, column):
+    from ..privacy.failures import participation_chunk_check
+
+    return participation_chunk_check(part[column])
 
 
-def _zscore(part: pd.DataFrame, qi: list, mean: np.ndarray, std: np.ndarray, varying: np.ndarray):
-    X = _qi_values(part, qi)[:, varying]
-    return np.ascontiguousarray((X - mean[varying]) / std[varying])
+def _deviations(X: np.ndarray, mean: np.ndarray):
+    return centered_sums(X, mean)
+
+
+def _zscore(X: np.ndarray, mean: np.ndarray, std: np.ndarray, varying: np.ndarray):
+    return np.ascontiguousarray((X[:, varying] - mean[varying]) / std[varying])
 
 
 def _weights(part: pd.DataFrame, column) -> np.ndarray:
@@ -113,7 +113,11 @@ def ingest(client, ddf, qi: list, participation_column=None) -> Ingested:
     if column is not None:
         _check_participation_column(ddf, qi, column)
     parts = client.compute(ddf[list(qi) + ([column] if column is not None else [])].to_delayed())
-    stats = client.gather(client.map(_summary, parts, qi=qi, column=column, pure=False))
+    matrices = client.map(_qi_values, parts, qi=qi, pure=False)   # each chunk's QIs made float64 once
+    checks = None if column is None else client.map(_participation_check, parts, column=column, pure=False)
+    if column is None:
+        del parts   # each chunk goes once its matrix is made
+    stats = client.gather(client.map(_summary, matrices, pure=False))
     lengths = [s[0] for s in stats]
     n = int(sum(lengths))
     if n == 0:
@@ -121,7 +125,7 @@ def ingest(client, ddf, qi: list, participation_column=None) -> Ingested:
     if column is not None:
         from ..privacy.failures import participation_refusal
 
-        error = participation_refusal(column, [s[6] for s in stats])
+        error = participation_refusal(column, client.gather(checks))
         if error is not None:
             raise error
     nan = np.sum([s[1] for s in stats], axis=0)
@@ -141,15 +145,15 @@ def ingest(client, ddf, qi: list, participation_column=None) -> Ingested:
         raise InputError(f"QI column(s) with values beyond ±{MAX_ABS:.0e}: {', '.join(huge)}; squared distances "
                          "would overflow: rescale them (e.g. to other units) first")
     varying = hi > lo  # exact, on the original values
-    m2 = centered_m2(client.gather(client.map(_deviations, parts, qi=qi, mean=mean, pure=False)), n)
+    m2 = centered_m2(client.gather(client.map(_deviations, matrices, mean=mean, pure=False)), n)
     std = population_std(m2, n, ~varying)
     # with min < max some deviation is non-zero, so M2 > 0 short of underflow (subnormal spreads,
     # whose squares vanish): such a column still varies and publishes centroids, on scale 1 (its
     # z-scores ≈ 0, as the in-process paths make them); constancy is decided by min == max above
     std = np.where(varying & ~(std > 0), 1.0, std)
-    blocks = client.map(_zscore, parts, qi=qi, mean=mean, std=std, varying=varying, pure=False)
+    blocks = client.map(_zscore, matrices, mean=mean, std=std, varying=varying, pure=False)
     weights = None if column is None else client.map(_weights, parts, column=column, pure=False)
     row0s = list(np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(int))
-    del parts
+    del matrices
     return Ingested(blocks=blocks, row0s=row0s, lengths=lengths, n=n, mean=mean, std=std, varying=varying,
                     weights=weights)

@@ -98,6 +98,8 @@ class Bins:
         for j, (lo, hi, scale, w) in enumerate(zip(low, high, self.skewed_scales(), self.linear_width())):
             if scale == "log":
                 edges[j] = np.exp(np.log(lo) + (np.log(hi) - np.log(lo)) * t)
+            elif not w > 0:   # a range of subnormal numbers: its linear part underflows, equal bins instead
+                edges[j] = lo + (hi - lo) * t
             else:
                 a, b = np.arcsinh(lo / w), np.arcsinh(hi / w)
                 edges[j] = w * np.sinh(a + (b - a) * t)
@@ -163,14 +165,15 @@ def _bin(e, j, y, guess, last):
     return b
 
 
-@nb.njit(cache=True, nogil=True)
+@nb.njit(cache=True, nogil=True, error_model="numpy")
 def _histograms(Y, edges, skewed, axes, out):
     """Both histograms of every column of ``Y`` in one pass over its rows (``out[0]`` on
     ``edges``, ``out[1]`` on ``skewed``, columns × bins each), non-finite values not counted.
     Each bin is stepped to from a guess made on the column's axis (:func:`_bin`), from ``axes``
     (rows: linear scale, log axis or not, width, origin, skewed scale; a column each): linear,
     ``(y − first edge) × linear scale``; skewed, ``(T(y) − origin) × skewed scale`` with T the log
-    (on a log axis) or asinh(y / width)."""
+    (on a log axis) or asinh(y / width).  A guess that is not a number (a width that underflowed
+    to 0, the log of a value below a log axis) starts at the first bin."""
     n, m = Y.shape
     last = edges.shape[1] - 2
     for i in range(n):

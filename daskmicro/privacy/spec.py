@@ -268,14 +268,15 @@ def build_spec(X, labels, qi, k, *, rule="nearest-centroid", costs=None, partici
         raise ParameterError(f"costs must hold one finite number per cell ({ncell})")
     if values is None:
         value = weighted_centroids(M, labels)
-        params = _cell_standardization(value, counts)
-        cent = weighted_centroids(params.transform(M), labels)
     else:
         value = np.asarray(values, dtype=np.float64)
         if value.shape != (ncell, M.shape[1]) or not np.isfinite(value).all():
             raise ParameterError(f"values must hold {M.shape[1]} finite numbers per cell ({ncell} cells)")
-        params = _cell_standardization(value, counts)
-        cent = params.transform(value)
+    params = _cell_standardization(value, counts)
+    # the rule's centroids from the published values alone: z-scoring the records first would round
+    # each record apart, and two cells of one mean would then get centroids an ulp apart, with the
+    # records split between them by where each lies (a count the spec publishes)
+    cent = params.transform(value)
     cells = [{"id": c, "centroid": _floats(cent[c]), "cost": float(w[c]), "value": _floats(value[c])}
              for c in range(ncell)]
     spec = {
