@@ -1,12 +1,18 @@
 """Shared helpers of the benchmark scripts: single-thread set-up, machine info, best-of timing.
 
-Import this module before numpy/numba: it pins every thread pool to one thread.
+Import this module before numpy/numba: it pins every thread pool to one thread.  It also makes
+every run of the script, and of the processes it starts, a trial run (``DASKMICRO_LEDGER=off``)
+unless the environment names a ledger: a benchmark runs the same data again and again, and with
+the user's release ledger each run after the first would be a re-release of the same records —
+timed as such, and slower with every release the series holds.  ``bench_series.py`` names its own
+ledgers.
 """
 
 import os
 
 for _var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[_var] = "1"
+os.environ.setdefault("DASKMICRO_LEDGER", "off")
 
 import platform  # noqa: E402
 import time  # noqa: E402

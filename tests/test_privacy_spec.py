@@ -133,6 +133,30 @@ def test_nearest_centroid_rule_with_costs():
     assert assign(costed, point[None, :])[0] == 1
 
 
+@pytest.mark.parametrize("offset", [0.0, 1.7e12, -3e9, 1e-3])
+def test_two_cells_of_one_mean_do_not_split_their_records_by_position(offset):
+    """Two design cells with the same mean get the same centroid, whatever their records and
+    their offset: the rule puts both cells' records in the first (ties to the lowest id) and the
+    second is removed, for every set of records with those means and sizes.  Centroids computed
+    from the z-scored records came out an ulp apart at large offsets, and the published cell
+    sizes then told on which side of the ulp each record lay."""
+    rng = np.random.default_rng(5)
+    sizes = np.array([4, 3, 5, 3])
+    labels = np.repeat(np.arange(4), sizes)
+    means = offset + np.array([[10.0, 20.0], [-150.0, -110.0], [300.0, 40.0], [-150.0, -110.0]])
+    specs = []
+    for _ in range(6):
+        d = rng.integers(-3, 4, (labels.size, 2)).astype(float)
+        for c in range(4):   # integer spreads summing to 0: the same means, other records
+            rows = np.flatnonzero(labels == c)
+            d[rows[-1]] = -d[rows[:-1]].sum(axis=0)
+        specs.append(build_spec(means[labels] + d, labels, ["a", "b"], 3))
+    for spec in specs:
+        assert spec["model"]["removed_cells"] == 1 and spec["model"]["cell_sizes"] == [4, 6, 5]
+        assert [c["value"] for c in spec["cells"]] == [c["value"] for c in specs[0]["cells"]]
+        assert [c["centroid"] for c in spec["cells"]] == [c["centroid"] for c in specs[0]["cells"]]
+
+
 def test_requirement_that_cannot_be_met(census):
     Z = standardize(census[QI].to_numpy(float))[0]
     labels = mdav(Z, 5)

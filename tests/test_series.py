@@ -112,6 +112,9 @@ def test_differencing_an_appended_record(tmp_path):
     assert not differencing(r1, r2, new[QI].iloc[0])
     assert _tuples(r2) <= _tuples(r1)
     assert rep.series["republished"] == 2000 and rep.series["joined_frozen"] == 1
+    # reading the ledger's frozen cells is part of the run's time, in the report's table and total
+    assert 0 < rep.timings["release ledger"] <= rep.timings["total"]
+    assert list(rep.timings)[0] == "release ledger"   # the first step of the run
 
 
 def test_a_new_series_aggregates_afresh_and_says_so(tmp_path, capsys):
