@@ -117,15 +117,26 @@ class TaskRecorder:
         pass
 
 
+#: Most records generated at once: a larger lake is made block by block (each block its own seed).
+MAKE_ROWS = 16_000_000
+
+
 def make_lake(root: Path, n: int, seed: int) -> None:
+    """Census-like records as Parquet files of FILE_ROWS rows; up to MAKE_ROWS records from one
+    draw of ``census_like(n, seed)``, beyond that block by block (block b drawn with seed
+    ``seed * 1000 + b``), so that 100M records never sit in memory at once."""
     from daskmicro.datasets import census_like
 
     root.mkdir(parents=True)
-    df = census_like(n, seed=seed)
     files = max(1, math.ceil(n / FILE_ROWS))
     step = math.ceil(n / files)
-    for i in range(files):
-        df.iloc[i * step:(i + 1) * step].to_parquet(root / f"part-{i:04d}.parquet", index=False)
+    per_block = max(1, MAKE_ROWS // step)
+    for b0 in range(0, files, per_block):
+        rows = min(n, (b0 + per_block) * step) - b0 * step
+        df = census_like(rows, seed=seed if n <= MAKE_ROWS else seed * 1000 + b0 // per_block)
+        for i in range(b0, min(files, b0 + per_block)):
+            df.iloc[(i - b0) * step:(i - b0 + 1) * step].to_parquet(root / f"part-{i:04d}.parquet", index=False)
+        del df
 
 
 def stage_intervals(t_call: float, t_return: float, events: list) -> list:
