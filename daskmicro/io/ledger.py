@@ -160,29 +160,34 @@ class Ledger:
 
     @staticmethod
     def load(folder: Path, qi):
-        """The frozen cells of a series (:class:`daskmicro.series.frozen.Frozen`)."""
+        """The frozen cells of a series (:class:`daskmicro.series.frozen.Frozen`): each fingerprint's
+        cell in the latest release holding it (the last row of that release holding it), and the
+        published values of those cells.
+
+        The releases are read newest first: an older release's fingerprints count only where no
+        later release holds them (:func:`_newest_first`), and the cells are read from the releases
+        that gave a fingerprint its cell, then from the others only while a cell is still missing.
+        A series that republishes its records release after release is thus read in about the time
+        of its last release plus one pass over the older releases' fingerprints."""
         import pyarrow.parquet as pq
 
         from ..series.fingerprint import FP_DTYPE
         from ..series.frozen import Frozen
 
-        recs, cells = [], []
-        for r in Ledger.releases(folder):
-            for f in sorted(r.glob("records-*.parquet")):
-                recs.append(pq.read_table(f).to_pandas())
-            for f in sorted(r.glob("cells-*.parquet")):
-                cells.append(pq.read_table(f).to_pandas())
-        if not recs:
+        releases = Ledger.releases(folder)[::-1]
+        hi, lo, cell, origin = _newest_first(
+            [[pq.read_table(f, columns=["hi", "lo", "cell"]) for f in sorted(r.glob("records-*.parquet"))]
+             for r in releases])
+        if not hi.size:
             return Frozen.empty(qi)
-        rec = pd.concat(recs, ignore_index=True)
-        rec = rec.drop_duplicates(["hi", "lo"], keep="last")   # a later release's cell wins
-        fps = np.empty(len(rec), FP_DTYPE)
-        fps["hi"], fps["lo"] = rec["hi"].to_numpy(np.uint64), rec["lo"].to_numpy(np.uint64)
-        order = np.argsort(fps, kind="stable")
-        cel = pd.concat(cells, ignore_index=True).drop_duplicates("cell").sort_values("cell")
-        values = cel[[f"q{j}" for j in range(len(qi))]].to_numpy(np.float64)
-        return Frozen(fps[order], rec["cell"].to_numpy(np.uint64)[order], cel["cell"].to_numpy(np.uint64),
-                      values, tuple(qi))
+        gave = set(origin.tolist())   # the releases that gave a fingerprint its cell, read first
+        cells = _cells_named(np.unique(cell), [releases[i] for i in sorted(gave)]
+                             + [r for i, r in enumerate(releases) if i not in gave], len(qi))
+        order = np.lexsort((lo, hi))
+        fps = np.empty(hi.size, FP_DTYPE)
+        fps["hi"], fps["lo"] = hi[order], lo[order]
+        return Frozen(fps, cell[order], cells["cell"].to_numpy(np.uint64),
+                      cells[[f"q{j}" for j in range(len(qi))]].to_numpy(np.float64), tuple(qi))
 
     @staticmethod
     def stage(folder: Path) -> Path:
@@ -214,3 +219,73 @@ class Ledger:
     def discard(stage) -> None:
         if stage is not None:
             shutil.rmtree(stage, ignore_errors=True)
+
+
+def _last_rows(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    """Mask of the last row of each fingerprint (hi, lo) among these rows."""
+    twice = pd.Index(hi).duplicated(keep=False)   # hashed on the first 64 bits; exact below
+    keep = ~twice
+    if twice.any():
+        rows = np.flatnonzero(twice)
+        sub = pd.DataFrame({"hi": hi[rows], "lo": lo[rows]})
+        keep[rows[~sub.duplicated(["hi", "lo"], keep="last").to_numpy()]] = True
+    return keep
+
+
+def _found(hi: np.ndarray, lo: np.ndarray, kept_hi: np.ndarray, kept_lo: np.ndarray, index=None) -> np.ndarray:
+    """Mask of the fingerprints (hi, lo) among the kept ones (each kept fingerprint once);
+    ``index``: ``pd.Index(kept_hi)``, when the caller keeps one."""
+    if not kept_hi.size:
+        return np.zeros(hi.size, bool)
+    index = pd.Index(kept_hi) if index is None else index
+    if index.is_unique:
+        pos = index.get_indexer(hi)
+        found = pos >= 0
+        found[found] = kept_lo[pos[found]] == lo[found]
+        return found
+    # two kept fingerprints share their first 64 bits: look up on all 128
+    pos = pd.MultiIndex.from_arrays([kept_hi, kept_lo]).get_indexer(pd.MultiIndex.from_arrays([hi, lo]))
+    return pos >= 0
+
+
+def _newest_first(releases: list) -> tuple:
+    """(hi, lo, cell, release) of every fingerprint of ``releases`` (each a list of Arrow tables of
+    hi, lo, cell; newest release first): its row in the newest release holding it, the last such
+    row; ``release`` is that release's position in the list."""
+    hi = np.empty(0, np.uint64)
+    lo, cell, origin = hi.copy(), hi.copy(), np.empty(0, np.int64)
+    index = pd.Index(hi)   # of the kept fingerprints' first 64 bits, rebuilt when some are added
+    for i, tables in enumerate(releases):
+        if not tables or not sum(t.num_rows for t in tables):
+            continue
+        h, l, c = (np.concatenate([t.column(name).to_numpy() for t in tables]).astype(np.uint64, copy=False)
+                   for name in ("hi", "lo", "cell"))
+        new = _last_rows(h, l) & ~_found(h, l, hi, lo, index)
+        if new.any():
+            hi, lo, cell = np.concatenate([hi, h[new]]), np.concatenate([lo, l[new]]), np.concatenate([cell, c[new]])
+            origin = np.concatenate([origin, np.full(int(new.sum()), i, np.int64)])
+            index = pd.Index(hi)
+    return hi, lo, cell, origin
+
+
+def _cells_named(wanted: np.ndarray, releases: list, m: int) -> pd.DataFrame:
+    """The cells ``wanted`` (sorted uint64 ids), one row each in id order, read from ``releases``
+    in the order given until every one is found (each cell's values from the first release read
+    that holds it; a cell's published values never change)."""
+    import pyarrow.parquet as pq
+
+    got, have = [], np.empty(0, np.uint64)
+    for r in releases:
+        if have.size == wanted.size:
+            break
+        for f in sorted(r.glob("cells-*.parquet")):
+            t = pq.read_table(f).to_pandas()
+            ids = t["cell"].to_numpy(np.uint64)
+            take = np.isin(ids, wanted) & ~np.isin(ids, have)
+            if take.any():
+                t = t[take].drop_duplicates("cell")
+                got.append(t)
+                have = np.union1d(have, t["cell"].to_numpy(np.uint64))
+    if not got:
+        return pd.DataFrame({"cell": np.empty(0, np.uint64), **{f"q{j}": np.empty(0) for j in range(m)}})
+    return pd.concat(got, ignore_index=True).sort_values("cell", kind="stable")
