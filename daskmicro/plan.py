@@ -214,8 +214,7 @@ def run(cfg: RunConfig, data=None, *, paths: RunPaths = RunPaths(), client=None,
             ex = executor(InProcess(), source, plan, sink, output, progress, series)
         report = build_report(cfg, ex, source, None)
     report.series = series_report(series, ex.infos)
-    if series is not None:
-        report.timings = {"release ledger": opened, **report.timings}
+    report.timings = ({"release ledger": opened} if series is not None else {}) | report.timings
     if perf.error:
         say(f"warning: {perf.error}")
     report.timings["total"] = time.perf_counter() - started
