@@ -152,7 +152,8 @@ def _pieces(client, ing, fo, by_bounds, head, group_rows: int) -> list:
     # values held.  Taken chunk by chunk instead, every piece would need another group's split
     # back from the spill directory (at 100M: 100 groups of 112 MB, 200 chunks).
     n_chunks = len(ing.row0s)
-    taken = [[client.submit(operator.getitem, s, b) for b in range(n_chunks)] for s in splits]
+    # one batch per group (client.map): one message to the scheduler instead of one per piece
+    taken = [client.map(operator.getitem, [s] * n_chunks, range(n_chunks)) for s in splits]
     client.gather(client.map(len, splits))  # made before the stage ends; a failed task raises here
     return [[group[b] for group in taken] for b in range(n_chunks)]
 
