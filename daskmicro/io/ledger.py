@@ -232,12 +232,11 @@ def _last_rows(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
     return keep
 
 
-def _found(hi: np.ndarray, lo: np.ndarray, kept_hi: np.ndarray, kept_lo: np.ndarray, index=None) -> np.ndarray:
+def _found(hi: np.ndarray, lo: np.ndarray, kept_hi: np.ndarray, kept_lo: np.ndarray, index) -> np.ndarray:
     """Mask of the fingerprints (hi, lo) among the kept ones (each kept fingerprint once);
-    ``index``: ``pd.Index(kept_hi)``, when the caller keeps one."""
+    ``index``: ``pd.Index(kept_hi)``, kept by the caller between releases."""
     if not kept_hi.size:
         return np.zeros(hi.size, bool)
-    index = pd.Index(kept_hi) if index is None else index
     if index.is_unique:
         pos = index.get_indexer(hi)
         found = pos >= 0
