@@ -224,14 +224,14 @@ def task_overhead(tasks: list) -> tuple[float, int]:
     return (statistics.median(gaps), len(gaps)) if gaps else (FALLBACK_OVERHEAD, 0)
 
 
-def analyse(tasks: list, intervals: list, workers: int, wall: float) -> dict:
+def analyse(tasks: list, intervals: list, workers: int, wall: float, predict_w=PREDICT_W) -> dict:
     from dask.utils import key_split
 
     starts = [s for _, s, _ in intervals]
     stage_of = [max(0, bisect.bisect_right(starts, t["start"]) - 1) for t in tasks]
     chains, overall_chain = longest_chains(tasks, stage_of)
     overhead, n_gaps = task_overhead(tasks)
-    ws = sorted(set(PREDICT_W) | {workers})
+    ws = sorted(set(predict_w) | {workers})
     stages = []
     for s, (name, lo, hi) in enumerate(intervals):
         idx = [i for i, st in enumerate(stage_of) if st == s]
@@ -298,6 +298,50 @@ def print_table(res: dict, workers: int) -> None:
               f"{100 * row['work'] / total:>6.1f}% {row['largest_s']:>9.3f}")
 
 
+def warm_up(client, tmp: Path, qi: list, k: int, seed: int) -> float:
+    """Load the client's imports, the workers' kernels and Parquet readers and writers once, as on a
+    cluster that has run before: a small run through the same pipeline stages.  Its seconds."""
+    from distributed.metrics import time as now
+
+    from daskmicro import anonymize_file
+
+    t0 = now()
+    warm_in, warm_out = tmp / "warm-in", tmp / "warm-out"
+    shutil.rmtree(warm_in, ignore_errors=True)
+    shutil.rmtree(warm_out, ignore_errors=True)
+    make_lake(warm_in, WARM_ROWS, seed)
+    anonymize_file(warm_in, warm_out, qi, k, seed=seed, client=client, dask_report=False,
+                   method="partitioned", partition_size=2_000, task_rows=4_000)
+    return now() - t0
+
+
+def recorded_run(client, cluster, lake_in: Path, lake_out: Path, qi: list, k: int, seed: int, record=True):
+    """One run at the default settings, its tasks recorded by a :class:`TaskRecorder` (none where
+    ``record`` is false): (report, tasks, stage events, call time, return time)."""
+    from distributed.metrics import time as now
+
+    from daskmicro import anonymize_file
+
+    recorder = TaskRecorder(cluster.scheduler)
+    if record:
+        cluster.scheduler.add_plugin(recorder, name=recorder.name)
+    events = []
+
+    def progress(stage, seconds):
+        events.append((stage, float(seconds), now()))
+
+    t_call = now()
+    report = anonymize_file(lake_in, lake_out, qi, k, seed=seed, client=client, progress=progress,
+                            dask_report=False)
+    t_return = now()
+    assert report.verified and (lake_out / "_SUCCESS").exists(), "the release was not verified and committed"
+    if record:
+        cluster.scheduler.remove_plugin(name=recorder.name)
+    with recorder.lock:
+        tasks = [t for t in recorder.tasks if t["start"] >= t_call]
+    return report, tasks, events, t_call, t_return
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=1_000_000, help="records (default: %(default)s)")
@@ -313,9 +357,7 @@ def main(argv=None) -> int:
 
     os.environ.setdefault("DASKMICRO_LEDGER", "off")
     from distributed import Client
-    from distributed.metrics import time as now
 
-    from daskmicro import anonymize_file
     from daskmicro.config import RunConfig
     from daskmicro.datasets import CENSUS_COLUMNS
     from daskmicro.plan import open_input, worker_settings
@@ -332,30 +374,8 @@ def main(argv=None) -> int:
                                 silence_logs=logging.ERROR)
         with cluster, Client(cluster) as client:
             client.wait_for_workers(a.workers)
-            warm = 0.0
-            if not a.cold:
-                # the client's imports, the workers' kernels and Parquet readers and writers loaded once,
-                # as on a cluster that has run before: a small run through the same pipeline stages
-                t0 = now()
-                make_lake(tmp / "warm-in", WARM_ROWS, a.seed)
-                anonymize_file(tmp / "warm-in", tmp / "warm-out", qi, k, seed=a.seed, client=client,
-                               dask_report=False, method="partitioned", partition_size=2_000, task_rows=4_000)
-                warm = now() - t0
-            recorder = TaskRecorder(cluster.scheduler)
-            cluster.scheduler.add_plugin(recorder, name=recorder.name)
-            events = []
-
-            def progress(stage, seconds):
-                events.append((stage, float(seconds), now()))
-
-            t_call = now()
-            report = anonymize_file(lake_in, lake_out, qi, k, seed=a.seed, client=client, progress=progress,
-                                    dask_report=False)
-            t_return = now()
-            assert report.verified and (lake_out / "_SUCCESS").exists(), "the release was not verified and committed"
-            with recorder.lock:
-                tasks = list(recorder.tasks)
-            tasks = [t for t in tasks if t["start"] >= t_call]
+            warm = 0.0 if a.cold else warm_up(client, tmp, qi, k, a.seed)
+            report, tasks, events, t_call, t_return = recorded_run(client, cluster, lake_in, lake_out, qi, k, a.seed)
         wall = t_return - t_call
         res = analyse(tasks, stage_intervals(t_call, t_return, events), a.workers, wall)
     finally:
