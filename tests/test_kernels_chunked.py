@@ -83,8 +83,9 @@ def test_chunked_mdav_is_mdav_at_size_K_for_any_chunking(n, m, fan, integers, si
     """The distributed selection (samples, bracket, pairs inside it) gives exactly MDAV-generic at
     size K on the whole matrix (kernels.macro.mdav_large), for any chunking and sample size, with
     ties (integer data: many equal distances) broken by row id; on float32 chunks (the top level's
-    working copy) exactly MDAV on the same values in float64."""
-    from daskmicro.graph.macro_stage import chunked_mdav
+    working copy) exactly MDAV on the same values in float64.  The same inside one task
+    (``cut_in_task``, the top level's small parents), with each chunk's count per cell."""
+    from daskmicro.graph.macro_stage import chunked_mdav, cut_in_task
     from daskmicro.kernels.macro import mdav_large
 
     rng = np.random.default_rng(seed)
@@ -99,6 +100,11 @@ def test_chunked_mdav_is_mdav_at_size_K_for_any_chunking(n, m, fan, integers, si
     expected = mdav_large(Z.astype(np.float64), K)
     np.testing.assert_array_equal(np.concatenate(labels), expected)
     assert n_cells == expected.max() + 1
+    in_task, cells, counts = cut_in_task(blocks, row0s, n, K)
+    np.testing.assert_array_equal(np.concatenate(in_task), expected)
+    assert cells == n_cells
+    for got, block_labels in zip(counts, np.split(expected, bounds[1:-1])):
+        np.testing.assert_array_equal(got, np.bincount(block_labels, minlength=cells))
 
 
 @settings(max_examples=40, deadline=None)

@@ -33,7 +33,7 @@ from ..kernels import partition as kp
 from ..privacy import participation_tasks as kpart
 from ..kernels.moments import combine_moments
 from ..kernels.pca import pca_basis
-from .macro_stage import chunked_mdav
+from .macro_stage import chunked_mdav, cut_in_task
 
 __all__ = ["FanoutConfig", "FanoutResult", "top_cells", "fan_out"]
 
@@ -81,6 +81,11 @@ MAX_DRIVERS = 8
 #: the size of the largest top cell) for the next level.  Every chunk costs a task in each of the
 #: level's reductions (about 18 per cut into 4): at 100M rows, 125,000-row chunks made 800 tasks per reduction.
 CHUNK_ROWS = 500_000
+#: A parent of at most this many times ``task_rows`` records is cut inside one task
+#: (:func:`graph.macro_stage.cut_in_task`) instead of by the client's queries: one round trip
+#: instead of about twelve.  Its float32 copy is then at most twice the float64 records of the
+#: largest top cell (2 × task_rows), which a worker holds anyway in the cells stage.
+TASK_CUT_FACTOR = 8
 
 
 def top_cells(client, ing, task_rows: int, timings: dict):
@@ -124,11 +129,13 @@ def _working_copy(Z: np.ndarray) -> np.ndarray:
 def _recursive_cells(client, blocks, row0s, n: int, task_rows: int) -> list:
     """Lists of (row ids, Z) piece futures, one list per final top cell, in depth-first order.
 
-    Level by level: every parent of a level is cut at once (at most MAX_DRIVERS client threads
-    drive their chunked MDAV), children still holding at least 2·task_rows records become the
-    next level's parents.  Each cell carries its path (child indices from the root), so the
-    final order does not depend on which parent finished first.  A parent is (path, working
-    copies, float64 chunks, row ids or first row ids, rows); empties ``blocks``.
+    Level by level: every parent of a level is cut at once — those of at most
+    ``TASK_CUT_FACTOR × task_rows`` records each in one task, submitted together; the larger ones
+    by the client's queries, at most MAX_DRIVERS client threads driving their chunked MDAV.
+    Children still holding at least 2·task_rows records become the next level's parents.  Each
+    cell carries its path (child indices from the root), so the final order does not depend on
+    which parent finished first.  A parent is (path, working copies, float64 chunks, row ids or
+    first row ids, rows); empties ``blocks``.
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -136,8 +143,18 @@ def _recursive_cells(client, blocks, row0s, n: int, task_rows: int) -> list:
     level = [((), client.map(_working_copy, blocks), list(blocks), row0s, n)]
     blocks.clear()
     while level:
-        with ThreadPoolExecutor(max_workers=min(len(level), MAX_DRIVERS)) as pool:
-            cuts = list(pool.map(lambda parent: _cut(client, *parent[1:], task_rows), level))
+        in_task = [i for i, parent in enumerate(level) if parent[4] <= TASK_CUT_FACTOR * task_rows]
+        driven = [i for i, parent in enumerate(level) if parent[4] > TASK_CUT_FACTOR * task_rows]
+        submitted = [_submit_cut(client, *level[i][1:], task_rows) for i in in_task]
+        cuts = [None] * len(level)
+        if driven:
+            with ThreadPoolExecutor(max_workers=min(len(driven), MAX_DRIVERS)) as pool:
+                for i, children in zip(driven, pool.map(lambda i: _cut(client, *level[i][1:], task_rows), driven)):
+                    cuts[i] = children
+        for i, (n_cells, counts), (work, chunks, row0, labels) in zip(
+                in_task, client.gather([meta for meta, *_ in submitted]), [rest for _, *rest in submitted]):
+            cuts[i] = _split(client, work, chunks, row0, labels, n_cells, counts)
+        del submitted
         parents, level = level, []
         for (path, *_), children in zip(parents, cuts):
             for c, (pieces, sizes) in enumerate(children):
@@ -151,15 +168,30 @@ def _recursive_cells(client, blocks, row0s, n: int, task_rows: int) -> list:
 
 
 def _cut(client, work, blocks, row0s, n: int, task_rows: int) -> list:
-    """One parent cut into at most TOP_FAN cells: per cell, its (working copy, float64) piece
-    futures — each a (row ids, Z) — and their sizes.
+    """One parent cut into at most TOP_FAN cells by the client's queries (:func:`_split`'s children)."""
+    n_cells = min(TOP_FAN, n // task_rows)
+    labels, n_cells = chunked_mdav(client, work, row0s, n, n // n_cells)
+    counts = client.gather(client.map(ck.label_counts, labels, n_groups=n_cells))
+    return _split(client, work, blocks, row0s, labels, n_cells, counts)
+
+
+def _submit_cut(client, work, blocks, row0s, n: int, task_rows: int):
+    """One parent's cut into at most TOP_FAN cells as one task: (future of (cells, each chunk's
+    count per cell), working copies, float64 chunks, row ids, label futures); nothing waited for."""
+    n_cells = min(TOP_FAN, n // task_rows)
+    done = client.submit(cut_in_task, list(work), list(row0s), n, n // n_cells)
+    every = client.submit(operator.getitem, done, 0)
+    labels = [client.submit(operator.getitem, every, i) for i in range(len(work))]
+    return client.submit(operator.itemgetter(1, 2), done), work, blocks, row0s, labels
+
+
+def _split(client, work, blocks, row0s, labels, n_cells: int, counts) -> list:
+    """The parent's rows split by cell: per cell, its (working copy, float64) piece futures — each
+    a (row ids, Z) — and their sizes.
 
     Empties ``work`` and ``blocks``: once the rows are split by cell, the workers may free the
     parent's chunks.
     """
-    n_cells = min(TOP_FAN, n // task_rows)
-    labels, n_cells = chunked_mdav(client, work, row0s, n, n // n_cells)
-    counts = client.gather(client.map(ck.label_counts, labels, n_groups=n_cells))
     split32 = client.map(ck.split_rows, work, labels, row0s, n_groups=n_cells)
     split64 = client.map(ck.split_rows, blocks, labels, row0s, n_groups=n_cells)
     work.clear()

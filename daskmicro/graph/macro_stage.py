@@ -2,8 +2,11 @@
 
 Drives the per-chunk steps of :mod:`daskmicro.kernels.chunked` with ``client.map``: each MDAV
 query is one or two small reductions whose results (a few numbers per chunk) come back to the
-client, while the data and the labels stay on the workers.  The outcome depends only on the
-records and their row ids, never on how the rows are chunked or how many workers run.
+client, while the data and the labels stay on the workers.  A parent small enough for one task is
+cut inside that task instead (:func:`cut_in_task`): the same queries over the same chunks, run
+one after the other in the worker, with no round trip to the client between them.  The outcome
+depends only on the records and their row ids, never on how the rows are chunked, how many workers
+run or where the queries run.
 """
 
 from __future__ import annotations
@@ -13,11 +16,12 @@ import numpy as np
 from ..kernels import chunked as ck
 from ..kernels.macro import dd_combine
 
-__all__ = ["chunked_mdav"]
+__all__ = ["chunked_mdav", "cut_in_task"]
 
 
 class _Chunks:
-    """Futures of the chunks of a data set (Z, first row id) and of their current labels."""
+    """Futures of the chunks of a data set (Z, first row id) and of their current labels; each
+    query a ``client.map`` over them, its results gathered by the client."""
 
     def __init__(self, client, blocks, row0s):
         self.client = client
@@ -30,6 +34,22 @@ class _Chunks:
 
     def gather(self, futures):
         return self.client.gather(futures)
+
+
+class _TaskChunks:
+    """The chunks themselves (Z, row ids) and their labels, inside one task: each query runs over
+    them in this process, in chunk order, as the cluster would run it."""
+
+    def __init__(self, blocks, row0s):
+        self.blocks = list(blocks)
+        self.row0s = list(row0s)
+        self.labels = [_free_labels(Z) for Z in self.blocks]
+
+    def map(self, fn, *iterables, **kwargs):
+        return [fn(*args, **kwargs) for args in zip(*iterables)]
+
+    def gather(self, values):
+        return values
 
 
 def _free_labels(Z):
@@ -91,9 +111,29 @@ def chunked_mdav(client, blocks, row0s, n: int, K: int):
     labels : list of futures of int8 label arrays, one per chunk
     n_cells : int
     """
+    _check_cells(n, K)
+    ch = _Chunks(client, blocks, row0s)
+    n_cells = _mdav_cells(ch, n, K)
+    return ch.labels, n_cells
+
+
+def cut_in_task(blocks: list, row0s: list, n: int, K: int):
+    """:func:`chunked_mdav` over chunks held by this task: (labels per chunk, number of cells, each
+    chunk's count per cell).  The same labels as ``chunked_mdav`` gives over the same chunks."""
+    _check_cells(n, K)
+    ch = _TaskChunks(blocks, row0s)
+    n_cells = _mdav_cells(ch, n, K)
+    return ch.labels, n_cells, [ck.label_counts(lab, n_groups=n_cells) for lab in ch.labels]
+
+
+def _check_cells(n: int, K: int) -> None:
     if n // max(K, 1) > 100:
         raise ValueError(f"chunked_mdav forms a few large cells (n / K ≤ 100), got n = {n}, K = {K}")
-    ch = _Chunks(client, blocks, row0s)
+
+
+def _mdav_cells(ch, n: int, K: int) -> int:
+    """MDAV-generic at cell size ``K`` over the chunks of ``ch`` (a :class:`_Chunks` or a
+    :class:`_TaskChunks`): leaves the labels in ``ch.labels``, returns the number of cells."""
     cell = 0
     r = n
     while r >= 3 * K:
@@ -112,4 +152,4 @@ def chunked_mdav(client, blocks, row0s, n: int, K: int):
     if r > 0:
         ch.labels = ch.map(ck.assign_rest, ch.labels, cell=cell)
         cell += 1
-    return ch.labels, cell
+    return cell
