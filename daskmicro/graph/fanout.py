@@ -75,7 +75,9 @@ class FanoutResult:
 #: costs about FAN/2 passes over its records, and there are log_FAN(n / task_rows) levels: a small
 #: fan keeps the top level O(n log n) instead of O(n² / task_rows) for one flat level.
 TOP_FAN = 4
-#: Most parents of one level whose chunked MDAV runs at once (one client thread each).
+#: Fewest parents of one level whose chunked MDAV may run at once (one client thread each); a
+#: cluster of more worker threads gets one driver per thread, so that a level's cuts are not
+#: queued behind one another while workers wait.
 MAX_DRIVERS = 8
 #: Pieces of a parent are joined into chunks of at least this many rows (at most 2 × task_rows,
 #: the size of the largest top cell) for the next level.  Every chunk costs a task in each of the
@@ -131,7 +133,8 @@ def _recursive_cells(client, blocks, row0s, n: int, task_rows: int) -> list:
 
     Level by level: every parent of a level is cut at once — those of at most
     ``TASK_CUT_FACTOR × task_rows`` records each in one task, submitted together; the larger ones
-    by the client's queries, at most MAX_DRIVERS client threads driving their chunked MDAV.
+    by the client's queries, at most max(MAX_DRIVERS, the cluster's worker threads) client threads
+    driving their chunked MDAV (how many never changes the cells).
     Children still holding at least 2·task_rows records become the next level's parents.  Each
     cell carries its path (child indices from the root), so the final order does not depend on
     which parent finished first.  A parent is (path, working copies, float64 chunks, row ids or
@@ -140,6 +143,7 @@ def _recursive_cells(client, blocks, row0s, n: int, task_rows: int) -> list:
     from concurrent.futures import ThreadPoolExecutor
 
     leaves = []
+    drivers = max(MAX_DRIVERS, sum(client.nthreads().values()))
     level = [((), client.map(_working_copy, blocks), list(blocks), row0s, n)]
     blocks.clear()
     while level:
@@ -148,7 +152,7 @@ def _recursive_cells(client, blocks, row0s, n: int, task_rows: int) -> list:
         submitted = [_submit_cut(client, *level[i][1:], task_rows) for i in in_task]
         cuts = [None] * len(level)
         if driven:
-            with ThreadPoolExecutor(max_workers=min(len(driven), MAX_DRIVERS)) as pool:
+            with ThreadPoolExecutor(max_workers=min(len(driven), drivers)) as pool:
                 for i, children in zip(driven, pool.map(lambda i: _cut(client, *level[i][1:], task_rows), driven)):
                     cuts[i] = children
         for i, (n_cells, counts), (work, chunks, row0, labels) in zip(
