@@ -78,12 +78,14 @@ class TaskRecorder:
                 return
             ts = self.scheduler.tasks.get(key)
             deps = [d.key for d in ts.dependencies] if ts is not None else []
+            moves = [(s.get("action"), s["start"], s["stop"]) for s in kwargs.get("startstops") or ()
+                     if s.get("action") != "compute"]
             with self.lock:
                 self.tasks.append({"key": key, "worker": kwargs.get("worker"),
                                    "start": min(s["start"] for s in computes),
                                    "stop": max(s["stop"] for s in computes),
                                    "seconds": sum(s["stop"] - s["start"] for s in computes),
-                                   "deps": deps, "submitted": self.submitted.get(key)})
+                                   "deps": deps, "submitted": self.submitted.get(key), "moves": moves})
 
     # the rest of the SchedulerPlugin interface: nothing to do
     async def start(self, scheduler):
@@ -238,10 +240,17 @@ def analyse(tasks: list, intervals: list, workers: int, wall: float, predict_w=P
         work = sum(tasks[i]["seconds"] for i in idx)
         chain = max((chains[i] for i in idx), default=0.0)
         idle = (hi - lo) - busy_time([(tasks[i]["start"], tasks[i]["stop"]) for i in idx], lo, hi)
+        moves: dict = {}
+        for i in idx:
+            for action, a, b in tasks[i].get("moves", ()):
+                moves[action] = moves.get(action, 0.0) + (b - a)
+        still = (hi - lo) - busy_time([(tasks[i]["start"], tasks[i]["stop"]) for i in idx]
+                                      + [(a, b) for i in idx for _, a, b in tasks[i].get("moves", ())], lo, hi)
         span = chain + idle
         big = max(idx, key=lambda i: tasks[i]["seconds"], default=None)
         stages.append({
             "stage": name, "wall": hi - lo, "tasks": len(idx), "work": work, "chain": chain, "idle": idle,
+            "moves": moves, "idle_no_moves": still,
             "span": span, "parallelism": work / span if span > 0 else 0.0,
             "largest": key_split(tasks[big]["key"]) if big is not None else "",
             "largest_s": tasks[big]["seconds"] if big is not None else 0.0,
@@ -289,6 +298,15 @@ def print_table(res: dict, workers: int) -> None:
           f"Measured wall on W = {workers}: {res['total']['wall']:.2f} s, predicted "
           f"{res['total']['predicted'][str(workers)]:.2f} s")
     print(f"longest chain of dependent tasks over the whole run (stages ignored): {res['chain_over_run']:.2f} s")
+    print()
+    actions = sorted({a for row in res["stages"] for a in row.get("moves", {})})
+    print("the idle time beside the data moved for the tasks (seconds summed over the workers, by the "
+          "scheduler's record of each task: transfers from other workers, reads of spilled data, …), and the "
+          "idle time in which no worker computed nor moved data for a task")
+    print(f"{'stage':<18} {'idle s':>7} " + " ".join(f"{a[:12]:>12}" for a in actions) + f" {'idle, no move':>13}")
+    for row in res["stages"]:
+        print(f"{row['stage']:<18} {row['idle']:>7.2f} "
+              + " ".join(f"{row['moves'].get(a, 0.0):>12.2f}" for a in actions) + f" {row['idle_no_moves']:>13.2f}")
     print()
     print("where the work goes: the task functions with the most work (key prefix of the tasks)")
     print(f"{'stage':<18} {'function':<28} {'tasks':>6} {'work s':>8} {'% work':>7} {'largest s':>9}")
