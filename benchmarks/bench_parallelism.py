@@ -239,13 +239,13 @@ def analyse(tasks: list, intervals: list, workers: int, wall: float, predict_w=P
         idx = [i for i, st in enumerate(stage_of) if st == s]
         work = sum(tasks[i]["seconds"] for i in idx)
         chain = max((chains[i] for i in idx), default=0.0)
-        idle = (hi - lo) - busy_time([(tasks[i]["start"], tasks[i]["stop"]) for i in idx], lo, hi)
+        runs = [(tasks[i]["start"], tasks[i]["stop"]) for i in idx]
+        idle = (hi - lo) - busy_time(runs, lo, hi)
         moves: dict = {}
         for i in idx:
             for action, a, b in tasks[i].get("moves", ()):
                 moves[action] = moves.get(action, 0.0) + (b - a)
-        still = (hi - lo) - busy_time([(tasks[i]["start"], tasks[i]["stop"]) for i in idx]
-                                      + [(a, b) for i in idx for _, a, b in tasks[i].get("moves", ())], lo, hi)
+        still = (hi - lo) - busy_time(runs + [(a, b) for i in idx for _, a, b in tasks[i].get("moves", ())], lo, hi)
         span = chain + idle
         big = max(idx, key=lambda i: tasks[i]["seconds"], default=None)
         stages.append({

@@ -147,18 +147,18 @@ def _recursive_cells(client, blocks, row0s, n: int, task_rows: int) -> list:
     level = [((), client.map(_working_copy, blocks), list(blocks), row0s, n)]
     blocks.clear()
     while level:
-        in_task = [i for i, parent in enumerate(level) if parent[4] <= TASK_CUT_FACTOR * task_rows]
-        driven = [i for i, parent in enumerate(level) if parent[4] > TASK_CUT_FACTOR * task_rows]
-        submitted = [_submit_cut(client, *level[i][1:], task_rows) for i in in_task]
+        submitted = {i: _submit_cut(client, *parent[1:], task_rows)
+                     for i, parent in enumerate(level) if parent[4] <= TASK_CUT_FACTOR * task_rows}
+        driven = [i for i in range(len(level)) if i not in submitted]
         cuts = [None] * len(level)
         if driven:
             with ThreadPoolExecutor(max_workers=min(len(driven), drivers)) as pool:
                 for i, children in zip(driven, pool.map(lambda i: _cut(client, *level[i][1:], task_rows), driven)):
                     cuts[i] = children
-        for i, (n_cells, counts), (work, chunks, row0, labels) in zip(
-                in_task, client.gather([meta for meta, *_ in submitted]), [rest for _, *rest in submitted]):
-            cuts[i] = _split(client, work, chunks, row0, labels, n_cells, counts)
-        del submitted
+        metas = client.gather([meta for meta, _ in submitted.values()])
+        for (i, (_, labels)), (n_cells, counts) in zip(submitted.items(), metas):
+            cuts[i] = _split(client, *level[i][1:4], labels, n_cells, counts)
+        del submitted, metas
         parents, level = level, []
         for (path, *_), children in zip(parents, cuts):
             for c, (pieces, sizes) in enumerate(children):
@@ -181,12 +181,12 @@ def _cut(client, work, blocks, row0s, n: int, task_rows: int) -> list:
 
 def _submit_cut(client, work, blocks, row0s, n: int, task_rows: int):
     """One parent's cut into at most TOP_FAN cells as one task: (future of (cells, each chunk's
-    count per cell), working copies, float64 chunks, row ids, label futures); nothing waited for."""
+    count per cell), label futures, one per chunk); nothing waited for."""
     n_cells = min(TOP_FAN, n // task_rows)
     done = client.submit(cut_in_task, list(work), list(row0s), n, n // n_cells)
     every = client.submit(operator.getitem, done, 0)
-    labels = [client.submit(operator.getitem, every, i) for i in range(len(work))]
-    return client.submit(operator.itemgetter(1, 2), done), work, blocks, row0s, labels
+    labels = client.map(operator.getitem, [every] * len(work), range(len(work)))
+    return client.submit(operator.itemgetter(1, 2), done), labels
 
 
 def _split(client, work, blocks, row0s, labels, n_cells: int, counts) -> list:
