@@ -87,7 +87,7 @@ def after_close(client, pieces: list, n_out: int) -> tuple:
         bucket = dask.delayed(release_bucket, pure=True)
         delayed = [bucket(*[p[b] for p in pieces], **kwargs) for b in range(n_out)]
         parts = dd.from_delayed(delayed, meta=meta, verify_meta=False).to_delayed()
-        files, counts = write_parts(client, parts, tmp, list(meta.columns))
+        files, counts, _ = write_parts(client, parts, tmp, list(meta.columns))
         rows = sum(f["rows"] for f in files)
         check, _ = bucketed_verdict(client, counts, K, rows)
         seconds = time.perf_counter() - t0

@@ -307,3 +307,63 @@ def test_tuple_counts_are_a_groupby_of_the_published_values(counts, seed, dtype)
     finally:
         V._combine = flat
     assert forced.collision == (len(expected) > 1)
+
+
+_DTYPES = ["float16", "float32", "float64", "int8", "int64", "uint32", "Int64", "Float64", "bool", "object"]
+
+
+def _frame_of(rng, n, dtype, width):
+    """``n`` rows of ``width`` columns of few distinct values (tuples repeat) in ``dtype``."""
+    out = {}
+    for j in range(width):
+        v = rng.integers(-3, 4, n)
+        if dtype == "bool":
+            col = pd.Series(v > 0)
+        elif dtype == "object":
+            col = pd.Series([f"v{x}" for x in v], dtype=object)
+        elif dtype in ("Int64", "Float64"):
+            col = pd.Series(v, dtype=dtype).mask(v == 0)   # with missing values
+        else:
+            col = pd.Series((v * 1.5 if dtype.startswith("float") else np.abs(v) if dtype.startswith("u") else v)
+                            ).astype(dtype)
+        out[f"c{j}"] = col
+    return pd.DataFrame(out)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10 ** 6), n=st.integers(1, 400), width=st.integers(1, 4), dtype=st.sampled_from(_DTYPES),
+       cuts=st.lists(st.integers(0, 400), max_size=4))
+def test_tuple_fingerprint_is_that_of_the_counts_for_any_order_and_cut(seed, n, width, dtype, cuts):
+    """The fingerprint of a release's tuples (what a release counted before it is written is checked
+    against as read back) is the same whatever the order of the rows and however they are cut into
+    parts, equals the fingerprint of their merged tuple counts, and changes when one value changes."""
+    from daskmicro.privacy.verify import (add_fingerprints, counts_fingerprint, merge_tuple_counts, tuple_counts,
+                                          tuple_fingerprint)
+
+    rng = np.random.default_rng(seed)
+    df = _frame_of(rng, n, dtype, width)
+    cols = list(df.columns)
+    whole = tuple_fingerprint(df, cols)
+    edges = sorted({0, n, *[c % (n + 1) for c in cuts]})
+    parts = [df.iloc[a:b] for a, b in zip(edges[:-1], edges[1:])]
+    assert add_fingerprints(*[tuple_fingerprint(p, cols) for p in parts]) == whole
+    assert counts_fingerprint(merge_tuple_counts(*[tuple_counts(p, cols) for p in parts])) == whole
+    shuffled = df.iloc[rng.permutation(n)].reset_index(drop=True)
+    assert tuple_fingerprint(shuffled, cols) == whole
+    changed = df.copy()
+    r, c = int(rng.integers(n)), cols[int(rng.integers(width))]
+    old = changed[c].iloc[r]
+    if dtype == "bool":
+        new = not old
+    elif dtype == "object":
+        new = old + "x"
+    elif pd.isna(old):
+        new = 7
+    elif dtype.startswith("float"):
+        new = np.nextafter(np.dtype(dtype).type(old), np.dtype(dtype).type(np.inf))
+    else:
+        new = old + 1
+    changed[c] = changed[c].astype(object).where(np.arange(n) != r, new).astype(df[c].dtype)
+    assert pd.isna(old) or changed[c].iloc[r] != old
+    assert tuple_fingerprint(changed, cols) != whole
+    assert tuple_fingerprint(df.iloc[1:], cols) != whole or n == 0

@@ -41,7 +41,8 @@ import pandas as pd
 from ..errors import ParameterError
 from ..io.survey import arrival_name, arrival_rows
 from ..kernels import incremental_parts as kip
-from ..privacy.verify import RowCheck, add_tuple_counts, check_tuple_counts, merge_tuple_counts, tuple_counts
+from ..privacy.verify import (RowCheck, add_tuple_counts, check_tuple_counts, counts_fingerprint, merge_tuple_counts,
+                              tuple_counts)
 from ..release.publish import release_bucket, replace_qi, split_chunk
 from ..schedule_model import critical_ratio_numeric
 from .gather import cell_ids
@@ -116,6 +117,10 @@ def _counted_base(stats, *counted):
     return rows, merge_tuple_counts(*[c[1] for c in counted]), stats
 
 
+def _fingerprint_of(total) -> int:
+    return counts_fingerprint(total[1])
+
+
 def _verdict(total, k: int):
     """(rows out, k-anonymity check, cell-size histogram of the published tuples, column stats)."""
     rows, counts, stats = total
@@ -156,8 +161,14 @@ def _merged(*pieces):
 
 def merge_pieces(client, lists: list) -> list:
     """Futures of the pieces of each key range of ``lists`` (per published chunk, one future per key
-    range) merged into one per key range, on the workers; returns without waiting."""
-    return [client.submit(_merged, *[p[b] for p in lists]) for b in range(len(lists[0]))]
+    range) merged into one per key range, on the workers; returns without waiting.  Key range ``b``
+    is merged on the ``b``-th worker (cyclically, by address), every time: each range's pieces
+    gather on one worker while the survey is open, so that the close builds and writes each output
+    partition where its records already are (another worker takes over if that one is gone)."""
+    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    where = [{"workers": workers[b % len(workers)], "allow_other_workers": True} if workers else {}
+             for b in range(len(lists[0]))]
+    return [client.submit(_merged, *[p[b] for p in lists], **where[b]) for b in range(len(lists[0]))]
 
 
 def merged_layout(client, pieces: list, merged: int) -> tuple:
@@ -369,6 +380,12 @@ class FixedIncrementalGraph(PipelineIncrementalGraph):
                                   verify_meta=False)
         _, changes = replace_qi(meta_frame, cols, np.empty((0, len(cols))))
         return release, changes, self._k_check
+
+    def counted_fingerprint(self) -> int:
+        """The fingerprint of the tuples counted before the close
+        (:func:`~daskmicro.privacy.verify.counts_fingerprint`): the release's files must hold exactly
+        them as read back."""
+        return int(self.client.submit(_fingerprint_of, self._pub.total).result())
 
     def check_rows(self, n: int, release):
         """The row check made on the merged counts (rows in = rows out)."""

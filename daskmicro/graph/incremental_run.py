@@ -285,7 +285,8 @@ def _execution(client, plan, done: StagesDone, sink, output, series, step):
     n = sum(done.counts)
     changes, k_check, row_check = done.checks
     release = _recorded(client, done.release, plan, series)
-    _check_values(client, release, plan, k)
+    if sink != "lake":   # a directory release checks its values in the pass that writes them
+        _check_values(client, release, plan, k)
     info = GroupResult(
         n=n, m_used=metrics["m_used"], method="incremental", cells=metrics["cells"],
         min_cell_size=metrics["min_cell_size"], max_cell_size=metrics["max_cell_size"],
@@ -301,7 +302,7 @@ def _execution(client, plan, done: StagesDone, sink, output, series, step):
                             "close to release": done.t_release - float(done.src.closed_at)},
                    incremental=section)
     if sink == "lake":
-        _write_lake(client, release, plan, output, n, ex)
+        _write_lake(client, release, plan, output, n, ex, done.graph.counted_fingerprint())
     elif sink == "file":
         ex.frame = release.compute() if is_dask_frame(release) else release
     else:
@@ -310,25 +311,35 @@ def _execution(client, plan, done: StagesDone, sink, output, series, step):
     return ex
 
 
-def _write_lake(client, release, plan, output, n, ex) -> None:
+def _write_lake(client, release, plan, output, n, ex, counted=None) -> None:
     """A directory release: written into its staging directory (a run prefix on an object store),
-    read back and counted (k-anonymity over the published QIs, rows in = rows out) before the
-    planner commits it."""
+    read back and checked before the planner commits it: k-anonymity over the published QIs and
+    rows in = rows out, the columns published as they are by the identifier rule.  A release whose
+    tuples were counted before it was written (``counted``: their fingerprint, the verdict made on
+    those counts) is checked to hold, as read back, exactly those tuples; any other is counted as
+    read back (merged by hash bucket on the workers)."""
     from ..io import commit as cm
     from ..io.lake import write_parts
+    from ..privacy.verify import add_fingerprints
     from .release import bucketed_verdict
 
     staging = cm.open_staging(output)
     try:
         parts = release.to_delayed() if is_dask_frame(release) else release
-        files, counts = write_parts(client, parts, staging, list(plan.qi))
+        files, checks, marks = write_parts(client, parts, staging, list(plan.qi), counted=counted is not None,
+                                           sketch=tuple(_as_is(list(release.columns), plan)))
         rows = sum(f["rows"] for f in files)
         if rows != n:
             raise VerificationError(f"wrote {rows} rows but the survey has {n}")
-        k_check, _ = bucketed_verdict(client, counts, plan.k, rows)   # merged by hash bucket on the workers
-        k_check.raise_if_failed()
+        if marks is not None:
+            identifiers.check_values(marks, plan.k)
+        if counted is None:
+            ex.k_check, _ = bucketed_verdict(client, checks, plan.k, rows)
+        elif add_fingerprints(*client.gather(checks)) != counted:
+            raise VerificationError("the release's files as read back do not hold the tuples counted before they "
+                                    "were written")
+        ex.k_check.raise_if_failed()
     except BaseException:
         cm.discard_staging(staging)
         raise
-    ex.staging, ex.k_check = staging, k_check
-    ex.files = files
+    ex.staging, ex.files = staging, files

@@ -47,22 +47,27 @@ def read_lake(path):
         raise InputError(f"cannot read {path}: {one_line(exc)}") from exc
 
 
-def _write_part(df, path: str, columns: list, store=None) -> tuple:
+def _write_part(df, path: str, columns: list, store=None, counted: bool = False, sketch: tuple = ()) -> tuple:
     """Write one release part and read it back: ({rows, bytes[, sha256]}, the counts of its
-    published tuples as written).  On an object store (``store``: ``path`` a key of it) the part is made in
+    published tuples as written — or, with ``counted``, their fingerprint
+    (:func:`~daskmicro.privacy.verify.tuple_fingerprint`) —, the identifier sketch of the ``sketch``
+    columns or None).  On an object store (``store``: ``path`` a key of it) the part is made in
     memory, PUT whole (:func:`daskmicro.io.objectfile.part_size` parts when large) and read back
     from the store; the SHA-256 of the bytes read back must be that of the bytes written."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ..privacy.verify import tuple_counts
+    from ..privacy import identifiers
+    from ..privacy.verify import tuple_counts, tuple_fingerprint
     from .tables import arrow_to_pandas
 
+    marks = identifiers.sketch(df, list(sketch)) if sketch else None
     table = pa.Table.from_pandas(df, preserve_index=False)
+    del df
     out = {}
     if store is None:
         pq.write_table(table, path)
-        table, out["bytes"] = pq.read_table(path), os.path.getsize(path)
+        table, out["bytes"] = pq.read_table(path, columns=list(columns)), os.path.getsize(path)
     else:
         import hashlib
 
@@ -79,18 +84,22 @@ def _write_part(df, path: str, columns: list, store=None) -> tuple:
         out["bytes"], out["sha256"] = len(data), hashlib.sha256(data).hexdigest()
         if hashlib.sha256(back).hexdigest() != out["sha256"]:
             raise VerificationError(f"the object read back differs from the bytes written: {store.protocol}://{path}")
-        table = pq.read_table(pa.BufferReader(back))
+        table = pq.read_table(pa.BufferReader(back), columns=list(columns))
     out["rows"] = table.num_rows
-    return out, tuple_counts(arrow_to_pandas(table.select(list(columns))), list(columns))
+    published = arrow_to_pandas(table)
+    check = tuple_fingerprint if counted else tuple_counts
+    return out, check(published, list(columns)), marks
 
 
-def write_parts(client, parts, staging, columns: list):
+def write_parts(client, parts, staging, columns: list, counted: bool = False, sketch: tuple = ()):
     """Workers build, write and read back each release partition in ``staging`` (made by
     :func:`daskmicro.io.commit.open_staging`: a local directory, or a run prefix of an object store,
     :class:`daskmicro.io.objectcommit.RemoteRun`); returns (the files written — path in the
-    release, rows, bytes, and on a store the SHA-256 of the object —, futures of the tuple counts
-    of each file as read back over ``columns`` — stratum columns + QIs —, left on the workers for
-    the caller's verdict).
+    release, rows, bytes, and on a store the SHA-256 of the object —, futures of each file's
+    check as read back over ``columns`` — stratum columns + QIs —, left on the workers for the
+    caller's verdict: its tuple counts, or with ``counted`` (the tuples were counted before they
+    were written) its tuple fingerprint, the merged identifier sketch of the ``sketch`` columns
+    (:mod:`daskmicro.privacy.identifiers`) or None).
 
     ``parts`` are the release's partitions as dask Delayed objects (``release.to_delayed()``),
     futures, or one pandas DataFrame.  Each partition is built by the task that writes it and
@@ -100,6 +109,8 @@ def write_parts(client, parts, staging, columns: list):
 
     import dask
 
+    from ..privacy import identifiers
+
     if hasattr(parts, "iloc"):  # a pandas release: one part
         parts = [dask.delayed(parts)]
     width = max(5, len(str(len(parts))))
@@ -107,7 +118,11 @@ def write_parts(client, parts, staging, columns: list):
     store = None if isinstance(staging, (str, os.PathLike)) else staging.store
     paths = [str(Path(staging) / n) if store is None else staging.key(n) for n in names]
     write = dask.delayed(_write_part, pure=True)
-    tasks = client.compute([write(p, path, list(columns), store) for p, path in zip(parts, paths)])
+    tasks = client.compute([write(p, path, list(columns), store, counted, tuple(sketch))
+                            for p, path in zip(parts, paths)])
     written = client.gather([client.submit(operator.getitem, t, 0) for t in tasks])
-    counts = [client.submit(operator.getitem, t, 1) for t in tasks]
-    return [dict(path=name, **w) for name, w in zip(names, written)], counts
+    checks = [client.submit(operator.getitem, t, 1) for t in tasks]
+    marks = None
+    if sketch:
+        marks = client.submit(identifiers.merge, *[client.submit(operator.getitem, t, 2) for t in tasks]).result()
+    return [dict(path=name, **w) for name, w in zip(names, written)], checks, marks

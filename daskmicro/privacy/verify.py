@@ -331,6 +331,39 @@ def tuple_counts(part, columns: list, n: int | None = None) -> TupleCounts:
     return TupleCounts(sorted_[starts], counts, np.ascontiguousarray(H[:, order[starts]].T), collision)
 
 
+def _spread(h: np.ndarray) -> np.ndarray:
+    """Each row hash through the splitmix64 finaliser, so that a sum of them is a multiset hash."""
+    with np.errstate(over="ignore"):
+        z = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def tuple_fingerprint(part, columns: list, n: int | None = None) -> int:
+    """A 64-bit hash of the multiset of published tuples of one partition (the rows' hashes of
+    :func:`tuple_counts`, spread, summed modulo 2^64): equal for the same tuples in any order and
+    any cut into partitions (fingerprints of parts add up), and, but for a 2^-64 chance, different
+    for any other multiset.  Used to check that files as read back hold exactly the tuples counted
+    before they were written."""
+    n = len(part) if n is None else int(n)
+    if n == 0:
+        return 0
+    return int(np.sum(_spread(_combine(column_hashes(part, list(columns), n))), dtype=np.uint64))
+
+
+def counts_fingerprint(counts: TupleCounts) -> int:
+    """:func:`tuple_fingerprint` of the rows that ``counts`` counted."""
+    if counts.hashes.size == 0:
+        return 0
+    with np.errstate(over="ignore"):
+        return int(np.sum(_spread(counts.hashes) * counts.counts.astype(np.uint64), dtype=np.uint64))
+
+
+def add_fingerprints(*prints: int) -> int:
+    """Fingerprints of several parts added (modulo 2^64): the fingerprint of their union."""
+    return sum(int(f) for f in prints) % (1 << 64)
+
+
 def merge_tuple_counts(*parts: TupleCounts) -> TupleCounts:
     """Sum per-partition tuple counts (a combine step of the tree reduction)."""
     parts = [p for p in parts if p.hashes.size]
