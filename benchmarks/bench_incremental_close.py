@@ -1,22 +1,24 @@
-"""What an nn-fixed survey does after its close: the release assembled from its pieces and written.
+"""What an nn-fixed survey does after its close: the release assembled from its pieces, written and checked.
 
-An ``increment="nn-fixed"`` run (:mod:`daskmicro.graph.incremental_fixed`) publishes every record
-before the close as pieces — for each base chunk and each late file, one (frame, row ids) piece per
-output partition.  After the close each output partition is assembled from its pieces (sorted by
-the seeded key) and written, read back and counted by :func:`daskmicro.io.lake.write_parts`.
+An ``increment="nn-fixed"`` run (:mod:`daskmicro.graph.incremental_fixed`) publishes and counts every
+record before the close as pieces — for each base chunk and each late file, one (frame, row ids)
+piece per output partition.  After the close each output partition is assembled from its pieces
+(sorted by the seeded key), written and read back by :func:`daskmicro.io.lake.write_parts`.
 
 This benchmark builds that state on a LocalCluster of 2 workers — ``--base-chunks`` base chunks
 and ``--late-files`` late files of census-sized records (13 columns, cells of 10 equal tuples),
 split by the real :func:`~daskmicro.release.publish.split_chunk` — and times the step after the
-close, the same data, in one run:
+close, the same data, alternating, in one run:
 
-* ``one piece per file``: every piece kept as it was published (the layout before merging);
-* ``merged``: the pieces merged as the run merges them while the survey is open
+* ``one piece per file, recounted``: every piece kept as it was published, each file's tuples
+  counted as read back and the counts merged by hash bucket on the workers (``bucketed_verdict``);
+* ``merged, recounted``: the pieces merged as the run merges them while the survey is open
   (:func:`~daskmicro.graph.incremental_fixed.merge_pieces`: the base chunks' into one, every
-  :data:`~daskmicro.graph.incremental_fixed.MERGE_LATE` late files' into one);
-
-then each partition assembled, written, read back and counted as the run does it (``write_parts``,
-the verdict merged by hash bucket on the workers, ``bucketed_verdict``).
+  :data:`~daskmicro.graph.incremental_fixed.MERGE_LATE` late files' into one, each key range on
+  one worker), counted again as read back;
+* ``merged, fingerprint`` (what the run does): the same layout, each file as read back checked to
+  hold exactly the tuples counted before the close
+  (:func:`~daskmicro.privacy.verify.tuple_fingerprint`), no second count.
 
     .venv/bin/python benchmarks/bench_incremental_close.py --n 4000000
 """
@@ -38,6 +40,7 @@ import pandas as pd
 from daskmicro.graph.incremental_fixed import MERGE_LATE, merge_pieces, merged_layout
 from daskmicro.graph.release import bucketed_verdict
 from daskmicro.io.lake import write_parts
+from daskmicro.privacy.verify import add_fingerprints
 from daskmicro.release.publish import release_bucket, split_chunk
 from daskmicro.runtime.cluster import local_cluster
 
@@ -77,8 +80,8 @@ def published_pieces(client, n: int, base_chunks: int, late_files: int, nu: floa
     return out
 
 
-def after_close(client, pieces: list, n_out: int) -> tuple:
-    """(seconds, rows written): the partitions assembled, written, read back and counted."""
+def after_close(client, pieces: list, n_out: int, counted: bool) -> tuple:
+    """(seconds, rows written): the partitions assembled, written, read back and checked."""
     kwargs = {"seed": SEED, "keep_row_id": False}
     meta = release_bucket(*split_chunk(_records(0, 0), np.empty((0, M)), 0, [f"q{j}" for j in range(M)], SEED, 1),
                           **kwargs)
@@ -87,11 +90,15 @@ def after_close(client, pieces: list, n_out: int) -> tuple:
         bucket = dask.delayed(release_bucket, pure=True)
         delayed = [bucket(*[p[b] for p in pieces], **kwargs) for b in range(n_out)]
         parts = dd.from_delayed(delayed, meta=meta, verify_meta=False).to_delayed()
-        files, counts, _ = write_parts(client, parts, tmp, list(meta.columns))
+        files, checks, _ = write_parts(client, parts, tmp, list(meta.columns), counted=counted)
         rows = sum(f["rows"] for f in files)
-        check, _ = bucketed_verdict(client, counts, K, rows)
+        if counted:   # the run compares the sum with the fingerprint of the counts made before the close
+            ok = isinstance(add_fingerprints(*client.gather(checks)), int)
+        else:
+            check, _ = bucketed_verdict(client, checks, K, rows)
+            ok = check.ok
         seconds = time.perf_counter() - t0
-    check.raise_if_failed()
+    assert ok
     return seconds, rows
 
 
@@ -106,22 +113,24 @@ def main(argv=None):
     print_machine_info()
     print(f"n = {args.n:,} × {M}, {args.base_chunks} base chunks (output partitions), {args.late_files} late files, "
           f"ν = {args.nu:g}, MERGE_LATE = {MERGE_LATE}, 2 workers")
-    times: dict[str, list] = {"one piece per file": [], "merged": []}
+    variants = {"one piece per file, recounted": (False, False), "merged, recounted": (True, False),
+                "merged, fingerprint": (True, True)}
+    times: dict[str, list] = {name: [] for name in variants}
     pieces_per_part = {}
     with local_cluster(2) as cluster, distributed.Client(cluster) as client:
         for _ in range(args.rounds):   # alternating, the same data each time
             for name in times:
-                pieces = published_pieces(client, args.n, args.base_chunks, args.late_files, args.nu,
-                                          name == "merged")
+                merged, counted = variants[name]
+                pieces = published_pieces(client, args.n, args.base_chunks, args.late_files, args.nu, merged)
                 pieces_per_part[name] = len(pieces)
-                seconds, rows = after_close(client, pieces, args.base_chunks)
+                seconds, rows = after_close(client, pieces, args.base_chunks, counted)
                 assert rows == args.n, (rows, args.n)
                 times[name].append(seconds)
                 del pieces
-    print(f"{'layout at the close':30s} {'pieces per partition':>21s} {'assembled + written (s)':>24s}")
-    first = min(times["one piece per file"])
+    print(f"{'layout at the close, check':32s} {'pieces per partition':>21s} {'assembled + written (s)':>24s}")
+    first = min(times["one piece per file, recounted"])
     for name, ts in times.items():
-        print(f"{name:30s} {pieces_per_part[name]:21d} {min(ts):24.2f}   ratio {min(ts) / first:.2f}   "
+        print(f"{name:32s} {pieces_per_part[name]:21d} {min(ts):24.2f}   ratio {min(ts) / first:.2f}   "
               f"(rounds: {', '.join(f'{t:.2f}' for t in ts)})")
 
 
