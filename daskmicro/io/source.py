@@ -464,7 +464,8 @@ def scan_frame(df: pd.DataFrame, qi: list, keys: list) -> dict:
     for j in range(len(qi)):
         pattern |= miss[:, j].astype(np.int64) << j
     frame = df[list(keys)].copy() if keys else pd.DataFrame(index=df.index)
-    frame["__pattern__"] = pattern
+    frame.columns = range(len(keys))  # positions: no input column name can clash with the pattern's
+    frame[len(keys)] = pattern
     counts = frame.groupby(list(frame.columns), dropna=False, sort=True).size()
     combos = {}
     for key, cnt in counts.items():
