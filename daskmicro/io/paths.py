@@ -29,7 +29,7 @@ from pathlib import Path
 
 from ..errors import ParameterError
 
-__all__ = ["Output", "check_outputs", "check_against_inputs", "check_spill", "check_ledger", "inside"]
+__all__ = ["Output", "check_outputs", "check_against_inputs", "check_spill", "check_ledger", "check_private", "inside"]
 
 
 class Output:
@@ -142,8 +142,15 @@ def check_ledger(ledger, inputs=(), outputs=()) -> None:
     fingerprints must never be read as data nor published with a release."""
     if ledger is None or ledger == "off":
         return
+    check_private(ledger, "release ledger (--ledger)", inputs, outputs)
+
+
+def check_private(folder, what: str, inputs=(), outputs=()) -> None:
+    """Refuse a private folder (the release ledger, the private run records) that lies inside,
+    around or at an input or an output: what it holds must never be read as data nor published
+    with a release."""
     inputs = [Path(i) for i in inputs if i is not None]
-    led = Output(Path(ledger).expanduser(), "release ledger (--ledger)", directory=True)
+    led = Output(Path(folder).expanduser(), what, directory=True)
     for inp in inputs:
         if inp.exists():
             _against_input(led, inp)
