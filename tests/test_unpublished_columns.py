@@ -93,3 +93,32 @@ def test_arrival_times_are_not_published():
     release = release.compute() if hasattr(release, "compute") else release
     assert "ts" not in release.columns and len(release) == len(df)
     assert report.verified
+
+
+def _numbers(doc):
+    if isinstance(doc, dict):
+        return [x for v in doc.values() for x in _numbers(v)]
+    if isinstance(doc, list):
+        return [x for v in doc for x in _numbers(v)]
+    return [float(doc)] if isinstance(doc, (int, float)) and not isinstance(doc, bool) else []
+
+
+@pytest.mark.parametrize("kind", ["seconds", "datetime"])
+def test_no_arrival_time_reaches_the_published_report(tmp_path, client, kind):
+    """A DataFrame survey's clock is its arrival-time column: its first and last times (the survey's
+    opening and, without close_at, its close) are record values, absent from the published report
+    as from the release; the exact report keeps the timeline."""
+    import json
+
+    df = _data(120).drop(columns="ssn")
+    rng = np.random.default_rng(1)
+    times = 1.7e9 + np.sort(rng.uniform(0.0, 50.0, len(df)))
+    df["ts"] = pd.to_datetime(times, unit="s") if kind == "datetime" else times
+    out = tmp_path / "release.parquet"
+    _, report = anonymize_incremental(df, ["x", "y"], 4, nu=0.25, time_column="ts", seed=0, client=client, output=out)
+    published = json.loads((tmp_path / "release.report.json").read_text())
+    secret = {float(t) for t in pd.to_datetime(df["ts"], unit="s").astype("int64") / 1e9} if kind == "datetime" \
+        else set(times.tolist())
+    assert not secret & set(_numbers(published))
+    assert not secret & set(_numbers(report.to_dict()))
+    assert report.incremental["times"]["close"] == pytest.approx(times.max())
