@@ -27,9 +27,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import ParameterError
+from ..errors import InputError, ParameterError
 
-__all__ = ["Output", "check_outputs", "check_against_inputs", "check_spill", "check_ledger", "check_private", "inside"]
+__all__ = ["Output", "check_outputs", "check_against_inputs", "check_spill", "check_ledger", "check_private", "inside",
+           "refuse_repeated_files"]
 
 
 class Output:
@@ -242,3 +243,18 @@ def check_against_inputs(inputs, outputs) -> None:
     ids = _Identities([i for i in inputs if i.exists()])
     for out in outputs:
         _by_identity(out, ids, inputs)
+
+
+def refuse_repeated_files(files, root) -> None:
+    """Refuse a directory input that reaches one file more than once (a symbolic or hard link to
+    another of its files): its records would be read twice or more, so a cell of k rows could hold
+    fewer than k records — k copies of one record publish it as it is."""
+    seen, twice = set(), 0
+    for f in files:
+        me = _identity(f)
+        if me is not None and me in seen:
+            twice += 1
+        seen.add(me)
+    if twice:
+        raise InputError(f"the input directory {root} reaches {twice} of its data file(s) a second time, through a "
+                         "link to another of its files: each record would be read twice; remove the links first")

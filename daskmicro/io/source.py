@@ -132,8 +132,12 @@ def _directory_files(path: Path) -> list:
         return delta_files(path)
     from .recovery import refuse_uncommitted
 
+    from .paths import refuse_repeated_files
+
     refuse_uncommitted(path)  # a daskmicro release is read only once committed
-    return _data_files(path, PARQUET_SUFFIXES)
+    files = _data_files(path, PARQUET_SUFFIXES)
+    refuse_repeated_files(files, path)
+    return files
 
 
 def _file_schema(path: str, fmt: str, store=None, size=None):
