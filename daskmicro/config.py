@@ -207,8 +207,8 @@ RULES: tuple[Rule, ...] = (
     Rule("partitioning column is a QI", lambda c: bool(set(c.partition_by or ()) & set(c.qi)),
          "partition_by (--partition-by): a quasi-identifier cannot be a partitioning column",
          lambda c: _names([x for x in c.partition_by if x in c.qi])),
-    Rule("participation column is a QI", lambda c: _per_record(c) and c.participation in c.qi,
-         "the participation column is also a QI column; it must be a separate column",
+    Rule("participation column is published", lambda c: _per_record(c) and c.participation in {*c.qi, *c.strata, *(c.partition_by or ())},
+         "the participation column is also a QI column, a stratum or a partitioning column; it is never published",
          lambda c: repr(c.participation)),
     Rule("worker memory settings need a LocalCluster", lambda c: c.scheduler is not None
          and (c.memory_limit is not None or c.spill_directory is not None),

@@ -61,6 +61,18 @@ def test_participation_column_is_not_published(tmp_path, out):
     assert "pi" not in got.columns and len(got) == len(df)
 
 
+@pytest.mark.parametrize("role", ["strata", "partition_by"])
+def test_participation_column_is_never_a_published_key(tmp_path, role):
+    """Named as a stratum or a partition column the participation column is refused."""
+    df = _data().drop(columns="ssn")
+    df["pi"] = np.where(np.arange(len(df)) % 2 == 0, 0.9, 0.95)
+    opts = dict(qi=["x", "y"], k=3, participation="pi", max_cell_failure=0.2, keep=["region"])
+    df.to_parquet(tmp_path / "in.parquet", index=False)
+    with pytest.raises(ParameterError, match="participation column"):
+        anonymize_file(tmp_path / "in.parquet", tmp_path / "rel", **opts, **{role: ["pi"]})
+    assert not (tmp_path / "rel").exists()
+
+
 def test_arrival_times_of_a_survey_lake_are_not_published(tmp_path, client):
     """The arrival-time column a survey's files carry (named by its ``_arrivals.json``) is withheld
     as a frame's ``time_column`` is: not in the release as written, nor among the survey's columns."""
