@@ -134,3 +134,23 @@ def test_no_arrival_time_reaches_the_published_report(tmp_path, client, kind):
     assert not secret & set(_numbers(published))
     assert not secret & set(_numbers(report.to_dict()))
     assert report.incremental["times"]["close"] == pytest.approx(times.max())
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_no_participation_value_reaches_the_published_report(tmp_path, seed):
+    """The smallest and largest π_j, and a cell of two's Σπ with its failure (which solve for both
+    π), would give records' values of the withheld column: the published report has neither."""
+    import json
+
+    rng = np.random.default_rng(seed)
+    df = _data(60, seed=seed).drop(columns="ssn")
+    df["pi"] = np.round(rng.uniform(0.97, 0.999, len(df)), 4)
+    df.to_parquet(tmp_path / "in.parquet", index=False)
+    report = anonymize_file(tmp_path / "in.parquet", tmp_path / "rel.parquet", qi=["x", "y"], k=2, participation="pi",
+                            max_cell_failure=0.06, keep=["region"], ledger=False)
+    published = json.loads((tmp_path / "rel.report.json").read_text())
+    values = set(df["pi"].tolist())
+    assert not values & set(_numbers(published))
+    for cell in published["probabilistic"]["worst_cells"]:
+        assert "expected_active" not in cell
+    assert report.probabilistic["participation_max"] == df["pi"].max()   # the exact report keeps them

@@ -136,6 +136,19 @@ _SCRUBBED = ("pca", "pipeline", "strata", "reference", "incremental", "probabili
 _CLOCK = "times"
 
 
+def _withhold_participation(section: dict) -> None:
+    """A per-record participation column is never published: its smallest and largest value are
+    two records' π, and a worst cell's expected active records (its Σπ) with its failure q̄ give
+    the π of both records of a cell of two.  The table's failure figures stay."""
+    if section.get("participation") != "per-record":
+        return
+    for key in ("participation_min", "participation_max"):
+        section.pop(key, None)
+    for cell in section.get("worst_cells") or []:
+        if isinstance(cell, dict):
+            cell.pop("expected_active", None)
+
+
 def _rate(value) -> float | None:
     return None if value is None else round(float(value), 2)
 
@@ -187,6 +200,8 @@ def public_report(doc: Mapping) -> dict:
             out[key] = _scrub(out[key])
     if isinstance(out.get("incremental"), Mapping):
         out["incremental"].pop(_CLOCK, None)
+    if isinstance(out.get("probabilistic"), Mapping):
+        _withhold_participation(out["probabilistic"])
     risk = public_risk(doc["risk"]) if isinstance(doc.get("risk"), Mapping) else None
     if risk is not None:   # measured: the rates rounded, nothing of a record
         out["risk"] = risk
