@@ -9,7 +9,7 @@ from pathlib import Path
 from .errors import ParameterError
 from .io import recovery as rec
 
-__all__ = ["locate", "sink_of", "on_store", "check_run_outputs", "recover_outputs"]
+__all__ = ["locate", "sink_of", "on_store", "check_run_outputs", "check_run_records", "recover_outputs"]
 
 
 def sink_of(output) -> str:
@@ -75,7 +75,18 @@ def check_run_outputs(cfg, sink, output, report_path, input, perf_wanted, existi
         check_delta_target(output)
     check_spill(cfg.spill_directory, inputs, local)
     check_ledger(cfg.ledger_path, inputs, local)
+    check_run_records(inputs, local)
     return (report_path if on_store(report_path) else Path(report_path) if report_path else None), perf_path
+
+
+def check_run_records(inputs=(), outputs=()) -> None:
+    """Refuse a run whose private run record (:mod:`daskmicro.io.runrecord`) would be written
+    inside, around or at an input or an output (``$XDG_STATE_HOME`` set below the output
+    directory): the seed and the input's paths would be published with the release."""
+    from .io.paths import check_private
+    from .io.runrecord import state_dir
+
+    check_private(state_dir() / "runs", "private run record folder ($XDG_STATE_HOME/daskmicro/runs)", inputs, outputs)
 
 
 def _check_on_store(targets, input, overwrite: bool, same: bool) -> None:

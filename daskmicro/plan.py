@@ -59,10 +59,12 @@ def open_input(cfg: RunConfig, data=None, input=None, storage_options=None):
 
 
 def _check_columns(cfg: RunConfig, source) -> None:
+    from .io.layout import check_hidden_names
     from .io.qi import check_qi_dtype, unknown_columns
     from .strata import check_strata
 
     cols = source.columns
+    check_hidden_names(cols)
     unknown = [c for c in cfg.qi if c not in cols]
     if unknown:
         raise unknown_columns(unknown, cols)

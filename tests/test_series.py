@@ -191,6 +191,26 @@ def test_id_column_identifies_records_and_is_never_published(tmp_path):
     assert rep.series["republished"] == 300 and _tuples(r2) <= _tuples(r1)
 
 
+@pytest.mark.parametrize("households", [4, 1])
+def test_id_column_is_never_published_through_hive_directories(tmp_path, households):
+    """An id column may be a key of the input's hive directories, or be asked for as a partition
+    column: the release is partitioned like the input without it, and asking is refused."""
+    people = _people(48, seed=2).drop(columns="pid")
+    people["hh"] = [f"H{i // households:03d}" for i in range(len(people))]
+    lake = tmp_path / "lake"
+    people.to_parquet(lake, partition_cols=["hh"], index=False)
+    out = tmp_path / "rel"
+    anonymize_file(lake, out, qi=QI, k=3, seed=1, ledger=tmp_path / "led", id_column="hh", keep=["region"])
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert not any("H0" in str(p.relative_to(out)) for p in files)
+    assert "hh" not in pd.read_parquet(out).columns
+    assert not any(b"H0" in p.read_bytes() for p in files)
+    with pytest.raises(ParameterError, match="id_column"):
+        anonymize_file(lake, tmp_path / "rel2", qi=QI, k=3, ledger=tmp_path / "led", id_column="hh",
+                       partition_by=["hh"], merge_small_strata=True)
+    assert not (tmp_path / "rel2").exists()
+
+
 @pytest.mark.parametrize("bad, message", [
     (dict(new_series=True, ledger="off"), "new_series"),
     (dict(id_column="person", ledger="off"), "id_column"),

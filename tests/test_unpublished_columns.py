@@ -61,6 +61,18 @@ def test_participation_column_is_not_published(tmp_path, out):
     assert "pi" not in got.columns and len(got) == len(df)
 
 
+@pytest.mark.parametrize("role", ["strata", "partition_by"])
+def test_participation_column_is_never_a_published_key(tmp_path, role):
+    """Named as a stratum or a partition column the participation column is refused."""
+    df = _data().drop(columns="ssn")
+    df["pi"] = np.where(np.arange(len(df)) % 2 == 0, 0.9, 0.95)
+    opts = dict(qi=["x", "y"], k=3, participation="pi", max_cell_failure=0.2, keep=["region"])
+    df.to_parquet(tmp_path / "in.parquet", index=False)
+    with pytest.raises(ParameterError, match="participation column"):
+        anonymize_file(tmp_path / "in.parquet", tmp_path / "rel", **opts, **{role: ["pi"]})
+    assert not (tmp_path / "rel").exists()
+
+
 def test_arrival_times_of_a_survey_lake_are_not_published(tmp_path, client):
     """The arrival-time column a survey's files carry (named by its ``_arrivals.json``) is withheld
     as a frame's ``time_column`` is: not in the release as written, nor among the survey's columns."""
@@ -93,3 +105,52 @@ def test_arrival_times_are_not_published():
     release = release.compute() if hasattr(release, "compute") else release
     assert "ts" not in release.columns and len(release) == len(df)
     assert report.verified
+
+
+def _numbers(doc):
+    if isinstance(doc, dict):
+        return [x for v in doc.values() for x in _numbers(v)]
+    if isinstance(doc, list):
+        return [x for v in doc for x in _numbers(v)]
+    return [float(doc)] if isinstance(doc, (int, float)) and not isinstance(doc, bool) else []
+
+
+@pytest.mark.parametrize("kind", ["seconds", "datetime"])
+def test_no_arrival_time_reaches_the_published_report(tmp_path, client, kind):
+    """A DataFrame survey's clock is its arrival-time column: its first and last times (the survey's
+    opening and, without close_at, its close) are record values, absent from the published report
+    as from the release; the exact report keeps the timeline."""
+    import json
+
+    df = _data(120).drop(columns="ssn")
+    rng = np.random.default_rng(1)
+    times = 1.7e9 + np.sort(rng.uniform(0.0, 50.0, len(df)))
+    df["ts"] = pd.to_datetime(times, unit="s") if kind == "datetime" else times
+    out = tmp_path / "release.parquet"
+    _, report = anonymize_incremental(df, ["x", "y"], 4, nu=0.25, time_column="ts", seed=0, client=client, output=out)
+    published = json.loads((tmp_path / "release.report.json").read_text())
+    secret = {float(t) for t in pd.to_datetime(df["ts"], unit="s").astype("int64") / 1e9} if kind == "datetime" \
+        else set(times.tolist())
+    assert not secret & set(_numbers(published))
+    assert not secret & set(_numbers(report.to_dict()))
+    assert report.incremental["times"]["close"] == pytest.approx(times.max())
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_no_participation_value_reaches_the_published_report(tmp_path, seed):
+    """The smallest and largest π_j, and a cell of two's Σπ with its failure (which solve for both
+    π), would give records' values of the withheld column: the published report has neither."""
+    import json
+
+    rng = np.random.default_rng(seed)
+    df = _data(60, seed=seed).drop(columns="ssn")
+    df["pi"] = np.round(rng.uniform(0.97, 0.999, len(df)), 4)
+    df.to_parquet(tmp_path / "in.parquet", index=False)
+    report = anonymize_file(tmp_path / "in.parquet", tmp_path / "rel.parquet", qi=["x", "y"], k=2, participation="pi",
+                            max_cell_failure=0.06, keep=["region"], ledger=False)
+    published = json.loads((tmp_path / "rel.report.json").read_text())
+    values = set(df["pi"].tolist())
+    assert not values & set(_numbers(published))
+    for cell in published["probabilistic"]["worst_cells"]:
+        assert "expected_active" not in cell
+    assert report.probabilistic["participation_max"] == df["pi"].max()   # the exact report keeps them

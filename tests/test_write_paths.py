@@ -265,3 +265,30 @@ def test_full_disk_under_quiet_prints_one_line_and_leaves_nothing(tmp_path):
         assert list(small.iterdir()) == []
     finally:
         subprocess.run(["umount", str(small)], check=True)
+
+
+@pytest.mark.parametrize("state, output", [
+    ("rel/state", "rel"), ("rel", "rel"), ("lake/state", "rel"), ("lake/state", "rel.parquet"), ("rel/x/y", "rel"),
+])
+def test_private_run_record_never_lands_in_an_input_or_an_output(tmp_path, monkeypatch, state, output):
+    """The run record (seed, input paths) goes under $XDG_STATE_HOME/daskmicro/runs: a state home
+    set inside, at or around the release or an input is refused before any work."""
+    lake = _lake(tmp_path)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / state))
+    before = _tree(tmp_path)
+    with pytest.raises(ParameterError, match="run record"):
+        anonymize_file(lake, tmp_path / output, qi=["x", "y"], k=K, ledger=False, overwrite=True)
+    assert _tree(tmp_path) == before
+
+
+@pytest.mark.parametrize("link", ["symlink", "hardlink"])
+def test_a_lake_reaching_one_file_twice_is_refused(tmp_path, link):
+    """Three links to one file would be three copies of each record: cells of k = 3 copies publish
+    the records as they are, though every published tuple occurs k times."""
+    lake = _lake(tmp_path)
+    for name in ("b.parquet", "c.parquet"):
+        (os.symlink if link == "symlink" else os.link)(lake / "a.parquet", lake / name)
+    before = _tree(tmp_path)
+    with pytest.raises(InputError, match="second time"):
+        anonymize_file(lake, tmp_path / "rel.parquet", qi=["x", "y"], k=K, ledger=False)
+    assert _tree(tmp_path) == before

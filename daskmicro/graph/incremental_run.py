@@ -51,6 +51,7 @@ def open_survey_input(plan, data=None, input=None, storage_options=None) -> Surv
     """The survey of the run (a timestamped DataFrame, or a lake being filled: a directory or a
     prefix of an object store read with ``storage_options``), checked against the plan's columns;
     ν planned now when no calibration on the cluster is needed."""
+    from ..io.layout import check_hidden_names
     from ..io.qi import unknown_columns
     from ..io.survey import open_survey
 
@@ -65,6 +66,7 @@ def open_survey_input(plan, data=None, input=None, storage_options=None) -> Surv
                       storage_options=storage_options)
     cols = src.columns()
     if cols is not None:
+        check_hidden_names(cols)
         unknown = [c for c in plan.qi if c not in cols]
         if unknown:
             raise unknown_columns(unknown, cols)

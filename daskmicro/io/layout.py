@@ -25,7 +25,7 @@ from ..release.publish import shuffle_keys
 from . import hive
 from .source import RID
 
-__all__ = ["HIST_BITS", "KEY_COLUMN", "plan_files", "file_index", "split_piece", "pick", "piece_keys", "key_histogram", "merge_histograms",
+__all__ = ["HIST_BITS", "KEY_COLUMN", "hidden_columns", "check_hidden_names", "plan_files", "file_index", "split_piece", "pick", "piece_keys", "key_histogram", "merge_histograms",
            "keys_in_ranges", "merge_range_keys", "cut_ranges", "cut_keys"]
 
 #: Bits of a key used by the histogram pass (4096 ranges).
@@ -33,6 +33,24 @@ HIST_BITS = 12
 #: Column holding each row's shuffle key while the release is cut into files.
 KEY_COLUMN = "__daskmicro_key__"
 _SHIFT = np.uint64(64 - HIST_BITS)
+
+
+def hidden_columns() -> tuple:
+    """The columns a run adds to the pieces of its input and never publishes: the row id, the
+    shuffle key, the ledger's fingerprints and a record's frozen cell."""
+    from ..series.fingerprint import FP
+    from ..series.frozen import CELL
+
+    return (RID, KEY_COLUMN, *FP, CELL)
+
+
+def check_hidden_names(columns) -> None:
+    """Refuse an input column named like one of :func:`hidden_columns`: the run's own column would
+    replace it (a kept column published as the records' input positions) or be replaced by it."""
+    clash = [c for c in hidden_columns() if c in set(columns)]
+    if clash:
+        raise InputError(f"input column(s) {', '.join(map(repr, clash))}: these names are reserved for the "
+                         "columns a run adds to every record; rename them first")
 
 
 def _plain(v):

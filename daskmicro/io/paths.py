@@ -27,9 +27,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import ParameterError
+from ..errors import InputError, ParameterError
 
-__all__ = ["Output", "check_outputs", "check_against_inputs", "check_spill", "check_ledger", "inside"]
+__all__ = ["Output", "check_outputs", "check_against_inputs", "check_spill", "check_ledger", "check_private", "inside",
+           "refuse_repeated_files"]
 
 
 class Output:
@@ -142,8 +143,15 @@ def check_ledger(ledger, inputs=(), outputs=()) -> None:
     fingerprints must never be read as data nor published with a release."""
     if ledger is None or ledger == "off":
         return
+    check_private(ledger, "release ledger (--ledger)", inputs, outputs)
+
+
+def check_private(folder, what: str, inputs=(), outputs=()) -> None:
+    """Refuse a private folder (the release ledger, the private run records) that lies inside,
+    around or at an input or an output: what it holds must never be read as data nor published
+    with a release."""
     inputs = [Path(i) for i in inputs if i is not None]
-    led = Output(Path(ledger).expanduser(), "release ledger (--ledger)", directory=True)
+    led = Output(Path(folder).expanduser(), what, directory=True)
     for inp in inputs:
         if inp.exists():
             _against_input(led, inp)
@@ -235,3 +243,18 @@ def check_against_inputs(inputs, outputs) -> None:
     ids = _Identities([i for i in inputs if i.exists()])
     for out in outputs:
         _by_identity(out, ids, inputs)
+
+
+def refuse_repeated_files(files, root) -> None:
+    """Refuse a directory input that reaches one file more than once (a symbolic or hard link to
+    another of its files): its records would be read twice or more, so a cell of k rows could hold
+    fewer than k records — k copies of one record publish it as it is."""
+    seen, twice = set(), 0
+    for f in files:
+        me = _identity(f)
+        if me is not None and me in seen:
+            twice += 1
+        seen.add(me)
+    if twice:
+        raise InputError(f"the input directory {root} reaches {twice} of its data file(s) a second time, through a "
+                         "link to another of its files: each record would be read twice; remove the links first")

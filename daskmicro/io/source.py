@@ -132,8 +132,12 @@ def _directory_files(path: Path) -> list:
         return delta_files(path)
     from .recovery import refuse_uncommitted
 
+    from .paths import refuse_repeated_files
+
     refuse_uncommitted(path)  # a daskmicro release is read only once committed
-    return _data_files(path, PARQUET_SUFFIXES)
+    files = _data_files(path, PARQUET_SUFFIXES)
+    refuse_repeated_files(files, path)
+    return files
 
 
 def _file_schema(path: str, fmt: str, store=None, size=None):
@@ -464,7 +468,8 @@ def scan_frame(df: pd.DataFrame, qi: list, keys: list) -> dict:
     for j in range(len(qi)):
         pattern |= miss[:, j].astype(np.int64) << j
     frame = df[list(keys)].copy() if keys else pd.DataFrame(index=df.index)
-    frame["__pattern__"] = pattern
+    frame.columns = range(len(keys))  # positions: no input column name can clash with the pattern's
+    frame[len(keys)] = pattern
     counts = frame.groupby(list(frame.columns), dropna=False, sort=True).size()
     combos = {}
     for key, cnt in counts.items():

@@ -130,6 +130,24 @@ _LEFT_OUT = frozenset({"reference_information_loss", "utility", "risk", "eigenva
 #: Sections of the report that may carry spread figures: scrubbed, the rest kept.
 _SCRUBBED = ("pca", "pipeline", "strata", "reference", "incremental", "probabilistic", "verification", "improvement")
 
+#: The timeline of an incremental survey on its clock (opened, close, stages, release): for a
+#: DataFrame survey the clock is its arrival-time column, so ``opened`` is the first record's time
+#: and, without ``close_at``, ``close`` the last one's.  Published as durations only.
+_CLOCK = "times"
+
+
+def _withhold_participation(section: dict) -> None:
+    """A per-record participation column is never published: its smallest and largest value are
+    two records' π, and a worst cell's expected active records (its Σπ) with its failure q̄ give
+    the π of both records of a cell of two.  The table's failure figures stay."""
+    if section.get("participation") != "per-record":
+        return
+    for key in ("participation_min", "participation_max"):
+        section.pop(key, None)
+    for cell in section.get("worst_cells") or []:
+        if isinstance(cell, dict):
+            cell.pop("expected_active", None)
+
 
 def _rate(value) -> float | None:
     return None if value is None else round(float(value), 2)
@@ -180,6 +198,10 @@ def public_report(doc: Mapping) -> dict:
     for key in _SCRUBBED:
         if isinstance(out.get(key), Mapping):
             out[key] = _scrub(out[key])
+    if isinstance(out.get("incremental"), Mapping):
+        out["incremental"].pop(_CLOCK, None)
+    if isinstance(out.get("probabilistic"), Mapping):
+        _withhold_participation(out["probabilistic"])
     risk = public_risk(doc["risk"]) if isinstance(doc.get("risk"), Mapping) else None
     if risk is not None:   # measured: the rates rounded, nothing of a record
         out["risk"] = risk
