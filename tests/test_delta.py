@@ -186,3 +186,18 @@ def test_a_version_that_fails_its_check_is_taken_back(tmp_path):
     assert sorted(str(p) for p in out.rglob("*.parquet")) == sorted(u.removeprefix("file://") for u in kept)
     with pytest.raises(Exception):
         deltalake.DeltaTable(str(out), version=1).to_pyarrow_table()
+
+
+def test_a_table_delta_cannot_hold_leaves_no_directory(tmp_path, client, capsys):
+    """A release Delta Lake cannot store (a float16 column: no such Delta type) fails at the commit
+    in one line, and the table directory the run began is gone: nothing is left at OUTPUT."""
+    src = tmp_path / "in"
+    src.mkdir()
+    _frame(120, 2).astype({"x": np.float16}).to_parquet(src / "a.parquet", index=False)
+    out = tmp_path / "out"
+    capsys.readouterr()
+    assert _anonymize(src, out, client, "--table-format", "delta") != 0
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and "Delta table" in err[0], err
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]

@@ -233,6 +233,8 @@ def test_non_numeric_qi_reported_from_the_workers(data, qi, client):
     ({"time_model": (1.0,)}, "time_model must be"),
     ({"reference": "yes"}, "reference must be True or False"),
     ({"nu": 0.001}, "fewer than k"),
+    ({"nu": 0.999, "increment": "nn-split-end"}, "to the base stage, fewer than k"),
+    ({"nu": 0.999, "increment": "nn-fixed", "base_method": "partitioned"}, "to the base stage, fewer than k"),
 ])
 def test_bad_parameters(data, qi, kwargs, message):
     frame = data.assign(ts=time.time())

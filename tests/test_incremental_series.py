@@ -76,21 +76,25 @@ def test_cli_incremental_run_is_committed_and_recorded(tmp_path, client):
     assert rep2.series["republished"] == 400
 
 
-def test_survey_release_then_one_late_record_gives_nothing_back(tmp_path, client):
-    """Differencing across modes: a survey's release, then the same lake with one record more
-    released by an ordinary run; the difference of the totals is not the new record."""
+def test_survey_release_then_late_records_give_nothing_back(tmp_path, client):
+    """Differencing across modes: a survey's release, then the same records and more released by an
+    ordinary run. One more record is refused (it would be the one row the two releases differ by);
+    k more form cells of their own, and the difference of the totals is none of them."""
     df = _survey(seed=3)
     ledger = tmp_path / "ledger"
     frame = df.assign(ts=pd.Timestamp.now(tz="UTC").timestamp() - 60 + np.arange(len(df)) * 0.01)
     rel1, rep1 = anonymize_incremental(frame, QI, K, nu=0.2, time_column="ts", client=client, seed=2,
                                        ledger=str(ledger))
     assert rep1.series["recorded"] and rep1.verified
-    new = pd.DataFrame({"age": [47.0], "income": [123457.0], "savings": [31337.77], "region": ["north"]})
-    grown = pd.concat([df, new], ignore_index=True)
-    rel2, _ = anonymize(grown, QI, K, method="mdav", seed=2, ledger=str(ledger))
+    new = _survey(n=K, seed=33)
+    with pytest.raises(ParameterError, match=r"1 record\(s\) not published before in this series"):
+        anonymize(pd.concat([df, new.iloc[:1]], ignore_index=True), QI, K, method="mdav", seed=2, ledger=str(ledger))
+    rel2, rep2 = anonymize(pd.concat([df, new], ignore_index=True), QI, K, method="mdav", seed=2, ledger=str(ledger))
+    assert rep2.series["republished"] == len(df) and rep2.series["new"] == K
     diff = rel2[QI].sum().to_numpy() - rel1[QI].sum().to_numpy()
-    assert not np.allclose(diff, new[QI].to_numpy()[0], rtol=0, atol=1e-6)
-    assert _tuples(rel2) <= _tuples(rel1)
+    for record in new[QI].to_numpy():
+        assert not np.allclose(diff, record, rtol=0, atol=1e-6)
+    assert len(_tuples(rel2) - _tuples(rel1)) == 1   # the new records: one cell of their own
 
 
 def test_a_survey_with_records_published_before_is_refused(tmp_path, client):

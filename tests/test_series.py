@@ -97,6 +97,15 @@ def test_intersection_attack_works_on_trial_runs_and_recovers_nothing_from_a_ser
         assert _smallest(rel, QI) >= opts["k"]
 
 
+def _added_rows(rel1, rel2):
+    """The rows of rel2 that rel1 does not have (all columns compared, duplicates counted)."""
+    from collections import Counter
+
+    c1 = Counter(map(tuple, rel1.astype(object).to_numpy().tolist()))
+    c2 = Counter(map(tuple, rel2.astype(object).to_numpy().tolist()))
+    return pd.DataFrame(list((c2 - c1).elements()), columns=rel2.columns)
+
+
 def test_differencing_an_appended_record(tmp_path):
     people = _people(2000, seed=1)
     new = pd.DataFrame({"pid": [99999], "region": ["north"], "age": [47], "income": [123457.0],
@@ -108,13 +117,48 @@ def test_differencing_an_appended_record(tmp_path):
     assert differencing(t1, t2, new[QI].iloc[0])
     ledger = tmp_path / "ledger"
     r1, _ = anonymize(people, qi=QI, k=5, seed=1, ledger=ledger, keep=["pid"])
-    r2, rep = anonymize(grown, qi=QI, k=5, seed=1, ledger=ledger, keep=["pid"])
-    assert not differencing(r1, r2, new[QI].iloc[0])
-    assert _tuples(r2) <= _tuples(r1)
-    assert rep.series["republished"] == 2000 and rep.series["joined_frozen"] == 1
+    # one new record: whatever values it took, it would be the one row the two releases differ by
+    with pytest.raises(ParameterError, match=r"1 record\(s\) not published before in this series, fewer than k = 5"):
+        anonymize(grown, qi=QI, k=5, seed=1, ledger=ledger, keep=["pid"])
+    more = _people(6, seed=77, start=90_000)
+    r2, rep = anonymize(pd.concat([people, more], ignore_index=True), qi=QI, k=5, seed=1, ledger=ledger, keep=["pid"])
+    added = _added_rows(r1, r2)
+    assert sorted(added["pid"]) == sorted(more["pid"])             # the refused release left no trace
+    assert added.groupby(QI).size().min() >= 5                     # the added rows: cells of ≥ k of their own
+    assert rep.series["republished"] == 2000 and rep.series["new"] == 6 and rep.series["new_cells"] >= 1
     # reading the ledger's frozen cells is part of the run's time, in the report's table and total
     assert 0 < rep.timings["release ledger"] <= rep.timings["total"]
     assert list(rep.timings)[0] == "release ledger"   # the first step of the run
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n0=st.integers(10, 40), n_new=st.integers(0, 12), k=st.integers(2, 5), seed=st.integers(0, 10 ** 6),
+       strata=st.booleans())
+def test_rows_a_re_release_adds_are_k_anonymous_among_themselves(tmp_path_factory, n0, n_new, k, seed, strata):
+    """Whatever records a re-release adds, the rows by which it differs from the last release are
+    cells of at least k among themselves (so the difference of the two singles nobody out), or
+    the re-release is refused, in one line naming the group, and records nothing."""
+    ledger = tmp_path_factory.mktemp("ledger")
+    first = _people(n0, seed=seed)
+    more = _people(n_new, seed=seed + 1, start=10_000)
+    kw = dict(qi=QI, k=k, seed=2, ledger=ledger, keep=["pid"], **({"strata": ["region"]} if strata else {}))
+    if strata:
+        first = first.assign(region="north")
+        more = more.assign(region=np.where(np.arange(n_new) % 3 == 0, "south", "north"))
+    r1, _ = anonymize(first, **kw)
+    grown = pd.concat([first, more], ignore_index=True)
+    per_group = more.groupby("region").size() if strata else pd.Series([n_new])
+    if ((per_group > 0) & (per_group < k)).any():   # refused by the growth rule, or as a stratum under k
+        with pytest.raises(ParameterError, match="fewer than k"):
+            anonymize(grown, **kw)
+        again, _ = anonymize(first, **kw)
+        pd.testing.assert_frame_equal(again, r1)
+        return
+    r2, _ = anonymize(grown, **kw)
+    added = _added_rows(r1, r2)
+    assert sorted(added["pid"]) == sorted(more["pid"])
+    if len(added):
+        assert added.groupby((["region"] if strata else []) + QI).size().min() >= k
 
 
 def test_a_new_series_aggregates_afresh_and_says_so(tmp_path, capsys):
@@ -279,6 +323,7 @@ def test_every_republished_value_was_published_before(tmp_path_factory, steps, s
 
     record(rel)
     for kind, m, new_k in steps:
+        before = (people, k)
         if kind == "append":
             people = pd.concat([people, _people(m, seed=seed + m, start=next_id)], ignore_index=True)
             next_id += m
@@ -286,7 +331,13 @@ def test_every_republished_value_was_published_before(tmp_path_factory, steps, s
             people = people.sample(len(people) - m, random_state=seed).reset_index(drop=True)
         else:
             k = new_k
-        rel, _ = anonymize(people, k=k, seed=seed, **opts)
+        try:
+            rel, _ = anonymize(people, k=k, seed=seed, **opts)
+        except ParameterError as refused:   # a group would grow by fewer than k, or keep fewer than k
+            growth = "not published before in this series" if kind == "append" else "of the records published before"
+            assert growth in str(refused)
+            people, k = before                                     # nothing was published
+            continue
         cols = (["region"] if strata else []) + QI
         assert _smallest(rel, cols) >= k and len(rel) == len(people)
         for pid, values in zip(rel["pid"], map(tuple, rel[QI].to_numpy(np.float64))):
@@ -306,17 +357,20 @@ def test_a_re_release_of_the_same_records_is_the_same_release_with_the_same_figu
     assert rep2.series["republished"] == 700 and rep2.series["new"] == 0
 
 
-def test_a_short_frozen_cell_takes_its_nearest_new_records(tmp_path):
+def test_a_group_whose_records_published_before_are_fewer_than_k_is_refused(tmp_path):
+    """Two of ten records published before are left: they cannot keep their values (two rows would
+    share them) and new values would give the earlier ones away, whatever new records come."""
     first = _people(10, seed=9).assign(region="north")
     ledger = tmp_path / "ledger"
     r1, _ = anonymize(first, qi=QI, k=5, seed=1, ledger=ledger, keep=["pid"])
     later = pd.concat([first.iloc[:2], _people(20, seed=10, start=500).assign(region="north")], ignore_index=True)
-    r2, rep = anonymize(later, qi=QI, k=5, seed=1, ledger=ledger, keep=["pid"])
-    assert _smallest(r2, QI) >= 5
-    s = rep.series
-    assert s["republished"] == 2 and s["joined_frozen"] >= 3 and s["new_cells"] >= 1
-    for pid in first.pid.iloc[:2]:
-        assert tuple(r2.loc[r2.pid == pid, QI].iloc[0].to_numpy(np.float64)) in _tuples(r1)
+    with pytest.raises(ParameterError, match="only 2 of the records published before in this series are left"):
+        anonymize(later, qi=QI, k=5, seed=1, ledger=ledger, keep=["pid"])
+    out = tmp_path / "out.parquet"
+    later.to_parquet(tmp_path / "later.parquet", index=False)
+    code = main(["anonymize", str(tmp_path / "later.parquet"), str(out), "--qi", ",".join(QI), "--k", "5",
+                 "--ledger", str(ledger), "--keep", "pid", "--quiet"])
+    assert code != 0 and not out.exists()
 
 
 def test_a_re_release_of_a_lake_on_a_cluster_through_the_pipeline(tmp_path, client):
@@ -363,11 +417,17 @@ def test_differencing_two_specs(tmp_path, capsys, participation):
     assert "the spec must not be published" in capsys.readouterr().err
     assert np.allclose(t2 - t1, new.iloc[0].to_numpy(), rtol=1e-6)       # trial specs give the record
     led = tmp_path / "ledger"
-    (s1, v1), (s2, v2) = spec("m1.parquet", "s1.json", led), spec("m2.parquet", "s2.json", led)
-    assert not np.allclose(s2 - s1, new.iloc[0].to_numpy(), rtol=1e-3)
-    cells = pd.concat([pd.read_parquet(f) for f in sorted((led / "series").glob("*/r000001/cells-*.parquet"))])
+    s1, v1 = spec("m1.parquet", "s1.json", led)
+    argv = ["spec", tmp_path / "m2.parquet", tmp_path / "s2.json", "--qi", "age,income", "--k", "5", "--ledger", led]
+    assert main([str(a) for a in argv + participation]) != 0                # one new model record: refused
+    assert "1 record(s) not published before in this series" in capsys.readouterr().err
+    more = _people(12, seed=31)[["age", "income"]].astype(float)   # ≥ the effective k of either run
+    pd.concat([model, more], ignore_index=True).to_parquet(tmp_path / "m3.parquet", index=False)
+    s3, v3 = spec("m3.parquet", "s3.json", led)
+    assert not any(np.allclose(s3 - s1, r, rtol=1e-3) for r in more.to_numpy())
+    cells = pd.concat([pd.read_parquet(f) for f in sorted((led / "series").glob("*/r*/cells-*.parquet"))])
     recorded = set(map(tuple, cells[["q0", "q1"]].to_numpy(np.float64)))
-    assert v1 <= recorded and v2 <= recorded            # every value either spec publishes was frozen first
+    assert v1 <= recorded and v3 <= recorded            # every value either spec publishes was recorded
 
 
 @pytest.mark.parametrize("where", ["inside the output", "around the output", "inside the input", "the input"])

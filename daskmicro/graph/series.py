@@ -32,7 +32,7 @@ from ..kernels.moments import combine_moments
 from ..release.publish import replace_qi
 from ..runplan import GroupResult
 from ..series.fingerprint import FP, fingerprints, with_fingerprints
-from ..series.frozen import CELL, Frozen, GroupFreeze, classify, frozen_rows, merge_cells, nearest_new, scan_group
+from ..series.frozen import CELL, Frozen, GroupFreeze, check_growth, classify, frozen_rows, merge_cells, scan_group
 from ..strata import group_mask
 from .local import Done
 
@@ -88,7 +88,7 @@ def series_report(series, infos) -> dict:
     """The report's ``series`` section: counts only."""
     if series is None:
         return {"recorded": False}
-    counts = ("republished", "new", "merged_cells", "new_cells", "joined_frozen")
+    counts = ("republished", "new", "merged_cells", "new_cells")
     out = {"recorded": True, "new_series": bool(series.new_series), **dict.fromkeys(counts, 0)}
     for info in infos:
         for key, value in (getattr(info, "series", None) or {}).items():
@@ -165,34 +165,11 @@ def _scan_piece(df, groups, strata, qi, frozen):
     return out
 
 
-@dataclass(frozen=True)
-class ShortCell:
-    """A group's one frozen cell still short of k: its published values in the group's z-units
-    (``point_z``), the group's z-score (``mean``, ``sd``) and the new records it still needs."""
-
-    point_z: np.ndarray
-    mean: np.ndarray
-    sd: np.ndarray
-    need: int
-
-
-def _candidates(df, g, strata, qi, frozen, short: ShortCell):
-    from ..series.frozen import NONE, known_cells
-
-    mask = group_mask(df, strata, list(qi), g)
-    sub = df[mask]
-    new = known_cells(sub, list(g.observed), tuple(qi), frozen) == NONE
-    return nearest_new(sub, new, list(g.observed), short.point_z, short.mean, short.sd, short.need, RID)
-
-
-def _select_new(df, g, strata, qi, frozen, absorbed):
+def _select_new(df, g, strata, qi, frozen):
     from ..series.frozen import NONE, known_cells
 
     sub = df[group_mask(df, strata, list(qi), g)]
-    keep = known_cells(sub, list(g.observed), tuple(qi), frozen) == NONE
-    if len(absorbed):
-        keep &= ~np.isin(sub[RID].to_numpy(np.int64), absorbed)
-    return sub[keep]
+    return sub[known_cells(sub, list(g.observed), tuple(qi), frozen) == NONE]
 
 
 def _frozen_stats(df, freezes, strata, qi, frozen):
@@ -215,8 +192,7 @@ def _frozen_stats(df, freezes, strata, qi, frozen):
 
 
 def _frozen_frame(df, freezes, strata, qi, frozen):
-    """One piece's records that take frozen values, published (the records published before, the
-    new records absorbed by or joining a frozen cell)."""
+    """One piece's records published before, published with their frozen values."""
     frames = []
     for gf in freezes:
         mask = group_mask(df, strata, list(qi), gf.group)
@@ -266,30 +242,10 @@ def plan_groups(client, pieces, plans, strata, qi, k, frozen, frozen_future) -> 
         roots, size = merge_cells(values, counts, k, mean, sd)
         new = sum(p["new"] for p in parts)
         alive = np.flatnonzero(roots == np.arange(len(roots)))
-        absorbed, absorb_root = np.empty(0, np.int64), -1
-        if len(alive) == 1 and size[alive[0]] < k:
-            absorb_root = int(alive[0])
-            short = ShortCell((values[absorb_root] - mean) / sd, mean, sd, int(k - size[absorb_root]))
-            absorbed = _absorb(client, pieces, g, strata, qi, frozen_future, short)
-        left = new - len(absorbed)
+        check_growth(g.label, k, new, int(size[alive].sum()) if len(alive) == 1 and size[alive[0]] < k else None)
         out[i] = GroupFreeze(index=i, group=g, cells=cells, roots=roots, values=values, mean=mean, sd=sd,
-                             constant=constant, absorbed=absorbed, absorb_root=absorb_root,
-                             join=0 < left < k, new=left if left >= k else 0)
+                             constant=constant, new=new)
     return out
-
-
-def _absorb(client, pieces, g, strata, qi, frozen_future, short: ShortCell):
-    import dask
-
-    need = short.need
-    cand = dask.delayed(_candidates, pure=True)
-    found = client.gather(client.compute([cand(p, g, strata, tuple(qi), frozen_future, short) for p in pieces]))
-    ids = np.concatenate([f[0] for f in found])
-    dist = np.concatenate([f[1] for f in found])
-    if len(ids) < need:
-        raise RuntimeError(f"{g.label}: fewer than k records in a group of a re-release")
-    order = np.lexsort((ids, dist))[:need]
-    return np.sort(ids[order])
 
 
 def new_selection(pieces, gf: GroupFreeze, strata, qi, frozen_future):
@@ -297,8 +253,7 @@ def new_selection(pieces, gf: GroupFreeze, strata, qi, frozen_future):
     import dask
 
     sel = dask.delayed(_select_new, pure=True)
-    return [sel(p, gf.group, strata, tuple(qi), frozen_future, gf.absorbed) for p in pieces], replace(gf.group,
-                                                                                                        n=gf.new)
+    return [sel(p, gf.group, strata, tuple(qi), frozen_future) for p in pieces], replace(gf.group, n=gf.new)
 
 
 def frozen_pieces(client, pieces, freezes: dict, strata, qi, frozen_future):
@@ -332,8 +287,7 @@ def _delayed_sse(release, observed, gf, sel_piece):
 
 
 def group_result(gf: GroupFreeze, partials: list, new_info, sse_new: float, dtypes: dict) -> GroupResult:
-    """One re-released group's figures: its frozen cells (with the records that joined them) and
-    the cells of its new records."""
+    """One re-released group's figures: its frozen cells and the cells of its new records."""
     from ..kernels import figures as kf
 
     mine = [p[gf.index] for p in partials if gf.index in p]
@@ -353,7 +307,6 @@ def group_result(gf: GroupFreeze, partials: list, new_info, sse_new: float, dtyp
     # the bins' range of the release figures: the frozen values published and the new cells' range
     figures = [(tuple(observed), kf.value_range(used))] + list((new_info.figures or []) if new_info is not None else [])
     republished = int(sum(p["known"] for p in mine))
-    joined = int(sum(p["roots"].sum() for p in mine)) - republished
     return GroupResult(
         n=n, m_used=m_var, method=new_info.method if new_info is not None else "frozen",
         cells=int(sum(counts.values())), min_cell_size=min(counts), max_cell_size=max(counts), cell_size_counts=counts,
@@ -364,4 +317,4 @@ def group_result(gf: GroupFreeze, partials: list, new_info, sse_new: float, dtyp
         figures=figures,
         series={"republished": republished, "new": n - republished, "frozen_cells": int(len(sizes)),
                 "merged_cells": int(len(gf.roots) - len(gf.alive)),
-                "new_cells": int(new_info.cells) if new_info is not None else 0, "joined_frozen": int(joined)})
+                "new_cells": int(new_info.cells) if new_info is not None else 0})

@@ -71,7 +71,12 @@ def _time_model(model):
 
 
 def check_increment_size(nu: float, total: int, k: int, increment: str) -> None:
-    """2MDAV needs at least k late records of its own (§IV-A)."""
+    """The base stage needs at least k records (its cells are the increment's); 2MDAV needs at
+    least k late records of its own (§IV-A)."""
+    base = max(1, math.ceil((1.0 - nu) * total - 1e-9))   # what the base stage waits for
+    if total >= k and base < k:
+        raise ParameterError(f"nu = {nu:.4g} leaves {base} of the {total} records to the base stage, fewer than "
+                             f"k = {k}: lower nu")
     if increment == "2mdav" and nu > 0 and math.ceil(nu * total - 1e-9) < k:
         raise ParameterError(f"nu = {nu:.4g} leaves fewer than k = {k} of the {total} records to the 2mdav increment; "
                              "raise nu or use increment='nn-split-end'")

@@ -248,6 +248,8 @@ def _write(deltalake, table, reader, keys):
     except Exception as exc:  # deltalake's errors: a concurrent commit, the store's own errors
         if type(exc).__name__ == "CommitFailedError" or (expected is None and "already exists" in str(exc)):
             raise _conflict(table) from None
+        if expected is None:   # a table this run was creating: nothing of it is left behind
+            table.remove_table()
         raise ParameterError(f"output: cannot commit the Delta table {table.url}: "
                              f"{table.scrub(describe(exc))}") from None
 

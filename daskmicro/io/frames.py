@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError, ParameterError
-from .source import RID, scan_frame
+from .prescan import scan_frame
+from .source import RID
 
 __all__ = ["FrameSource", "open_frame", "is_dask_frame", "pieces_frame", "CHUNK_ROWS"]
 

@@ -22,10 +22,10 @@ import pandas as pd
 from ..errors import InputError, ParameterError, describe, masked_path
 from . import hive as hive_dirs
 from .filters import parse_filters
-from .qi import qi_frame_matrix
+from .prescan import scan_frame
 from .tables import CSV_SUFFIXES, PARQUET_SUFFIXES, arrow_to_pandas, check_csv_header, one_line
 
-__all__ = ["LakeSource", "RemoteSource", "open_source", "read_piece", "scan_piece", "scan_frame", "arrow_to_pandas", "RID"]
+__all__ = ["LakeSource", "RemoteSource", "open_source", "read_piece", "scan_piece", "arrow_to_pandas", "RID"]
 
 #: Internal column holding each record's global row id while a run is in flight.
 RID = "__daskmicro_rid__"
@@ -453,41 +453,3 @@ def scan_piece(file, fmt, root, full_schema, hive, expr, qi: list, keys: list) -
     worker except key values (strata and partition keys, which are published anyway)."""
     table = _read_table(file, fmt, root, full_schema, hive, expr, list(dict.fromkeys(list(qi) + list(keys))))
     return scan_frame(arrow_to_pandas(table), qi, keys)
-
-
-def scan_frame(df: pd.DataFrame, qi: list, keys: list) -> dict:
-    """Pre-scan of one piece of the input (see :func:`scan_piece`), whatever it was read from."""
-    n = len(df)
-    if n == 0:  # nothing to check (a column of an empty file may not even have a numeric type)
-        zero = np.zeros(len(qi), dtype=np.int64)
-        return {"rows": 0, "missing": zero, "posinf": zero, "neginf": zero, "maxabs": np.zeros(len(qi)), "combos": {}}
-    X = qi_frame_matrix(df, list(qi))  # exact float64, or refused (integers beyond ±2^53)
-    miss = np.isnan(X)
-    finite = np.where(np.isfinite(X), np.abs(X), 0.0)
-    pattern = np.zeros(n, dtype=np.int64)
-    for j in range(len(qi)):
-        pattern |= miss[:, j].astype(np.int64) << j
-    frame = df[list(keys)].copy() if keys else pd.DataFrame(index=df.index)
-    frame.columns = range(len(keys))  # positions: no input column name can clash with the pattern's
-    frame[len(keys)] = pattern
-    counts = frame.groupby(list(frame.columns), dropna=False, sort=True).size()
-    combos = {}
-    for key, cnt in counts.items():
-        key = key if isinstance(key, tuple) else (key,)
-        combos[tuple(_plain(v) for v in key)] = int(cnt)
-    return {
-        "rows": n,
-        "missing": miss.sum(axis=0).astype(np.int64),
-        "posinf": np.isposinf(X).sum(axis=0).astype(np.int64),
-        "neginf": np.isneginf(X).sum(axis=0).astype(np.int64),
-        "maxabs": finite.max(axis=0) if n else np.zeros(len(qi)),
-        "combos": combos,
-    }
-
-
-def _plain(v):
-    if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
-        return None
-    if isinstance(v, np.generic):
-        return v.item()
-    return v

@@ -137,7 +137,7 @@ def _series_line(series: Mapping) -> str:
     if series.get("republished"):
         return (f"  release ledger: {series['republished']:,} records republished with their frozen values "
                 f"({series['merged_cells']:,} frozen groups merged), {series['new']:,} new records "
-                f"({series['new_cells']:,} new groups, {series['joined_frozen']:,} joined frozen groups)")
+                f"({series['new_cells']:,} new groups)")
     what = "a new series" if series.get("new_series") else "the first release of its records"
     return f"  release ledger: recorded as {what}"
 

@@ -9,11 +9,14 @@ frozen cells:
    moved to another stratum) merge with the nearest frozen cell present, and the merged cell
    takes the values of its larger part — values published before;
 3. records never published form new cells of at least k among themselves with the group's
-   method; fewer than k of them join the nearest frozen cell and take its values; a frozen cell
-   still short of k (the group's only one) takes its nearest new records.
+   method.  A group with fewer than k of them, or whose records published before are fewer than k
+   in all, is refused (:func:`check_growth`): the new records would be the only rows that differ
+   from the last release (their pass-through columns singled out by the difference of the two), or
+   the records published before could keep their values only in a tuple shared by fewer than k.
 
-So a record's re-published values are values published before, and the difference of two
-releases' totals over any grouping is a combination of published cell values.  No Dask here.
+So a record's re-published values are values published before, the difference of two
+releases' totals over any grouping is a combination of published cell values, and the rows a
+release adds to a series form cells of at least k among themselves.  No Dask here.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ import pandas as pd
 
 from .fingerprint import FP, FP_DTYPE
 
-__all__ = ["NONE", "CELL", "Frozen", "classify", "known_cells", "scan_group", "merge_cells", "GroupFreeze", "nearest_new", "frozen_rows"]
+__all__ = ["NONE", "CELL", "Frozen", "classify", "known_cells", "scan_group", "merge_cells", "GroupFreeze", "frozen_rows",
+           "check_growth"]
 
 NONE = np.uint64(0)
 #: The hidden column that carries a record's frozen cell through a re-release (never published).
@@ -181,32 +185,17 @@ class GroupFreeze:
     mean: np.ndarray            # the group's moments (z-scale of every distance)
     sd: np.ndarray
     constant: np.ndarray        # observed QIs constant in the group
-    absorbed: np.ndarray        # row ids of new records given to the one short frozen cell
-    absorb_root: int
-    join: bool                  # the group's few new records join their nearest frozen cell
-    new: int                    # new records left to form cells of their own (0 or ≥ k)
+    new: int                    # new records, forming cells of their own (0 or ≥ k)
 
     @property
     def alive(self) -> np.ndarray:
         return np.flatnonzero(self.roots == np.arange(len(self.roots)))
 
 
-def nearest_new(df: pd.DataFrame, mask: np.ndarray, observed: list, point_z, mean, sd, need: int, rid: str):
-    """The ``need`` new records of a piece nearest a frozen cell (z-space): (row ids, distances)."""
-    rows = np.flatnonzero(mask)
-    if not len(rows):
-        return np.empty(0, np.int64), np.empty(0)
-    Z = (df[observed].to_numpy(np.float64)[rows] - mean) / sd
-    d = np.sum((Z - point_z) ** 2, axis=1)
-    take = np.argsort(d, kind="stable")[:need]
-    return df[rid].to_numpy(np.int64)[rows[take]], d[take]
-
-
 def frozen_rows(df: pd.DataFrame, gf: GroupFreeze, mask: np.ndarray, qi: tuple, frozen: Frozen, rid: str):
-    """The rows of one piece in group ``gf`` that take frozen values — its records published
-    before, the new records absorbed by or joining a frozen cell — and those values
-    (rows × observed), the root cell of each, the rest (new records forming cells), and how many
-    of the rows were published before."""
+    """The rows of one piece in group ``gf`` published before and their frozen values (rows ×
+    observed), the root cell of each, the rest (new records forming cells), and how many of the
+    rows were published before."""
     observed = list(gf.group.observed)
     sub = np.flatnonzero(mask)
     cell = known_cells(df.iloc[sub], observed, qi, frozen)
@@ -214,17 +203,24 @@ def frozen_rows(df: pd.DataFrame, gf: GroupFreeze, mask: np.ndarray, qi: tuple, 
     root = np.full(len(sub), -1, np.int64)
     pos = np.searchsorted(gf.cells, cell[known])
     root[known] = gf.roots[pos]
-    if len(gf.absorbed):
-        ids = df[rid].to_numpy(np.int64)[sub]
-        root[~known & np.isin(ids, gf.absorbed)] = gf.absorb_root
-    if gf.join:
-        from scipy.spatial import cKDTree
-
-        left = np.flatnonzero(root < 0)
-        if len(left):
-            alive = gf.alive
-            Z = (df[observed].to_numpy(np.float64)[sub[left]] - gf.mean) / gf.sd
-            _, idx = cKDTree((gf.values[alive] - gf.mean) / gf.sd).query(Z, k=1)
-            root[left] = alive[np.atleast_1d(idx)]
     take = root >= 0
     return sub[take], gf.values[root[take]], root[take], sub[~take], int(known.sum())
+
+
+def check_growth(label: str, k: int, new: int, short: int | None) -> None:
+    """Refuse a re-released group (``label``) whose new records (``new``) are fewer than k, or whose
+    records published before are all in one frozen cell short of k (``short``: how many; None when
+    not).  Counts only in the message, never values."""
+    from ..errors import ParameterError
+
+    if short is not None:
+        raise ParameterError(
+            f"{label}: only {short} of the records published before in this series are left in this group, fewer "
+            f"than k = {k}: they cannot keep the values published before (fewer than k would share them) and new "
+            "values would give the earlier ones away; start a new series (--new-series) only if the earlier "
+            "releases were withdrawn")
+    if 0 < new < k:
+        raise ParameterError(
+            f"{label}: {new} record(s) not published before in this series, fewer than k = {k}: they would be the "
+            "only rows that differ from the last release, singled out by the difference of the two with every "
+            "column they publish; release them once at least k new records have come in")

@@ -1,0 +1,73 @@
+"""The pre-scan of one piece of the input: its rows, per-QI missing and infinite counts, largest
+magnitudes, and the record counts of each combination of key values (strata and partition
+columns) and missingness pattern.  No values leave the worker except key values, which are
+published anyway."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from .qi import qi_frame_matrix
+
+__all__ = ["scan_frame"]
+
+
+def scan_frame(df: pd.DataFrame, qi: list, keys: list) -> dict:
+    """Pre-scan of one piece of the input (see :func:`scan_piece`), whatever it was read from."""
+    n = len(df)
+    if n == 0:  # nothing to check (a column of an empty file may not even have a numeric type)
+        zero = np.zeros(len(qi), dtype=np.int64)
+        return {"rows": 0, "missing": zero, "posinf": zero, "neginf": zero, "maxabs": np.zeros(len(qi)), "combos": {}}
+    X = qi_frame_matrix(df, list(qi))  # exact float64, or refused (integers beyond ±2^53)
+    _check_key_types(df, keys)
+    miss = np.isnan(X)
+    finite = np.where(np.isfinite(X), np.abs(X), 0.0)
+    pattern = np.zeros(n, dtype=np.int64)
+    for j in range(len(qi)):
+        pattern |= miss[:, j].astype(np.int64) << j
+    frame = df[list(keys)].copy() if keys else pd.DataFrame(index=df.index)
+    frame.columns = range(len(keys))  # positions: no input column name can clash with the pattern's
+    frame[len(keys)] = pattern
+    counts = frame.groupby(list(frame.columns), dropna=False, sort=True).size()
+    combos = {}
+    for key, cnt in counts.items():
+        key = key if isinstance(key, tuple) else (key,)
+        combos[tuple(_plain(v) for v in key)] = int(cnt)
+    return {
+        "rows": n,
+        "missing": miss.sum(axis=0).astype(np.int64),
+        "posinf": np.isposinf(X).sum(axis=0).astype(np.int64),
+        "neginf": np.isneginf(X).sum(axis=0).astype(np.int64),
+        "maxabs": finite.max(axis=0) if n else np.zeros(len(qi)),
+        "combos": combos,
+    }
+
+
+def _check_key_types(df: pd.DataFrame, keys: list) -> None:
+    """Refuse a stratum or partition column of Python objects of more than one type (1 beside 1.0,
+    True beside 1, numbers beside text): grouped here as equal, they are written and read back as
+    other values, so the published tuples would not be the ones counted."""
+    for c in keys:
+        if df[c].dtype != object:
+            continue
+        kinds = {_kind(t) for t in df[c].dropna().map(type).unique()}
+        if len(kinds) > 1:
+            raise InputError(f"column {c!r} (a stratum or partition column) mixes values of several types "
+                             f"({', '.join(sorted(kinds))}): give it one type")
+
+
+def _kind(t: type) -> str:
+    """The kind of value a Python or NumPy scalar type holds, as written (NumPy's int64 is an int)."""
+    if issubclass(t, np.generic):
+        return {"b": "bool", "i": "int", "u": "int", "f": "float", "U": "str"}.get(np.dtype(t).kind, t.__name__)
+    return {bool: "bool", int: "int", float: "float", str: "str"}.get(t, t.__name__)
+
+
+def _plain(v):
+    if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
+        return None
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
