@@ -207,21 +207,24 @@ def test_default_ledger_catches_a_re_release_into_another_directory(tmp_path, mo
     assert written and not any(key in p.read_bytes() for p in written)
 
 
-def test_strata_merged_cells_and_deletions(tmp_path):
+def test_deletions_only_of_whole_cells_and_merged_cells(tmp_path):
+    """Records leave a series only as whole published cells: a third of the records deleted at
+    random (parts of many cells) is refused and records nothing; a third of the cells withdrawn
+    whole is released, at a larger k that merges cells, with values published before only."""
     people = _people(600, seed=5)
     ledger = tmp_path / "ledger"
-    r1, _ = anonymize(people, qi=QI, k=4, strata=["region"], seed=1, ledger=ledger, keep=["pid"])
-    kept = people[people.pid % 3 != 0]                  # a third deleted: many cells fall below k
-    r2, rep = anonymize(kept, qi=QI, k=4, strata=["region"], seed=1, ledger=ledger, keep=["pid"])
-    assert rep.series["merged_cells"] > 0 and rep.series["new"] == 0
-    assert _smallest(r2, ["region"] + QI) >= 4
-    before = r1.set_index("pid")[QI]
-    after = r2.set_index("pid")[QI]
-    published = _tuples(r1)
-    for pid, row in after.iterrows():
-        assert tuple(row.to_numpy(np.float64)) in published
-        del pid
-    assert len(before) == 600
+    opts = dict(qi=QI, strata=["region"], seed=1, ledger=ledger, keep=["pid"])
+    r1, _ = anonymize(people, k=4, **opts)
+    with pytest.raises(ParameterError, match="record\\(s\\) published before in this series are missing from this"):
+        anonymize(people[people.pid % 3 != 0], k=4, **opts)
+    cell = r1.groupby(["region"] + QI, sort=True).ngroup()
+    kept = people[people.pid.isin(r1.loc[cell % 3 != 0, "pid"])]
+    r2, rep = anonymize(kept, k=6, **opts)
+    assert rep.series["merged_cells"] > 0 and rep.series["new"] == 0 and rep.series["republished"] == len(kept)
+    assert _smallest(r2, ["region"] + QI) >= 6 and len(r2) == len(kept)
+    assert _tuples(r2) <= _tuples(r1)
+    gone = _added_rows(r2, r1)                                  # the rows r1 has and r2 has not: whole cells
+    assert gone.groupby(["region"] + QI).size().min() >= 4
 
 
 def test_id_column_identifies_records_and_is_never_published(tmp_path):
@@ -334,8 +337,7 @@ def test_every_republished_value_was_published_before(tmp_path_factory, steps, s
         try:
             rel, _ = anonymize(people, k=k, seed=seed, **opts)
         except ParameterError as refused:   # a group would grow by fewer than k, or keep fewer than k
-            growth = "not published before in this series" if kind == "append" else "of the records published before"
-            assert growth in str(refused)
+            assert "published before in this series" in str(refused)   # growth under k, or part of a cell gone
             people, k = before                                     # nothing was published
             continue
         cols = (["region"] if strata else []) + QI
@@ -357,15 +359,19 @@ def test_a_re_release_of_the_same_records_is_the_same_release_with_the_same_figu
     assert rep2.series["republished"] == 700 and rep2.series["new"] == 0
 
 
-def test_a_group_whose_records_published_before_are_fewer_than_k_is_refused(tmp_path):
-    """Two of ten records published before are left: they cannot keep their values (two rows would
-    share them) and new values would give the earlier ones away, whatever new records come."""
+def test_records_published_before_left_fewer_than_k_are_refused(tmp_path):
+    """Part of a published cell gone is refused (its rows would be singled out of the first release);
+    all of ten records again, with new ones, at k = 11 would keep their values in a tuple shared by
+    ten: refused too, from the API and the CLI, nothing written."""
     first = _people(10, seed=9).assign(region="north")
     ledger = tmp_path / "ledger"
-    r1, _ = anonymize(first, qi=QI, k=5, seed=1, ledger=ledger, keep=["pid"])
+    anonymize(first, qi=QI, k=5, seed=1, ledger=ledger, keep=["pid"])
     later = pd.concat([first.iloc[:2], _people(20, seed=10, start=500).assign(region="north")], ignore_index=True)
-    with pytest.raises(ParameterError, match="only 2 of the records published before in this series are left"):
+    with pytest.raises(ParameterError, match="8 record\\(s\\) published before in this series are missing"):
         anonymize(later, qi=QI, k=5, seed=1, ledger=ledger, keep=["pid"])
+    grown = pd.concat([first, _people(20, seed=11, start=900).assign(region="north")], ignore_index=True)
+    with pytest.raises(ParameterError, match="only 10 of the records published before in this series are left"):
+        anonymize(grown, qi=QI, k=11, seed=1, ledger=ledger, keep=["pid"])
     out = tmp_path / "out.parquet"
     later.to_parquet(tmp_path / "later.parquet", index=False)
     code = main(["anonymize", str(tmp_path / "later.parquet"), str(out), "--qi", ",".join(QI), "--k", "5",
@@ -383,14 +389,13 @@ def test_a_re_release_of_a_lake_on_a_cluster_through_the_pipeline(tmp_path, clie
     opts = dict(qi=QI, k=5, method="partitioned", K=200, partition_size=2000, seed=2, ledger=ledger, client=client,
                 keep=["pid"])
     anonymize_file(lake, tmp_path / "r1", **opts)
-    (lake / "p3.parquet").unlink()                      # deletions …
-    _people(1500, seed=12, start=50_000).to_parquet(lake / "p4.parquet", index=False)   # … and new records
-    anonymize_file(lake, tmp_path / "r2", **{**opts, "k": 6})
+    _people(1500, seed=12, start=50_000).to_parquet(lake / "p4.parquet", index=False)   # new records
+    anonymize_file(lake, tmp_path / "r2", **{**opts, "k": 6})                           # … at a larger k
     r1, r2 = pd.read_parquet(tmp_path / "r1"), pd.read_parquet(tmp_path / "r2")
     rep = json.loads((tmp_path / "r2" / "_report.json").read_text())
     s = rep["series"]
-    assert s["republished"] == 18_000 and s["new"] == 1500 and s["new_cells"] > 0 and s["merged_cells"] > 0
-    assert _smallest(r2, QI) >= 6 and len(r2) == 19_500
+    assert s["republished"] == 24_000 and s["new"] == 1500 and s["new_cells"] > 0 and s["merged_cells"] > 0
+    assert _smallest(r2, QI) >= 6 and len(r2) == 25_500
     old = r2[r2.pid < 50_000]
     assert set(map(tuple, old[QI].to_numpy(np.float64))) <= _tuples(r1)
     assert rep["verification"]["passed"]

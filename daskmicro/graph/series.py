@@ -32,7 +32,8 @@ from ..kernels.moments import combine_moments
 from ..release.publish import replace_qi
 from ..runplan import GroupResult
 from ..series.fingerprint import FP, fingerprints, with_fingerprints
-from ..series.frozen import CELL, Frozen, GroupFreeze, check_growth, classify, frozen_rows, merge_cells, scan_group
+from ..series.frozen import (CELL, Frozen, GroupFreeze, check_growth, check_whole_cells, classify, frozen_rows,
+                              merge_cells, scan_group)
 from ..strata import group_mask
 from .local import Done
 
@@ -224,6 +225,9 @@ def plan_groups(client, pieces, plans, strata, qi, k, frozen, frozen_future) -> 
     groups = [(i, gp.group) for i, gp in enumerate(plans) if gp.group.observed]
     scan = dask.delayed(_scan_piece, pure=True)
     scans = client.gather(client.compute([scan(p, groups, strata, tuple(qi), frozen_future) for p in pieces]))
+    found = [s[i] for s in scans for i, _ in groups if i in s]
+    check_whole_cells(frozen, np.concatenate([f["cells"] for f in found]) if found else np.empty(0, np.uint64),
+                      np.concatenate([f["counts"] for f in found]) if found else np.empty(0, np.int64))
     out = {}
     for i, g in groups:
         parts = [s[i] for s in scans if i in s]

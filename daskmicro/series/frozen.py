@@ -5,18 +5,23 @@ frozen cells:
 
 1. a record published before (its fingerprint is in the ledger, with a cell whose observed QIs
    are this group's) takes its frozen cell's published values;
-2. frozen cells with fewer than k of their records present (deletions, a larger k, records
-   moved to another stratum) merge with the nearest frozen cell present, and the merged cell
-   takes the values of its larger part — values published before;
+2. frozen cells with fewer than k of their records present (after a larger k) merge with the
+   nearest frozen cell present, and the merged cell takes the values of its larger part — values
+   published before;
 3. records never published form new cells of at least k among themselves with the group's
    method.  A group with fewer than k of them, or whose records published before are fewer than k
    in all, is refused (:func:`check_growth`): the new records would be the only rows that differ
    from the last release (their pass-through columns singled out by the difference of the two), or
    the records published before could keep their values only in a tuple shared by fewer than k.
 
+A re-release must also hold, of each published cell, all of its records or none of them
+(:func:`check_whole_cells`): the rows of a cell's records that are left out would be singled out of
+the earlier releases by the difference, and a record that came back would be the one row a
+release adds.  Releases of a series thus differ by whole cells of at least k records.
+
 So a record's re-published values are values published before, the difference of two
-releases' totals over any grouping is a combination of published cell values, and the rows a
-release adds to a series form cells of at least k among themselves.  No Dask here.
+releases' totals over any grouping is a combination of published cell values, and the rows two
+releases differ by form cells of at least k.  No Dask here.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import pandas as pd
 from .fingerprint import FP, FP_DTYPE
 
 __all__ = ["NONE", "CELL", "Frozen", "classify", "known_cells", "scan_group", "merge_cells", "GroupFreeze", "frozen_rows",
-           "check_growth"]
+           "check_growth", "check_whole_cells"]
 
 NONE = np.uint64(0)
 #: The hidden column that carries a record's frozen cell through a re-release (never published).
@@ -224,3 +229,27 @@ def check_growth(label: str, k: int, new: int, short: int | None) -> None:
             f"{label}: {new} record(s) not published before in this series, fewer than k = {k}: they would be the "
             "only rows that differ from the last release, singled out by the difference of the two with every "
             "column they publish; release them once at least k new records have come in")
+
+
+def check_whole_cells(frozen: Frozen, cells: np.ndarray, present: np.ndarray) -> None:
+    """Refuse a re-release holding some but not all the records of a published cell (``cells``:
+    frozen cell ids found among this run's records, ``present``: how many of each, repeats
+    summed).  A cell's records are those whose latest published values are the cell's; a cell
+    whose published values are all missing is left alone (its records are published as they are)."""
+    from ..errors import ParameterError
+
+    if not len(frozen) or not len(cells):
+        return
+    cells, inv = np.unique(cells, return_inverse=True)
+    present = np.bincount(inv, weights=present, minlength=len(cells)).astype(np.int64)
+    ids, members = np.unique(frozen.cell_of, return_counts=True)
+    size = members[np.searchsorted(ids, cells)]
+    judged = ~np.isnan(frozen.cell_values(cells)).all(axis=1)
+    partial = judged & (present < size)
+    if partial.any():
+        gone = int((size - present)[partial].sum())
+        raise ParameterError(
+            f"{gone} record(s) published before in this series are missing from this release, from {int(partial.sum())} "
+            "published group(s) whose other records are in it: comparing the releases would single the missing "
+            "records' rows out; a re-release holds all the records of a published group or none of them (withdraw "
+            "whole groups), or start a new series (--new-series) if the earlier releases were withdrawn")
