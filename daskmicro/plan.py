@@ -328,6 +328,12 @@ def open_series(plan, say):
         from .errors import describe
 
         raise ParameterError(f"ledger (--ledger): cannot use {sp.ledger}: {describe(exc)}") from None
+    if len(frozen) and not sp.new_series and plan.participation is not None:
+        raise ParameterError(
+            "participation (--participation COLUMN): a re-release of a series with per-record participation "
+            "probabilities is not supported (the failure probability of a frozen cell would have to be worked out "
+            "from the probabilities its records have now); release with a constant participation, or start a new "
+            "series (--new-series) if the earlier releases were withdrawn")
     if sp.new_series and len(frozen):
         say(f"new series: {len(frozen):,} records published before are aggregated afresh; this release and the earlier "
             "ones together can give their values back")

@@ -464,3 +464,18 @@ def test_a_release_with_other_qis_of_a_recorded_series_is_refused_unless_a_new_s
     # both series go on as they are: each one's frozen values protect it against itself
     again, rep = anonymize(people, qi=QI, k=6, seed=2, ledger=ledger, keep=["pid"])
     assert rep.series["republished"] == 300 and _smallest(again, QI) >= 6
+
+
+def test_a_re_release_with_per_record_participation_is_refused_before_any_work(tmp_path, capsys):
+    """Per-record participation probabilities in a re-release: refused in one line before any work
+    (a frozen cell's failure probability would depend on its records' probabilities now), nothing
+    recorded; a constant participation re-releases."""
+    people = _people(200, seed=15).assign(pi=0.9)
+    ledger = tmp_path / "ledger"
+    anonymize(people, qi=QI, k=4, seed=1, ledger=ledger, keep=["pid"], participation="pi", max_cell_failure=0.2)
+    with pytest.raises(ParameterError, match="per-record participation probabilities is not supported"):
+        anonymize(people, qi=QI, k=4, seed=1, ledger=ledger, keep=["pid"], participation="pi", max_cell_failure=0.2)
+    releases = sorted(p.name for p in (ledger / "series").glob("*/r*"))
+    _, rep = anonymize(people.drop(columns="pi"), qi=QI, k=4, seed=1, ledger=ledger, keep=["pid"], participation=0.9,
+                       max_cell_failure=0.2)
+    assert rep.series["republished"] == 200 and len(releases) == 1
