@@ -181,7 +181,7 @@ def _frozen_stats(df, freezes, strata, qi, frozen):
         mask = group_mask(df, strata, list(qi), gf.group)
         if not mask.any():
             continue
-        rows, values, roots, _, known = frozen_rows(df, gf, mask, tuple(qi), frozen, RID)
+        rows, values, roots, _, known = frozen_rows(df, gf, mask, tuple(qi), frozen)
         if not len(rows):
             continue
         observed = list(gf.group.observed)
@@ -199,7 +199,7 @@ def _frozen_frame(df, freezes, strata, qi, frozen):
         mask = group_mask(df, strata, list(qi), gf.group)
         if not mask.any():
             continue
-        rows, values, _, _, _ = frozen_rows(df, gf, mask, tuple(qi), frozen, RID)
+        rows, values, _, _, _ = frozen_rows(df, gf, mask, tuple(qi), frozen)
         if len(rows):
             frames.append(replace_qi(df.iloc[rows], list(gf.group.observed), values)[0])
     return pd.concat(frames, ignore_index=True) if frames else df.iloc[:0]

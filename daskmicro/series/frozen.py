@@ -197,7 +197,7 @@ class GroupFreeze:
         return np.flatnonzero(self.roots == np.arange(len(self.roots)))
 
 
-def frozen_rows(df: pd.DataFrame, gf: GroupFreeze, mask: np.ndarray, qi: tuple, frozen: Frozen, rid: str):
+def frozen_rows(df: pd.DataFrame, gf: GroupFreeze, mask: np.ndarray, qi: tuple, frozen: Frozen):
     """The rows of one piece in group ``gf`` published before and their frozen values (rows ×
     observed), the root cell of each, the rest (new records forming cells), and how many of the
     rows were published before."""
