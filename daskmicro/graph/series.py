@@ -227,7 +227,8 @@ def plan_groups(client, pieces, plans, strata, qi, k, frozen, frozen_future) -> 
     scans = client.gather(client.compute([scan(p, groups, strata, tuple(qi), frozen_future) for p in pieces]))
     found = [s[i] for s in scans for i, _ in groups if i in s]
     check_whole_cells(frozen, np.concatenate([f["cells"] for f in found]) if found else np.empty(0, np.uint64),
-                      np.concatenate([f["counts"] for f in found]) if found else np.empty(0, np.int64))
+                      np.concatenate([f["counts"] for f in found]) if found else np.empty(0, np.int64),
+                      np.concatenate([f["sums"] for f in found]) if found else np.empty(0, np.uint64))
     out = {}
     for i, g in groups:
         parts = [s[i] for s in scans if i in s]
