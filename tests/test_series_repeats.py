@@ -83,3 +83,30 @@ def test_a_record_that_moved_to_another_stratum_is_refused_with_an_id_column(tmp
     revised = df.copy()
     revised.loc[7, "age"] += 30   # a revised value keeps its frozen values: the same release
     anonymize(revised, **kw)
+
+
+@pytest.mark.parametrize("change", ["same", "add", "drop", "add k"])
+def test_records_with_every_qi_missing_join_or_leave_only_as_k(tmp_path, change):
+    """Records with every QI missing are published as they are; one more or one fewer of them would
+    be the one row two releases differ by."""
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"rec": np.arange(60), "grade": rng.integers(0, 50, 60) + 0.5,
+                       "age": rng.integers(18, 90, 60).astype(float),
+                       "income": np.round(rng.lognormal(10.5, 0.6, 60), 2)})
+    df.loc[:4, QI] = np.nan
+    k = 3
+    for id_column in (None, "rec"):
+        kw = dict(qi=QI, k=k, seed=1, ledger=tmp_path / f"led-{id_column}", keep=["grade"], missing="separate",
+                  id_column=id_column, drop=None if id_column else ["rec"])
+        r1, _ = anonymize(df, **kw)
+        more = pd.DataFrame({"rec": 100 + np.arange(k), "grade": 40.5 + np.arange(k), "age": np.nan, "income": np.nan})
+        edited = {"same": df, "drop": df.drop(index=2), "add": pd.concat([df, more[:1]], ignore_index=True),
+                  "add k": pd.concat([df, more], ignore_index=True)}[change]
+        if change in ("add", "drop") or (change == "add k" and id_column is None):
+            with pytest.raises(ParameterError):
+                anonymize(edited, **kw)
+            continue
+        r2, _ = anonymize(edited, **kw)
+        for rows in _differing(r1, r2):
+            if len(rows):
+                assert rows.groupby(level=QI, dropna=False).sum().min() >= k

@@ -170,7 +170,7 @@ def scan_group(df: pd.DataFrame, observed: list, qi: tuple, frozen: Frozen) -> d
     cells, inv, counts = np.unique(cell[known], return_inverse=True, return_counts=True)
     return {"new": int(np.sum(~known)), "cells": cells, "counts": counts,
             "sums": cell_sums(inv, df[FP[1]].to_numpy(np.uint64)[known], len(cells)),
-            "moments": chunk_moments(df[observed].to_numpy(np.float64, na_value=np.nan))}
+            "moments": chunk_moments(df[observed].to_numpy(np.float64, na_value=np.nan)) if observed else None}
 
 
 def merge_cells(C: np.ndarray, counts: np.ndarray, k: int, mean, sd):
@@ -252,7 +252,8 @@ def check_whole_cells(frozen: Frozen, cells: np.ndarray, present: np.ndarray, su
     sharing a fingerprint (equal stratum and QIs, or a repeated id) are told apart by no column the
     ledger holds, so one more or one fewer of them, or one published in another cell before (all
     of them take one cell now), would be the one row two releases differ by.  A cell whose
-    published values are all missing is left alone (its records are published as they are)."""
+    published values are all missing (records with every QI missing, published as they are) is
+    judged the same way: one of them more or fewer would be the row two releases differ by."""
     from ..errors import ParameterError
 
     if not len(frozen) or not len(cells):
@@ -263,12 +264,11 @@ def check_whole_cells(frozen: Frozen, cells: np.ndarray, present: np.ndarray, su
     ids, where, members = np.unique(rows, return_inverse=True, return_counts=True)
     pos = np.minimum(np.searchsorted(ids, cells), len(ids) - 1)
     size = np.where(ids[pos] == cells, members[pos], 0)
-    judged = ~np.isnan(frozen.cell_values(cells)).all(axis=1)
-    extra = judged & (present > size)
+    extra = present > size
     if sums is not None and frozen.rows_lo is not None:
         now = cell_sums(inv, np.asarray(sums, np.uint64), len(cells))
         then = cell_sums(where, frozen.rows_lo, len(ids))[pos]
-        extra |= judged & (present == size) & (now != then)
+        extra |= (present == size) & (now != then)
     if extra.any():
         raise ParameterError(
             f"{int(extra.sum())} group(s) published before in this series would hold other or more records than "
@@ -277,7 +277,7 @@ def check_whole_cells(frozen: Frozen, cells: np.ndarray, present: np.ndarray, su
             "would single their rows out; release the same records as before, identify records by a column of "
             "distinct values (--id-column), or start a new series (--new-series) if the earlier releases were "
             "withdrawn")
-    partial = judged & (present < size)
+    partial = present < size
     if partial.any():
         gone = int((size - present)[partial].sum())
         raise ParameterError(
