@@ -110,3 +110,28 @@ def test_records_with_every_qi_missing_join_or_leave_only_as_k(tmp_path, change)
         for rows in _differing(r1, r2):
             if len(rows):
                 assert rows.groupby(level=QI, dropna=False).sum().min() >= k
+
+
+@pytest.mark.parametrize("id_column", [None, "rec"])
+def test_a_record_that_moved_to_another_partition_is_refused(tmp_path, id_column):
+    """A partition column is published as a stratum: a record whose partition changed would be the
+    one row the two releases differ by, in its new partition."""
+    from daskmicro import anonymize_file
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"rec": np.arange(120), "year": rng.choice([2020, 2021], 120),
+                       "grade": rng.integers(0, 50, 120) + 0.5, "age": rng.integers(18, 90, 120).astype(float),
+                       "income": np.round(rng.lognormal(10.5, 0.6, 120), 2)})
+    kw = dict(qi=QI, k=3, seed=1, ledger=tmp_path / "led", keep=["grade"], partition_by=["year"],
+              id_column=id_column, drop=None if id_column else ["rec"])
+    df.to_parquet(tmp_path / "in.parquet")
+    anonymize_file(tmp_path / "in.parquet", tmp_path / "r1", **kw)
+    anonymize_file(tmp_path / "in.parquet", tmp_path / "r2", **kw)   # the same records: the same release
+    r1, r2 = pd.read_parquet(tmp_path / "r1"), pd.read_parquet(tmp_path / "r2")
+    assert all(len(rows) == 0 for rows in _differing(r1.astype({"year": int}), r2.astype({"year": int})))
+    moved = df.copy()
+    moved.loc[7, "year"] = 4041 - df.loc[7, "year"]
+    moved.to_parquet(tmp_path / "moved.parquet")
+    with pytest.raises(ParameterError, match="missing from this release"):
+        anonymize_file(tmp_path / "moved.parquet", tmp_path / "r3", **kw)
+    assert not (tmp_path / "r3").exists()
