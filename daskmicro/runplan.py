@@ -109,8 +109,11 @@ class SeriesPlan:
     new_series: bool
 
     def record_columns(self, qi, strata) -> list:
-        """The columns a record's fingerprint is made of."""
-        return [self.id_column] if self.id_column is not None else list(dict.fromkeys([*strata, *qi]))
+        """The columns a record's fingerprint is made of: its stratum and its id, or its stratum and
+        QIs (a record that moved to another stratum is another record: its row would be the one
+        two releases differ by)."""
+        ids = [self.id_column] if self.id_column is not None else list(qi)
+        return list(dict.fromkeys([*strata, *ids]))
 
 
 @dataclass(frozen=True)

@@ -141,3 +141,21 @@ def test_survey_columns_are_judged_as_published(tmp_path, client):
     release, report = anonymize_incremental(frame, QI, K, nu=0.2, time_column="ts", client=client, ledger="off",
                                             drop=["record_id"])
     assert "record_id" not in release.columns and report.verified
+
+
+def test_a_frame_survey_closed_by_its_last_arrival_publishes_no_duration_from_the_close(tmp_path, client):
+    """Without close_at a DataFrame survey closes at its last record's arrival time: a duration
+    from the close, with the report's creation time, would give that time back."""
+    from datetime import datetime
+
+    frame = _survey(200).assign(ts=np.sort(np.random.default_rng(1).uniform(1e5, 1e5 + 50, 200)))
+    out = tmp_path / "release.parquet"
+    anonymize_incremental(frame, QI, K, nu=0.25, time_column="ts", client=client, ledger=tmp_path / "led",
+                          keep=["region"], output=out)
+    text = (tmp_path / "release.report.json").read_text()
+    doc = json.loads(text)
+    created = datetime.fromisoformat(doc["created"].replace("Z", "+00:00")).timestamp()
+    last = frame["ts"].max()
+    assert "close to release" not in doc["timings"]
+    for value in map(float, re.findall(r"-?\d+\.\d+(?:e[+-]?\d+)?", text)):
+        assert abs(created - value - last) > 5 and abs(value - last) > 1e-3

@@ -338,6 +338,8 @@ def _cells(client, source, plan, lay_: _Layout, stage, series=None):
               if lay_.rows[i]]
     frozen, freezes = None, {}
     if series is not None:
+        # a partition column is published as a stratum: a record that moved partition is another record
+        series.columns = list(dict.fromkeys([*strata, *series.columns]))
         frozen = client.scatter(series.frozen, broadcast=True) if series.rerelease else None
         pieces = gs.fingerprinted(client, pieces, series, qi, frozen)
         if frozen is not None:

@@ -222,16 +222,20 @@ def plan_groups(client, pieces, plans, strata, qi, k, frozen, frozen_future) -> 
     """For each group with records published before, its :class:`GroupFreeze` (by group index)."""
     import dask
 
-    groups = [(i, gp.group) for i, gp in enumerate(plans) if gp.group.observed]
+    groups = [(i, gp.group) for i, gp in enumerate(plans)]   # all-missing ones counted too: checked, not frozen
     scan = dask.delayed(_scan_piece, pure=True)
     scans = client.gather(client.compute([scan(p, groups, strata, tuple(qi), frozen_future) for p in pieces]))
     found = [s[i] for s in scans for i, _ in groups if i in s]
     check_whole_cells(frozen, np.concatenate([f["cells"] for f in found]) if found else np.empty(0, np.uint64),
-                      np.concatenate([f["counts"] for f in found]) if found else np.empty(0, np.int64))
+                      np.concatenate([f["counts"] for f in found]) if found else np.empty(0, np.int64),
+                      np.concatenate([f["sums"] for f in found]) if found else np.empty(0, np.uint64))
     out = {}
     for i, g in groups:
         parts = [s[i] for s in scans if i in s]
         cells = np.concatenate([p["cells"] for p in parts]) if parts else np.empty(0, np.uint64)
+        if not g.observed:   # published as they are: only whole cells and ≥ k new records
+            check_growth(g.label, k, sum(p["new"] for p in parts), None)
+            continue
         if not len(cells):
             continue   # nothing published before: the group runs as in a first release
         counts = np.concatenate([p["counts"] for p in parts])

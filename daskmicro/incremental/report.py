@@ -27,6 +27,8 @@ def incremental_section(done, options, information_loss) -> dict:
     }
     out = _schedule_and_times(sched, timing, (base_res.seconds, inc_res.seconds), (n_base, n_inc))
     out.update(base_method=options.base_name, increment=options.increment, increment_used=done.method)
+    times = getattr(src, "times", None)   # a DataFrame survey's arrival times
+    out["close_on_arrival"] = bool(times is not None and len(times) and float(src.closed_at) == float(times[-1]))
     if sched.get("calibration"):
         out["calibration"] = sched["calibration"]
     out["nu_from"] = sched.get("nu_from")

@@ -175,7 +175,7 @@ class Ledger:
         from ..series.frozen import Frozen
 
         releases = Ledger.releases(folder)[::-1]
-        hi, lo, cell, origin = _newest_first(
+        hi, lo, cell, origin, rows, rows_lo = _newest_first(
             [[pq.read_table(f, columns=["hi", "lo", "cell"]) for f in sorted(r.glob("records-*.parquet"))]
              for r in releases])
         if not hi.size:
@@ -187,7 +187,7 @@ class Ledger:
         fps = np.empty(hi.size, FP_DTYPE)
         fps["hi"], fps["lo"] = hi[order], lo[order]
         return Frozen(fps, cell[order], cells["cell"].to_numpy(np.uint64),
-                      cells[[f"q{j}" for j in range(len(qi))]].to_numpy(np.float64), tuple(qi))
+                      cells[[f"q{j}" for j in range(len(qi))]].to_numpy(np.float64), tuple(qi), rows, rows_lo)
 
     @staticmethod
     def stage(folder: Path) -> Path:
@@ -248,23 +248,28 @@ def _found(hi: np.ndarray, lo: np.ndarray, kept_hi: np.ndarray, kept_lo: np.ndar
 
 
 def _newest_first(releases: list) -> tuple:
-    """(hi, lo, cell, release) of every fingerprint of ``releases`` (each a list of Arrow tables of
-    hi, lo, cell; newest release first): its row in the newest release holding it, the last such
-    row; ``release`` is that release's position in the list."""
+    """(hi, lo, cell, release, rows, rows_lo) of every fingerprint of ``releases`` (each a list of Arrow
+    tables of hi, lo, cell; newest release first): its row in the newest release holding it, the
+    last such row; ``release`` is that release's position in the list; ``rows``: the cell of every
+    row of the newest release holding each fingerprint (records with the same fingerprint — equal
+    stratum and QIs, or a repeated id — are several rows, possibly of several cells) and the second
+    half of each such row's fingerprint."""
     hi = np.empty(0, np.uint64)
-    lo, cell, origin = hi.copy(), hi.copy(), np.empty(0, np.int64)
+    lo, cell, origin, rows, rows_lo = hi.copy(), hi.copy(), np.empty(0, np.int64), hi.copy(), hi.copy()
     index = pd.Index(hi)   # of the kept fingerprints' first 64 bits, rebuilt when some are added
     for i, tables in enumerate(releases):
         if not tables or not sum(t.num_rows for t in tables):
             continue
         h, l, c = (np.concatenate([t.column(name).to_numpy() for t in tables]).astype(np.uint64, copy=False)
                    for name in ("hi", "lo", "cell"))
-        new = _last_rows(h, l) & ~_found(h, l, hi, lo, index)
+        fresh = ~_found(h, l, hi, lo, index)
+        rows, rows_lo = np.concatenate([rows, c[fresh]]), np.concatenate([rows_lo, l[fresh]])
+        new = _last_rows(h, l) & fresh
         if new.any():
             hi, lo, cell = np.concatenate([hi, h[new]]), np.concatenate([lo, l[new]]), np.concatenate([cell, c[new]])
             origin = np.concatenate([origin, np.full(int(new.sum()), i, np.int64)])
             index = pd.Index(hi)
-    return hi, lo, cell, origin
+    return hi, lo, cell, origin, rows, rows_lo
 
 
 def _cells_named(wanted: np.ndarray, releases: list, m: int) -> pd.DataFrame:

@@ -135,6 +135,12 @@ _SCRUBBED = ("pca", "pipeline", "strata", "reference", "incremental", "probabili
 #: and, without ``close_at``, ``close`` the last one's.  Published as durations only.
 _CLOCK = "times"
 
+#: Durations from the close of a survey that closed on its last record's arrival (a DataFrame
+#: survey without ``close_at``): with the report's creation time, each gives that arrival time.
+_FROM_CLOSE = ("head_start_seconds", "close_to_release_seconds", "tau_minus", "delta_tau", "close_to_release_ratio",
+               "close_to_release_share_of_run")
+_FROM_CLOSE_TIMING = "close to release"
+
 
 def _withhold_participation(section: dict) -> None:
     """A per-record participation column is never published: its smallest and largest value are
@@ -200,6 +206,11 @@ def public_report(doc: Mapping) -> dict:
             out[key] = _scrub(out[key])
     if isinstance(out.get("incremental"), Mapping):
         out["incremental"].pop(_CLOCK, None)
+        if out["incremental"].get("close_on_arrival"):
+            for key in _FROM_CLOSE:
+                out["incremental"].pop(key, None)
+            if isinstance(out.get("timings"), Mapping):
+                out["timings"].pop(_FROM_CLOSE_TIMING, None)
     if isinstance(out.get("probabilistic"), Mapping):
         _withhold_participation(out["probabilistic"])
     risk = public_risk(doc["risk"]) if isinstance(doc.get("risk"), Mapping) else None

@@ -51,6 +51,8 @@ class Frozen:
     cell_ids: np.ndarray     # uint64, sorted
     values: np.ndarray       # float64, cells × QIs (published values, NaN where not published)
     qi: tuple
+    rows: np.ndarray | None = None   # uint64 cell of every published row of the fingerprints (repeats counted)
+    rows_lo: np.ndarray | None = None   # uint64 second half of each such row's fingerprint
 
     @classmethod
     def empty(cls, qi) -> "Frozen":
@@ -165,9 +167,10 @@ def scan_group(df: pd.DataFrame, observed: list, qi: tuple, frozen: Frozen) -> d
 
     cell = known_cells(df, observed, qi, frozen)
     known = cell != NONE
-    cells, counts = np.unique(cell[known], return_counts=True)
+    cells, inv, counts = np.unique(cell[known], return_inverse=True, return_counts=True)
     return {"new": int(np.sum(~known)), "cells": cells, "counts": counts,
-            "moments": chunk_moments(df[observed].to_numpy(np.float64, na_value=np.nan))}
+            "sums": cell_sums(inv, df[FP[1]].to_numpy(np.uint64)[known], len(cells)),
+            "moments": chunk_moments(df[observed].to_numpy(np.float64, na_value=np.nan)) if observed else None}
 
 
 def merge_cells(C: np.ndarray, counts: np.ndarray, k: int, mean, sd):
@@ -231,21 +234,50 @@ def check_growth(label: str, k: int, new: int, short: int | None) -> None:
             "column they publish; release them once at least k new records have come in")
 
 
-def check_whole_cells(frozen: Frozen, cells: np.ndarray, present: np.ndarray) -> None:
-    """Refuse a re-release holding some but not all the records of a published cell (``cells``:
-    frozen cell ids found among this run's records, ``present``: how many of each, repeats
-    summed).  A cell's records are those whose latest published values are the cell's; a cell
-    whose published values are all missing is left alone (its records are published as they are)."""
+def cell_sums(inv: np.ndarray, lo: np.ndarray, n: int) -> np.ndarray:
+    """Per cell (``inv``: each row's cell position), the sum modulo 2**64 of its rows' keyed
+    fingerprint halves ``lo``: equal sums and counts mean, but for a chance of 2**-64, the same
+    multiset of records."""
+    out = np.zeros(n, np.uint64)
+    np.add.at(out, inv, lo.astype(np.uint64, copy=False))
+    return out
+
+
+def check_whole_cells(frozen: Frozen, cells: np.ndarray, present: np.ndarray, sums=None) -> None:
+    """Refuse a re-release holding some but not all the records of a published cell, or more rows
+    of it than were published (``cells``: frozen cell ids found among this run's records,
+    ``present``: how many of each, repeats summed; ``sums``: their :func:`cell_sums`, which tell
+    one record repeated for another).  A cell's records are the rows published with
+    the cell's values in the latest release holding their fingerprint, repeats counted: records
+    sharing a fingerprint (equal stratum and QIs, or a repeated id) are told apart by no column the
+    ledger holds, so one more or one fewer of them, or one published in another cell before (all
+    of them take one cell now), would be the one row two releases differ by.  A cell whose
+    published values are all missing (records with every QI missing, published as they are) is
+    judged the same way: one of them more or fewer would be the row two releases differ by."""
     from ..errors import ParameterError
 
     if not len(frozen) or not len(cells):
         return
     cells, inv = np.unique(cells, return_inverse=True)
     present = np.bincount(inv, weights=present, minlength=len(cells)).astype(np.int64)
-    ids, members = np.unique(frozen.cell_of, return_counts=True)
-    size = members[np.searchsorted(ids, cells)]
-    judged = ~np.isnan(frozen.cell_values(cells)).all(axis=1)
-    partial = judged & (present < size)
+    rows = frozen.cell_of if frozen.rows is None else frozen.rows
+    ids, where, members = np.unique(rows, return_inverse=True, return_counts=True)
+    pos = np.minimum(np.searchsorted(ids, cells), len(ids) - 1)
+    size = np.where(ids[pos] == cells, members[pos], 0)
+    extra = present > size
+    if sums is not None and frozen.rows_lo is not None:
+        now = cell_sums(inv, np.asarray(sums, np.uint64), len(cells))
+        then = cell_sums(where, frozen.rows_lo, len(ids))[pos]
+        extra |= (present == size) & (now != then)
+    if extra.any():
+        raise ParameterError(
+            f"{int(extra.sum())} group(s) published before in this series would hold other or more records than "
+            "were published in them: records sharing a fingerprint (equal stratum and QI values, or a repeated id) "
+            "repeated a different number of times, or published in another group before; comparing the releases "
+            "would single their rows out; release the same records as before, identify records by a column of "
+            "distinct values (--id-column), or start a new series (--new-series) if the earlier releases were "
+            "withdrawn")
+    partial = present < size
     if partial.any():
         gone = int((size - present)[partial].sum())
         raise ParameterError(
