@@ -40,7 +40,7 @@ import pandas as pd
 from daskmicro.graph.incremental_fixed import MERGE_LATE, merge_pieces, merged_layout
 from daskmicro.graph.release import bucketed_verdict
 from daskmicro.io.lake import write_parts
-from daskmicro.privacy.verify import add_fingerprints
+from daskmicro.privacy.verify import add_fingerprints, tuple_fingerprint
 from daskmicro.release.publish import release_bucket, split_chunk
 from daskmicro.runtime.cluster import local_cluster
 
@@ -80,11 +80,20 @@ def published_pieces(client, n: int, base_chunks: int, late_files: int, nu: floa
     return out
 
 
+def _piece_print(piece, columns: list) -> int:
+    return tuple_fingerprint(piece[0], columns)
+
+
 def after_close(client, pieces: list, n_out: int, counted: bool) -> tuple:
     """(seconds, rows written): the partitions assembled, written, read back and checked."""
     kwargs = {"seed": SEED, "keep_row_id": False}
     meta = release_bucket(*split_chunk(_records(0, 0), np.empty((0, M)), 0, [f"q{j}" for j in range(M)], SEED, 1),
                           **kwargs)
+    expected = None
+    if counted:   # what the run counted before the close, made here before the clock starts
+        columns = list(meta.columns)
+        expected = add_fingerprints(*client.gather(client.map(_piece_print, [f for p in pieces for f in p],
+                                                               columns=columns)))
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         bucket = dask.delayed(release_bucket, pure=True)
@@ -92,8 +101,8 @@ def after_close(client, pieces: list, n_out: int, counted: bool) -> tuple:
         parts = dd.from_delayed(delayed, meta=meta, verify_meta=False).to_delayed()
         files, checks, _ = write_parts(client, parts, tmp, list(meta.columns), counted=counted)
         rows = sum(f["rows"] for f in files)
-        if counted:   # the run compares the sum with the fingerprint of the counts made before the close
-            ok = isinstance(add_fingerprints(*client.gather(checks)), int)
+        if counted:   # the files as read back hold exactly the tuples counted before the close
+            ok = add_fingerprints(*client.gather(checks)) == expected
         else:
             check, _ = bucketed_verdict(client, checks, K, rows)
             ok = check.ok
