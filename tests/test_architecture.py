@@ -136,11 +136,34 @@ def _module_name(path: Path, root: Path) -> tuple[str, bool]:
     return ".".join(parts), False
 
 
+def _parse_all(paths: list) -> list:
+    """The syntax trees of ``paths``, parsed in a fresh thread: CPython 3.11's AST constructor can
+    raise a spurious ``SystemError`` (recursion depth mismatch, python/cpython#106905) in a thread
+    whose recursion counters a long-lived process with many threads has disturbed."""
+    import threading
+
+    out: list = []
+    failed: list = []
+
+    def parse():
+        try:
+            out.extend(ast.parse(p.read_text(encoding="utf-8"), filename=str(p)) for p in paths)
+        except Exception as exc:  # raised again in the test's own thread
+            failed.append(exc)
+
+    worker = threading.Thread(target=parse)
+    worker.start()
+    worker.join()
+    if failed:
+        raise failed[0]
+    return out
+
+
 def scan_modules(root: Path = ROOT) -> dict[str, Module]:
     modules = {}
-    for path in sorted(root.rglob("*.py")):
+    paths = sorted(root.rglob("*.py"))
+    for path, tree in zip(paths, _parse_all(paths)):
         name, is_package = _module_name(path, root)
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         modules[name] = Module(name, path, is_package, tree)
     return modules
 
