@@ -142,3 +142,13 @@ def test_arrow_stratum_zero_of_either_sign_is_one_stratum():
     release, report = anonymize(df, qi=["a"], k=3, strata=["s"])
     assert len(release) == 12
     assert [g["n"] for g in report.to_dict()["strata"]["groups"]] == [12]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_merged_strata_text_has_no_signed_zero(dtype):
+    # merged strata publish their column as text: −0.0 must read "0.0" like every other zero
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"a": rng.normal(size=14), "s": pd.Series([0.0] * 10 + [1.0] * 2 + [2.0] * 2).astype(dtype)})
+    df.loc[4, "s"] = -0.0
+    release, _ = anonymize(df, qi=["a"], k=3, strata=["s"], merge_small_strata=True)
+    assert release.s.value_counts().to_dict() == {"0.0": 10, "1.0|2.0": 4}

@@ -72,6 +72,8 @@ def _kind(t: type) -> str:
 def _plain(v):
     if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
         return None
+    if isinstance(v, (float, np.floating)) and v == 0:
+        return 0.0   # −0.0 is 0.0 (as counted and written): never a text or a label of its own
     if isinstance(v, np.generic):
         return v.item()
     return v
