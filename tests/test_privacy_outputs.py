@@ -152,3 +152,16 @@ def test_merged_strata_text_has_no_signed_zero(dtype):
     df.loc[4, "s"] = -0.0
     release, _ = anonymize(df, qi=["a"], k=3, strata=["s"], merge_small_strata=True)
     assert release.s.value_counts().to_dict() == {"0.0": 10, "1.0|2.0": 4}
+
+
+def test_arrow_dictionaries_keep_nulls_order_and_values():
+    from daskmicro.io.formats import used_dictionaries
+
+    dictionary = pa.array(["low", "mid", "high", "gone"])
+    chunks = [pa.DictionaryArray.from_arrays(pa.array([2, None, 0, 2], type=pa.int8()), dictionary, ordered=True),
+              pa.DictionaryArray.from_arrays(pa.array([None, None], type=pa.int8()), dictionary, ordered=True)]
+    table = pa.table({"g": pa.chunked_array(chunks)})
+    got = used_dictionaries(table)
+    assert got.column("g").to_pylist() == table.column("g").to_pylist()
+    assert [c.dictionary.to_pylist() for c in got.column("g").chunks] == [["low", "high"], []]
+    assert got.schema.field("g").type.ordered

@@ -38,7 +38,8 @@ def used_categories(df: pd.DataFrame) -> pd.DataFrame:
     for c in df.columns[[isinstance(t, pd.CategoricalDtype) for t in df.dtypes]]:
         values = df[c]
         codes = values.cat.codes.to_numpy()
-        if np.unique(codes[codes >= 0]).size < len(values.cat.categories):
+        held = np.bincount(codes[codes >= 0].astype(np.int64), minlength=len(values.cat.categories))
+        if not held.all():
             out = df.copy() if out is None else out
             out[c] = values.cat.remove_unused_categories()
     return df if out is None else out
@@ -49,10 +50,10 @@ def _used_dictionary(array):
     their dictionary order."""
     import pyarrow as pa
 
-    indices = array.indices.to_numpy(zero_copy_only=False)
+    indices = array.indices.fill_null(0).to_numpy(zero_copy_only=False)
     valid = ~np.asarray(array.is_null().to_numpy(zero_copy_only=False), dtype=bool)
     codes = indices[valid].astype(np.int64)
-    used = np.unique(codes)
+    used = np.flatnonzero(np.bincount(codes, minlength=len(array.dictionary)))
     if used.size == len(array.dictionary):
         return array
     remap = np.zeros(len(array.dictionary), dtype=np.int64)
