@@ -194,6 +194,8 @@ def publish_strata(df: pd.DataFrame, strata: list, labels: dict) -> pd.DataFrame
 def _plain(v):
     if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
         return None
+    if isinstance(v, (float, np.floating)) and v == 0:
+        return 0.0   # −0.0 is 0.0 (as counted and written): never a text or a label of its own
     return v.item() if isinstance(v, np.generic) else v
 
 

@@ -23,6 +23,7 @@ from ..io import commit as cm
 from ..io import hive
 from ..io import layout as lay
 from ..io import shuffle as sh
+from ..io.formats import used_categories
 from ..io.source import RID
 
 __all__ = ["Release", "promised_schema", "file_cuts", "write_and_verify", "collect", "dask_release",
@@ -303,7 +304,7 @@ def _bucket(names, qi, columns, keep_row_id, bins, *pieces):
     rids = df[RID].to_numpy(dtype=np.int64)
     if keep_row_id:
         df[ROW_ID] = rids
-    df = df[names]
+    df = used_categories(df[names])
     for c in qi:
         t = df[c].dtype
         if t == object or (isinstance(t, pd.api.extensions.ExtensionDtype) and df[c].hasnans):
@@ -386,7 +387,7 @@ def collect(client, releases, rel: Release):
     df = df.take(np.argsort(shuffle_keys(rel.seed, rids), kind="stable")).reset_index(drop=True)
     if rel.keep_row_id:
         df[ROW_ID] = df[RID].to_numpy(dtype=np.int64)
-    df = df[list(rel.names)]
+    df = used_categories(df[list(rel.names)])   # no category that no published row holds
     for c in qi:  # a column replaced in some groups only (mixed pieces) becomes float64 throughout
         t = df[c].dtype
         if t == object or (isinstance(t, pd.api.extensions.ExtensionDtype) and df[c].hasnans):

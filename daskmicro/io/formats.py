@@ -1,5 +1,6 @@
 """Plain conversions shared by the readers, the writers and the commit: Arrow tables to pandas
-with nullable integers, and JSON text of run documents (numpy values, paths; NaN refused)."""
+with nullable integers, categorical columns and dictionary-encoded Arrow columns cut to the values
+their rows hold, and JSON text of run documents (numpy values, paths; NaN refused)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["arrow_to_pandas", "dump_json"]
+__all__ = ["arrow_to_pandas", "dump_json", "used_categories", "used_dictionaries"]
 
 
 def arrow_to_pandas(table) -> pd.DataFrame:
@@ -23,6 +24,57 @@ def arrow_to_pandas(table) -> pd.DataFrame:
                for t in (pa.int8(), pa.int16(), pa.int32(), pa.int64(),
                          pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64())}
     return table.to_pandas(types_mapper=mapping.get)
+
+
+def used_categories(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with every categorical column cut to the categories its rows hold (order and
+    ``ordered`` kept).
+
+    A categorical column carries its categories whether or not a row holds them, and a Parquet
+    file stores them all in the column's dictionary: categories of records a filter left out (or
+    of a population the input was cut from) would be published beside the release's rows.
+    """
+    out = None
+    for c in df.columns[[isinstance(t, pd.CategoricalDtype) for t in df.dtypes]]:
+        values = df[c]
+        codes = values.cat.codes.to_numpy()
+        held = np.bincount(codes[codes >= 0].astype(np.int64), minlength=len(values.cat.categories))
+        if not held.all():
+            out = df.copy() if out is None else out
+            out[c] = values.cat.remove_unused_categories()
+    return df if out is None else out
+
+
+def _used_dictionary(array):
+    """One dictionary-encoded Arrow array with only the dictionary entries its indices use, in
+    their dictionary order."""
+    import pyarrow as pa
+
+    indices = array.indices.fill_null(0).to_numpy(zero_copy_only=False)
+    valid = ~np.asarray(array.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    codes = indices[valid].astype(np.int64)
+    used = np.flatnonzero(np.bincount(codes, minlength=len(array.dictionary)))
+    if used.size == len(array.dictionary):
+        return array
+    remap = np.zeros(len(array.dictionary), dtype=np.int64)
+    remap[used] = np.arange(used.size)
+    new = np.zeros(len(indices), dtype=np.int64)
+    new[valid] = remap[codes]
+    idx = pa.array(new, mask=~valid, type=array.type.index_type)
+    return pa.DictionaryArray.from_arrays(idx, array.dictionary.take(pa.array(used)), ordered=array.type.ordered)
+
+
+def used_dictionaries(table):
+    """A pyarrow table with every dictionary-encoded column cut to the entries its rows use (see
+    :func:`used_categories`): the dictionary is written to the file whole."""
+    import pyarrow as pa
+
+    for i, field in enumerate(table.schema):
+        if pa.types.is_dictionary(field.type):
+            column = table.column(i)
+            chunks = [_used_dictionary(ch) for ch in column.chunks]
+            table = table.set_column(i, field, pa.chunked_array(chunks, type=field.type))
+    return table
 
 
 def _json_default(obj: Any):

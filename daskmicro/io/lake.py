@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 
 from ..errors import InputError
+from .formats import used_dictionaries
 from .tables import PARQUET_SUFFIXES, one_line
 
 __all__ = ["read_lake", "write_parts", "is_lake_target"]
@@ -62,7 +63,7 @@ def _write_part(df, path: str, columns: list, store=None, counted: bool = False,
     from .tables import arrow_to_pandas
 
     marks = identifiers.sketch(df, list(sketch)) if sketch else None
-    table = pa.Table.from_pandas(df, preserve_index=False)
+    table = used_dictionaries(pa.Table.from_pandas(df, preserve_index=False))   # no unheld category
     del df
     out = {}
     if store is None:

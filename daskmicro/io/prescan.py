@@ -34,7 +34,8 @@ def scan_frame(df: pd.DataFrame, qi: list, keys: list) -> dict:
     combos = {}
     for key, cnt in counts.items():
         key = key if isinstance(key, tuple) else (key,)
-        combos[tuple(_plain(v) for v in key)] = int(cnt)
+        plain = tuple(_plain(v) for v in key)   # keys grouped apart may be one value (−0.0 and 0.0)
+        combos[plain] = combos.get(plain, 0) + int(cnt)
     return {
         "rows": n,
         "missing": miss.sum(axis=0).astype(np.int64),
@@ -71,6 +72,8 @@ def _kind(t: type) -> str:
 def _plain(v):
     if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
         return None
+    if isinstance(v, (float, np.floating)) and v == 0:
+        return 0.0   # −0.0 is 0.0 (as counted and written): never a text or a label of its own
     if isinstance(v, np.generic):
         return v.item()
     return v

@@ -47,6 +47,7 @@ import pandas as pd
 
 from ..release.publish import ROW_ID
 from .commit import row_checksum
+from .formats import used_dictionaries
 from .layout import KEY_COLUMN, file_index
 from .source import RID
 
@@ -185,7 +186,8 @@ def write_file(path: str, schema, keep_row_id: bool, fragments: list, store=None
     rids = table.column(RID).to_numpy()
     if keep_row_id:
         table = table.append_column(ROW_ID, table.column(RID))
-    table = table.select(schema.names).unify_dictionaries().combine_chunks()
+    # a dictionary column keeps only the values its rows hold: the file stores the dictionary whole
+    table = used_dictionaries(table.select(schema.names).unify_dictionaries().combine_chunks())
     out = {"rows": table.num_rows, "checksum": row_checksum(rids)}
     if fs is not None:   # one PUT, or a multipart upload (parts sent at once) that appears whole when completed
         import hashlib

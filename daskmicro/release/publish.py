@@ -56,18 +56,42 @@ def canonical_values(df: pd.DataFrame, columns) -> pd.DataFrame:
     out = None
     for c in columns:
         dtype = df[c].dtype
-        if not (ptypes.is_float_dtype(dtype) and isinstance(dtype, np.dtype)):
+        if not ptypes.is_float_dtype(dtype):
             continue
-        v = df[c].to_numpy()
-        fix = (v == 0) & np.signbit(v)
-        nan = np.isnan(v)
-        if fix.any() or nan.any():
-            v = v.copy()
-            v[fix] = 0.0
-            v[nan] = np.nan
+        values = _canonical_column(df[c]) if isinstance(dtype, np.dtype) else _canonical_extension(df[c])
+        if values is not None:
             out = df.copy() if out is None else out
-            out[c] = v
+            out[c] = values
     return df if out is None else out
+
+
+def _canonical_column(series: pd.Series):
+    """A NumPy float column's values in canonical bits, or None when they already are."""
+    v = series.to_numpy()
+    fix = (v == 0) & np.signbit(v)
+    nan = np.isnan(v)
+    if not (fix.any() or nan.any()):
+        return None
+    v = v.copy()
+    v[fix] = 0.0
+    v[nan] = np.nan
+    return v
+
+
+def _canonical_extension(series: pd.Series):
+    """A float column of an extension dtype (pandas' nullable ``Float64``, Arrow's ``double``) in
+    canonical bits — −0.0 as +0.0, a NaN held beside missing values as missing — in its own dtype,
+    or None when it already is.  The verification hashes these values as NumPy's are hashed."""
+    missing = series.isna().to_numpy(dtype=bool)
+    v = series.to_numpy(dtype=np.float64, na_value=np.nan)
+    fix = (v == 0) & np.signbit(v)
+    nan = np.isnan(v) & ~missing
+    if not (fix.any() or nan.any()):
+        return None
+    out = series.copy()
+    out[fix] = 0.0
+    out[nan] = None
+    return out.array
 
 
 def shuffle_keys(seed: int, rowids: np.ndarray) -> np.ndarray:
