@@ -21,7 +21,8 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/daskmicro demo --output demo-output
 
-# Test files run in TEST_JOBS processes (pytest-xdist; a file's tests stay in one process, and each
+# Test files run in TEST_JOBS processes (pytest-xdist; a file's tests stay in one process, the slowest
+# files first as tests/conftest.py orders them, and each
 # process starts the shared clusters of tests/conftest.py at most once); TEST_JOBS=0 runs everything
 # in this process.
 TEST_JOBS ?= 2
@@ -30,7 +31,7 @@ TEST_JOBS ?= 2
 # suite's many processes (CLI runs, Dask workers and schedulers) load it instead of compiling it each.
 test: $(STAMP)
 	$(PY) -m compileall -q daskmicro
-	$(PY) -m pytest -q --durations=15 $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadfile)
+	$(PY) -m pytest -q --durations=15 $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_mdav.py
