@@ -333,7 +333,7 @@ def _content_of(releases: list, origin: np.ndarray, cell: np.ndarray) -> tuple:
     recorded for those cells (:data:`daskmicro.series.content.LONG`)."""
     import pyarrow.parquet as pq
 
-    from ..series.content import LONG, aggregate, long_form
+    from ..series.content import aggregate, empty_long, long_form
 
     recorded, frames = {}, []
     for i in np.unique(origin):
@@ -348,5 +348,5 @@ def _content_of(releases: list, origin: np.ndarray, cell: np.ndarray) -> tuple:
             if len(t):
                 frames.append(long_form(t, number))
     if not frames:
-        return recorded, pd.DataFrame({c: [] for c in LONG})
+        return recorded, empty_long()
     return recorded, aggregate(pd.concat(frames, ignore_index=True))

@@ -36,10 +36,12 @@ from .frozen import CELL, NONE, Frozen, classify
 
 __all__ = ["column_entry", "joint_entry", "entry_columns", "recorded_entries", "passed_through", "row_terms",
            "sums_by", "content_table", "long_form", "aggregate", "scan_content", "compared_entries", "now_sums",
-           "check_content", "carried", "LONG"]
+           "check_content", "carried", "empty_long", "LONG", "UNKNOWN"]
 
 #: The columns of the long form of recorded sums: one row per release, cell and entry.
 LONG = ("release", "cell", "entry", "count", "sum")
+#: The entry a release carries for cells whose values of those columns were never recorded.
+UNKNOWN = "u:"
 _RESERVED = "__daskmicro"
 
 
@@ -53,6 +55,8 @@ def joint_entry(names) -> str:
 
 def entry_columns(entry: str) -> list:
     """The columns an entry sums over."""
+    if entry == UNKNOWN:
+        return []
     return [entry[2:]] if entry.startswith("c:") else list(json.loads(entry[2:]))
 
 
@@ -66,6 +70,12 @@ def passed_through(columns, exclude) -> list:
     """The columns published as they are (sorted): ``columns`` but ``exclude`` and run-only ones."""
     skip = set(exclude) | set(FP) | {CELL}
     return sorted(c for c in columns if c not in skip and not str(c).startswith(_RESERVED))
+
+
+def empty_long() -> pd.DataFrame:
+    """No recorded sums, in the long form :data:`LONG`."""
+    return pd.DataFrame({"release": np.empty(0, np.int64), "cell": np.empty(0, np.uint64),
+                         "entry": np.empty(0, object), "count": np.empty(0, np.int64), "sum": np.empty(0, np.uint64)})
 
 
 def _tag(entry: str) -> np.uint64:
@@ -175,13 +185,13 @@ def now_sums(parts: list, entries) -> tuple:
     latest release holding them and their rows (``release``, ``cell``, ``count``), and their sums
     in the long form."""
     keys = [pd.DataFrame({"release": p["release"], "cell": p["cell"], "count": p["n"]}) for p in parts]
-    keys = pd.concat(keys, ignore_index=True) if keys else pd.DataFrame({c: [] for c in ("release", "cell", "count")})
+    keys = pd.concat(keys, ignore_index=True) if keys else empty_long()[["release", "cell", "count"]]
     groups = aggregate(keys.assign(entry="", sum=np.uint64(0)).astype({"count": np.int64}))
     groups = groups[["release", "cell", "count"]]
     frames = [pd.DataFrame({"release": p["release"], "cell": p["cell"], "entry": e, "count": p["n"],
                             "sum": p["sums"][:, j]}) for p in parts for j, e in enumerate(entries) if len(p["n"])]
     if not frames:
-        return groups, pd.DataFrame({c: [] for c in LONG})
+        return groups, empty_long()
     return groups, aggregate(pd.concat(frames, ignore_index=True))
 
 
@@ -212,9 +222,8 @@ def check_content(frozen: Frozen, groups: pd.DataFrame, now: pd.DataFrame, colum
     columns = set(columns)
     if not columns or groups.empty:
         return   # nothing published as it is: the rows are the frozen cells' values
-    recorded = frozen.recorded or {}
-    unknown = groups[[recorded.get(int(r)) is None for r in groups["release"]]]
-    stored = frozen.content if frozen.content is not None else pd.DataFrame({c: [] for c in LONG})
+    stored = frozen.content if frozen.content is not None else empty_long()
+    unknown = _unknown(frozen, groups)
     both = now.merge(stored.astype({"cell": np.uint64, "release": np.int64}), on=["release", "cell", "entry"],
                      suffixes=("", "_was"))
     changed = both[(both["count"] == both["count_was"]) & (both["sum"] != both["sum_was"])]
@@ -237,6 +246,17 @@ def check_content(frozen: Frozen, groups: pd.DataFrame, now: pd.DataFrame, colum
                 "columns as before, or identify records by a column of distinct values: --id-column)")
 
 
+def _unknown(frozen: Frozen, groups: pd.DataFrame) -> pd.DataFrame:
+    """The cells whose latest release recorded no trace of the columns published as they are (a
+    ledger written before they were recorded), or carried that none was recorded (:data:`UNKNOWN`)."""
+    recorded = frozen.recorded or {}
+    none = np.array([recorded.get(int(r)) is None for r in groups["release"]], bool)
+    if frozen.content is not None and len(frozen.content):
+        marked = frozen.content[frozen.content["entry"] == UNKNOWN][["release", "cell"]]
+        none |= groups.merge(marked.assign(m=True), on=["release", "cell"], how="left")["m"].notna().to_numpy()
+    return groups[none]
+
+
 def _groups_of(rows: pd.DataFrame, groups: pd.DataFrame) -> pd.DataFrame:
     return groups.merge(rows[["release", "cell"]].drop_duplicates(), on=["release", "cell"])
 
@@ -248,10 +268,14 @@ def carried(frozen: Frozen, groups: pd.DataFrame, cells: np.ndarray, roots: np.n
     keeps its id).  One row per cell and entry (``cell``, ``entry``, ``count``, ``sum``)."""
     empty = pd.DataFrame({"cell": np.empty(0, np.uint64), "entry": np.empty(0, object),
                           "count": np.empty(0, np.int64), "sum": np.empty(0, np.uint64)})
-    if frozen.content is None or frozen.content.empty or groups.empty:
+    if groups.empty:
         return empty
-    held = frozen.content.merge(groups[["release", "cell"]], on=["release", "cell"])
+    stored = frozen.content if frozen.content is not None else empty_long()
+    held = stored.merge(groups[["release", "cell"]], on=["release", "cell"])
     held = held[~held["entry"].isin(recorded_entries(columns))]
+    unknown = _unknown(frozen, groups)   # stays unknown, whatever this release publishes
+    if len(unknown):
+        held = pd.concat([held, unknown.assign(entry=UNKNOWN, sum=np.uint64(0))[list(LONG)]], ignore_index=True)
     if held.empty:
         return empty
     ids = held["cell"].to_numpy(np.uint64)
