@@ -208,9 +208,11 @@ def test_a_re_release_through_the_pipeline_on_a_cluster_compares_every_piece(tmp
     with pytest.raises(ParameterError, match=r"1 group\(s\) published before in this series \(\d+ record\(s\)\)"):
         anonymize_file(lake, tmp_path / "r2", **opts)
     assert not (tmp_path / "r2").exists() and _release_dirs(ledger) == 1
-    # the same values, one piece's integer column read as float, and a piece of new records
-    people.iloc[2000:4000].astype({"grade": "float64"}).to_parquet(lake / "p1.parquet", index=False)
-    more = people.iloc[:600].assign(pid=np.arange(n, n + 600), age=lambda d: d["age"] + 1)
+    # the same values, the integer column read as float, and a piece of new records
+    as_float = people.astype({"grade": "float64"})
+    for i in range(3):
+        as_float.iloc[i * 2000:(i + 1) * 2000].to_parquet(lake / f"p{i}.parquet", index=False)
+    more = as_float.iloc[:600].assign(pid=np.arange(n, n + 600), age=lambda d: d["age"] + 1)
     more.to_parquet(lake / "p3.parquet", index=False)
     anonymize_file(lake, tmp_path / "r3", **opts)
     r1, r3 = pd.read_parquet(tmp_path / "r1"), pd.read_parquet(tmp_path / "r3")
