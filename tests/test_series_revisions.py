@@ -64,8 +64,10 @@ def _records(n, dtype, seed):
                        "income": np.round(rng.lognormal(10.5, 0.6, n), 2)})
     df["a"], df["b"] = _column(dtype, n, rng), _column(dtype, n, rng)
     df.loc[1, QI + ["rec"]] = df.loc[0, QI + ["rec"]].to_numpy()
-    if df.loc[0, "a"] == df.loc[1, "a"] or pd.isna(df.loc[0, "a"]) or pd.isna(df.loc[1, "a"]):
-        df.loc[1, "a"] = _revised(df.loc[0, "a"]) if not pd.isna(df.loc[0, "a"]) else 2
+    for c in ("a", "b"):   # the two differ in both columns: swapping one column changes their rows
+        if pd.isna(df.loc[0, c]):
+            df.loc[0, c] = df[c].dropna().iloc[0]
+        df.loc[1, c] = _revised(df.loc[0, c])
     return df
 
 
