@@ -7,7 +7,9 @@ the task that builds it.  In a re-release (the series has records), for each gro
 published before:
 
 1. every piece counts, on its worker, the group's new records and its records per frozen cell
-   (the frozen cells are sent to every worker once);
+   (the frozen cells are sent to every worker once), and sums the values of the columns published
+   as they are of its records published before, which the client compares with those recorded
+   (:mod:`daskmicro.series.content`);
 2. the client merges the frozen cells below k (counts and published values only) and, where the
    group's one frozen cell is still short, picks its nearest new records from each piece's
    nearest candidates;
