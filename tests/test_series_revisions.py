@@ -240,3 +240,21 @@ def test_a_revision_after_an_incremental_survey_is_refused(tmp_path, client):
         anonymize(revised, QI, 5, method="mdav", seed=2, ledger=str(ledger))
     rel, rep = anonymize(df, QI, 5, method="mdav", seed=2, ledger=str(ledger))   # the same values: published
     assert rep.series["republished"] == n
+
+
+def test_a_ledger_without_a_trace_of_the_other_columns_refuses_them_until_a_new_series(tmp_path):
+    """Releases recorded with no trace of their columns published as they are: comparing nothing would
+    let a revised value through, so such columns are refused, now and after a release without them."""
+    df = _records(40, "float", seed=8).drop(columns="rec").drop(index=1).reset_index(drop=True)
+    ledger = tmp_path / "ledger"
+    kw = dict(qi=QI, k=3, seed=1, ledger=ledger)
+    anonymize(df, keep=["pid", "a", "b"], **kw)
+    for p in list(ledger.rglob("content-*.parquet")) + list(ledger.rglob("columns.json")):
+        p.unlink()   # as a ledger written before they were recorded
+    with pytest.raises(ParameterError, match="holds no trace of their columns published as they are"):
+        anonymize(df, keep=["pid", "a", "b"], **kw)
+    anonymize(df[["age", "income"]], **kw)   # nothing published as it is: nothing to compare
+    with pytest.raises(ParameterError, match="holds no trace of their columns published as they are"):
+        anonymize(df, keep=["pid", "a", "b"], **kw)
+    rel, rep = anonymize(df, keep=["pid", "a", "b"], new_series=True, **kw)
+    assert rep.series["new_series"]
