@@ -4,7 +4,8 @@ Real ``dask scheduler`` / ``dask worker`` processes; the workers run in a mount 
 own where the ledger's directory is an empty file system (a tmpfs mounted over it), so they cannot
 see the ledger, its key or the staging directory of a release — as workers on other machines.
 Each piece's ledger rows are then sent back and written by the client: the ledger records every
-published record, and a re-release through those workers republishes only values published before.
+published record and its cell's columns published as they are, and a re-release through those
+workers republishes only values published before, and refuses values revised since.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from _clusters import BIN, ENV, DaskProcesses, connect, free_port
 from test_series import QI, _people, _smallest, _tuples
 
 from daskmicro import anonymize_file
+from daskmicro.errors import ParameterError
 
 
 def _workers_without(hidden, n_workers: int = 2) -> DaskProcesses:
@@ -65,6 +67,16 @@ def test_a_series_on_workers_that_do_not_see_the_ledger(tmp_path):
             assert len(records) == 6000 and records[["hi", "lo"]].drop_duplicates().shape[0] == 6000
             _people(700, seed=22, start=50_000).to_parquet(lake / "p3.parquet", index=False)  # new records
             anonymize_file(lake, tmp_path / "r2", **{**opts, "k": 6})                        # a larger k
+            # the sums of the columns published as they are came back too: a revised one is refused
+            pieces = len(list(release.glob("records-*.parquet")))
+            assert len(list(release.glob("content-*.parquet"))) == pieces and (release / "columns.json").is_file()
+            revised = people.iloc[:2000].copy()
+            revised.loc[5, "pid"] = 99_999
+            revised.to_parquet(lake / "p0.parquet", index=False)
+            with pytest.raises(ParameterError, match="other values of their columns published as they are"):
+                anonymize_file(lake, tmp_path / "r3", **{**opts, "k": 6})
+            assert not (tmp_path / "r3").exists()
+            assert len([p for s in (ledger / "series").iterdir() for p in s.glob("r*") if p.is_dir()]) == 2
     finally:
         cluster.stop()
     r1, r2 = pd.read_parquet(tmp_path / "r1"), pd.read_parquet(tmp_path / "r2")

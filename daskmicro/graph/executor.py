@@ -332,7 +332,6 @@ def _cells(client, source, plan, lay_: _Layout, stage, series=None):
     from dask.delayed import Delayed
 
     from . import series as gs
-
     qi, strata, n = list(plan.qi), lay_.strata, lay_.n
     pieces = [source.read_task(i, source.columns, int(lay_.row0s[i])) for i in range(len(source.files))
               if lay_.rows[i]]
@@ -340,10 +339,11 @@ def _cells(client, source, plan, lay_: _Layout, stage, series=None):
     if series is not None:
         # a partition column is published as a stratum: a record that moved partition is another record
         series.columns = list(dict.fromkeys([*strata, *series.columns]))
-        frozen = client.scatter(series.frozen, broadcast=True) if series.rerelease else None
+        series.published = gs.published(source.columns, qi, strata, plan.release.hidden)
+        frozen = client.scatter(series.frozen.for_workers(), broadcast=True) if series.rerelease else None
         pieces = gs.fingerprinted(client, pieces, series, qi, frozen)
         if frozen is not None:
-            freezes = gs.plan_groups(client, pieces, lay_.plans, strata, qi, lay_.k, series.frozen, frozen)
+            freezes = gs.plan_groups(client, pieces, lay_.plans, strata, qi, lay_.k, series, frozen)
     meta = client.compute(dask.delayed(_empty_like)(pieces[0])).result()
     select = dask.delayed(_select, pure=True)
     releases, infos, inputs, sse = [], [], [], {}

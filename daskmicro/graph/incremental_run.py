@@ -216,6 +216,7 @@ def _ledger_piece(df, stage, index, qi, hidden, frozen, refuse_known):
     """One release piece's ledger rows written (its fingerprints and withheld columns dropped);
     a piece holding records published before in the series is refused."""
     from ..io.ledger import record_piece
+    from ..series.content import passed_through
     from ..series.fingerprint import FP, FP_DTYPE
 
     if refuse_known and len(frozen) and len(df):
@@ -228,7 +229,7 @@ def _ledger_piece(df, stage, index, qi, hidden, frozen, refuse_known):
                 "aggregates every record afresh, which would give their earlier values away; release the survey "
                 "with another method (records published before keep their values), or start a new series "
                 "(--new-series) if the earlier releases were withdrawn")
-    return record_piece(df, stage, index, list(qi), FP, tuple(hidden))
+    return record_piece(df, stage, index, list(qi), FP, tuple(hidden), passed_through(df.columns, [*qi, *hidden]))
 
 
 def _withheld(df, hidden):
@@ -243,15 +244,17 @@ def _recorded(client, release, plan, series):
     hidden = tuple(plan.release.hidden)
     if series is None:
         return release.map_partitions(_withheld, hidden) if is_dask_frame(release) else _withheld(release, hidden)
+    from ..series.content import passed_through
     from ..series.fingerprint import FP
 
     stage = str(series.stage)
     refuse = not series.new_series
+    series.published = passed_through(release.columns, [*plan.qi, *hidden])   # as each piece records them
     if not is_dask_frame(release):
         return _ledger_piece(release, stage, 0, plan.qi, hidden, series.frozen, refuse)
     import dask.dataframe as dd
 
-    frozen = client.scatter(series.frozen, broadcast=True) if len(series.frozen) else series.frozen
+    frozen = client.scatter(series.frozen.for_workers(), broadcast=True) if len(series.frozen) else series.frozen
     rec = dask.delayed(_ledger_piece, pure=True)
     parts = client.compute([rec(p, stage, i, plan.qi, hidden, frozen, refuse)
                             for i, p in enumerate(release.to_delayed())])

@@ -7,7 +7,9 @@ the task that builds it.  In a re-release (the series has records), for each gro
 published before:
 
 1. every piece counts, on its worker, the group's new records and its records per frozen cell
-   (the frozen cells are sent to every worker once);
+   (the frozen cells are sent to every worker once), and sums the values of the columns published
+   as they are of its records published before, which the client compares with those recorded
+   (:mod:`daskmicro.series.content`);
 2. the client merges the frozen cells below k (counts and published values only) and, where the
    group's one frozen cell is still short, picks its nearest new records from each piece's
    nearest candidates;
@@ -26,18 +28,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..io.ledger import Ledger, ledger_rows, record_piece, write_rows
+from ..io.ledger import Ledger, ledger_rows, record_piece, write_columns, write_rows
 from ..io.source import RID
 from ..kernels.moments import combine_moments
 from ..release.publish import replace_qi
 from ..runplan import GroupResult
+from ..series.content import carried, check_content, compared_entries, now_sums, passed_through, scan_content
 from ..series.fingerprint import FP, fingerprints, with_fingerprints
 from ..series.frozen import (CELL, Frozen, GroupFreeze, check_growth, check_whole_cells, classify, frozen_rows,
                               merge_cells, scan_group)
 from ..strata import group_mask
 from .local import Done
 
-__all__ = ["SeriesRun", "discarded_on_failure", "series_report", "fingerprinted", "recorded", "plan_groups", "new_selection", "frozen_pieces", "new_sse",
+__all__ = ["SeriesRun", "published", "discarded_on_failure", "series_report", "fingerprinted", "recorded", "plan_groups", "new_selection", "frozen_pieces", "new_sse",
            "group_result"]
 
 
@@ -52,6 +55,8 @@ class SeriesRun:
     stage: Path
     new_series: bool
     pending: list = field(default_factory=list)   # (piece, future of its ledger rows) not yet collected
+    published: list | None = None   # the columns the release publishes as they are (None: not known)
+    carried: object = None          # the sums it carries forward for the columns it leaves out
 
     @property
     def rerelease(self) -> bool:
@@ -67,7 +72,11 @@ class SeriesRun:
         self.pending = []
 
     def commit(self) -> None:
-        """The verified release's pieces become a release of the ledger."""
+        """The verified release's pieces become a release of the ledger, with the columns it
+        published as they are (a release that does not know them is recorded without, and its
+        cells cannot be re-released with such columns)."""
+        if self.published is not None:
+            write_columns(self.stage, self.published, self.carried)
         Ledger.commit(self.stage.parent, self.stage)
 
     def discard(self) -> None:
@@ -83,6 +92,13 @@ def discarded_on_failure(series):
         if series is not None:
             series.discard()
         raise
+
+
+def published(columns, qi, strata, hidden) -> list:
+    """The input's columns a release publishes as they are: neither QIs (frozen values), strata
+    (part of every fingerprint) nor withheld; their values of every published cell are compared
+    and recorded (:mod:`daskmicro.series.content`)."""
+    return passed_through(columns, [*qi, *strata, *hidden, RID])
 
 
 def series_report(series, infos) -> dict:
@@ -139,13 +155,13 @@ def recorded(releases, sr: SeriesRun, client, qi) -> list:
     stage = str(sr.stage)
     if all(client.run(os.path.isdir, stage).values()):
         rec = dask.delayed(record_piece, pure=True)
-        return [rec(r, stage, i, list(qi), FP, (CELL,)) if isinstance(r, Delayed)
-                else client.submit(record_piece, r, stage, i, list(qi), FP, (CELL,))
+        return [rec(r, stage, i, list(qi), FP, (CELL,), sr.published) if isinstance(r, Delayed)
+                else client.submit(record_piece, r, stage, i, list(qi), FP, (CELL,), sr.published)
                 for i, r in enumerate(releases)]
     out = []
     for i, r in enumerate(releases):
         r = client.compute(r) if isinstance(r, Delayed) else r
-        sr.pending.append((i, client.submit(ledger_rows, r, list(qi), FP)))
+        sr.pending.append((i, client.submit(ledger_rows, r, list(qi), FP, sr.published)))
         out.append(client.submit(_without, r, (*FP, CELL)))
     return out
 
@@ -157,13 +173,15 @@ def _without(df, columns):
 # --------------------------------------------------------------------------- per piece
 
 
-def _scan_piece(df, groups, strata, qi, frozen):
+def _scan_piece(df, groups, strata, qi, frozen, entries):
+    """One input piece's share of every group (by group index), and its sums of the columns
+    published as they are over its records published before (:func:`scan_content`)."""
     out = {}
     for i, g in groups:
         mask = group_mask(df, strata, list(qi), g)
         if mask.any():
             out[i] = scan_group(df[mask], list(g.observed), tuple(qi), frozen)
-    return out
+    return out, scan_content(df, tuple(qi), frozen, entries)
 
 
 def _select_new(df, g, strata, qi, frozen):
@@ -218,17 +236,35 @@ def _sse_new(release, observed, mean, sd, constant, *parts):
 # --------------------------------------------------------------------------- the client's part
 
 
-def plan_groups(client, pieces, plans, strata, qi, k, frozen, frozen_future) -> dict:
-    """For each group with records published before, its :class:`GroupFreeze` (by group index)."""
+def plan_groups(client, pieces, plans, strata, qi, k, series: SeriesRun, frozen_future) -> dict:
+    """For each group with records published before, its :class:`GroupFreeze` (by group index).
+    Every piece is scanned once, on its worker, before any work: the re-release is refused here if
+    a published cell is not whole, a group grows by fewer than k, or a published cell's columns
+    published as they are changed (:func:`check_content`)."""
     import dask
 
+    frozen = series.frozen
     groups = [(i, gp.group) for i, gp in enumerate(plans)]   # all-missing ones counted too: checked, not frozen
+    entries = compared_entries(frozen, series.published or [])
     scan = dask.delayed(_scan_piece, pure=True)
-    scans = client.gather(client.compute([scan(p, groups, strata, tuple(qi), frozen_future) for p in pieces]))
+    both = client.gather(client.compute([scan(p, groups, strata, tuple(qi), frozen_future, entries) for p in pieces]))
+    scans = [s for s, _ in both]
     found = [s[i] for s in scans for i, _ in groups if i in s]
     check_whole_cells(frozen, np.concatenate([f["cells"] for f in found]) if found else np.empty(0, np.uint64),
                       np.concatenate([f["counts"] for f in found]) if found else np.empty(0, np.int64),
                       np.concatenate([f["sums"] for f in found]) if found else np.empty(0, np.uint64))
+    present, now = now_sums([c for _, c in both], entries)
+    check_content(frozen, present, now, series.published or [])
+    out = _freezes(scans, groups, qi, k, frozen)
+    merged = [gf.cells for gf in out.values()]
+    series.carried = carried(frozen, present, np.concatenate(merged) if merged else np.empty(0, np.uint64),
+                             np.concatenate([gf.cells[gf.roots] for gf in out.values()]) if merged
+                             else np.empty(0, np.uint64), series.published or [])
+    return out
+
+
+def _freezes(scans, groups, qi, k, frozen) -> dict:
+    """Every group's :class:`GroupFreeze` from the pieces' scans (the growth rule checked)."""
     out = {}
     for i, g in groups:
         parts = [s[i] for s in scans if i in s]

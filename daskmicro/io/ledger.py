@@ -8,6 +8,8 @@ environment variable, or the run's ``ledger`` option — owner-only (0700 / 0600
     LEDGER/series/SID/series.json            the series: its QIs, strata and id column
     LEDGER/series/SID/rNNNNNN/records-I.parquet   fingerprint → cell id, one file per release piece
     LEDGER/series/SID/rNNNNNN/cells-I.parquet     cell id → the published QI values
+    LEDGER/series/SID/rNNNNNN/content-I.parquet   cell id → keyed sums of its other published columns
+    LEDGER/series/SID/rNNNNNN/columns.json        the columns the release published as they are
 
 A *series* is one choice of QIs, strata and id column: releases of the same records in one
 series republish frozen values (:mod:`daskmicro.series.frozen`).  The pieces of a release are
@@ -30,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["Ledger", "default_ledger", "record_piece", "ledger_rows", "write_rows", "cell_ids", "OFF"]
+__all__ = ["Ledger", "default_ledger", "record_piece", "ledger_rows", "write_rows", "write_columns", "cell_ids", "OFF"]
 
 OFF = "off"
 _KEY_BYTES = 32
@@ -60,9 +62,11 @@ def cell_ids(values: np.ndarray) -> np.ndarray:
     return ids
 
 
-def ledger_rows(df: pd.DataFrame, qi: list, fp_columns) -> dict:
+def ledger_rows(df: pd.DataFrame, qi: list, fp_columns, columns=None) -> dict:
     """The ledger rows of one published release piece: ``{"records": fingerprint → cell id,
-    "cells": cell id → published QI values}`` (Arrow tables)."""
+    "cells": cell id → published QI values}`` (Arrow tables), and ``"content"``: per cell, the keyed
+    sums of the ``columns`` it publishes as they are (:mod:`daskmicro.series.content`; none when
+    ``columns`` is None)."""
     import pyarrow as pa
 
     values = df[qi].to_numpy(np.float64, na_value=np.nan)
@@ -72,7 +76,12 @@ def ledger_rows(df: pd.DataFrame, qi: list, fp_columns) -> dict:
     first = np.unique(ids, return_index=True)[1]
     cells = {"cell": ids[first]}
     cells.update({f"q{j}": values[first, j] for j in range(len(qi))})
-    return {"records": records, "cells": pa.table(cells)}
+    out = {"records": records, "cells": pa.table(cells)}
+    if columns is not None:
+        from ..series.content import content_table
+
+        out["content"] = pa.table(content_table(df, ids, fp_columns, columns))
+    return out
 
 
 def write_rows(stage, index: int, rows: dict) -> None:
@@ -88,12 +97,31 @@ def write_rows(stage, index: int, rows: dict) -> None:
         os.replace(tmp, folder / f"{name}-{index:06d}.parquet")
 
 
-def record_piece(df: pd.DataFrame, stage: str, index: int, qi: list, fp_columns, drop=()) -> pd.DataFrame:
+def record_piece(df: pd.DataFrame, stage: str, index: int, qi: list, fp_columns, drop=(), columns=None) -> pd.DataFrame:
     """Write the ledger rows of one published release piece into the staging directory this
     process sees (a task's side effect, idempotent); returns the piece without its fingerprints
-    (nor the other run-only columns in ``drop``)."""
-    write_rows(stage, index, ledger_rows(df, qi, fp_columns))
+    (nor the other run-only columns in ``drop``).  ``columns``: those it publishes as they are."""
+    write_rows(stage, index, ledger_rows(df, qi, fp_columns, columns))
     return df.drop(columns=[c for c in (*fp_columns, *drop) if c in df.columns])
+
+
+def write_columns(stage, columns, carried=None) -> None:
+    """Write, into a release's staging directory, the columns it publishes as they are and the sums
+    it carries forward for the columns it leaves out (:func:`daskmicro.series.content.carried`)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = Path(stage)
+    if carried is not None and len(carried):
+        tmp = folder / f".content-carried.{uuid.uuid4().hex[:8]}"
+        pq.write_table(pa.Table.from_pandas(carried, preserve_index=False), tmp)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, folder / "content-carried.parquet")
+    tmp = folder / f".columns.{uuid.uuid4().hex[:8]}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(json.dumps({"published": sorted(columns)}))
+    os.replace(tmp, folder / "columns.json")
 
 
 @dataclass
@@ -186,8 +214,11 @@ class Ledger:
         order = np.lexsort((lo, hi))
         fps = np.empty(hi.size, FP_DTYPE)
         fps["hi"], fps["lo"] = hi[order], lo[order]
+        numbers = np.array([int(r.name[1:]) for r in releases], np.int64)
+        recorded, content = _content_of(releases, origin, cell)
         return Frozen(fps, cell[order], cells["cell"].to_numpy(np.uint64),
-                      cells[[f"q{j}" for j in range(len(qi))]].to_numpy(np.float64), tuple(qi), rows, rows_lo)
+                      cells[[f"q{j}" for j in range(len(qi))]].to_numpy(np.float64), tuple(qi), rows, rows_lo,
+                      numbers[origin[order]], content, recorded)
 
     @staticmethod
     def stage(folder: Path) -> Path:
@@ -293,3 +324,29 @@ def _cells_named(wanted: np.ndarray, releases: list, m: int) -> pd.DataFrame:
     if not got:
         return pd.DataFrame({"cell": np.empty(0, np.uint64), **{f"q{j}": np.empty(0) for j in range(m)}})
     return pd.concat(got, ignore_index=True).sort_values("cell", kind="stable")
+
+
+def _content_of(releases: list, origin: np.ndarray, cell: np.ndarray) -> tuple:
+    """Of each release that is the latest holding some fingerprint (``origin``: positions in
+    ``releases``, ``cell``: each fingerprint's cell there): the columns it published as they are
+    (None where it recorded none: a ledger written before they were recorded), and the sums it
+    recorded for those cells (:data:`daskmicro.series.content.LONG`)."""
+    import pyarrow.parquet as pq
+
+    from ..series.content import aggregate, empty_long, long_form
+
+    recorded, frames = {}, []
+    for i in np.unique(origin):
+        r = releases[int(i)]
+        number = int(r.name[1:])
+        meta = r / "columns.json"
+        recorded[number] = json.loads(meta.read_text())["published"] if meta.is_file() else None
+        wanted = np.unique(cell[origin == i])
+        for f in sorted(r.glob("content-*.parquet")):
+            t = pq.read_table(f).to_pandas()
+            t = t[np.isin(t["cell"].to_numpy(np.uint64), wanted)]
+            if len(t):
+                frames.append(long_form(t, number))
+    if not frames:
+        return recorded, empty_long()
+    return recorded, aggregate(pd.concat(frames, ignore_index=True))

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from pandas.api import types as ptypes
 
-__all__ = ["FP", "FP_DTYPE", "fingerprints", "with_fingerprints", "split_key"]
+__all__ = ["FP", "FP_DTYPE", "fingerprints", "with_fingerprints", "split_key", "value_hashes"]
 
 #: The hidden columns that carry a record's fingerprint through a run (never published).
 FP = ("__daskmicro_fp_hi", "__daskmicro_fp_lo")
@@ -34,7 +34,10 @@ def split_key(secret: bytes) -> tuple:
     return text[:16], text[16:32]
 
 
-def _column_hash(values: pd.Series) -> np.ndarray:
+def value_hashes(values: pd.Series) -> np.ndarray:
+    """A 64-bit hash of every value of a column, numbers compared as numbers (an integer read as
+    float is the same value, −0.0 is 0.0, every missing value is one value, ``True`` is 1) and the
+    rest as text: what a fingerprint, or a published value's check, sees of a value."""
     dtype = values.dtype
     if ptypes.is_bool_dtype(dtype) or ptypes.is_numeric_dtype(dtype):
         v = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan).copy()
@@ -64,7 +67,7 @@ def fingerprints(df: pd.DataFrame, columns, keys) -> np.ndarray:
     cols = list(columns)
     mat = np.empty((n, len(cols) + 1), dtype=np.uint64)
     for j, c in enumerate(cols):
-        mat[:, j] = _column_hash(df[c])
+        mat[:, j] = value_hashes(df[c])
     mat[:, -1] = np.uint64(len(cols))  # no trailing zero bytes to lose
     rows = np.ascontiguousarray(mat).view(f"S{8 * mat.shape[1]}").ravel().astype(object)
     out["hi"] = pd.util.hash_array(rows, hash_key=keys[0], categorize=False)

@@ -27,7 +27,7 @@ releases differ by form cells of at least k.  No Dask here.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -44,7 +44,8 @@ CELL = "__daskmicro_cell"
 
 @dataclass
 class Frozen:
-    """The frozen cells of a series: fingerprints (sorted) → cell id → published QI values."""
+    """The frozen cells of a series: fingerprints (sorted) → cell id → published QI values, and
+    what the latest release holding each fingerprint published of the other columns."""
 
     fps: np.ndarray          # FP_DTYPE, sorted
     cell_of: np.ndarray      # uint64 cell id of each fingerprint
@@ -53,6 +54,9 @@ class Frozen:
     qi: tuple
     rows: np.ndarray | None = None   # uint64 cell of every published row of the fingerprints (repeats counted)
     rows_lo: np.ndarray | None = None   # uint64 second half of each such row's fingerprint
+    origin: np.ndarray | None = None    # int64 number of the latest release holding each fingerprint
+    content: pd.DataFrame | None = None   # the other columns' sums of those releases' cells (series.content)
+    recorded: dict | None = None   # release number → the columns it published as they are (None: unknown)
 
     @classmethod
     def empty(cls, qi) -> "Frozen":
@@ -62,12 +66,12 @@ class Frozen:
     def __len__(self) -> int:
         return len(self.fps)
 
-    def lookup(self, fp: np.ndarray) -> np.ndarray:
-        """The frozen cell id of each fingerprint (:data:`NONE` where never published).
+    def positions(self, fp: np.ndarray) -> np.ndarray:
+        """The position in :attr:`fps` of each fingerprint (−1 where never published).
 
         Searched by the first 64 bits (a plain integer search) and checked on all 128; the rare
         fingerprints whose first 64 bits the ledger holds twice are searched on all 128."""
-        out = np.full(len(fp), NONE, dtype=np.uint64)
+        out = np.full(len(fp), -1, dtype=np.int64)
         if not len(self.fps) or not len(fp):
             return out
         hi = self.fps["hi"]
@@ -75,15 +79,36 @@ class Frozen:
         inside = pos < len(hi)
         hit = np.zeros(len(fp), bool)
         hit[inside] = self.fps[pos[inside]] == fp[inside]
-        out[hit] = self.cell_of[pos[hit]]
+        out[hit] = pos[hit]
         twice = hi[1:][hi[1:] == hi[:-1]]
         if len(twice):
             again = np.flatnonzero(~hit & np.isin(fp["hi"], twice))
             p2 = np.searchsorted(self.fps, fp[again])
             ok = (p2 < len(hi))
             ok[ok] = self.fps[p2[ok]] == fp[again[ok]]
-            out[again[ok]] = self.cell_of[p2[ok]]
+            out[again[ok]] = p2[ok]
         return out
+
+    def lookup(self, fp: np.ndarray) -> np.ndarray:
+        """The frozen cell id of each fingerprint (:data:`NONE` where never published)."""
+        pos = self.positions(fp)
+        out = np.full(len(fp), NONE, dtype=np.uint64)
+        out[pos >= 0] = self.cell_of[pos[pos >= 0]]
+        return out
+
+    def origin_of(self, fp: np.ndarray) -> np.ndarray:
+        """The number of the latest release holding each fingerprint (0 where never published, or
+        where the ledger was read without it)."""
+        pos = self.positions(fp)
+        out = np.zeros(len(fp), dtype=np.int64)
+        if self.origin is not None:
+            out[pos >= 0] = self.origin[pos[pos >= 0]]
+        return out
+
+    def for_workers(self) -> "Frozen":
+        """What the workers need of the frozen cells (the recorded sums of the other columns stay
+        with the client)."""
+        return replace(self, content=None, recorded=None)
 
     def cell_values(self, cells: np.ndarray) -> np.ndarray:
         """Published values (cells × QIs) of frozen cell ids."""
