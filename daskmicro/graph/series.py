@@ -10,12 +10,12 @@ published before:
    (the frozen cells are sent to every worker once), and sums the values of the columns published
    as they are of its records published before, which the client compares with those recorded
    (:mod:`daskmicro.series.content`);
-2. the client merges the frozen cells below k (counts and published values only) and, where the
-   group's one frozen cell is still short, picks its nearest new records from each piece's
-   nearest candidates;
-3. every piece publishes its records of frozen cells (and the few new records that join one) with
-   the frozen values, on its worker; the group's other new records run the group's method as
-   any group does — one task, or the partitioned pipeline — on their own.
+2. the client merges the frozen cells below k (counts and published values only), and refuses
+   the re-release when a group would grow by 1 to k − 1 new records, when part of a published
+   cell is missing, or when its records published before are fewer than k in all;
+3. every piece publishes its records of frozen cells with the frozen values, on its worker; the
+   group's new records run the group's method as any group does — one task, or the partitioned
+   pipeline — on their own, forming cells of at least k.
 """
 
 from __future__ import annotations

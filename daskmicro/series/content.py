@@ -241,9 +241,10 @@ def check_content(frozen: Frozen, groups: pd.DataFrame, now: pd.DataFrame, colum
     blind = joints[np.isin(joints["cell"].to_numpy(np.uint64), _twins(frozen))]
     if len(lost) or len(blind):
         _refuse(_groups_of(pd.concat([lost, blind]), groups),
-                "hold records sharing a fingerprint, or were merged with other groups, whose rows over the columns "
-                "published as they are now cannot be compared with those published before (publish the same "
-                "columns as before, or identify records by a column of distinct values: --id-column)")
+                "hold records sharing a fingerprint, or share their published values with groups left out, whose "
+                "rows over the columns published as they are now cannot be compared with those published before "
+                "(publish the same columns as before, or identify records by a column of distinct values: "
+                "--id-column)")
 
 
 def _unknown(frozen: Frozen, groups: pd.DataFrame) -> pd.DataFrame:
