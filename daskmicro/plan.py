@@ -322,6 +322,7 @@ def open_series(plan, say):
                 f"these ({len(others)} series); releases of the same people made two ways can be intersected: use the "
                 "same QIs, strata and id column, or --new-series (new_series=True) if these are other people or the "
                 "earlier releases were withdrawn")
+        after = Ledger.latest(folder)   # before reading: a release recorded from now on refuses this one's commit
         frozen = Ledger.load(folder, plan.qi)
         stage = Ledger.stage(folder)
     except OSError as exc:
@@ -338,7 +339,7 @@ def open_series(plan, say):
         say(f"new series: {len(frozen):,} records published before are aggregated afresh; this release and the earlier "
             "ones together can give their values back")
     return SeriesRun(keys=keys, columns=sp.record_columns(plan.qi, plan.strata), frozen=frozen, stage=stage,
-                     new_series=sp.new_series)
+                     new_series=sp.new_series, after=after)
 
 
 def worker_settings(cfg: RunConfig, source) -> dict:

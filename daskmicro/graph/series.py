@@ -57,6 +57,7 @@ class SeriesRun:
     pending: list = field(default_factory=list)   # (piece, future of its ledger rows) not yet collected
     published: list | None = None   # the columns the release publishes as they are (None: not known)
     carried: object = None          # the sums it carries forward for the columns it leaves out
+    after: int = 0                  # the series' newest release when the run read it
 
     @property
     def rerelease(self) -> bool:
@@ -77,7 +78,7 @@ class SeriesRun:
         cells cannot be re-released with such columns)."""
         if self.published is not None:
             write_columns(self.stage, self.published, self.carried)
-        Ledger.commit(self.stage.parent, self.stage)
+        Ledger.commit(self.stage.parent, self.stage, self.after)
 
     def discard(self) -> None:
         Ledger.discard(self.stage)

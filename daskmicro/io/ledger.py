@@ -227,24 +227,35 @@ class Ledger:
         return stage
 
     @staticmethod
-    def commit(folder: Path, stage: Path) -> Path:
-        """The staged pieces become the series' next release (one rename)."""
+    def latest(folder: Path) -> int:
+        """The number of the series' newest release (0 when it has none)."""
+        done = Ledger.releases(folder)
+        return int(done[-1].name[1:]) if done else 0
+
+    @staticmethod
+    def commit(folder: Path, stage: Path, after: int) -> Path:
+        """The staged pieces become the series' next release after release ``after`` — the newest
+        one when the run read the series (one rename).  Refused, the stage removed, when another
+        run recorded a release of the series since: this release was made from frozen cells that
+        no longer hold every release, and both together could be intersected (two fresh
+        aggregations of the same new records)."""
         from .journal import fsync_dir, fsync_tree
 
         fsync_tree(stage)
-        for _ in range(100):
-            done = Ledger.releases(folder)
-            n = int(done[-1].name[1:]) + 1 if done else 1
-            target = folder / f"r{n:06d}"
-            try:
-                os.rename(stage, target)   # fails if another run took the number: take the next
-            except OSError:
-                if target.exists():
-                    continue
-                raise
-            fsync_dir(folder)
-            return target
-        raise OSError(f"could not record the release in the ledger {folder}")
+        target = folder / f"r{after + 1:06d}"
+        try:
+            os.mkdir(target, 0o700)   # the number claimed: one run only
+        except FileExistsError:
+            Ledger.discard(stage)
+            from ..errors import ParameterError
+
+            raise ParameterError(
+                "ledger (--ledger): another release of this series was recorded while this one ran; this release "
+                "was made without it, and the two could be compared to give records back: nothing was written or "
+                "recorded; run it again (one release of a series at a time)") from None
+        os.rename(stage, target)   # onto the empty directory just claimed
+        fsync_dir(folder)
+        return target
 
     @staticmethod
     def discard(stage) -> None:

@@ -1,0 +1,71 @@
+"""An adversary holding every release of a series: what it may learn, and what it must not.
+
+Each test makes releases a statistical office would make and attacks them with what they
+publish.  Besides the differencing of two releases (the rows one has and the other has not, over
+the columns both publish), the attacker links a record's rows across releases by a column
+published as it is (``pid``, published knowingly) and intersects: the tuple of a record's
+published QI and stratum values in both releases must be shared by at least k records, or the
+re-release is refused with nothing written or recorded.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from daskmicro import anonymize
+from daskmicro.errors import ParameterError
+
+QI = ["age", "income"]
+
+
+def _people(n, seed, start=0, **columns):
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame({"pid": np.arange(start, start + n), "age": rng.integers(18, 90, n).astype(np.int64),
+                       "income": np.round(rng.normal(50, 10, n), 1)})
+    for name, value in columns.items():
+        df[name] = value
+    return df
+
+
+def _release(df, ledger, k, **kw):
+    out = anonymize(df, qi=QI, k=k, seed=1, ledger=ledger, keep=["pid"], **kw)
+    return out[0] if isinstance(out, tuple) else out
+
+
+def _releases(ledger) -> list:
+    return sorted(p.name for p in ledger.rglob("r[0-9]*") if p.is_dir())
+
+
+def _linked(rel1, rel2, k, tuple_columns) -> None:
+    """Every record in both releases, linked by ``pid``, shares its published values of
+    ``tuple_columns`` in both with at least k - 1 others."""
+    both = rel1.merge(rel2, on="pid", suffixes=("_1", "_2"))
+    keys = [f"{c}_{i}" for i in (1, 2) for c in tuple_columns]
+    sizes = Counter(tuple(None if pd.isna(v) else v for v in row)
+                    for row in both[keys].astype(object).itertuples(index=False))
+    assert min(sizes.values()) >= k, sorted(sizes.values())
+
+
+def test_two_runs_of_one_series_at_once_record_one(tmp_path):
+    """A release of a series made while another run of it was recording one is refused at its
+    commit: both were made from the same frozen cells, so the same new records were aggregated
+    twice, afresh, at other settings (intersected: single records)."""
+    ledger = tmp_path / "ledger"
+    df = _people(30, 1)
+    inner = {}
+
+    def meanwhile(*args, **kwargs):
+        if "rel" not in inner:
+            inner["rel"] = _release(df, ledger, 5)
+
+    with pytest.raises(ParameterError, match="another release of this series was recorded while this one ran"):
+        _release(df, ledger, 3, progress=meanwhile)
+    assert _releases(ledger) == ["r000001"]
+    assert not list(ledger.rglob(".stage-*"))
+    again = _release(df, ledger, 3)   # run again: it republishes the frozen cells
+    _linked(inner["rel"], again, 5, QI)
+    assert _releases(ledger) == ["r000001", "r000002"]
