@@ -199,7 +199,9 @@ def run(cfg: RunConfig, data=None, *, paths: RunPaths = RunPaths(), client=None,
     perf = dask_report.DaskPerformanceReport(enabled=cluster and cfg.dask_report and sink != "memory")
     report_path, perf_path = check_run_outputs(cfg, sink, output, report_path, input, perf.enabled, existing_ok)
     started = time.perf_counter()
-    series = open_series(plan, say)   # the ledger's frozen cells read: part of the run's time
+    # the ledger's frozen cells read: part of the run's time; partition columns are strata of the series
+    parts = plan.partition_columns(sink, getattr(source, "partition_fields", []), source.columns)
+    series = open_series(plan, say, parts)
     opened = time.perf_counter() - started
     if cluster:
         security = _security(cfg)
@@ -299,9 +301,11 @@ def _source(cfg, plan, data, input, storage_options=None):
 # --------------------------------------------------------------------------- the release ledger
 
 
-def open_series(plan, say):
+def open_series(plan, say, partition_by=()):
     """The run's side of its ledger series (:class:`daskmicro.graph.series.SeriesRun`), or None for a
-    trial run (ledger off; :data:`TRIAL` is said once its release is made)."""
+    trial run (ledger off; :data:`TRIAL` is said once its release is made).  ``partition_by``: the
+    columns a directory release is partitioned by, strata of the series as its own strata are (a
+    record's fingerprint holds them: the same data partitioned otherwise is another series)."""
     if plan.series is None:
         return None
     from .graph.series import SeriesRun
@@ -312,7 +316,7 @@ def open_series(plan, say):
     try:
         ledger = Ledger.open(sp.ledger)
         keys = split_key(ledger.key())
-        folder = ledger.series_dir(plan.qi, plan.strata, sp.id_column)
+        folder = ledger.series_dir(plan.qi, list(dict.fromkeys([*plan.strata, *partition_by])), sp.id_column)
         # a series of its own for the same people would be intersected with theirs: starting one is
         # refused unless asked for (continuing a series is not: its frozen values protect it)
         others = [] if Ledger.releases(folder) else ledger.overlapping(plan.qi, folder)

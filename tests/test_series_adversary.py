@@ -69,3 +69,32 @@ def test_two_runs_of_one_series_at_once_record_one(tmp_path):
     again = _release(df, ledger, 3)   # run again: it republishes the frozen cells
     _linked(inner["rel"], again, 5, QI)
     assert _releases(ledger) == ["r000001", "r000002"]
+
+
+def _release_file(df, tmp, name, ledger, k, **kw):
+    from daskmicro import anonymize_file
+
+    df.to_parquet(tmp / "in.parquet", index=False)
+    anonymize_file(tmp / "in.parquet", tmp / name, qi=QI, k=k, seed=1, ledger=ledger, keep=["pid"], **kw)
+    return pd.read_parquet(tmp / name)
+
+
+def test_a_release_partitioned_otherwise_is_another_series(tmp_path):
+    """Partition columns are strata of a record's fingerprint: the same records released into a
+    file and then into a directory partitioned by a column (or the other way round) would all be
+    new records of the series, aggregated afresh, and the two releases intersected.  They are
+    another series, refused while the first has releases; the same partitioning re-releases."""
+    ledger = tmp_path / "ledger"
+    df = _people(40, 2, region=np.arange(40) % 2)
+    first = _release_file(df, tmp_path, "one.parquet", ledger, 4)
+    with pytest.raises(ParameterError, match="other QIs, strata or id column"):
+        _release_file(df, tmp_path, "parts", ledger, 4, partition_by=["region"])
+    assert not (tmp_path / "parts").exists() and len(_releases(ledger)) == 1
+    again = _release_file(df, tmp_path, "two.parquet", ledger, 4)
+    _linked(first, again, 4, QI)
+    other = tmp_path / "other-ledger"
+    parts = _release_file(df, tmp_path, "p1", other, 4, partition_by=["region"])
+    with pytest.raises(ParameterError, match="other QIs, strata or id column"):
+        _release_file(df, tmp_path, "flat.parquet", other, 4)
+    again = _release_file(df, tmp_path, "p2", other, 4, partition_by=["region"])
+    _linked(parts, again, 4, [*QI, "region"])
