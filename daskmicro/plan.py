@@ -199,9 +199,7 @@ def run(cfg: RunConfig, data=None, *, paths: RunPaths = RunPaths(), client=None,
     perf = dask_report.DaskPerformanceReport(enabled=cluster and cfg.dask_report and sink != "memory")
     report_path, perf_path = check_run_outputs(cfg, sink, output, report_path, input, perf.enabled, existing_ok)
     started = time.perf_counter()
-    # the ledger's frozen cells read: part of the run's time; partition columns are strata of the series
-    parts = plan.partition_columns(sink, getattr(source, "partition_fields", []), source.columns)
-    series = open_series(plan, say, parts)
+    series = open_series(plan, say, sink, source)   # the ledger's frozen cells read: part of the run's time
     opened = time.perf_counter() - started
     if cluster:
         security = _security(cfg)
@@ -301,11 +299,12 @@ def _source(cfg, plan, data, input, storage_options=None):
 # --------------------------------------------------------------------------- the release ledger
 
 
-def open_series(plan, say, partition_by=()):
+def open_series(plan, say, sink=None, source=None):
     """The run's side of its ledger series (:class:`daskmicro.graph.series.SeriesRun`), or None for a
-    trial run (ledger off; :data:`TRIAL` is said once its release is made).  ``partition_by``: the
-    columns a directory release is partitioned by, strata of the series as its own strata are (a
-    record's fingerprint holds them: the same data partitioned otherwise is another series)."""
+    trial run (ledger off; :data:`TRIAL` is said once its release is made).  The columns a
+    directory release (``sink``) of ``source`` is partitioned by are strata of the series, as its
+    own strata are (a record's fingerprint holds them: the same data partitioned otherwise is
+    another series)."""
     if plan.series is None:
         return None
     from .graph.series import SeriesRun
@@ -316,7 +315,9 @@ def open_series(plan, say, partition_by=()):
     try:
         ledger = Ledger.open(sp.ledger)
         keys = split_key(ledger.key())
-        folder = ledger.series_dir(plan.qi, list(dict.fromkeys([*plan.strata, *partition_by])), sp.id_column)
+        parts = [] if source is None else plan.partition_columns(sink, getattr(source, "partition_fields", []),
+                                                                  source.columns)
+        folder = ledger.series_dir(plan.qi, list(dict.fromkeys([*plan.strata, *parts])), sp.id_column)
         # a series of its own for the same people would be intersected with theirs: starting one is
         # refused unless asked for (continuing a series is not: its frozen values protect it)
         others = [] if Ledger.releases(folder) else ledger.overlapping(plan.qi, folder)

@@ -98,3 +98,31 @@ def test_a_release_partitioned_otherwise_is_another_series(tmp_path):
         _release_file(df, tmp_path, "flat.parquet", other, 4)
     again = _release_file(df, tmp_path, "p2", other, 4, partition_by=["region"])
     _linked(parts, again, 4, [*QI, "region"])
+
+
+def _strata(sizes, seed, start=0):
+    return pd.concat([_people(n, seed + s, start + 100 * s, s=s) for s, n in sizes.items()], ignore_index=True)
+
+
+def test_small_strata_merged_otherwise_are_refused(tmp_path):
+    """A stratum of fewer than k records is published merged with a neighbour, under one label.
+    Merged with the other neighbour in a re-release (``1|2``, then ``2|3``), its records would be
+    singled out by the intersection of their labels, and the frozen cells they shared with the
+    first neighbour's records would be split: the re-release is refused, nothing recorded.  A
+    re-release merged as before, or whose new small strata merge among themselves, goes on."""
+    ledger = tmp_path / "ledger"
+    kw = dict(strata=["s"], merge_small_strata=True)
+    first = _strata({1: 10, 2: 4, 3: 12}, 3)
+    r1 = _release(first, ledger, 5, **kw)
+    assert set(r1["s"]) == {"1|2", "3"}
+    grown = pd.concat([first, _people(5, 9, 300, s=1)], ignore_index=True)   # stratum 2 now merges with 3
+    with pytest.raises(ParameterError, match="other values of their strata"):
+        _release(grown, ledger, 5, **kw)
+    assert len(_releases(ledger)) == 1
+    _linked(r1, _release(first, ledger, 5, **kw), 5, [*QI, "s"])
+    other = tmp_path / "other"
+    first = _strata({1: 10, 2: 6, 3: 12}, 4)
+    r1 = _release(first, other, 5, **kw)
+    r2 = _release(pd.concat([first, _strata({4: 3, 5: 3}, 5)], ignore_index=True), other, 5, **kw)
+    assert set(r2["s"]) == {"1", "2", "3", "4|5"}
+    _linked(r1, r2, 5, [*QI, "s"])

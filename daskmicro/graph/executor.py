@@ -338,7 +338,8 @@ def _cells(client, source, plan, lay_: _Layout, stage, series=None):
     if series is not None:
         # a partition column is published as a stratum: a record that moved partition is another record
         series.columns = list(dict.fromkeys([*strata, *series.columns]))
-        series.published = gs.published(source.columns, qi, strata, plan.release.hidden)
+        series.published, series.strata, series.labels = (gs.published(source.columns, qi, strata, plan.release.hidden),
+                                                          strata, lay_.labels)
         frozen = client.scatter(series.frozen.for_workers(), broadcast=True) if series.rerelease else None
         pieces = gs.fingerprinted(client, pieces, series, qi, frozen)
         if frozen is not None:

@@ -62,11 +62,11 @@ def cell_ids(values: np.ndarray) -> np.ndarray:
     return ids
 
 
-def ledger_rows(df: pd.DataFrame, qi: list, fp_columns, columns=None) -> dict:
+def ledger_rows(df: pd.DataFrame, qi: list, fp_columns, columns=None, strata=()) -> dict:
     """The ledger rows of one published release piece: ``{"records": fingerprint → cell id,
     "cells": cell id → published QI values}`` (Arrow tables), and ``"content"``: per cell, the keyed
-    sums of the ``columns`` it publishes as they are (:mod:`daskmicro.series.content`; none when
-    ``columns`` is None)."""
+    sums of the ``columns`` it publishes as they are and of its ``strata`` as published
+    (:mod:`daskmicro.series.content`; none when ``columns`` is None)."""
     import pyarrow as pa
 
     values = df[qi].to_numpy(np.float64, na_value=np.nan)
@@ -80,7 +80,7 @@ def ledger_rows(df: pd.DataFrame, qi: list, fp_columns, columns=None) -> dict:
     if columns is not None:
         from ..series.content import content_table
 
-        out["content"] = pa.table(content_table(df, ids, fp_columns, columns))
+        out["content"] = pa.table(content_table(df, ids, fp_columns, columns, strata))
     return out
 
 
@@ -97,11 +97,13 @@ def write_rows(stage, index: int, rows: dict) -> None:
         os.replace(tmp, folder / f"{name}-{index:06d}.parquet")
 
 
-def record_piece(df: pd.DataFrame, stage: str, index: int, qi: list, fp_columns, drop=(), columns=None) -> pd.DataFrame:
+def record_piece(df: pd.DataFrame, stage: str, index: int, qi: list, fp_columns, drop=(), columns=None,
+                 strata=()) -> pd.DataFrame:
     """Write the ledger rows of one published release piece into the staging directory this
     process sees (a task's side effect, idempotent); returns the piece without its fingerprints
-    (nor the other run-only columns in ``drop``).  ``columns``: those it publishes as they are."""
-    write_rows(stage, index, ledger_rows(df, qi, fp_columns, columns))
+    (nor the other run-only columns in ``drop``).  ``columns``: those it publishes as they are;
+    ``strata``: its stratum columns, as published."""
+    write_rows(stage, index, ledger_rows(df, qi, fp_columns, columns, strata))
     return df.drop(columns=[c for c in (*fp_columns, *drop) if c in df.columns])
 
 
