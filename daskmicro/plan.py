@@ -199,7 +199,7 @@ def run(cfg: RunConfig, data=None, *, paths: RunPaths = RunPaths(), client=None,
     perf = dask_report.DaskPerformanceReport(enabled=cluster and cfg.dask_report and sink != "memory")
     report_path, perf_path = check_run_outputs(cfg, sink, output, report_path, input, perf.enabled, existing_ok)
     started = time.perf_counter()
-    series = open_series(plan, say)   # the ledger's frozen cells read: part of the run's time
+    series = open_series(plan, say, sink, source)   # the ledger's frozen cells read: part of the run's time
     opened = time.perf_counter() - started
     if cluster:
         security = _security(cfg)
@@ -299,9 +299,12 @@ def _source(cfg, plan, data, input, storage_options=None):
 # --------------------------------------------------------------------------- the release ledger
 
 
-def open_series(plan, say):
+def open_series(plan, say, sink=None, source=None):
     """The run's side of its ledger series (:class:`daskmicro.graph.series.SeriesRun`), or None for a
-    trial run (ledger off; :data:`TRIAL` is said once its release is made)."""
+    trial run (ledger off; :data:`TRIAL` is said once its release is made).  The columns a
+    directory release (``sink``) of ``source`` is partitioned by are strata of the series, as its
+    own strata are (a record's fingerprint holds them: the same data partitioned otherwise is
+    another series)."""
     if plan.series is None:
         return None
     from .graph.series import SeriesRun
@@ -312,7 +315,9 @@ def open_series(plan, say):
     try:
         ledger = Ledger.open(sp.ledger)
         keys = split_key(ledger.key())
-        folder = ledger.series_dir(plan.qi, plan.strata, sp.id_column)
+        parts = [] if source is None else plan.partition_columns(sink, getattr(source, "partition_fields", []),
+                                                                  source.columns)
+        folder = ledger.series_dir(plan.qi, list(dict.fromkeys([*plan.strata, *parts])), sp.id_column)
         # a series of its own for the same people would be intersected with theirs: starting one is
         # refused unless asked for (continuing a series is not: its frozen values protect it)
         others = [] if Ledger.releases(folder) else ledger.overlapping(plan.qi, folder)
@@ -322,6 +327,7 @@ def open_series(plan, say):
                 f"these ({len(others)} series); releases of the same people made two ways can be intersected: use the "
                 "same QIs, strata and id column, or --new-series (new_series=True) if these are other people or the "
                 "earlier releases were withdrawn")
+        after = Ledger.latest(folder)   # before reading: a release recorded from now on refuses this one's commit
         frozen = Ledger.load(folder, plan.qi)
         stage = Ledger.stage(folder)
     except OSError as exc:
@@ -338,7 +344,7 @@ def open_series(plan, say):
         say(f"new series: {len(frozen):,} records published before are aggregated afresh; this release and the earlier "
             "ones together can give their values back")
     return SeriesRun(keys=keys, columns=sp.record_columns(plan.qi, plan.strata), frozen=frozen, stage=stage,
-                     new_series=sp.new_series)
+                     new_series=sp.new_series, after=after)
 
 
 def worker_settings(cfg: RunConfig, source) -> dict:

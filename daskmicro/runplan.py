@@ -183,6 +183,16 @@ class RunPlan:
             return self.method
         return "mdav" if n <= self.exact_rows and not self.auto_pipeline else "partitioned"
 
+    def partition_columns(self, sink: str, partition_fields, columns) -> list:
+        """The columns a release into ``sink`` is partitioned by (published as strata): those asked
+        for, else, for a directory, the input's hive keys that are read and neither QIs nor withheld."""
+        if sink != "lake":
+            return []
+        asked = self.release.partition_by
+        if asked is not None:
+            return list(asked)
+        return [c for c in partition_fields if c in columns and c not in self.qi and c not in self.release.hidden]
+
     def n_min(self, n: int) -> int:
         """The cell size of the run: k, or the effective anonymity n_min under constant π
         (*p-Probabilistic k-Anonymous Microaggregation*, §V-B)."""

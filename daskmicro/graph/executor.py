@@ -290,9 +290,8 @@ def _prescan(client, source, plan, sink) -> _Layout:
     A partitioned directory release publishes each hive partition as a directory that readers
     may read on its own and that they read back as a column: the partition columns are strata
     (no cell spans two partitions), so the release is k-anonymous as a hive reader sees it."""
-    qi, asked = list(plan.qi), plan.release.partition_by
-    partition_by = [] if sink != "lake" else list(asked) if asked is not None else [   # never a withheld column
-        c for c in source.partition_fields if c in source.columns and c not in qi and c not in plan.release.hidden]
+    qi = list(plan.qi)
+    partition_by = plan.partition_columns(sink, source.partition_fields, source.columns)   # never a withheld column
     hive.check_names(partition_by)
     strata = list(dict.fromkeys(list(plan.strata) + partition_by))
     # every column published as it is is accounted for: no identifier by accident
@@ -339,7 +338,8 @@ def _cells(client, source, plan, lay_: _Layout, stage, series=None):
     if series is not None:
         # a partition column is published as a stratum: a record that moved partition is another record
         series.columns = list(dict.fromkeys([*strata, *series.columns]))
-        series.published = gs.published(source.columns, qi, strata, plan.release.hidden)
+        series.published, series.strata, series.labels = (gs.published(source.columns, qi, strata, plan.release.hidden),
+                                                          strata, lay_.labels)
         frozen = client.scatter(series.frozen.for_workers(), broadcast=True) if series.rerelease else None
         pieces = gs.fingerprinted(client, pieces, series, qi, frozen)
         if frozen is not None:

@@ -37,7 +37,7 @@ from ..series.content import carried, check_content, compared_entries, now_sums,
 from ..series.fingerprint import FP, fingerprints, with_fingerprints
 from ..series.frozen import (CELL, Frozen, GroupFreeze, check_growth, check_whole_cells, classify, frozen_rows,
                               merge_cells, scan_group)
-from ..strata import group_mask
+from ..strata import group_mask, publish_strata
 from .local import Done
 
 __all__ = ["SeriesRun", "published", "discarded_on_failure", "series_report", "fingerprinted", "recorded", "plan_groups", "new_selection", "frozen_pieces", "new_sse",
@@ -57,6 +57,9 @@ class SeriesRun:
     pending: list = field(default_factory=list)   # (piece, future of its ledger rows) not yet collected
     published: list | None = None   # the columns the release publishes as they are (None: not known)
     carried: object = None          # the sums it carries forward for the columns it leaves out
+    after: int = 0                  # the series' newest release when the run read it
+    strata: list = field(default_factory=list)   # the release's strata (partition columns included)
+    labels: dict = field(default_factory=dict)   # how its merged strata are published (strata.merged_labels)
 
     @property
     def rerelease(self) -> bool:
@@ -77,7 +80,7 @@ class SeriesRun:
         cells cannot be re-released with such columns)."""
         if self.published is not None:
             write_columns(self.stage, self.published, self.carried)
-        Ledger.commit(self.stage.parent, self.stage)
+        Ledger.commit(self.stage.parent, self.stage, self.after)
 
     def discard(self) -> None:
         Ledger.discard(self.stage)
@@ -155,13 +158,13 @@ def recorded(releases, sr: SeriesRun, client, qi) -> list:
     stage = str(sr.stage)
     if all(client.run(os.path.isdir, stage).values()):
         rec = dask.delayed(record_piece, pure=True)
-        return [rec(r, stage, i, list(qi), FP, (CELL,), sr.published) if isinstance(r, Delayed)
-                else client.submit(record_piece, r, stage, i, list(qi), FP, (CELL,), sr.published)
+        return [rec(r, stage, i, list(qi), FP, (CELL,), sr.published, sr.strata) if isinstance(r, Delayed)
+                else client.submit(record_piece, r, stage, i, list(qi), FP, (CELL,), sr.published, sr.strata)
                 for i, r in enumerate(releases)]
     out = []
     for i, r in enumerate(releases):
         r = client.compute(r) if isinstance(r, Delayed) else r
-        sr.pending.append((i, client.submit(ledger_rows, r, list(qi), FP, sr.published)))
+        sr.pending.append((i, client.submit(ledger_rows, r, list(qi), FP, sr.published, sr.strata)))
         out.append(client.submit(_without, r, (*FP, CELL)))
     return out
 
@@ -173,15 +176,16 @@ def _without(df, columns):
 # --------------------------------------------------------------------------- per piece
 
 
-def _scan_piece(df, groups, strata, qi, frozen, entries):
+def _scan_piece(df, groups, strata, qi, frozen, entries, labels):
     """One input piece's share of every group (by group index), and its sums of the columns
-    published as they are over its records published before (:func:`scan_content`)."""
+    published as they are and of its strata as published (``labels``: merged strata) over its
+    records published before (:func:`scan_content`)."""
     out = {}
     for i, g in groups:
         mask = group_mask(df, strata, list(qi), g)
         if mask.any():
             out[i] = scan_group(df[mask], list(g.observed), tuple(qi), frozen)
-    return out, scan_content(df, tuple(qi), frozen, entries)
+    return out, scan_content(publish_strata(df, strata, labels), tuple(qi), frozen, entries)
 
 
 def _select_new(df, g, strata, qi, frozen):
@@ -245,9 +249,10 @@ def plan_groups(client, pieces, plans, strata, qi, k, series: SeriesRun, frozen_
 
     frozen = series.frozen
     groups = [(i, gp.group) for i, gp in enumerate(plans)]   # all-missing ones counted too: checked, not frozen
-    entries = compared_entries(frozen, series.published or [])
+    entries = compared_entries(frozen, series.published or [], series.strata)
     scan = dask.delayed(_scan_piece, pure=True)
-    both = client.gather(client.compute([scan(p, groups, strata, tuple(qi), frozen_future, entries) for p in pieces]))
+    both = client.gather(client.compute([scan(p, groups, strata, tuple(qi), frozen_future, entries, series.labels)
+                                         for p in pieces]))
     scans = [s for s, _ in both]
     found = [s[i] for s in scans for i, _ in groups if i in s]
     check_whole_cells(frozen, np.concatenate([f["cells"] for f in found]) if found else np.empty(0, np.uint64),
@@ -259,7 +264,7 @@ def plan_groups(client, pieces, plans, strata, qi, k, series: SeriesRun, frozen_
     merged = [gf.cells for gf in out.values()]
     series.carried = carried(frozen, present, np.concatenate(merged) if merged else np.empty(0, np.uint64),
                              np.concatenate([gf.cells[gf.roots] for gf in out.values()]) if merged
-                             else np.empty(0, np.uint64), series.published or [])
+                             else np.empty(0, np.uint64), series.published or [], series.strata)
     return out
 
 

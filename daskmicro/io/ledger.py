@@ -62,11 +62,11 @@ def cell_ids(values: np.ndarray) -> np.ndarray:
     return ids
 
 
-def ledger_rows(df: pd.DataFrame, qi: list, fp_columns, columns=None) -> dict:
+def ledger_rows(df: pd.DataFrame, qi: list, fp_columns, columns=None, strata=()) -> dict:
     """The ledger rows of one published release piece: ``{"records": fingerprint → cell id,
     "cells": cell id → published QI values}`` (Arrow tables), and ``"content"``: per cell, the keyed
-    sums of the ``columns`` it publishes as they are (:mod:`daskmicro.series.content`; none when
-    ``columns`` is None)."""
+    sums of the ``columns`` it publishes as they are and of its ``strata`` as published
+    (:mod:`daskmicro.series.content`; none when ``columns`` is None)."""
     import pyarrow as pa
 
     values = df[qi].to_numpy(np.float64, na_value=np.nan)
@@ -80,7 +80,7 @@ def ledger_rows(df: pd.DataFrame, qi: list, fp_columns, columns=None) -> dict:
     if columns is not None:
         from ..series.content import content_table
 
-        out["content"] = pa.table(content_table(df, ids, fp_columns, columns))
+        out["content"] = pa.table(content_table(df, ids, fp_columns, columns, strata))
     return out
 
 
@@ -97,11 +97,13 @@ def write_rows(stage, index: int, rows: dict) -> None:
         os.replace(tmp, folder / f"{name}-{index:06d}.parquet")
 
 
-def record_piece(df: pd.DataFrame, stage: str, index: int, qi: list, fp_columns, drop=(), columns=None) -> pd.DataFrame:
+def record_piece(df: pd.DataFrame, stage: str, index: int, qi: list, fp_columns, drop=(), columns=None,
+                 strata=()) -> pd.DataFrame:
     """Write the ledger rows of one published release piece into the staging directory this
     process sees (a task's side effect, idempotent); returns the piece without its fingerprints
-    (nor the other run-only columns in ``drop``).  ``columns``: those it publishes as they are."""
-    write_rows(stage, index, ledger_rows(df, qi, fp_columns, columns))
+    (nor the other run-only columns in ``drop``).  ``columns``: those it publishes as they are;
+    ``strata``: its stratum columns, as published."""
+    write_rows(stage, index, ledger_rows(df, qi, fp_columns, columns, strata))
     return df.drop(columns=[c for c in (*fp_columns, *drop) if c in df.columns])
 
 
@@ -227,24 +229,35 @@ class Ledger:
         return stage
 
     @staticmethod
-    def commit(folder: Path, stage: Path) -> Path:
-        """The staged pieces become the series' next release (one rename)."""
+    def latest(folder: Path) -> int:
+        """The number of the series' newest release (0 when it has none)."""
+        done = Ledger.releases(folder)
+        return int(done[-1].name[1:]) if done else 0
+
+    @staticmethod
+    def commit(folder: Path, stage: Path, after: int) -> Path:
+        """The staged pieces become the series' next release after release ``after`` — the newest
+        one when the run read the series (one rename).  Refused, the stage removed, when another
+        run recorded a release of the series since: this release was made from frozen cells that
+        no longer hold every release, and both together could be intersected (two fresh
+        aggregations of the same new records)."""
         from .journal import fsync_dir, fsync_tree
 
         fsync_tree(stage)
-        for _ in range(100):
-            done = Ledger.releases(folder)
-            n = int(done[-1].name[1:]) + 1 if done else 1
-            target = folder / f"r{n:06d}"
-            try:
-                os.rename(stage, target)   # fails if another run took the number: take the next
-            except OSError:
-                if target.exists():
-                    continue
-                raise
-            fsync_dir(folder)
-            return target
-        raise OSError(f"could not record the release in the ledger {folder}")
+        target = folder / f"r{after + 1:06d}"
+        try:
+            os.mkdir(target, 0o700)   # the number claimed: one run only
+        except FileExistsError:
+            Ledger.discard(stage)
+            from ..errors import ParameterError
+
+            raise ParameterError(
+                "ledger (--ledger): another release of this series was recorded while this one ran; this release "
+                "was made without it, and the two could be compared to give records back: nothing was written or "
+                "recorded; run it again (one release of a series at a time)") from None
+        os.rename(stage, target)   # onto the empty directory just claimed
+        fsync_dir(folder)
+        return target
 
     @staticmethod
     def discard(stage) -> None:

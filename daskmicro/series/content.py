@@ -31,10 +31,12 @@ import json
 import numpy as np
 import pandas as pd
 
+from pandas.api import types as ptypes
+
 from .fingerprint import FP, FP_DTYPE, value_hashes
 from .frozen import CELL, NONE, Frozen, classify
 
-__all__ = ["column_entry", "joint_entry", "entry_columns", "recorded_entries", "passed_through", "row_terms",
+__all__ = ["column_entry", "joint_entry", "strata_entry", "published_hashes", "entry_columns", "recorded_entries", "passed_through", "row_terms",
            "sums_by", "content_table", "long_form", "aggregate", "scan_content", "compared_entries", "now_sums",
            "check_content", "carried", "empty_long", "LONG", "UNKNOWN"]
 
@@ -53,6 +55,11 @@ def joint_entry(names) -> str:
     return "j:" + json.dumps(sorted(names))
 
 
+def strata_entry(strata) -> str:
+    """The entry of a record's strata as published (a merged stratum publishes its group's label)."""
+    return "s:" + json.dumps(list(strata))
+
+
 def entry_columns(entry: str) -> list:
     """The columns an entry sums over."""
     if entry == UNKNOWN:
@@ -60,10 +67,26 @@ def entry_columns(entry: str) -> list:
     return [entry[2:]] if entry.startswith("c:") else list(json.loads(entry[2:]))
 
 
-def recorded_entries(columns) -> list:
-    """The entries a release publishing ``columns`` as they are records for each of its cells."""
+def recorded_entries(columns, strata=()) -> list:
+    """The entries a release publishing ``columns`` as they are, and ``strata``, records for each of
+    its cells."""
     cols = sorted(columns)
-    return [column_entry(c) for c in cols] + ([joint_entry(cols)] if len(cols) >= 2 else [])
+    return ([column_entry(c) for c in cols] + ([joint_entry(cols)] if len(cols) >= 2 else [])
+            + ([strata_entry(strata)] if len(strata) else []))
+
+
+def published_hashes(values: pd.Series) -> np.ndarray:
+    """:func:`value_hashes` of a stratum column as published, text that reads as a number hashed as
+    that number: a release merging small strata publishes every stratum as text (``3`` as ``"3"``)
+    and its merged ones as their group's label (``"1|2"``), one merging none publishes them as read."""
+    if not (ptypes.is_object_dtype(values.dtype) or ptypes.is_string_dtype(values.dtype)):
+        return value_hashes(values)
+    obj = values.astype(object)
+    num = pd.to_numeric(obj, errors="coerce")
+    out = value_hashes(obj)
+    numeric = np.flatnonzero(num.notna().to_numpy())
+    out[numeric] = value_hashes(num.iloc[numeric].astype(np.float64))
+    return out
 
 
 def passed_through(columns, exclude) -> list:
@@ -89,14 +112,14 @@ def row_terms(df: pd.DataFrame, hi: np.ndarray, lo: np.ndarray, entries) -> np.n
     out = np.empty((n, len(entries)), np.uint64)
     hashes = {}
     for j, e in enumerate(entries):
-        cols = entry_columns(e)
-        for c in cols:
-            if c not in hashes:
-                hashes[c] = value_hashes(df[c])
+        cols = [(e[0], c) for c in entry_columns(e)]
+        for key in cols:
+            if key not in hashes:
+                hashes[key] = (published_hashes if key[0] == "s" else value_hashes)(df[key[1]])
         mat = np.empty((n, 3 + len(cols)), np.uint64)
         mat[:, 0], mat[:, 1], mat[:, 2] = hi, lo, _tag(e)
-        for i, c in enumerate(cols):
-            mat[:, 3 + i] = hashes[c]
+        for i, key in enumerate(cols):
+            mat[:, 3 + i] = hashes[key]
         rows = np.ascontiguousarray(mat).view(f"S{8 * mat.shape[1]}").ravel().astype(object)
         out[:, j] = pd.util.hash_array(rows, categorize=False) if n else np.empty(0, np.uint64)
     return out
@@ -114,10 +137,10 @@ def sums_by(keys, terms: np.ndarray) -> tuple:
     return [uniq[f"k{i}"] for i in range(len(keys))], counts.astype(np.int64), sums
 
 
-def content_table(df: pd.DataFrame, cells: np.ndarray, fp_columns, columns) -> dict:
+def content_table(df: pd.DataFrame, cells: np.ndarray, fp_columns, columns, strata=()) -> dict:
     """The sums one published release piece records (columns of an Arrow table): per cell id, its
-    rows ``n`` and one sum per entry of ``columns``."""
-    entries = recorded_entries(columns)
+    rows ``n`` and one sum per entry of ``columns`` and ``strata``."""
+    entries = recorded_entries(columns, strata)
     hi, lo = df[fp_columns[0]].to_numpy(np.uint64), df[fp_columns[1]].to_numpy(np.uint64)
     (ids,), counts, sums = sums_by([cells], row_terms(df, hi, lo, entries))
     out = {"cell": ids, "n": counts}
@@ -170,10 +193,11 @@ def scan_content(df: pd.DataFrame, qi: tuple, frozen: Frozen, entries) -> dict:
     return {"cell": keys[0], "release": keys[1].astype(np.int64), "n": counts, "sums": sums}
 
 
-def compared_entries(frozen: Frozen, columns) -> list:
-    """The entries a re-release publishing ``columns`` as they are computes from its input: those
-    it records, and the whole rows over the columns of an earlier release that it publishes all."""
-    now = recorded_entries(columns)
+def compared_entries(frozen: Frozen, columns, strata=()) -> list:
+    """The entries a re-release publishing ``columns`` as they are, and ``strata``, computes from its
+    input: those it records, and the whole rows over the columns of an earlier release that it
+    publishes all."""
+    now = recorded_entries(columns, strata)
     if frozen.content is None or frozen.content.empty:
         return now
     earlier = [e for e in pd.unique(frozen.content["entry"]) if e.startswith("j:")]
@@ -220,16 +244,22 @@ def check_content(frozen: Frozen, groups: pd.DataFrame, now: pd.DataFrame, colum
     (``groups``, ``now``: :func:`now_sums` of this run's input).  Counts only in the message, never
     values."""
     columns = set(columns)
-    if not columns or groups.empty:
-        return   # nothing published as it is: the rows are the frozen cells' values
+    if groups.empty:
+        return
     stored = frozen.content if frozen.content is not None else empty_long()
-    unknown = _unknown(frozen, groups)
     both = now.merge(stored.astype({"cell": np.uint64, "release": np.int64}), on=["release", "cell", "entry"],
                      suffixes=("", "_was"))
     changed = both[(both["count"] == both["count_was"]) & (both["sum"] != both["sum_was"])]
+    strata = changed[changed["entry"].str.startswith("s:")]
+    if len(strata):
+        _refuse(_groups_of(strata, groups), "would be published with other values of their strata than before (small "
+                "strata merged otherwise: their intersection is a stratum of fewer than k)")
     if len(changed):
         _refuse(_groups_of(changed, groups), "would be published with other values of their columns published as "
                 "they are than the release that last published those columns")
+    if not columns:
+        return   # nothing published as it is: the rows are the frozen cells' values and strata
+    unknown = _unknown(frozen, groups)
     if len(unknown):
         _refuse(unknown, "were last published by a release whose ledger holds no trace of their columns published "
                 "as they are (a ledger written by an earlier version): their values cannot be compared with these")
@@ -262,7 +292,8 @@ def _groups_of(rows: pd.DataFrame, groups: pd.DataFrame) -> pd.DataFrame:
     return groups.merge(rows[["release", "cell"]].drop_duplicates(), on=["release", "cell"])
 
 
-def carried(frozen: Frozen, groups: pd.DataFrame, cells: np.ndarray, roots: np.ndarray, columns) -> pd.DataFrame:
+def carried(frozen: Frozen, groups: pd.DataFrame, cells: np.ndarray, roots: np.ndarray, columns,
+            strata=()) -> pd.DataFrame:
     """The sums a re-release publishing ``columns`` as they are carries forward for the cells it
     republishes (``groups``: from its :func:`now_sums`): every other entry recorded before, added
     up per cell id it publishes (``cells`` merged into ``roots``, cell ids; a cell not among them
@@ -273,7 +304,7 @@ def carried(frozen: Frozen, groups: pd.DataFrame, cells: np.ndarray, roots: np.n
         return empty
     stored = frozen.content if frozen.content is not None else empty_long()
     held = stored.merge(groups[["release", "cell"]], on=["release", "cell"])
-    held = held[~held["entry"].isin(recorded_entries(columns))]
+    held = held[~held["entry"].isin(recorded_entries(columns, strata))]
     unknown = _unknown(frozen, groups)   # stays unknown, whatever this release publishes
     if len(unknown):
         held = pd.concat([held, unknown.assign(entry=UNKNOWN, sum=np.uint64(0))[list(LONG)]], ignore_index=True)

@@ -1,0 +1,128 @@
+"""An adversary holding every release of a series: what it may learn, and what it must not.
+
+Each test makes releases a statistical office would make and attacks them with what they
+publish.  Besides the differencing of two releases (the rows one has and the other has not, over
+the columns both publish), the attacker links a record's rows across releases by a column
+published as it is (``pid``, published knowingly) and intersects: the tuple of a record's
+published QI and stratum values in both releases must be shared by at least k records, or the
+re-release is refused with nothing written or recorded.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from daskmicro import anonymize
+from daskmicro.errors import ParameterError
+
+QI = ["age", "income"]
+
+
+def _people(n, seed, start=0, **columns):
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame({"pid": np.arange(start, start + n), "age": rng.integers(18, 90, n).astype(np.int64),
+                       "income": np.round(rng.normal(50, 10, n), 1)})
+    for name, value in columns.items():
+        df[name] = value
+    return df
+
+
+def _release(df, ledger, k, **kw):
+    out = anonymize(df, qi=QI, k=k, seed=1, ledger=ledger, keep=["pid"], **kw)
+    return out[0] if isinstance(out, tuple) else out
+
+
+def _releases(ledger) -> list:
+    return sorted(p.name for p in ledger.rglob("r[0-9]*") if p.is_dir())
+
+
+def _linked(rel1, rel2, k, tuple_columns) -> None:
+    """Every record in both releases, linked by ``pid``, shares its published values of
+    ``tuple_columns`` in both with at least k - 1 others."""
+    both = rel1.merge(rel2, on="pid", suffixes=("_1", "_2"))
+    keys = [f"{c}_{i}" for i in (1, 2) for c in tuple_columns]
+    sizes = Counter(tuple(None if pd.isna(v) else v for v in row)
+                    for row in both[keys].astype(object).itertuples(index=False))
+    assert min(sizes.values()) >= k, sorted(sizes.values())
+
+
+def test_two_runs_of_one_series_at_once_record_one(tmp_path):
+    """A release of a series made while another run of it was recording one is refused at its
+    commit: both were made from the same frozen cells, so the same new records were aggregated
+    twice, afresh, at other settings (intersected: single records)."""
+    ledger = tmp_path / "ledger"
+    df = _people(30, 1)
+    inner = {}
+
+    def meanwhile(*args, **kwargs):
+        if "rel" not in inner:
+            inner["rel"] = _release(df, ledger, 5)
+
+    with pytest.raises(ParameterError, match="another release of this series was recorded while this one ran"):
+        _release(df, ledger, 3, progress=meanwhile)
+    assert _releases(ledger) == ["r000001"]
+    assert not list(ledger.rglob(".stage-*"))
+    again = _release(df, ledger, 3)   # run again: it republishes the frozen cells
+    _linked(inner["rel"], again, 5, QI)
+    assert _releases(ledger) == ["r000001", "r000002"]
+
+
+def _release_file(df, tmp, name, ledger, k, **kw):
+    from daskmicro import anonymize_file
+
+    df.to_parquet(tmp / "in.parquet", index=False)
+    anonymize_file(tmp / "in.parquet", tmp / name, qi=QI, k=k, seed=1, ledger=ledger, keep=["pid"], **kw)
+    return pd.read_parquet(tmp / name)
+
+
+def test_a_release_partitioned_otherwise_is_another_series(tmp_path):
+    """Partition columns are strata of a record's fingerprint: the same records released into a
+    file and then into a directory partitioned by a column (or the other way round) would all be
+    new records of the series, aggregated afresh, and the two releases intersected.  They are
+    another series, refused while the first has releases; the same partitioning re-releases."""
+    ledger = tmp_path / "ledger"
+    df = _people(40, 2, region=np.arange(40) % 2)
+    first = _release_file(df, tmp_path, "one.parquet", ledger, 4)
+    with pytest.raises(ParameterError, match="other QIs, strata or id column"):
+        _release_file(df, tmp_path, "parts", ledger, 4, partition_by=["region"])
+    assert not (tmp_path / "parts").exists() and len(_releases(ledger)) == 1
+    again = _release_file(df, tmp_path, "two.parquet", ledger, 4)
+    _linked(first, again, 4, QI)
+    other = tmp_path / "other-ledger"
+    parts = _release_file(df, tmp_path, "p1", other, 4, partition_by=["region"])
+    with pytest.raises(ParameterError, match="other QIs, strata or id column"):
+        _release_file(df, tmp_path, "flat.parquet", other, 4)
+    again = _release_file(df, tmp_path, "p2", other, 4, partition_by=["region"])
+    _linked(parts, again, 4, [*QI, "region"])
+
+
+def _strata(sizes, seed, start=0):
+    return pd.concat([_people(n, seed + s, start + 100 * s, s=s) for s, n in sizes.items()], ignore_index=True)
+
+
+def test_small_strata_merged_otherwise_are_refused(tmp_path):
+    """A stratum of fewer than k records is published merged with a neighbour, under one label.
+    Merged with the other neighbour in a re-release (``1|2``, then ``2|3``), its records would be
+    singled out by the intersection of their labels, and the frozen cells they shared with the
+    first neighbour's records would be split: the re-release is refused, nothing recorded.  A
+    re-release merged as before, or whose new small strata merge among themselves, goes on."""
+    ledger = tmp_path / "ledger"
+    kw = dict(strata=["s"], merge_small_strata=True)
+    first = _strata({1: 10, 2: 4, 3: 12}, 3)
+    r1 = _release(first, ledger, 5, **kw)
+    assert set(r1["s"]) == {"1|2", "3"}
+    grown = pd.concat([first, _people(5, 9, 300, s=1)], ignore_index=True)   # stratum 2 now merges with 3
+    with pytest.raises(ParameterError, match="other values of their strata"):
+        _release(grown, ledger, 5, **kw)
+    assert len(_releases(ledger)) == 1
+    _linked(r1, _release(first, ledger, 5, **kw), 5, [*QI, "s"])
+    other = tmp_path / "other"
+    first = _strata({1: 10, 2: 6, 3: 12}, 4)
+    r1 = _release(first, other, 5, **kw)
+    r2 = _release(pd.concat([first, _strata({4: 3, 5: 3}, 5)], ignore_index=True), other, 5, **kw)
+    assert set(r2["s"]) == {"1", "2", "3", "4|5"}
+    _linked(r1, r2, 5, [*QI, "s"])
