@@ -208,9 +208,14 @@ def run_spec(args) -> int:
     if "cell_failure" in spec["model"]:
         q = np.asarray(spec["model"]["cell_failure"])
         from ..privacy.effective import table_failure
+        from ..privacy.failure_bounds import upper_bound
 
-        print(f"largest cell failure q̄ = {q.max():.3g} (≤ p̄ = {args.max_cell_failure:g}); "
-              f"table failure t̄ = {table_failure(q):.3g}")
+        if spec["anonymity"]["participation"] == "per-record":   # the cells' q̄_c are bounds: so is t̄
+            print(f"largest cell failure q̄ ≤ {q.max():g} (p̄ = {args.max_cell_failure:g}); "
+                  f"table failure t̄ ≤ {upper_bound(table_failure(q)):g} (bounds rounded up)")
+        else:
+            print(f"largest cell failure q̄ = {q.max():.3g} (≤ p̄ = {args.max_cell_failure:g}); "
+                  f"table failure t̄ = {table_failure(q):.3g}")
     print(f"spec:     {out}\nchecksum: sha256 {spec['checksum']['value']}")
     if series is None and _ledger_off(args):
         print("daskmicro: release ledger off: this is a trial run, not recorded; the spec must not be published",

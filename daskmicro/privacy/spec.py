@@ -27,6 +27,8 @@ and, while an induced cell misses the requirement (fewer than k records, q̄_c >
 removes the sites of the smallest such cells; ``model.moved_records`` counts the model records
 whose cell under the rule is not their design cell.  The guarantee checked before writing is
 about what the rule does on the model records, not about the design partition.
+With per-record participation each cell's failure q̄_c is published rounded up to one significant
+digit (p̄ where that would pass p̄): exact, with the other records' π known, it gives the last one.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import pandas as pd
 from ..errors import InputError, ParameterError, describe
 from ..kernels.metrics import Standardization
 from .effective import cell_failure, check_anonymity, check_max_cell_failure, check_participation
+from .failure_bounds import cell_failure_bound
 from .probabilistic import weighted_centroids
 
 __all__ = ["FORMAT", "VERSION", "RULES", "RETIRED_RULES", "build_spec", "qi_matrix", "spec_checksum", "load_spec", "check_spec", "assign",
@@ -241,7 +244,9 @@ def build_spec(X, labels, qi, k, *, rule="nearest-centroid", costs=None, partici
     Returns
     -------
     dict
-        The spec, checksum included; ``model`` holds counts of the cells the rule induces on ``X``.
+        The spec, checksum included; ``model`` holds counts of the cells the rule induces on ``X``
+        and, with participation, each one's q̄_c (per-record π: a bound rounded up,
+        :func:`~daskmicro.privacy.failure_bounds.cell_failure_bound`).
 
     Raises
     ------
@@ -297,8 +302,9 @@ def build_spec(X, labels, qi, k, *, rule="nearest-centroid", costs=None, partici
     kept, induced, sizes, fails = _fit_sites(spec, M, pis, k, pbar)
     model = {"n_records": n, "design_cells": ncell, "removed_cells": ncell - int(kept.size),
              "cell_sizes": sizes.tolist(), "moved_records": int((kept[induced] != labels).sum())}
-    if fails is not None:
-        model["cell_failure"] = [float(q) for q in fails]
+    if fails is not None:   # per-record π: each q̄_c as a bound rounded up, never the exact figure
+        public = float if np.isscalar(participation) else (lambda q: cell_failure_bound(q, pbar))
+        model["cell_failure"] = [public(float(q)) for q in fails]
     spec["model"] = model
     spec["checksum"] = {"algorithm": "sha256", "canonicalization": _CANON, "value": spec_checksum(spec)}
     return spec

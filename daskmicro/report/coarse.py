@@ -28,6 +28,8 @@ import copy
 import math
 from typing import Mapping
 
+from ..privacy.failure_bounds import public_failures
+
 __all__ = ["IL_GRID", "MIN_ODDS_RATIO", "rounded_information_loss", "public_information_loss",
            "information_loss_text", "loss_qualifier", "LOSS_QUALIFIERS", "IL_UNIT", "public_report", "public_risk",
            "PRIVATE_NOTE"]
@@ -142,17 +144,15 @@ _FROM_CLOSE = ("head_start_seconds", "close_to_release_seconds", "tau_minus", "d
 _FROM_CLOSE_TIMING = "close to release"
 
 
-def _withhold_participation(section: dict) -> None:
-    """A per-record participation column is never published: its smallest and largest value are
-    two records' π, and a worst cell's expected active records (its Σπ) with its failure q̄ give
-    the π of both records of a cell of two.  The table's failure figures stay."""
-    if section.get("participation") != "per-record":
-        return
-    for key in ("participation_min", "participation_max"):
-        section.pop(key, None)
-    for cell in section.get("worst_cells") or []:
-        if isinstance(cell, dict):
-            cell.pop("expected_active", None)
+def _participation_figures(out: dict) -> None:
+    """A per-record participation column is never published, nor any exact figure of it: its
+    smallest and largest value are two records' π, and the exact failure figures and mean π solve
+    for the π of a small cell (:mod:`daskmicro.privacy.failure_bounds`).  The ``probabilistic``
+    section gives them as rounded-up bounds; the pipeline's copy of it is left out."""
+    if isinstance(out.get("probabilistic"), Mapping):
+        out["probabilistic"] = public_failures(out["probabilistic"])
+    if isinstance(out.get("pipeline"), Mapping):
+        out["pipeline"].pop("probabilistic", None)
 
 
 def _rate(value) -> float | None:
@@ -186,7 +186,8 @@ def public_report(doc: Mapping) -> dict:
     """The published form of an exact report dict: the information loss on the grid
     (:func:`public_information_loss`), no other figure of the original spread (reference IL,
     δ, per-group IL, SSE curves, eigenvalues of the original correlation, utility measures); the
-    disclosure-risk rates, when measured, rounded (:func:`public_risk`)."""
+    disclosure-risk rates, when measured, rounded (:func:`public_risk`); the failure figures of a
+    per-record participation as rounded-up bounds (:func:`_participation_figures`)."""
     il = public_information_loss(doc["information_loss"]) if doc.get("information_loss") is not None else None
     out = {}
     for key, value in doc.items():
@@ -211,8 +212,7 @@ def public_report(doc: Mapping) -> dict:
                 out["incremental"].pop(key, None)
             if isinstance(out.get("timings"), Mapping):
                 out["timings"].pop(_FROM_CLOSE_TIMING, None)
-    if isinstance(out.get("probabilistic"), Mapping):
-        _withhold_participation(out["probabilistic"])
+    _participation_figures(out)
     risk = public_risk(doc["risk"]) if isinstance(doc.get("risk"), Mapping) else None
     if risk is not None:   # measured: the rates rounded, nothing of a record
         out["risk"] = risk

@@ -78,6 +78,7 @@ _INCREMENTAL_LABELS = {
 _PROBABILISTIC_LABELS = {
     "p": "p — participation probability", "n_min": "n_min — effective anonymity",
     "table_failure": "t̄ — table failure probability", "mode": "mode of operation",
+    "bounds": "failure figures published as",
 }
 
 _PARAMETER_LABELS = {

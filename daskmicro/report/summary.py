@@ -101,8 +101,9 @@ def _risk(r: Mapping) -> str | None:
             parts.append(f"<p>{esc(sample)}</p>")
     prob = r.get("probabilistic") or {}
     if prob.get("table_failure") is not None:
+        bound = "at most " if prob.get("bounds") else ""   # per-record π: a bound rounded up
         parts.append(f"<p>Probability that some group ends with fewer than k participants: "
-                     f"{number(float(prob['table_failure']), 2)}.</p>")
+                     f"{bound}{number(float(prob['table_failure']), 2)}.</p>")
     return "".join(parts) or None
 
 

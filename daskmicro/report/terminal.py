@@ -123,11 +123,15 @@ def _probabilistic_lines(prob: Mapping) -> list:
     pi = prob.get("participation")
     what = f"π = {pi:g}" if isinstance(pi, (int, float)) else f"π_j from column {prob.get('participation_column')!r}"
     size = f", effective anonymity n_min = {prob['n_min']}" if prob.get("n_min") is not None else ""
-    return [
-        f"  p-probabilistic: {what}, p̄ = {prob['max_cell_failure']:g}{size}",
-        f"  cell failure q̄: max {prob['cell_failure_max']:.3g}, mean {prob['cell_failure_mean']:.3g}; "
-        f"table failure t̄ = {prob['table_failure']:.3g}; expected unprotected records {prob['expected_unprotected']:.3g}",
-    ]
+    if prob.get("bounds"):   # per-record π: published as bounds rounded up (daskmicro.privacy.failure_bounds)
+        figures = (f"  cell failure q̄: max ≤ {prob['cell_failure_max']:g}, mean ≤ {prob['cell_failure_mean']:g}; "
+                   f"table failure t̄ ≤ {prob['table_failure']:g}; expected unprotected records "
+                   f"≤ {prob['expected_unprotected']:g} (bounds; exact figures in the private run record)")
+    else:
+        figures = (f"  cell failure q̄: max {prob['cell_failure_max']:.3g}, mean {prob['cell_failure_mean']:.3g}; "
+                   f"table failure t̄ = {prob['table_failure']:.3g}; expected unprotected records "
+                   f"{prob['expected_unprotected']:.3g}")
+    return [f"  p-probabilistic: {what}, p̄ = {prob['max_cell_failure']:g}{size}", figures]
 
 
 def _series_line(series: Mapping) -> str:
