@@ -95,8 +95,7 @@ def failure_summary(client, fo, k: int, column, pbar: float, m_used: int) -> dic
     bad = prob["cells_above_max_cell_failure"]
     if bad:
         raise VerificationError(
-            f"{bad} cell(s) fail with probability above max_cell_failure = {pbar:g} "
-            f"(largest q̄ = {prob['cell_failure_max']:.3g}); nothing is released"
+            f"{bad} cell(s) fail with probability above max_cell_failure = {pbar:g}; nothing is released"
         )
     if prob["min_cell_size"] < k:
         raise VerificationError(f"a cell holds {prob['min_cell_size']} records, fewer than k = {k}; nothing is released")
