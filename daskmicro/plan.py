@@ -344,7 +344,8 @@ def open_series(plan, say, sink=None, source=None):
         say(f"new series: {len(frozen):,} records published before are aggregated afresh; this release and the earlier "
             "ones together can give their values back")
     return SeriesRun(keys=keys, columns=sp.record_columns(plan.qi, plan.strata), frozen=frozen, stage=stage,
-                     new_series=sp.new_series, after=after)
+                     new_series=sp.new_series, after=after,
+                     alone=list(plan.qi) if after == 0 and not sp.new_series else None)
 
 
 def worker_settings(cfg: RunConfig, source) -> dict:

@@ -203,7 +203,7 @@ def tables(draw):
     return k, known, last
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow],
           phases=(Phase.explicit, Phase.reuse, Phase.generate))
 @given(tables(), st.integers(0, 2**32 - 1))
 @example((2, [], [0.5000000000000001, 0.5000000000000001]), 0)

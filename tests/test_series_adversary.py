@@ -71,6 +71,30 @@ def test_two_runs_of_one_series_at_once_record_one(tmp_path):
     assert _releases(ledger) == ["r000001", "r000002"]
 
 
+def test_two_runs_starting_series_sharing_a_qi_at_once_record_one(tmp_path):
+    """Two runs that each start a series of the same people with QIs sharing a column (each saw no
+    other series when it read the ledger) would both be recorded, two fresh aggregations to
+    intersect: the one that commits second is refused, nothing written or recorded, and run again
+    it is refused as any new series sharing a QI is."""
+    ledger = tmp_path / "ledger"
+    df = _people(30, 1, region=np.arange(30) % 3)
+    inner = {}
+
+    def meanwhile(*args, **kwargs):
+        if "rel" not in inner:
+            inner["rel"] = _release(df, ledger, 5, strata=["region"])   # another series: other strata
+
+    with pytest.raises(ParameterError, match="another run recorded a release with other QIs"):
+        _release(df, ledger, 3, progress=meanwhile)
+    assert _releases(ledger) == ["r000001"]
+    assert not list(ledger.rglob(".stage-*"))
+    with pytest.raises(ParameterError, match="sharing QI columns"):
+        _release(df, ledger, 3)
+    assert _releases(ledger) == ["r000001"]
+    _release(df, ledger, 3, new_series=True)   # asked for: recorded
+    assert _releases(ledger) == ["r000001", "r000001"]
+
+
 def _release_file(df, tmp, name, ledger, k, **kw):
     from daskmicro import anonymize_file
 

@@ -58,6 +58,7 @@ class SeriesRun:
     published: list | None = None   # the columns the release publishes as they are (None: not known)
     carried: object = None          # the sums it carries forward for the columns it leaves out
     after: int = 0                  # the series' newest release when the run read it
+    alone: list | None = None       # the QIs of a series it starts, which no other series may share
     strata: list = field(default_factory=list)   # the release's strata (partition columns included)
     labels: dict = field(default_factory=dict)   # how its merged strata are published (strata.merged_labels)
 
@@ -80,7 +81,7 @@ class SeriesRun:
         cells cannot be re-released with such columns)."""
         if self.published is not None:
             write_columns(self.stage, self.published, self.carried)
-        Ledger.commit(self.stage.parent, self.stage, self.after)
+        Ledger.commit(self.stage.parent, self.stage, self.after, self.alone)
 
     def discard(self) -> None:
         Ledger.discard(self.stage)

@@ -235,27 +235,39 @@ class Ledger:
         return int(done[-1].name[1:]) if done else 0
 
     @staticmethod
-    def commit(folder: Path, stage: Path, after: int) -> Path:
+    def commit(folder: Path, stage: Path, after: int, alone=None) -> Path:
         """The staged pieces become the series' next release after release ``after`` — the newest
         one when the run read the series (one rename).  Refused, the stage removed, when another
         run recorded a release of the series since: this release was made from frozen cells that
         no longer hold every release, and both together could be intersected (two fresh
-        aggregations of the same new records)."""
+        aggregations of the same new records).  ``alone``: the QIs of a series this release
+        starts, which no other series may share (:meth:`overlapping`): refused the same way when
+        another run started one meanwhile.  The check and the claim hold the ledger's lock."""
+        import fcntl
+
+        from ..errors import ParameterError
         from .journal import fsync_dir, fsync_tree
 
         fsync_tree(stage)
         target = folder / f"r{after + 1:06d}"
-        try:
-            os.mkdir(target, 0o700)   # the number claimed: one run only
-        except FileExistsError:
-            Ledger.discard(stage)
-            from ..errors import ParameterError
-
-            raise ParameterError(
-                "ledger (--ledger): another release of this series was recorded while this one ran; this release "
-                "was made without it, and the two could be compared to give records back: nothing was written or "
-                "recorded; run it again (one release of a series at a time)") from None
-        os.rename(stage, target)   # onto the empty directory just claimed
+        root = folder.parent.parent
+        with os.fdopen(os.open(root / ".lock", os.O_RDWR | os.O_CREAT, 0o600)) as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if alone is not None and Ledger(root).overlapping(alone, folder):
+                Ledger.discard(stage)
+                raise ParameterError(
+                    "ledger (--ledger): another run recorded a release with other QIs, strata or id column sharing QI "
+                    "columns with these while this one ran; the two could be intersected: nothing was written or "
+                    "recorded; run it again (it is then refused unless --new-series)")
+            try:
+                os.mkdir(target, 0o700)   # the number claimed: one run only
+            except FileExistsError:
+                Ledger.discard(stage)
+                raise ParameterError(
+                    "ledger (--ledger): another release of this series was recorded while this one ran; this release "
+                    "was made without it, and the two could be compared to give records back: nothing was written "
+                    "or recorded; run it again (one release of a series at a time)") from None
+            os.rename(stage, target)   # onto the empty directory just claimed
         fsync_dir(folder)
         return target
 
