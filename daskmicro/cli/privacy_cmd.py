@@ -384,7 +384,8 @@ def run_audit(args) -> int:
         print(f"k = {k} FAILED in {result['n_failed_cells']} cell(s), {result['unprotected_records']} unprotected "
               f"record(s): cell (participants) {shown}{more}")
     if "expected_failed_cells" in result:
-        print(f"designed expectation: {result['expected_failed_cells']:.3g} failing cell(s)")
+        print(f"designed expectation: {result['expected_failed_cells']:.3g} failing cell(s) (Σ q̄_c of the spec; "
+              "at most that where its q̄_c are bounds: per-record participation)")
     if report_path is not None:
         print(f"report: {report_path}")
     return 0 if result["ok"] else 1
