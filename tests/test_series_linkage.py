@@ -161,3 +161,14 @@ def test_a_ledger_without_link_hashes_refuses_new_records_next_to_withdrawn_cell
         _release(grown, tmp_path / "a", **keep)
     _release(df, tmp_path / "a", **keep)   # nothing withdrawn: goes on
     _release(pd.concat([df, _people(6, 7, start=100)], ignore_index=True), tmp_path / "a", **keep)   # only added
+
+
+def test_new_records_next_to_withdrawn_cells_published_with_a_column_left_out_now_are_refused(tmp_path):
+    """The missing records' rows were recorded whole over columns this release leaves one of out:
+    they cannot be compared with the new records' rows, and the re-release is refused."""
+    df = _people(40, 8)
+    r1 = _release(df, tmp_path / "a", keep=["amount", "sex"], drop=["pid"])
+    gone = _cells(r1, df)[0]
+    grown = pd.concat([df[~df["pid"].isin(gone)], _people(6, 9, start=100)], ignore_index=True)
+    with pytest.raises(ParameterError, match="columns this release leaves out"):
+        _release(grown, tmp_path / "a", keep=["amount"], drop=["pid", "sex"])

@@ -112,12 +112,14 @@ def record_piece(df: pd.DataFrame, stage: str, index: int, qi: list, fp_columns,
     return df.drop(columns=[c for c in (*fp_columns, *drop) if c in df.columns])
 
 
-def _link_key(stage) -> str:
-    """The link hashes' key of the ledger holding a staging directory (``LEDGER/series/SID/.stage-*``)."""
+def _link_key(stage):
+    """The link hashes' key of the ledger holding a staging directory (``LEDGER/series/SID/.stage-*``;
+    None where there is no key: no link hash recorded, a later re-release treats it as no trace)."""
     from ..series.fingerprint import split_key
     from ..series.link import link_key
 
-    return link_key(split_key(bytes.fromhex((Path(stage).parents[2] / "key").read_text().strip())))
+    key = Path(stage).parents[2] / "key"
+    return link_key(split_key(bytes.fromhex(key.read_text().strip()))) if key.is_file() else None
 
 
 def write_columns(stage, columns, carried=None) -> None:
