@@ -37,6 +37,7 @@ from ..series.content import carried, check_content, compared_entries, now_sums,
 from ..series.fingerprint import FP, fingerprints, with_fingerprints
 from ..series.frozen import (CELL, Frozen, GroupFreeze, check_growth, check_whole_cells, classify, frozen_rows,
                               merge_cells, scan_group)
+from ..series.link import check_links, link_key, link_sets, missing_records, scan_links
 from ..strata import group_mask, publish_strata
 from .local import Done
 
@@ -165,7 +166,8 @@ def recorded(releases, sr: SeriesRun, client, qi) -> list:
     out = []
     for i, r in enumerate(releases):
         r = client.compute(r) if isinstance(r, Delayed) else r
-        sr.pending.append((i, client.submit(ledger_rows, r, list(qi), FP, sr.published, sr.strata)))
+        sr.pending.append((i, client.submit(ledger_rows, r, list(qi), FP, sr.published, sr.strata,
+                                            link_key(sr.keys))))
         out.append(client.submit(_without, r, (*FP, CELL)))
     return out
 
@@ -177,16 +179,21 @@ def _without(df, columns):
 # --------------------------------------------------------------------------- per piece
 
 
-def _scan_piece(df, groups, strata, qi, frozen, entries, labels):
-    """One input piece's share of every group (by group index), and its sums of the columns
+def _scan_piece(df, groups, strata, qi, frozen, entries, labels, link):
+    """One input piece's share of every group (by group index), its sums of the columns
     published as they are and of its strata as published (``labels``: merged strata) over its
-    records published before (:func:`scan_content`)."""
+    records published before (:func:`scan_content`), and the link hashes of its new records
+    (``link``: the column sets and key, :func:`scan_links`; None: none)."""
     out = {}
     for i, g in groups:
         mask = group_mask(df, strata, list(qi), g)
         if mask.any():
             out[i] = scan_group(df[mask], list(g.observed), tuple(qi), frozen)
-    return out, scan_content(publish_strata(df, strata, labels), tuple(qi), frozen, entries)
+    links = {}
+    if link is not None and link[0]:
+        cell = df[CELL].to_numpy(np.uint64) if CELL in df.columns else classify(df, tuple(qi), frozen)
+        links = scan_links(df, cell, *link)
+    return out, scan_content(publish_strata(df, strata, labels), tuple(qi), frozen, entries), links
 
 
 def _select_new(df, g, strata, qi, frozen):
@@ -251,15 +258,18 @@ def plan_groups(client, pieces, plans, strata, qi, k, series: SeriesRun, frozen_
     frozen = series.frozen
     groups = [(i, gp.group) for i, gp in enumerate(plans)]   # all-missing ones counted too: checked, not frozen
     entries = compared_entries(frozen, series.published or [], series.strata)
+    link = _link_args(series, qi)
     scan = dask.delayed(_scan_piece, pure=True)
-    both = client.gather(client.compute([scan(p, groups, strata, tuple(qi), frozen_future, entries, series.labels)
-                                         for p in pieces]))
-    scans = [s for s, _ in both]
+    both = client.gather(client.compute([scan(p, groups, strata, tuple(qi), frozen_future, entries, series.labels,
+                                              link) for p in pieces]))
+    scans = [s for s, _, _ in both]
     found = [s[i] for s in scans for i, _ in groups if i in s]
-    check_whole_cells(frozen, np.concatenate([f["cells"] for f in found]) if found else np.empty(0, np.uint64),
-                      np.concatenate([f["counts"] for f in found]) if found else np.empty(0, np.int64),
+    cells = np.concatenate([f["cells"] for f in found]) if found else np.empty(0, np.uint64)
+    check_whole_cells(frozen, cells, np.concatenate([f["counts"] for f in found]) if found else np.empty(0, np.int64),
                       np.concatenate([f["sums"] for f in found]) if found else np.empty(0, np.uint64))
-    present, now = now_sums([c for _, c in both], entries)
+    if link is not None:
+        _check_links(series, cells, sum(p["new"] for p in found), [lk for _, _, lk in both])
+    present, now = now_sums([c for _, c, _ in both], entries)
     check_content(frozen, present, now, series.published or [])
     out = _freezes(scans, groups, qi, k, frozen)
     merged = [gf.cells for gf in out.values()]
@@ -267,6 +277,30 @@ def plan_groups(client, pieces, plans, strata, qi, k, series: SeriesRun, frozen_
                              np.concatenate([gf.cells[gf.roots] for gf in out.values()]) if merged
                              else np.empty(0, np.uint64), series.published or [], series.strata)
     return out
+
+
+def _link_args(series: SeriesRun, qi):
+    """What the pieces' scans need to hash their new records' rows (:func:`scan_links`): None in a
+    series identified by an id column (a record whose QIs were revised keeps its fingerprint), or
+    one publishing no column as it is."""
+    if not series.published or not set(qi) <= set(series.columns):
+        return None
+    return link_sets(series.frozen, series.published), link_key(series.keys)
+
+
+def _check_links(series: SeriesRun, present: np.ndarray, new: int, parts: list) -> None:
+    """Refuse a re-release whose new records could be linked to the records of published cells
+    now missing by their rows of the columns published as they are (:func:`check_links`)."""
+    missing = missing_records(series.frozen, present)
+    if not new or not missing:
+        return
+    hashes = {}
+    for part in parts:
+        for columns, h in part.items():
+            hashes[columns] = np.union1d(hashes.get(columns, np.empty(0, np.uint64)), h)
+    folder = series.stage.parent
+    check_links(series.frozen, missing, series.published, new, hashes,
+                lambda number, cells: Ledger.links(folder, number, cells))
 
 
 def _freezes(scans, groups, qi, k, frozen) -> dict:

@@ -6,7 +6,7 @@ environment variable, or the run's ``ledger`` option — owner-only (0700 / 0600
 
     LEDGER/key                               the secret of the keyed fingerprints (never leaves)
     LEDGER/series/SID/series.json            the series: its QIs, strata and id column
-    LEDGER/series/SID/rNNNNNN/records-I.parquet   fingerprint → cell id, one file per release piece
+    LEDGER/series/SID/rNNNNNN/records-I.parquet   fingerprint → cell id, link hash, one file per release piece
     LEDGER/series/SID/rNNNNNN/cells-I.parquet     cell id → the published QI values
     LEDGER/series/SID/rNNNNNN/content-I.parquet   cell id → keyed sums of its other published columns
     LEDGER/series/SID/rNNNNNN/columns.json        the columns the release published as they are
@@ -62,17 +62,22 @@ def cell_ids(values: np.ndarray) -> np.ndarray:
     return ids
 
 
-def ledger_rows(df: pd.DataFrame, qi: list, fp_columns, columns=None, strata=()) -> dict:
+def ledger_rows(df: pd.DataFrame, qi: list, fp_columns, columns=None, strata=(), link_key=None) -> dict:
     """The ledger rows of one published release piece: ``{"records": fingerprint → cell id,
     "cells": cell id → published QI values}`` (Arrow tables), and ``"content"``: per cell, the keyed
     sums of the ``columns`` it publishes as they are and of its ``strata`` as published
-    (:mod:`daskmicro.series.content`; none when ``columns`` is None)."""
+    (:mod:`daskmicro.series.content`; none when ``columns`` is None).  With ``link_key``, each
+    record's link hash over ``columns`` (:mod:`daskmicro.series.link`) too."""
     import pyarrow as pa
 
     values = df[qi].to_numpy(np.float64, na_value=np.nan)
     ids = cell_ids(values)
-    records = pa.table({"hi": df[fp_columns[0]].to_numpy(np.uint64), "lo": df[fp_columns[1]].to_numpy(np.uint64),
-                        "cell": ids})
+    records = {"hi": df[fp_columns[0]].to_numpy(np.uint64), "lo": df[fp_columns[1]].to_numpy(np.uint64), "cell": ids}
+    if columns and link_key is not None:
+        from ..series.link import LINK, link_hashes
+
+        records[LINK] = link_hashes(df, columns, link_key)
+    records = pa.table(records)
     first = np.unique(ids, return_index=True)[1]
     cells = {"cell": ids[first]}
     cells.update({f"q{j}": values[first, j] for j in range(len(qi))})
@@ -103,8 +108,18 @@ def record_piece(df: pd.DataFrame, stage: str, index: int, qi: list, fp_columns,
     process sees (a task's side effect, idempotent); returns the piece without its fingerprints
     (nor the other run-only columns in ``drop``).  ``columns``: those it publishes as they are;
     ``strata``: its stratum columns, as published."""
-    write_rows(stage, index, ledger_rows(df, qi, fp_columns, columns, strata))
+    write_rows(stage, index, ledger_rows(df, qi, fp_columns, columns, strata, _link_key(stage)))
     return df.drop(columns=[c for c in (*fp_columns, *drop) if c in df.columns])
+
+
+def _link_key(stage):
+    """The link hashes' key of the ledger holding a staging directory (``LEDGER/series/SID/.stage-*``;
+    None where there is no key: no link hash recorded, a later re-release treats it as no trace)."""
+    from ..series.fingerprint import split_key
+    from ..series.link import link_key
+
+    key = Path(stage).parents[2] / "key"
+    return link_key(split_key(bytes.fromhex(key.read_text().strip()))) if key.is_file() else None
 
 
 def write_columns(stage, columns, carried=None) -> None:
@@ -221,6 +236,23 @@ class Ledger:
         return Frozen(fps, cell[order], cells["cell"].to_numpy(np.uint64),
                       cells[[f"q{j}" for j in range(len(qi))]].to_numpy(np.float64), tuple(qi), rows, rows_lo,
                       numbers[origin[order]], content, recorded)
+
+    @staticmethod
+    def links(folder: Path, number: int, cells: np.ndarray):
+        """The link hashes release ``number`` of a series recorded for the records of ``cells``
+        (distinct; None when it recorded none: a ledger written before they were)."""
+        import pyarrow.parquet as pq
+
+        from ..series.link import LINK
+
+        out = []
+        for f in sorted((folder / f"r{number:06d}").glob("records-*.parquet")):
+            if LINK not in pq.read_schema(f).names:
+                return None
+            t = pq.read_table(f, columns=["cell", LINK])
+            keep = np.isin(t.column("cell").to_numpy().astype(np.uint64), cells)
+            out.append(np.unique(t.column(LINK).to_numpy().astype(np.uint64)[keep]))
+        return np.unique(np.concatenate(out)) if out else None
 
     @staticmethod
     def stage(folder: Path) -> Path:
