@@ -108,6 +108,26 @@ def test_a_survey_with_records_published_before_is_refused(tmp_path, client):
     assert _recorded_pieces(ledger) == before   # the refused run left nothing in the ledger
 
 
+def test_a_survey_of_records_published_before_with_revised_qis_is_refused(tmp_path, client):
+    """Records whose QIs were all revised are new records to the series, and a survey holds only
+    new ones: linked by the columns published as they are to their earlier rows, the two releases
+    would intersect. Refused, nothing recorded; a survey of other people goes on."""
+    rng = np.random.default_rng(7)
+    df = _survey(seed=5).assign(amount=np.round(rng.uniform(0, 1e6, 400), 2))
+    ledger = tmp_path / "ledger"
+    anonymize(df, QI, K, method="mdav", seed=0, ledger=str(ledger))
+    before = _recorded_pieces(ledger)
+    revised = df.assign(age=df["age"] + rng.integers(1, 30, len(df)),
+                        ts=pd.Timestamp.now(tz="UTC").timestamp() - 60 + np.arange(len(df)) * 0.01)
+    with pytest.raises(ParameterError, match="share their row of the columns published as they are"):
+        anonymize_incremental(revised, QI, K, nu=0.2, time_column="ts", client=client, ledger=str(ledger))
+    assert _recorded_pieces(ledger) == before
+    others = _survey(seed=6).assign(amount=np.round(rng.uniform(2e6, 3e6, 400), 2),
+                                    ts=pd.Timestamp.now(tz="UTC").timestamp() - 60 + np.arange(400) * 0.01)
+    anonymize_incremental(others, QI, K, nu=0.2, time_column="ts", client=client, ledger=str(ledger))
+    assert _recorded_pieces(ledger) > before
+
+
 @pytest.mark.parametrize("extra, message", [
     (["--data-ratio", "1.5"], "nu must"),
     (["--data-ratio", "0.2", "--strata", "region"], "options an incremental run does not take|strata"),

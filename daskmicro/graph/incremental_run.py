@@ -33,6 +33,7 @@ from ..privacy import identifiers
 from ..runplan import GroupResult
 from .incremental import default_kernel, pca_mdav_kernel
 from .incremental_schedule import choose_nu
+from .series import survey_links
 
 __all__ = ["SurveyInput", "open_survey_input", "execute_incremental"]
 
@@ -212,12 +213,15 @@ def _stages(src, graph, sched, opts, k, deadline, step) -> StagesDone:
 # --------------------------------------------------------------------------- the release
 
 
-def _ledger_piece(df, stage, index, qi, hidden, frozen, refuse_known):
+def _ledger_piece(df, stage, index, qi, hidden, frozen, refuse_known, link=None):
     """One release piece's ledger rows written (its fingerprints and withheld columns dropped);
-    a piece holding records published before in the series is refused."""
+    a piece holding records published before in the series is refused, and so is one whose
+    records share their rows of the columns published as they are with the series' records
+    (``link``: :func:`~daskmicro.graph.series.survey_links`): records whose QIs were revised."""
     from ..io.ledger import record_piece
     from ..series.content import passed_through
     from ..series.fingerprint import FP, FP_DTYPE
+    from ..series.link import count_links, linked_error
 
     if refuse_known and len(frozen) and len(df):
         fp = np.empty(len(df), FP_DTYPE)
@@ -229,6 +233,12 @@ def _ledger_piece(df, stage, index, qi, hidden, frozen, refuse_known):
                 "aggregates every record afresh, which would give their earlier values away; release the survey "
                 "with another method (records published before keep their values), or start a new series "
                 "(--new-series) if the earlier releases were withdrawn")
+    if link is not None and len(df):
+        held, key, groups = link
+        linked = count_links(df, held, key)
+        if linked:
+            raise linked_error(len(df), groups, f"{linked} of them share their row of the columns published as they "
+                               "are with a record published before")
     return record_piece(df, stage, index, list(qi), FP, tuple(hidden), passed_through(df.columns, [*qi, *hidden]))
 
 
@@ -236,7 +246,7 @@ def _withheld(df, hidden):
     return df.drop(columns=[c for c in hidden if c in df.columns])
 
 
-def _recorded(client, release, plan, series):
+def _recorded(client, release, plan, series, n: int):
     """The release with its ledger rows written on the workers (a recorded series), else with its
     withheld columns dropped."""
     import dask
@@ -250,15 +260,17 @@ def _recorded(client, release, plan, series):
     stage = str(series.stage)
     refuse = not series.new_series
     series.published = passed_through(release.columns, [*plan.qi, *hidden])   # as each piece records them
+    link = survey_links(series, plan.qi, n)
     if not is_dask_frame(release):
-        return _ledger_piece(release, stage, 0, plan.qi, hidden, series.frozen, refuse)
+        return _ledger_piece(release, stage, 0, plan.qi, hidden, series.frozen, refuse, link)
     import dask.dataframe as dd
 
     frozen = client.scatter(series.frozen.for_workers(), broadcast=True) if len(series.frozen) else series.frozen
+    link = None if link is None else client.scatter(link, broadcast=True)
     rec = dask.delayed(_ledger_piece, pure=True)
-    parts = client.compute([rec(p, stage, i, plan.qi, hidden, frozen, refuse)
+    parts = client.compute([rec(p, stage, i, plan.qi, hidden, frozen, refuse, link)
                             for i, p in enumerate(release.to_delayed())])
-    client.gather(parts)   # every piece recorded before the release goes further
+    client.gather(client.map(len, parts))   # every piece recorded before the release goes further (errors here)
     meta = _withheld(release._meta, hidden + tuple(FP))
     return dd.from_delayed(parts, meta=meta, verify_meta=False)
 
@@ -289,7 +301,7 @@ def _execution(client, plan, done: StagesDone, sink, output, series, step):
     base_res, inc_res, metrics = done.results
     n = sum(done.counts)
     changes, k_check, row_check = done.checks
-    release = _recorded(client, done.release, plan, series)
+    release = _recorded(client, done.release, plan, series, n)
     if sink != "lake":   # a directory release checks its values in the pass that writes them
         _check_values(client, release, plan, k)
     info = GroupResult(

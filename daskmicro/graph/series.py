@@ -37,11 +37,11 @@ from ..series.content import carried, check_content, compared_entries, now_sums,
 from ..series.fingerprint import FP, fingerprints, with_fingerprints
 from ..series.frozen import (CELL, Frozen, GroupFreeze, check_growth, check_whole_cells, classify, frozen_rows,
                               merge_cells, scan_group)
-from ..series.link import check_links, link_key, link_sets, missing_records, scan_links
+from ..series.link import check_links, held_links, link_key, link_sets, missing_records, scan_links
 from ..strata import group_mask, publish_strata
 from .local import Done
 
-__all__ = ["SeriesRun", "published", "discarded_on_failure", "series_report", "fingerprinted", "recorded", "plan_groups", "new_selection", "frozen_pieces", "new_sse",
+__all__ = ["SeriesRun", "published", "survey_links", "discarded_on_failure", "series_report", "fingerprinted", "recorded", "plan_groups", "new_selection", "frozen_pieces", "new_sse",
            "group_result"]
 
 
@@ -301,6 +301,29 @@ def _check_links(series: SeriesRun, present: np.ndarray, new: int, parts: list) 
     folder = series.stage.parent
     check_links(series.frozen, missing, series.published, new, hashes,
                 lambda number, cells: Ledger.links(folder, number, cells))
+
+
+def survey_links(series: SeriesRun, qi, n: int):
+    """What the pieces of an incremental survey of ``n`` records compare their rows with: (the
+    link hashes of the series' records per column set, their key, the published groups), or None.
+    A survey holds no record published before in its series (each piece refuses one), so every
+    published cell is missing from it, and a record whose QIs were revised would be one of its new
+    records (:func:`check_links`); refused here when the rows cannot be compared."""
+    args = _link_args(series, qi)
+    if args is None or series.new_series or not len(series.frozen):
+        return None
+    missing = missing_records(series.frozen, np.empty(0, np.uint64))
+    if not missing:
+        return None
+    folder, read_ = series.stage.parent, {}
+
+    def read(number, cells):
+        if number not in read_:
+            read_[number] = Ledger.links(folder, number, cells)
+        return read_[number]
+
+    check_links(series.frozen, missing, series.published, n, {}, read)   # rows that cannot be compared
+    return held_links(series.frozen, missing, read), args[1], sum(len(c) for c in missing.values())
 
 
 def _freezes(scans, groups, qi, k, frozen) -> dict:

@@ -25,7 +25,8 @@ import pandas as pd
 from .fingerprint import value_hashes
 from .frozen import NONE, Frozen
 
-__all__ = ["LINK", "link_key", "link_hashes", "link_sets", "scan_links", "missing_records", "check_links"]
+__all__ = ["LINK", "link_key", "link_hashes", "link_sets", "scan_links", "missing_records", "check_links",
+           "linked_error", "held_links", "count_links"]
 
 #: The column of a release's records files holding each row's link hash.
 LINK = "link"
@@ -89,8 +90,6 @@ def check_links(frozen: Frozen, missing: dict, published, new: int, new_hashes: 
     (:func:`link_sets`, sorted tuples); ``read(number, cells)``: the link hashes the ledger holds of
     those cells' records in that release (None when it holds none).  Counts only in the message,
     never values."""
-    from ..errors import ParameterError
-
     published = set(published or ())
     if not new or not missing or not published:
         return
@@ -118,9 +117,35 @@ def check_links(frozen: Frozen, missing: dict, published, new: int, new_hashes: 
            "the ledger holds no trace of the missing records' columns published as they are (a ledger written by "
            "an earlier version)" if unknown else
            "the missing records were published with columns this release leaves out: their rows cannot be compared")
-    raise ParameterError(
-        f"{new} record(s) not published before in this series and {sum(len(c) for c in missing.values())} published "
+    raise linked_error(new, sum(len(c) for c in missing.values()), why)
+
+
+def linked_error(new: int, missing: int, why: str):
+    """The refusal of :func:`check_links` (counts only)."""
+    from ..errors import ParameterError
+
+    return ParameterError(
+        f"{new} record(s) not published before in this series and {missing} published "
         f"group(s) now missing; {why}: records whose QIs were revised would be aggregated afresh and linked to their "
         "earlier rows by those columns, the two releases intersected; identify records by a column of distinct "
         "values (--id-column, which starts another series: --new-series only if the earlier releases were "
         "withdrawn)")
+
+
+def held_links(frozen: Frozen, missing: dict, read) -> dict:
+    """The link hashes of the records of the ``missing`` cells (:func:`missing_records`) per column
+    set of the release that last published them (sorted tuples), read by ``read(number, cells)``."""
+    out: dict = {}
+    for number, cells in missing.items():
+        columns = (frozen.recorded or {}).get(number)
+        held = read(number, cells) if columns else None
+        if held is not None:
+            key = tuple(sorted(columns))
+            out[key] = np.union1d(out.get(key, np.empty(0, np.uint64)), held)
+    return out
+
+
+def count_links(df: pd.DataFrame, held: dict, key: str) -> int:
+    """How many rows of ``df`` (records new to the series) share their row of a column set of
+    ``held`` (:func:`held_links`) with a missing record."""
+    return sum(int(np.isin(link_hashes(df, columns, key), hashes).sum()) for columns, hashes in held.items())
