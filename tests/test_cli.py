@@ -219,8 +219,10 @@ def test_help_and_version(capsys):
     assert main([]) == 2
 
 
-def test_demo(tmp_path, capsys):
+def test_demo(tmp_path, capsys, monkeypatch):
     out = tmp_path / "demo"
+    ledger = tmp_path / "ledger"
+    monkeypatch.setenv("DASKMICRO_LEDGER", str(ledger))   # the user's ledger: the demo never records in it
     assert main(["demo", "--output", str(out), "--n", "3000", "--k", "4", "--seed", "2", "--partition-size", "1000"]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["input.parquet", "release.parquet", "report.html", "report.json"]
     data, release = pd.read_parquet(out / "input.parquet"), pd.read_parquet(out / "release.parquet")
@@ -234,6 +236,7 @@ def test_demo(tmp_path, capsys):
     assert set(report["risk"]["record_linkage"]) == {"rate"} and report["risk"]["sample_size"] == 3000
     captured = capsys.readouterr()
     assert "information loss" in captured.out
+    assert not list(ledger.rglob("records-*.parquet"))
     record = _run_record(captured.err)
     assert record["report"]["utility"]["il1s"] > 0 and record["report"]["risk"]["record_linkage"]["rate"] >= 0
     assert record["report"]["information_loss"] != report["information_loss"]

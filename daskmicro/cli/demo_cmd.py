@@ -20,7 +20,7 @@ DIR/input.parquet, DIR/release.parquet, DIR/report.json and DIR/report.html (and
 disclosure-risk rates (record linkage, interval disclosure) go to the report rounded to whole
 percentage points; the utility measures, the exact risk counts and the exact information loss go
 to the private run record, whose path the demo prints; ``daskmicro report RECORD.json`` renders
-its page.
+its page.  The demo is a trial run: it is not recorded in the release ledger.
 """
 
 _DEMO_DATA_DESCRIPTION = """\
@@ -108,10 +108,12 @@ def _cmd_demo(args) -> int:
                   f"{client.dashboard_link}", file=sys.stderr, flush=True)
         perf = DaskPerformanceReport(enabled=args.dask_report)
         with perf.record(), StageProgress(verbose=args.verbose) as progress:
-            # record_id is an identifier: kept here only to show that pass-through columns are untouched
+            # record_id is an identifier: kept here only to show that pass-through columns are untouched.
+            # A trial run: generated data published beside its input is nobody's release, and it stays
+            # out of the user's release ledger (where it would be a series of the 13 census columns).
             release, report = anonymize(data, qi=qi, k=args.k, seed=args.seed, method="partitioned",
                                         partition_size=args.partition_size, keep_row_id=True, client=client,
-                                        progress=progress, reference="auto", keep=["record_id"])
+                                        progress=progress, reference="auto", keep=["record_id"], ledger="off")
     # utility and risk need each published row next to its original: align by row id, then drop it
     original = data[qi].to_numpy(np.float64)
     published = release.sort_values(ROW_ID)[qi].to_numpy(np.float64)
