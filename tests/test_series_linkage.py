@@ -30,8 +30,8 @@ K = 4
 def _people(n, seed, start=0):
     rng = np.random.default_rng(seed)
     return pd.DataFrame({"pid": np.arange(start, start + n), "age": rng.integers(18, 90, n).astype(np.int64),
-                         "income": np.round(rng.normal(50, 10, n), 1),
-                         "amount": np.round(rng.uniform(0, 1000, n), 2) + start * 1000,
+                         "income": np.round(rng.normal(50, 10, n), 1) + start,   # later people: other QIs
+                         "amount": rng.choice(100_000, n, replace=False) / 100 + start * 1000,   # distinct
                          "sex": rng.integers(0, 2, n)})
 
 
@@ -114,7 +114,8 @@ def test_re_releases_whose_new_records_cannot_be_linked_go_on(tmp_path):
     _release(_revise(df, df["pid"], 5), tmp_path / "c", drop=["pid", "sex", "amount"])   # nothing to link by
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck),
+          derandomize=True)
 @given(change=st.sampled_from(["revised", "withdrawn and added", "both", "neither"]),
        column=st.sampled_from(["distinct", "low", "absent"]), with_id=st.booleans(), seed=st.integers(0, 10**6))
 def test_an_attacker_linking_rows_finds_no_tuple_of_fewer_than_k(tmp_path_factory, change, column, with_id, seed):
