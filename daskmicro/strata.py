@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import ParameterError
+from .io.prescan import plain_key
 
 __all__ = ["Group", "MISSING", "plan_groups", "check_strata", "pattern_of", "group_mask", "strata_summary",
            "merged_labels", "publish_strata"]
@@ -184,19 +185,11 @@ def publish_strata(df: pd.DataFrame, strata: list, labels: dict) -> pd.DataFrame
     if not labels:
         return df
     df = df.copy()
-    keys = [tuple(_plain(v) for v in row) for row in df[strata].itertuples(index=False, name=None)]
+    keys = [tuple(plain_key(v) for v in row) for row in df[strata].itertuples(index=False, name=None)]
     for c, mapping in labels.items():
         j = strata.index(c)
         df[c] = pd.array([mapping.get(key, _text(key[j])) for key in keys], dtype=object)
     return df
-
-
-def _plain(v):
-    if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
-        return None
-    if isinstance(v, (float, np.floating)) and v == 0:
-        return 0.0   # −0.0 is 0.0 (as counted and written): never a text or a label of its own
-    return v.item() if isinstance(v, np.generic) else v
 
 
 def group_mask(df: pd.DataFrame, strata: list, qi: list, group: Group) -> np.ndarray:

@@ -11,7 +11,7 @@ import pandas as pd
 from ..errors import InputError
 from .qi import qi_frame_matrix
 
-__all__ = ["scan_frame"]
+__all__ = ["scan_frame", "plain_key"]
 
 
 def scan_frame(df: pd.DataFrame, qi: list, keys: list) -> dict:
@@ -34,7 +34,7 @@ def scan_frame(df: pd.DataFrame, qi: list, keys: list) -> dict:
     combos = {}
     for key, cnt in counts.items():
         key = key if isinstance(key, tuple) else (key,)
-        plain = tuple(_plain(v) for v in key)   # keys grouped apart may be one value (−0.0 and 0.0)
+        plain = tuple(plain_key(v) for v in key)   # keys grouped apart may be one value (−0.0 and 0.0)
         combos[plain] = combos.get(plain, 0) + int(cnt)
     return {
         "rows": n,
@@ -69,7 +69,9 @@ def _kind(t: type) -> str:
     return {bool: "bool", int: "int", float: "float", str: "str"}.get(t, t.__name__)
 
 
-def _plain(v):
+def plain_key(v):
+    """A stratum key value as a plain Python value: missing as None, −0.0 as 0.0, NumPy scalars
+    unwrapped (the form the pre-scan counts and the strata are labelled by)."""
     if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
         return None
     if isinstance(v, (float, np.floating)) and v == 0:
