@@ -155,7 +155,8 @@ def anonymize(
         (:mod:`daskmicro.privacy.risk_sample`): record linkage and interval disclosure on a uniform
         sample of at most 10,000 records with every QI observed.  ``report.risk`` holds the exact
         counts; the published report (``report.to_dict()``, the page, the summary) the rates rounded to
-        whole percentage points, in plain sentences.  Refused with method "incremental".
+        whole percentage points (coarser on a sample under 1,000 records, none under 20), in plain
+        sentences.  Refused with method "incremental".
     qi_except : list of column labels, optional
         With ``qi="all-numeric"``: the numeric columns that are not QIs (each must be a column of
         the input; a near miss gets a hint).  Refused with a list of QIs.

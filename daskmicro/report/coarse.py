@@ -32,6 +32,7 @@ from ..privacy.failure_bounds import public_failures
 
 __all__ = ["IL_GRID", "MIN_ODDS_RATIO", "rounded_information_loss", "public_information_loss",
            "information_loss_text", "loss_qualifier", "LOSS_QUALIFIERS", "IL_UNIT", "public_report", "public_risk",
+           "RISK_STEP_RECORDS", "risk_steps",
            "PRIVATE_NOTE"]
 
 #: The SSE/SSB bounds of each interval of the grid differ by at least this factor.
@@ -155,22 +156,48 @@ def _participation_figures(out: dict) -> None:
         out["pipeline"].pop("probabilistic", None)
 
 
-def _rate(value) -> float | None:
-    return None if value is None else round(float(value), 2)
+#: The fewest sampled records one step of a published risk rate spans: whole percentage points
+#: from 1,000 records on, 1/⌊s/10⌋ on a sample of s < 1,000, no rate below 20 records.
+RISK_STEP_RECORDS = 10
+
+_COUNTS = {"record_linkage": "n_linked", "interval_disclosure": "n_disclosed"}
+
+
+def risk_steps(n_sampled: int) -> int:
+    """The steps of the grid a risk rate of ``n_sampled`` records is published on (0: not published)."""
+    steps = min(100, int(n_sampled) // RISK_STEP_RECORDS)
+    return steps if steps >= 2 else 0
+
+
+def _rate(part: Mapping, name: str) -> float | None:
+    """A rate on the grid of :func:`risk_steps`: the count c of s records as the nearest of
+    0, 1/G, …, 1 (G = min(100, ⌊s/10⌋)), each step at least 10 records wide; None below 20 records."""
+    n = int(part.get("n_sampled") or 0)
+    steps = risk_steps(n)
+    if not steps:
+        return None
+    count = part.get(_COUNTS[name])
+    count = int(count) if count is not None else int(round(float(part["rate"]) * n))
+    return round((2 * count * steps + n) // (2 * n) / steps, 4)
 
 
 def public_risk(risk: Mapping) -> dict | None:
     """The published form of the disclosure-risk measures: the sample's size and each rate rounded
-    to whole percentage points; the exact counts stay in the private run record.  Each rate is one
-    bit per sampled record (linked or not, disclosed or not), so an exact count would tell someone
-    who knows every other sampled record that bit of the last one; rounded, a record's bit moves the
-    published rate only where it crosses a rounding boundary."""
+    to whole percentage points — coarser on a sample under 1,000 records, none under 20
+    (:func:`risk_steps`); the exact counts stay in the private run record.  Each rate is one bit
+    per sampled record (linked or not, disclosed or not), so an exact count would tell someone who
+    knows every other sampled record that bit of the last one — and in a release of one cell (each
+    released column's spread 0) the interval-disclosure count is the number of records whose values
+    *are* the published centroid.  Rounded to steps of at least 10 records, a record's bit moves the
+    published rate only where it crosses a rounding boundary, at most once in 10 counts."""
     out = {}
+    steps = 100
     for name in ("record_linkage", "interval_disclosure"):
         part = risk.get(name)
         if isinstance(part, Mapping) and part.get("rate") is not None:
-            out[name] = {"rate": _rate(part["rate"])}
+            out[name] = {"rate": _rate(part, name)}
             out["sample_size"] = int(part.get("n_sampled", 0))
+            steps = risk_steps(out["sample_size"])
             if name == "interval_disclosure":
                 out[name].update(p=float(part.get("p", 0.0)), max_outside=int(part.get("max_outside", 0)))
     if not out:
@@ -178,7 +205,14 @@ def public_risk(risk: Mapping) -> dict | None:
     sample = risk.get("sample") if isinstance(risk.get("sample"), Mapping) else {}
     if sample.get("of") is not None:
         out["records"] = int(sample["of"])
-    out["rounding"] = "rates rounded to whole percentage points; the exact counts are in the private run record"
+    if steps == 100:
+        out["rounding"] = "rates rounded to whole percentage points; the exact counts are in the private run record"
+    elif steps:
+        out["rounding"] = (f"rates rounded to steps of 1/{steps} (at least {RISK_STEP_RECORDS} records each: a small "
+                           "sample); the exact counts are in the private run record")
+    else:
+        out["rounding"] = (f"rates not published: fewer than {2 * RISK_STEP_RECORDS} records tried, too few for a "
+                           "rounded rate; the exact counts are in the private run record")
     return out
 
 

@@ -58,6 +58,9 @@ def risk_sentences(risk: Mapping, k) -> list:
             f"QI value lies within ±{p:g} standard deviations (of the published column) of the person's true value, "
             "so the release would give that person's true values almost exactly. Lower is safer; cell averages "
             "usually keep it near 0 %.")
+    if not out and rounded and (link or interval):
+        out.append("Disclosure risk: not published — too few records were tried for a rounded rate that hides each "
+                   "record's part (the exact counts are in the private run record).")
     return out
 
 
