@@ -7,14 +7,23 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from .coarse import risk_steps
+
 __all__ = ["risk_sentences", "sample_sentence", "risk_lines"]
 
 
-def _pct(rate: float, rounded: bool) -> str:
+def _pct(rate: float, rounded: bool, half: float = 0.5) -> str:
+    """A rate in words; ``half``: half a step of the grid it was rounded to, in percent."""
     value = 100.0 * float(rate)
     if rounded:
-        return "under 0.5 %" if value < 0.5 else f"about {value:.0f} %"
+        return f"under {half:.3g} %" if value < half else f"about {value:.0f} %"
     return f"{value:.3g} %"
+
+
+def _half_step(risk: Mapping) -> float:
+    """Half a step, in percent, of the grid the published rates are on (:func:`risk_steps`)."""
+    steps = risk_steps(int(risk.get("sample_size") or 0))
+    return 50.0 / steps if steps else 0.5
 
 
 def _count(part: Mapping, risk: Mapping) -> int | None:
@@ -39,11 +48,12 @@ def sample_sentence(risk: Mapping) -> str | None:
 def risk_sentences(risk: Mapping, k) -> list:
     """One plain sentence per measure present (``k``: the cell size of the run)."""
     rounded = "rounding" in risk
+    half = _half_step(risk)
     out = []
     link = risk.get("record_linkage") or {}
     if link.get("rate") is not None:
         rate = float(link["rate"])
-        x = _pct(rate, rounded)
+        x = _pct(rate, rounded, half)
         out.append(
             f"Record linkage: for {x} of the records tried, the published combination of QI values closest to the "
             f"record's true values is its own cell's — an intruder who knows a person's true QI values and picks "
@@ -52,9 +62,9 @@ def risk_sentences(risk: Mapping, k) -> list:
             f"of the records tried re-identified). Lower is safer.")
     interval = risk.get("interval_disclosure") or {}
     if interval.get("rate") is not None:
-        p = float(interval.get("p", 0.05))
+        p, x = float(interval.get("p", 0.05)), _pct(float(interval["rate"]), rounded, half)
         out.append(
-            f"Interval disclosure: for {_pct(float(interval['rate']), rounded)} of the records tried, every published "
+            f"Interval disclosure: for {x} of the records tried, every published "
             f"QI value lies within ±{p:g} standard deviations (of the published column) of the person's true value, "
             "so the release would give that person's true values almost exactly. Lower is safer; cell averages "
             "usually keep it near 0 %.")
