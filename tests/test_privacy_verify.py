@@ -367,3 +367,30 @@ def test_tuple_fingerprint_is_that_of_the_counts_for_any_order_and_cut(seed, n, 
     assert pd.isna(old) or changed[c].iloc[r] != old
     assert tuple_fingerprint(changed, cols) != whole
     assert tuple_fingerprint(df.iloc[1:], cols) != whole or n == 0
+
+
+@pytest.mark.parametrize("dtype, text", [(object, "None"), (object, "nan"), (object, "<NA>"), ("string", "<NA>"),
+                                         ("str", "nan"), ("str", "None"), ("category", "nan")])
+def test_a_missing_text_value_is_not_the_text_of_its_name(dtype, text):
+    """A missing stratum value (null in the file) is another published value than the text "None",
+    "nan" or "<NA>" — which pandas hashes alike for some dtypes (an object column's None as "None",
+    NaN as "nan"; a string column's NA as "<NA>"; the default str column's NaN as "nan") — so one
+    record with a missing stratum beside k − 1 records of that text is a group of one."""
+    df = pd.DataFrame({"s": pd.Series([text, text, None], dtype=dtype), "q": [1.0, 1.0, 1.0]})
+    check = verify_k_anonymity(df, ["q"], 3, strata=["s"])
+    assert not check and check.n_tuples == 2 and check.min_count == 1
+
+
+def test_a_written_null_is_not_the_text_nan(tmp_path):
+    """The same as the files are checked (read back: a string column as pandas' str, null as NaN)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from daskmicro.io.commit import verify_file
+    from daskmicro.privacy.verify import check_tuple_counts
+
+    table = pa.table({"s": pa.array(["nan", "nan", None]), "q": pa.array([1.0, 1.0, 1.0])})
+    pq.write_table(table, tmp_path / "f.parquet")
+    _, same, counts = verify_file(str(tmp_path / "f.parquet"), table.schema, ["s", "q"])
+    check = check_tuple_counts(counts, 3)
+    assert same and not check and check.n_tuples == 2 and check.min_count == 1

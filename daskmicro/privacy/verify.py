@@ -262,8 +262,16 @@ def hash_floats(values: np.ndarray, out: np.ndarray | None = None, scratch: np.n
     return out
 
 
+#: The hash of a missing value of a column that is not a NumPy float column (None, NaN, NA, NaT):
+#: pandas hashes them as the text of their name — an object column's None as "None" and NaN as
+#: "nan", a string column's NA as "<NA>", the str column of a file read back its null as "nan" —,
+#: so a null published beside that text would be counted with it.
+MISSING_HASH = np.uint64(0x6D697373696E6721)
+
+
 def _hash_column(values, out: np.ndarray, scratch: np.ndarray) -> None:
-    """The uint64 hash of each value of one column, in its own dtype (a Series or an ndarray), in ``out``."""
+    """The uint64 hash of each value of one column, in its own dtype (a Series or an ndarray), in
+    ``out``; a missing value of a column that is not a NumPy float one hashes as :data:`MISSING_HASH`."""
     dtype = getattr(values, "dtype", None)
     if isinstance(dtype, np.dtype) and dtype.kind == "f" and dtype.itemsize in (2, 4, 8):
         hash_floats(np.asarray(values), out, scratch)
@@ -271,6 +279,9 @@ def _hash_column(values, out: np.ndarray, scratch: np.ndarray) -> None:
     if not isinstance(values, (pd.Series, pd.Index)):
         values = pd.Series(values, copy=False)
     out[:] = pd.util.hash_pandas_object(values, index=False, categorize=False).to_numpy()
+    missing = pd.isna(values).to_numpy(dtype=bool)
+    if missing.any():
+        out[missing] = MISSING_HASH
 
 
 def column_hashes(part, columns: list, n: int | None = None) -> np.ndarray:
