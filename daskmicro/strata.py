@@ -25,6 +25,7 @@ import pandas as pd
 
 from .errors import ParameterError
 from .io.prescan import plain_key
+from .release.publish import missing_values
 
 __all__ = ["Group", "MISSING", "plan_groups", "check_strata", "pattern_of", "group_mask", "strata_summary",
            "merged_labels", "publish_strata"]
@@ -202,11 +203,11 @@ def group_mask(df: pd.DataFrame, strata: list, qi: list, group: Group) -> np.nda
             m = np.ones(n, dtype=bool)
             for c, v in zip(strata, key):
                 col = keys[c]
-                m &= col.isna().to_numpy() if v is None else (col == v).fillna(False).to_numpy(dtype=bool)
+                m &= missing_values(col) if v is None else (col == v).fillna(False).to_numpy(dtype=bool)
             mask |= m
     else:
         mask = np.ones(n, dtype=bool)
-    miss = np.column_stack([df[c].isna().to_numpy() for c in qi]) if qi else np.zeros((n, 0), bool)
+    miss = np.column_stack([missing_values(df[c]) for c in qi]) if qi else np.zeros((n, 0), bool)
     return mask & (pattern_of(miss) == group.pattern)
 
 

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from pandas.api import types as ptypes
 
-__all__ = ["ROW_ID", "replace_qi", "canonical_values", "shuffle_keys", "key_bucket", "publish_chunk", "split_chunk",
+__all__ = ["ROW_ID", "replace_qi", "canonical_values", "missing_values", "shuffle_keys", "key_bucket", "publish_chunk", "split_chunk",
            "release_bucket"]
 
 ROW_ID = "row_id"
@@ -76,6 +76,19 @@ def _canonical_column(series: pd.Series):
     v[fix] = 0.0
     v[nan] = np.nan
     return v
+
+
+def missing_values(series) -> np.ndarray:
+    """Whether each value of a column is missing: null (None, NA, NaT) or a float NaN, whatever
+    the column's dtype — an Arrow or nullable float column can hold a NaN beside its nulls, which
+    ``isna()`` does not see.  The one notion of missing the pre-scan, the groups and the published
+    values share (both are published as one missing value, :func:`canonical_values`)."""
+    missing = pd.isna(series)
+    missing = np.asarray(missing.to_numpy() if hasattr(missing, "to_numpy") else missing, dtype=bool)
+    dtype = getattr(series, "dtype", None)
+    if dtype is not None and not isinstance(dtype, np.dtype) and pd.api.types.is_float_dtype(dtype):
+        missing = missing | np.isnan(series.to_numpy(dtype=np.float64, na_value=np.nan))
+    return missing
 
 
 def _canonical_extension(series: pd.Series):

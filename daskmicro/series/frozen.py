@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from ..release.publish import missing_values
 from .fingerprint import FP, FP_DTYPE
 
 __all__ = ["NONE", "CELL", "Frozen", "classify", "known_cells", "scan_group", "merge_cells", "GroupFreeze", "frozen_rows",
@@ -172,7 +173,7 @@ def classify(df: pd.DataFrame, qi: tuple, frozen: Frozen) -> np.ndarray:
     found = np.flatnonzero(cell != NONE)
     if len(found):
         was = np.isnan(frozen.cell_values(cell[found]))
-        now = df[list(qi)].isna().to_numpy()[found]
+        now = np.column_stack([missing_values(df[c]) for c in qi])[found]
         cell[found[(was != now).any(axis=1)]] = NONE
     return cell
 
