@@ -249,6 +249,7 @@ def _write_demo_data(args, output: Path, directory: bool, files: int) -> None:
         from ..io.paths import Output, check_outputs
 
         check_outputs([], [Output(output, "output", directory=True)], args.overwrite)
+        _check_parts_dir(output)
     else:
         check_target(output, args.overwrite, "output")
     if args.kind == "gaussian":
@@ -264,6 +265,21 @@ def _write_demo_data(args, output: Path, directory: bool, files: int) -> None:
         return
     write_table_atomic(data, output)
     print(f"wrote {len(data):,} {args.kind} records × {data.shape[1]} columns to {output}")
+
+
+def _check_parts_dir(output: Path) -> None:
+    """Refuse to replace (``--overwrite``) an existing directory holding anything but the
+    ``part-NNNNN.parquet`` files demo-data writes: the commit deletes the whole directory it
+    replaces, so a folder of the user's files (or a release) is never it."""
+    import re
+
+    if not output.is_dir() or output.is_symlink():
+        return
+    other = sorted(p.name for p in output.iterdir()
+                   if not (re.fullmatch(r"part-\d{5}\.parquet", p.name) and p.is_file() and not p.is_symlink()))
+    if other:
+        raise ParameterError(f"output {output} holds {len(other)} file(s) or folder(s) that demo-data did not write "
+                             f"(e.g. {other[0]}); it would replace the whole directory: choose another one")
 
 
 def _write_parts(data, output: Path, files: int) -> None:
