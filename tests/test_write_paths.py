@@ -334,3 +334,17 @@ def test_overwrite_still_replaces_a_release_and_an_empty_directory(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["_SUCCESS", "_report.json", "reg=a", "reg=b", "reg=c"]
     anonymize_file(lake, out, qi=["x", "y"], k=K + 1, ledger=False, overwrite=True)
     assert sorted(p.name for p in out.iterdir()) == ["_SUCCESS", "_report.json", "part-00000.parquet"]
+
+
+def test_overwrite_of_an_output_that_is_a_link_is_refused(tmp_path):
+    """OUTPUT a symbolic link to a directory: the commit would move the link aside, put the release
+    in its place and leave the link behind as a hidden sibling (.out.old-*), never writing where it
+    points; refused before any work instead, the link and its directory left as they were."""
+    lake = _lake(tmp_path)
+    (tmp_path / "real").mkdir()
+    anonymize_file(lake, tmp_path / "real", qi=["x", "y"], k=K, ledger=False, overwrite=True)
+    os.symlink(tmp_path / "real", tmp_path / "out")
+    before = _tree(tmp_path)
+    with pytest.raises(ParameterError, match="symbolic link"):
+        anonymize_file(lake, tmp_path / "out", qi=["x", "y"], k=K + 1, ledger=False, overwrite=True)
+    assert _tree(tmp_path) == before

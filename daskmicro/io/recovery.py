@@ -358,11 +358,15 @@ def foreign_entries(target) -> list:
 
 def refuse_foreign(target) -> None:
     """Refuse (:class:`~daskmicro.errors.ParameterError`, one line) to replace an existing local
-    directory holding anything daskmicro did not write there (:func:`foreign_entries`): the commit
+    directory holding anything daskmicro did not write there (:func:`foreign_entries`), or a link
+    (the commit would move the link aside and leave it there): the commit
     moves the whole directory aside and deletes it, so ``overwrite`` replaces a release, never a
     folder of the user's (as a prefix holding other objects is refused on an object store)."""
     root = Path(target)
-    if not root.is_dir() or root.is_symlink():
+    if root.is_symlink():   # the commit would replace the link, never write where it points
+        raise ParameterError(f"output {root} is a symbolic link: a release would replace the link and leave it "
+                             "beside the release; give the directory it points to")
+    if not root.is_dir():
         return
     foreign = foreign_entries(root)
     if foreign:
