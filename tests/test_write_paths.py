@@ -323,6 +323,11 @@ def test_overwrite_replaces_only_a_release_never_other_files(tmp_path, kind):
     done = _cli("anonymize", lake, out, "--qi", "x,y", "--k", K, "--ledger", "off", "--overwrite", cwd=tmp_path)
     assert done.returncode == 2 and "did not write" in done.stderr and done.stderr.count("\n") == 1
     assert _tree(tmp_path) == before
+    if kind.startswith("release"):   # the same run again replaces nothing: a no-op, or refused with --force
+        assert anonymize_file(lake, out, qi=["x", "y"], k=K, ledger=False, partition_by=["reg"]) is None
+        with pytest.raises(ParameterError, match="did not write"):
+            anonymize_file(lake, out, qi=["x", "y"], k=K, ledger=False, partition_by=["reg"], force=True)
+        assert _tree(tmp_path) == before
 
 
 def test_overwrite_still_replaces_a_release_and_an_empty_directory(tmp_path):
