@@ -73,6 +73,8 @@ def check_run_outputs(cfg, sink, output, report_path, input, perf_wanted, existi
         from .io.delta import check_delta_target
 
         check_delta_target(output)
+    elif sink == "lake" and not on_store(output) and (cfg.force or not existing_ok):
+        rec.refuse_foreign(output)   # replaced whole: only a release of daskmicro's (not on a no-op run)
     check_spill(cfg.spill_directory, inputs, local)
     check_ledger(cfg.ledger_path, inputs, local)
     check_run_records(inputs, local)

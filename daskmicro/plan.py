@@ -30,6 +30,12 @@ __all__ = ["run", "RunPaths", "Outcome", "open_input", "needs_cluster"]
 
 #: What a trial run (the release ledger off) says once its release is made.
 TRIAL = "release ledger off: this is a trial run, not recorded; its output must not be published"
+#: Given seeds below this can be found by trying every value (the release's row order is a public
+#: function of the seed and the row ids: :func:`daskmicro.release.publish.shuffle_keys`).
+GUESSABLE_SEEDS = 1 << 48
+GUESSABLE = ("warning: the seed given (--seed, seed=) is small enough to guess by trying every value, and with it "
+             "anyone holding the release can undo its row shuffle (each row's input position); leave the seed out "
+             "(a random one is drawn and kept in the private run record) or give a random 63-bit one")
 #: A CSV input up to this size is counted (lines) to choose in-process or cluster execution.
 CSV_COUNT_BYTES = 64 << 20
 
@@ -224,11 +230,10 @@ def run(cfg: RunConfig, data=None, *, paths: RunPaths = RunPaths(), client=None,
                    "files": ex.files} if sink == "lake" else None
     report.paths = {"input": str(input) if input is not None else None,
                     "output": str(output) if output is not None else None}
+    if not cfg.seed_drawn and cfg.seed < GUESSABLE_SEEDS:
+        say(GUESSABLE)
     if sink == "memory":  # pandas, or a Dask DataFrame built on the workers for a Dask input
-        if series is not None:
-            series.commit()
-        else:
-            say(TRIAL)
+        series.commit() if series is not None else say(TRIAL)
         return Outcome(ex.frame, report)
     if before_commit is not None:
         try:

@@ -245,6 +245,22 @@ def test_demo(tmp_path, capsys, monkeypatch):
     assert main(["demo", "--output", str(out), "--n", "3000", "--k", "4", "--seed", "2", "--partition-size", "1000"]) == 0  # re-runnable
 
 
+@pytest.mark.parametrize("mine", ["report.html", "report.json", "input.parquet", "release.parquet"])
+def test_demo_never_replaces_files_it_did_not_write(tmp_path, capsys, mine):
+    """The demo writes input.parquet, release.parquet, report.json and report.html into --output and
+    replaces those of an earlier demo there; a file of one of those names that no demo wrote (a page
+    or a table of the user's in the folder given) is refused before any work, left as it was."""
+    out = tmp_path / "proj"
+    out.mkdir()
+    (out / mine).write_text("the user's own file")
+    (out / "notes.txt").write_text("kept")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert main(["demo", "--output", str(out), "--n", "3000", "--k", "4", "--partition-size", "1000"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "did not write" in err and mine in err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
 @pytest.mark.parametrize("name, kind, columns", [("d.parquet", "census-like", 15), ("g.csv", "gaussian", 5)])
 def test_demo_data(tmp_path, name, kind, columns):
     out = tmp_path / name

@@ -32,6 +32,23 @@ def test_directory_of_parts_equals_one_file(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lake", "x.parquet"]
 
 
+@pytest.mark.parametrize("extra", ["notes.txt", "sub/data.csv", "_SUCCESS"])
+def test_overwrite_replaces_only_a_directory_of_generated_parts(tmp_path, capsys, extra):
+    """--overwrite replaces the whole directory: only one holding nothing but part-NNNNN.parquet
+    files (what demo-data writes) is replaced; a folder of the user's files (or a release) is
+    refused in one line and left as it was."""
+    lake = tmp_path / "lake"
+    assert main(["demo-data", str(lake) + "/", "--n", "500", "--files", "2"]) == 0
+    (lake / extra).parent.mkdir(exist_ok=True)
+    (lake / extra).write_text("the user's own file")
+    before = {str(p.relative_to(lake)): p.read_bytes() for p in lake.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert main(["demo-data", str(lake), "--n", "500", "--files", "3", "--overwrite"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "did not write" in err
+    assert {str(p.relative_to(lake)): p.read_bytes() for p in lake.rglob("*") if p.is_file()} == before
+
+
 @pytest.mark.parametrize("argv", [["x.parquet", "--files", "2"], ["d/", "--n", "2", "--files", "3"]])
 def test_refusals(tmp_path, argv, capsys):
     argv = [str(tmp_path / argv[0]), *argv[1:]]

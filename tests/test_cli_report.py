@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -57,6 +58,31 @@ def test_report_of_file_release(data, tmp_path, capsys):
     other = tmp_path / "elsewhere.html"
     assert main(["report", str(out), "--output", str(other)]) == 0
     _page_ok(other)
+
+
+def test_page_of_a_private_run_record_is_owner_only(data, tmp_path, capsys, monkeypatch):
+    """The run record is owner-only (0600): the page of its exact report — exact information loss,
+    per-group figures, exact risk counts, utility — is as private, so it is written owner-only too,
+    beside the record and wherever --output puts it (a release's page keeps the usual mode)."""
+    import os
+    import stat
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    out = tmp_path / "release.parquet"
+    assert main(["anonymize", str(data), str(out), "--qi", QI, "--k", "5", "--seed", "1", "--keep", KEEP,
+                 "--ledger", "off", "--risk"]) == 0
+    record = re.findall(r"private run record .*: (\S+)\s*$", capsys.readouterr().err, re.M)[-1]
+    old = os.umask(0o022)
+    try:
+        for argv in ([record], [record, "--output", str(tmp_path / "private.html")]):
+            assert main(["report", *argv]) == 0
+            page = Path(re.findall(r"report: (\S+)", capsys.readouterr().out)[-1])
+            assert "private, not for publication" in _page_ok(page)
+            assert stat.S_IMODE(page.stat().st_mode) == 0o600, argv
+        assert main(["report", str(out)]) == 0
+        assert stat.S_IMODE((tmp_path / "release.report.html").stat().st_mode) == 0o644
+    finally:
+        os.umask(old)
 
 
 def test_report_of_directory_release(data, tmp_path, capsys, client):

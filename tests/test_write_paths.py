@@ -292,3 +292,64 @@ def test_a_lake_reaching_one_file_twice_is_refused(tmp_path, link):
     with pytest.raises(InputError, match="second time"):
         anonymize_file(lake, tmp_path / "rel.parquet", qi=["x", "y"], k=K, ledger=False)
     assert _tree(tmp_path) == before
+
+
+@pytest.mark.parametrize("kind", ["plain directory", "release with a file added", "release with a folder added",
+                                  "Delta table"])
+def test_overwrite_replaces_only_a_release_never_other_files(tmp_path, kind):
+    """--overwrite replaces a committed release, never a directory of files daskmicro did not write
+    there (a mistyped OUTPUT naming a folder of the user's, a note left inside a release, a Delta
+    table): the commit deletes the whole directory it replaces, so such a directory is refused
+    before any work and stays as it was, as a prefix holding other objects is on an object store."""
+    lake = _lake(tmp_path)
+    out = tmp_path / "out"
+    if kind == "plain directory":
+        out.mkdir()
+        (out / "notes.txt").write_text("mine")
+        (out / "sub").mkdir()
+        (out / "sub" / "data.csv").write_text("1,2\n")
+    elif kind == "Delta table":
+        anonymize_file(lake, out, qi=["x", "y"], k=K, ledger=False, table_format="delta")
+    else:
+        anonymize_file(lake, out, qi=["x", "y"], k=K, ledger=False, partition_by=["reg"])
+        if kind == "release with a file added":
+            (out / "README.txt").write_text("mine")
+        else:
+            (out / "reg=a" / "extra").mkdir()
+    before = _tree(tmp_path)
+    with pytest.raises(ParameterError, match="did not write"):
+        anonymize_file(lake, out, qi=["x", "y"], k=K, ledger=False, overwrite=True)
+    assert _tree(tmp_path) == before
+    done = _cli("anonymize", lake, out, "--qi", "x,y", "--k", K, "--ledger", "off", "--overwrite", cwd=tmp_path)
+    assert done.returncode == 2 and "did not write" in done.stderr and done.stderr.count("\n") == 1
+    assert _tree(tmp_path) == before
+    if kind.startswith("release"):   # the same run again replaces nothing: a no-op, or refused with --force
+        assert anonymize_file(lake, out, qi=["x", "y"], k=K, ledger=False, partition_by=["reg"]) is None
+        with pytest.raises(ParameterError, match="did not write"):
+            anonymize_file(lake, out, qi=["x", "y"], k=K, ledger=False, partition_by=["reg"], force=True)
+        assert _tree(tmp_path) == before
+
+
+def test_overwrite_still_replaces_a_release_and_an_empty_directory(tmp_path):
+    lake = _lake(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    anonymize_file(lake, out, qi=["x", "y"], k=K, ledger=False, overwrite=True)
+    anonymize_file(lake, out, qi=["x", "y"], k=K, ledger=False, partition_by=["reg"], overwrite=True)
+    assert sorted(p.name for p in out.iterdir()) == ["_SUCCESS", "_report.json", "reg=a", "reg=b", "reg=c"]
+    anonymize_file(lake, out, qi=["x", "y"], k=K + 1, ledger=False, overwrite=True)
+    assert sorted(p.name for p in out.iterdir()) == ["_SUCCESS", "_report.json", "part-00000.parquet"]
+
+
+def test_overwrite_of_an_output_that_is_a_link_is_refused(tmp_path):
+    """OUTPUT a symbolic link to a directory: the commit would move the link aside, put the release
+    in its place and leave the link behind as a hidden sibling (.out.old-*), never writing where it
+    points; refused before any work instead, the link and its directory left as they were."""
+    lake = _lake(tmp_path)
+    (tmp_path / "real").mkdir()
+    anonymize_file(lake, tmp_path / "real", qi=["x", "y"], k=K, ledger=False, overwrite=True)
+    os.symlink(tmp_path / "real", tmp_path / "out")
+    before = _tree(tmp_path)
+    with pytest.raises(ParameterError, match="symbolic link"):
+        anonymize_file(lake, tmp_path / "out", qi=["x", "y"], k=K + 1, ledger=False, overwrite=True)
+    assert _tree(tmp_path) == before

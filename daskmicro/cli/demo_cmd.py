@@ -16,7 +16,8 @@ _DEMO_DESCRIPTION = """\
 Generate a census-like data set (resampled and jittered rows of the CASC Census reference data,
 plus pass-through columns record_id and region), anonymize its 13 numerical columns, and write
 DIR/input.parquet, DIR/release.parquet, DIR/report.json and DIR/report.html (and, with
---dask-report, DIR/dask-report.html).  Files from an earlier demo in DIR are replaced.  The
+--dask-report, DIR/dask-report.html).  Files from an earlier demo in DIR are replaced; a file of
+one of those names that no demo wrote is refused before any work.  The
 disclosure-risk rates (record linkage, interval disclosure) go to the report rounded to whole
 percentage points; the utility measures, the exact risk counts and the exact information loss go
 to the private run record, whose path the demo prints; ``daskmicro report RECORD.json`` renders
@@ -76,6 +77,37 @@ def add_parsers(sub, fmt) -> None:
     p.set_defaults(handler=_cmd_demo_data)
 
 
+#: The files a demo writes into its directory: those of an earlier demo there are replaced.
+_DEMO_FILES = ("input.parquet", "release.parquet", "report.json", "report.html", "dask-report.html")
+
+
+def _earlier_demo(out_dir: Path) -> bool:
+    """Whether ``out_dir`` holds an earlier demo's files: its ``report.json`` is a demo's — the
+    release and report it names are the demo's, and it ran with a row id that it then dropped (the
+    demo's alone: a run's report keeps the row id it was asked for)."""
+    import json
+
+    try:
+        doc = json.loads((out_dir / "report.json").read_text(encoding="utf-8"))
+        paths, options = doc.get("paths"), doc.get("options")
+    except (OSError, ValueError, AttributeError):
+        return False
+    if not (isinstance(paths, dict) and isinstance(options, dict)):
+        return False
+    return (Path(str(paths.get("release", ""))).name == "release.parquet"
+            and Path(str(paths.get("report", ""))).name == "report.json"
+            and options.get("keep_row_id") is True and doc.get("keep_row_id") is False)
+
+
+def _check_demo_dir(out_dir: Path) -> None:
+    """Refuse, before any work, a directory holding a file of one of the demo's names that no
+    demo wrote (a page or table of the user's): the demo would replace it."""
+    found = [name for name in _DEMO_FILES if (out_dir / name).exists() or (out_dir / name).is_symlink()]
+    if found and not _earlier_demo(out_dir):
+        raise ParameterError(f"--output {out_dir} holds {', '.join(found)}, which the demo did not write and would "
+                             "replace; choose another directory")
+
+
 def _cmd_demo(args) -> int:
     import numpy as np
 
@@ -94,6 +126,7 @@ def _cmd_demo(args) -> int:
     out_dir = Path(args.output)
     if out_dir.exists() and not out_dir.is_dir():
         raise ParameterError(f"--output is not a directory: {out_dir}")
+    _check_demo_dir(out_dir)
     # first: an interrupted commit of the run's files completed or undone, leftovers swept
     for line in recover(*(out_dir / name for name in ("input.parquet", "release.parquet", "report.json",
                                                        "dask-report.html", "report.html"))):
@@ -216,6 +249,7 @@ def _write_demo_data(args, output: Path, directory: bool, files: int) -> None:
         from ..io.paths import Output, check_outputs
 
         check_outputs([], [Output(output, "output", directory=True)], args.overwrite)
+        _check_parts_dir(output)
     else:
         check_target(output, args.overwrite, "output")
     if args.kind == "gaussian":
@@ -231,6 +265,21 @@ def _write_demo_data(args, output: Path, directory: bool, files: int) -> None:
         return
     write_table_atomic(data, output)
     print(f"wrote {len(data):,} {args.kind} records × {data.shape[1]} columns to {output}")
+
+
+def _check_parts_dir(output: Path) -> None:
+    """Refuse to replace (``--overwrite``) an existing directory holding anything but the
+    ``part-NNNNN.parquet`` files demo-data writes: the commit deletes the whole directory it
+    replaces, so a folder of the user's files (or a release) is never it."""
+    import re
+
+    if not output.is_dir() or output.is_symlink():
+        return
+    other = sorted(p.name for p in output.iterdir()
+                   if not (re.fullmatch(r"part-\d{5}\.parquet", p.name) and p.is_file() and not p.is_symlink()))
+    if other:
+        raise ParameterError(f"output {output} holds {len(other)} file(s) or folder(s) that demo-data did not write "
+                             f"(e.g. {other[0]}); it would replace the whole directory: choose another one")
 
 
 def _write_parts(data, output: Path, files: int) -> None:

@@ -43,7 +43,7 @@ from ..errors import InputError, ParameterError, describe
 from .journal import fault
 from .objectfile import Conflict, OnStore, conditional_put
 from .objectstore import Store, check_url, shown_url, store_for
-from .recovery import OWNER, SUCCESS, owner_alive, owner_record
+from .recovery import MANIFEST_FORMAT, OWNER, SUCCESS, owner_alive, owner_record
 
 __all__ = ["RUN_PREFIX", "RemoteTarget", "RemoteRun", "is_release_prefix", "release_listing", "is_remote_target",
            "run_prefix_of", "MANIFEST_FORMAT"]
@@ -51,7 +51,6 @@ __all__ = ["RUN_PREFIX", "RemoteTarget", "RemoteRun", "is_release_prefix", "rele
 #: The name of a run prefix: ``.run-`` and 16 hex digits.
 RUN_PREFIX = ".run-"
 _RUN = re.compile(r"^\.run-[0-9a-f]{16}$")
-MANIFEST_FORMAT = "daskmicro-release/1"
 
 
 def is_remote_target(obj) -> bool:

@@ -5,7 +5,8 @@ journal (:mod:`daskmicro.io.journal`) before its first rename; :func:`recover` r
 commit forward (its new version is complete) or puts the old version back, puts back a release
 moved aside by an older interrupted commit, and sweeps staging folders and temporary files whose
 owner process is gone.  :func:`refuse_uncommitted` keeps readers off a release without
-``_SUCCESS``.
+``_SUCCESS``; :func:`refuse_foreign` keeps a run off a directory it would replace that holds files
+daskmicro did not write there.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ import time
 import uuid
 from pathlib import Path
 
-from ..errors import InputError
+from ..errors import InputError, ParameterError
 from .journal import fsync_dir, journal_path, read_journal, remove_journal
 
 __all__ = ["SUCCESS", "OWNER", "owner_record", "owner_alive", "sweep_stale", "sweep_files", "recover", "recover_journal", "refuse_uncommitted",
-           "glob_escape"]
+           "glob_escape", "foreign_entries", "refuse_foreign", "MANIFEST_FORMAT"]
 
 SUCCESS = "_SUCCESS"
 #: Marks a staging directory with the process that owns it (removed before the commit).
@@ -32,6 +33,10 @@ _STALE_KINDS = ("tmp", "old", "trash")
 _FOREIGN_STALE_SECONDS = 24 * 3600
 #: A staging directory without an owner file is left alone for this long (it may be starting).
 _UNOWNED_GRACE_SECONDS = 60
+#: The ``format`` of a release's ``_SUCCESS`` manifest (local, or on an object store).
+MANIFEST_FORMAT = "daskmicro-release/1"
+#: The files of a committed local directory release besides those its manifest lists.
+_RELEASE_OWN = (SUCCESS, "_report.json", "_dask-report.html")
 
 
 
@@ -325,3 +330,46 @@ def refuse_uncommitted(path) -> None:
     if (path / "_report.json").is_file() or journal_path(target).exists() or aside:
         raise InputError(f"not a committed release (no {SUCCESS}; an interrupted run? run daskmicro "
                          f"on it again as the output to recover it): {path}")
+
+
+def foreign_entries(target) -> list:
+    """The entries below an existing directory ``target`` that daskmicro did not write there (paths
+    relative to it, sorted): all of them unless its ``_SUCCESS`` is a daskmicro release manifest,
+    else every file that manifest does not list (other than ``_SUCCESS``, ``_report.json`` and
+    ``_dask-report.html``) and every folder holding none of its files.  Links are not followed."""
+    root = Path(target)
+    try:
+        manifest = json.loads((root / SUCCESS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        manifest = None
+    listed: set = set()
+    if isinstance(manifest, dict) and manifest.get("format") == MANIFEST_FORMAT:
+        listed = {str(f.get("path")) for f in manifest.get("files") or () if isinstance(f, dict)} | set(_RELEASE_OWN)
+    folders = {"/".join(p.split("/")[:i]) for p in listed for i in range(1, p.count("/") + 1)}
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel = Path(dirpath).relative_to(root).as_posix()
+        prefix = "" if rel == "." else rel + "/"
+        out += [prefix + d for d in dirnames if prefix + d not in folders]
+        out += [prefix + f for f in filenames if prefix + f not in listed]
+        dirnames[:] = [d for d in dirnames if prefix + d in folders]
+    return sorted(out)
+
+
+def refuse_foreign(target) -> None:
+    """Refuse (:class:`~daskmicro.errors.ParameterError`, one line) to replace an existing local
+    directory holding anything daskmicro did not write there (:func:`foreign_entries`), or a link
+    (the commit would move the link aside and leave it there): the commit
+    moves the whole directory aside and deletes it, so ``overwrite`` replaces a release, never a
+    folder of the user's (as a prefix holding other objects is refused on an object store)."""
+    root = Path(target)
+    if root.is_symlink():   # the commit would replace the link, never write where it points
+        raise ParameterError(f"output {root} is a symbolic link: a release would replace the link and leave it "
+                             "beside the release; give the directory it points to")
+    if not root.is_dir():
+        return
+    foreign = foreign_entries(root)
+    if foreign:
+        raise ParameterError(f"output {root} holds {len(foreign)} file(s) or folder(s) that daskmicro did not write "
+                             f"(e.g. {foreign[0]}); a release replaces the whole directory: write it to a new or "
+                             "empty directory, or move them out first")

@@ -153,18 +153,19 @@ def _page_on_store(path, output, overwrite: bool, storage_options) -> object:
         page.check(overwrite, "use --overwrite to replace it")
     elif page.exists() and not overwrite:
         raise InputError(f"output exists (use --overwrite to replace it): {page}")
-    report = _loaded(text, source)
+    report, private = _loaded(text, source)
     if is_object_target(source):   # its links are relative to where it lies on the store
         report = _rebase_on_store(report, source, page)
     html = render_html(report)
     if is_object_target(page):
         page.write(html.encode("utf-8"))
     else:
-        _write_page(html, page)
+        _write_page(html, page, private)
     return page
 
 
-def _loaded(text: bytes, source) -> dict:
+def _loaded(text: bytes, source) -> tuple[dict, bool]:
+    """The report a JSON text holds, and whether it is private: a private run record's exact report."""
     try:
         report = json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -172,14 +173,21 @@ def _loaded(text: bytes, source) -> dict:
     if not isinstance(report, dict):
         raise InputError(f"{source} does not hold a report object")
     if str(report.get("format", "")).startswith("daskmicro-run-record") and isinstance(report.get("report"), dict):
-        report = report["report"]   # a private run record: the page of its exact report (private too)
-    return report
+        return report["report"], True   # a private run record: the page of its exact report (private too)
+    return report, False
 
 
-def _write_page(page: str, target: Path) -> None:
+def _write_page(page: str, target: Path, private: bool = False) -> None:
+    """Write ``page`` through a temporary file moved into place; a private page (the exact report
+    of a run record, owner-only like the record) is created owner-only (0600)."""
+    import os
+
     tmp = target.with_name(f".{target.name}.tmp")
     try:
-        tmp.write_text(page, encoding="utf-8")
+        tmp.unlink(missing_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if private else 0o666)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(page)
         tmp.replace(target)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
@@ -218,5 +226,6 @@ def write_report(path, output=None, *, overwrite: bool = True, storage_options=N
         text = source.read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read {source}: {describe(exc)}") from None
-    _write_page(render_html(_rebase_links(_loaded(text, source), source, target)), target)
+    report, private = _loaded(text, source)
+    _write_page(render_html(_rebase_links(report, source, target)), target, private)
     return target
