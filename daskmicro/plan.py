@@ -31,7 +31,8 @@ __all__ = ["run", "RunPaths", "Outcome", "open_input", "needs_cluster"]
 #: What a trial run (the release ledger off) says once its release is made.
 TRIAL = "release ledger off: this is a trial run, not recorded; its output must not be published"
 #: Given seeds below this can be found by trying every value (the release's row order is a public
-#: function of the seed and the row ids: :func:`daskmicro.release.publish.shuffle_keys`).
+#: function of the seed and the row ids: :func:`daskmicro.release.publish.shuffle_keys`); a trial
+#: run's order is not keyed by a ledger's secret (:func:`daskmicro.series.fingerprint.order_seed`).
 GUESSABLE_SEEDS = 1 << 48
 GUESSABLE = ("warning: the seed given (--seed, seed=) is small enough to guess by trying every value, and with it "
              "anyone holding the release can undo its row shuffle (each row's input position); leave the seed out "
@@ -207,6 +208,7 @@ def run(cfg: RunConfig, data=None, *, paths: RunPaths = RunPaths(), client=None,
     started = time.perf_counter()
     series = open_series(plan, say, sink, source)   # the ledger's frozen cells read: part of the run's time
     opened = time.perf_counter() - started
+    plan = plan if series is None else plan.keyed_order(series.keys)   # a recorded release's order: keyed
     if cluster:
         security = _security(cfg)
         with cluster_client(client, scheduler=cfg.scheduler, security=security, **workers) as c:
@@ -230,7 +232,7 @@ def run(cfg: RunConfig, data=None, *, paths: RunPaths = RunPaths(), client=None,
                    "files": ex.files} if sink == "lake" else None
     report.paths = {"input": str(input) if input is not None else None,
                     "output": str(output) if output is not None else None}
-    if not cfg.seed_drawn and cfg.seed < GUESSABLE_SEEDS:
+    if series is None and not cfg.seed_drawn and cfg.seed < GUESSABLE_SEEDS:
         say(GUESSABLE)
     if sink == "memory":  # pandas, or a Dask DataFrame built on the workers for a Dask input
         series.commit() if series is not None else say(TRIAL)

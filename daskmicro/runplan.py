@@ -12,7 +12,7 @@ checked here too, once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .config import ONE_TASK_METHODS, RunConfig
 from .errors import ParameterError
@@ -142,6 +142,13 @@ class RunPlan:
     release: ReleasePlan
     series: SeriesPlan | None = None    # None: a trial run (ledger off)
     incremental: object = None          # an incremental survey: daskmicro.incremental.options.IncrementalPlan
+
+    def keyed_order(self, keys) -> "RunPlan":
+        """This plan with the release's row order keyed by a ledger's secret (``keys``), as a
+        recorded release's is (:func:`daskmicro.series.fingerprint.order_seed`)."""
+        from .series.fingerprint import order_seed
+
+        return replace(self, release=replace(self.release, seed=order_seed(keys, self.release.seed)))
 
     @classmethod
     def from_config(cls, cfg: RunConfig, exact_rows: int) -> "RunPlan":

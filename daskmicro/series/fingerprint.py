@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from pandas.api import types as ptypes
 
-__all__ = ["FP", "FP_DTYPE", "fingerprints", "with_fingerprints", "split_key", "value_hashes"]
+__all__ = ["order_seed", "FP", "FP_DTYPE", "fingerprints", "with_fingerprints", "split_key", "value_hashes"]
 
 #: The hidden columns that carry a record's fingerprint through a run (never published).
 FP = ("__daskmicro_fp_hi", "__daskmicro_fp_lo")
@@ -32,6 +32,18 @@ def split_key(secret: bytes) -> tuple:
     if len(text) < 32:
         raise ValueError("a ledger key has at least 24 bytes")
     return text[:16], text[16:32]
+
+
+def order_seed(keys, seed: int) -> int:
+    """The seed of a recorded release's row order: ``seed`` keyed by the ledger's secret (``keys``,
+    :func:`split_key`), 63 bits.  The order is a public function of its seed and the row ids
+    (:func:`daskmicro.release.publish.shuffle_keys`): keyed, a given seed — guessable or known —
+    cannot undo the shuffle without the ledger's key, while the same ledger and seed give the same
+    release again."""
+    import hashlib
+
+    digest = hashlib.sha256(("daskmicro order|" + "|".join(keys) + f"|{int(seed)}").encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
 
 
 def value_hashes(values: pd.Series) -> np.ndarray:
