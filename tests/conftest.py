@@ -63,7 +63,7 @@ SLOW_FILES = {
     "test_cloud_stores.py": 69, "test_lake_faults.py": 55, "test_incremental_fixed.py": 51,
     "test_delta_store.py": 46, "test_incremental_pipeline.py": 43, "test_workflow_cluster.py": 42,
     "test_report_html.py": 40, "test_adversarial.py": 37, "test_lake_interrupt.py": 33, "test_report_truth.py": 32,
-    "test_write_paths.py": 30, "test_series.py": 28, "test_pages_in_browser.py": 25, "test_identifiers.py": 24,
+    "test_write_paths.py": 18, "test_series.py": 28, "test_pages_in_browser.py": 25, "test_identifiers.py": 15,
     "test_no_values.py": 24, "test_workflow_examples.py": 22, "test_cli_cluster.py": 21,
     "test_commit_faults.py": 21, "test_cli.py": 20,
 }

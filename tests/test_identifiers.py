@@ -17,7 +17,6 @@ with fewer distinct values pass through untouched.
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
@@ -310,12 +309,23 @@ def test_nulls_are_left_out_of_the_count():
 # --------------------------------------------------------------------------- CLI and workflow specs
 
 
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "daskmicro", *map(str, args)], capture_output=True, text=True,
-                          timeout=300)
+@pytest.fixture
+def _cli(capfd):
+    """The command's ``main`` in this process (on the shared cluster, ``--scheduler``), what it writes
+    to this process's stdout and stderr captured at the file descriptors (logging handlers too): the
+    fields of a finished process (returncode, stdout, stderr)."""
+    from daskmicro.cli import main
+
+    def run(*args):
+        capfd.readouterr()
+        rc = main([str(a) for a in args])
+        out = capfd.readouterr()
+        return subprocess.CompletedProcess(args, rc, out.out, out.err)
+
+    return run
 
 
-def test_lake_and_cli_refuse_and_keep(tmp_path, client):
+def test_lake_and_cli_refuse_and_keep(tmp_path, client, _cli):
     lake = tmp_path / "lake"
     lake.mkdir()
     df = _frame({"code": [f"K{i:05d}" for i in range(N)], "region": np.arange(N) % 3})
@@ -336,7 +346,7 @@ def test_lake_and_cli_refuse_and_keep(tmp_path, client):
     assert sorted(pd.read_parquet(tmp_path / "r3").code) == sorted(df.code)
 
 
-def test_spec_input_drop_and_keep(tmp_path, client):
+def test_spec_input_drop_and_keep(tmp_path, client, _cli):
     import yaml
 
     df = _frame({"code": [f"K{i:05d}" for i in range(N)], "amount": np.arange(N) + 0.5})

@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from _clusters import process_client
 from daskmicro import anonymize_incremental
 from daskmicro.cli import main
 from daskmicro.errors import InputError, ParameterError
@@ -142,7 +141,7 @@ def test_late_files_are_published_as_they_land(data, qi, client, tmp_path, monke
     assert (keys[1:] >= keys[:-1]).all()
 
 
-def test_same_release_whatever_the_workers(data, qi, client):
+def test_same_release_whatever_the_workers(data, qi, client, clients):
     def run(c):
         rel, rep = anonymize_incremental(finished(data), qi, K, keep=KEEP, nu=NU, increment="nn-fixed", time_column="ts",
                                          base_method="partitioned", base_options=dict(OPTIONS), client=c, seed=8,
@@ -150,8 +149,7 @@ def test_same_release_whatever_the_workers(data, qi, client):
         return c.compute(rel).result(), rep
 
     first, rep1 = run(client)
-    with process_client(1) as one:
-        second, rep2 = run(one)
+    second, rep2 = run(clients(1))   # the session's cluster of one worker process
     pd.testing.assert_frame_equal(first.reset_index(drop=True), second.reset_index(drop=True))
     assert rep1.information_loss == pytest.approx(rep2.information_loss, rel=1e-12)
     assert rep1.cell_size_counts == rep2.cell_size_counts

@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from _clusters import process_client
 from daskmicro import anonymize_incremental
 from daskmicro.cli import main
 from daskmicro.datasets import census_like
@@ -114,12 +113,11 @@ def test_2mdav_with_a_partitioned_base_equals_the_plan_run_by_hand(data, qi, cli
     assert report.incremental["increment_used"] == "2mdav"
 
 
-def test_same_release_whatever_the_workers_and_the_chunking(data, qi, client, monkeypatch):
+def test_same_release_whatever_the_workers_and_the_chunking(data, qi, client, clients, monkeypatch):
     first, rep1 = _run(data, qi, client, "nn-split-mid", seed=8)
     _check_release(first, data, qi)
     monkeypatch.setattr(incremental_pipeline, "CHUNK_ROWS", 250)  # base and late records in other chunks
-    with process_client(1) as one:
-        second, rep2 = _run(data, qi, one, "nn-split-mid", seed=8)
+    second, rep2 = _run(data, qi, clients(1), "nn-split-mid", seed=8)   # the session's cluster of one worker
     pd.testing.assert_frame_equal(first.reset_index(drop=True), second.reset_index(drop=True))
     assert rep1.information_loss == pytest.approx(rep2.information_loss, rel=1e-12)
 

@@ -315,20 +315,21 @@ def test_bad_outputs_one_line_nothing_written(store, client, tmp_path, capsys):
     assert sorted(fs.find(BUCKET)) == sorted(before) and sorted(p.name for p in tmp_path.iterdir()) == []
 
 
-def test_killed_at_the_commit(store, tmp_path):
+def test_killed_at_the_commit(store, tmp_path, capsys):
     """A run killed just before its _SUCCESS PUT leaves the release as it was; one killed just after
     it has committed the new one (the old objects left behind). The next run deletes the leftovers
-    of both: only the committed run prefix remains."""
+    of both: only the committed run prefix remains.  (The killed runs are processes of their own;
+    the run before them and the one after, in this process.)"""
     import subprocess
 
     endpoint, fs = store
     src = tmp_path / "in.parquet"
     frame(60, seed=7).drop(columns=["s"]).to_parquet(src, index=False)
     target = f"s3://{BUCKET}/killed"
-    base = [sys.executable, "-m", "daskmicro", "anonymize", str(src), target, "--qi", "x,y", "--drop", "id",
-            "--overwrite"]
+    args = ["anonymize", str(src), target, "--qi", "x,y", "--drop", "id", "--overwrite"]
+    base = [sys.executable, "-m", "daskmicro", *args]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    assert subprocess.run(base + ["--k", "3"], env=env, capture_output=True).returncode == 0
+    assert lake_cli.main(args + ["--k", "3"]) == 0, capsys.readouterr().err
     before, rel, _ = release_on_store(fs, "killed")
     done = subprocess.run(base + ["--k", "4"], env=dict(env, DASKMICRO_FAULT_AT="s3.staged"), capture_output=True)
     assert done.returncode == 137
@@ -340,9 +341,11 @@ def test_killed_at_the_commit(store, tmp_path):
     after, rel_after, keys = release_on_store(fs, "killed")
     assert after["run"] != before["run"] and verify_k_anonymity(rel_after, ["x", "y"], 5)
     assert len(runs(keys, "killed")) == 2                                   # the old release not yet deleted
-    done = subprocess.run(base + ["--k", "6"], env=env, capture_output=True, text=True)
-    assert done.returncode == 0 and "run prefix(es)" in done.stderr, done.stderr
-    no_credentials(done.stdout, done.stderr)
+    capsys.readouterr()
+    code = lake_cli.main(args + ["--k", "6"])
+    out, err = capsys.readouterr()
+    assert code == 0 and "run prefix(es)" in err, err
+    no_credentials(out, err)
     final, rel_final, keys = release_on_store(fs, "killed")
     assert runs(keys, "killed") == [final["run"]] and verify_k_anonymity(rel_final, ["x", "y"], 6)
 

@@ -170,16 +170,34 @@ def _lake(tmp: Path) -> Path:
 
 
 def _cli(*args, cwd):
+    """The command as a user runs it: a process of its own in ``cwd``, everything it prints captured."""
     return subprocess.run([sys.executable, "-m", "daskmicro", *map(str, args)], capture_output=True, text=True,
                           cwd=cwd, timeout=300)
 
 
+@pytest.fixture
+def cli(capfd, monkeypatch):
+    """The command's ``main`` in this process, run in ``cwd``; what it writes to this process's stdout
+    and stderr captured at the file descriptors (logging handlers too): the fields of :func:`_cli`'s
+    result.  For the refusals made before any work (no cluster, nothing written)."""
+    from daskmicro.cli import main
+
+    def run(*args, cwd):
+        monkeypatch.chdir(cwd)
+        capfd.readouterr()
+        rc = main([str(a) for a in args])
+        out = capfd.readouterr()
+        return subprocess.CompletedProcess(args, rc, out.out, out.err)
+
+    return run
+
+
 @pytest.mark.parametrize("link", ["symlink", "hardlink"])
-def test_output_that_is_an_input_file_through_a_link_is_refused(tmp_path, link):
+def test_output_that_is_an_input_file_through_a_link_is_refused(tmp_path, link, cli):
     lake = _lake(tmp_path)
     (os.symlink if link == "symlink" else os.link)(tmp_path / "raw.parquet", lake / "b.parquet")
     before = _tree(tmp_path)
-    done = _cli("anonymize", lake, tmp_path / "raw.parquet", "--qi", "x,y", "--k", K, "--overwrite", cwd=tmp_path)
+    done = cli("anonymize", lake, tmp_path / "raw.parquet", "--qi", "x,y", "--k", K, "--overwrite", cwd=tmp_path)
     assert done.returncode != 0
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "input" in lines[0], done.stderr
@@ -223,13 +241,13 @@ def test_output_through_a_bind_mount_of_the_input_is_refused(tmp_path):
 @pytest.mark.parametrize("where, words", [
     ("lake", "input"), ("lake/sub", "does not exist"), ("nowhere/dir", "does not exist"), ("rel", "does not exist"),
 ])
-def test_spill_directory_must_exist_outside_inputs_and_outputs(tmp_path, where, words):
+def test_spill_directory_must_exist_outside_inputs_and_outputs(tmp_path, where, words, cli):
     lake = _lake(tmp_path)
     if where == "lake":
         (lake / "spill").mkdir()
         where = "lake/spill"
     before = _tree(tmp_path)
-    done = _cli("anonymize", lake, tmp_path / "rel", "--qi", "x,y", "--k", K, "--spill-dir", tmp_path / where,
+    done = cli("anonymize", lake, tmp_path / "rel", "--qi", "x,y", "--k", K, "--spill-dir", tmp_path / where,
                 cwd=tmp_path)
     assert done.returncode != 0 and words in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert _tree(tmp_path) == before
