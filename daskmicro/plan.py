@@ -26,7 +26,7 @@ from .finish import Outcome, RunPaths, commit_file, commit_lake, write_run_recor
 from .io import commit as cm
 from .outputs import check_run_outputs, locate, on_store, recover_outputs, sink_of
 
-__all__ = ["run", "RunPaths", "Outcome", "open_input", "needs_cluster"]
+__all__ = ["run", "log_notice", "RunPaths", "Outcome", "open_input", "needs_cluster"]
 
 #: What a trial run (the release ledger off) says once its release is made.
 TRIAL = "release ledger off: this is a trial run, not recorded; its output must not be published"
@@ -34,9 +34,21 @@ TRIAL = "release ledger off: this is a trial run, not recorded; its output must 
 #: function of the seed and the row ids: :func:`daskmicro.release.publish.shuffle_keys`); a trial
 #: run's order is not keyed by a ledger's secret (:func:`daskmicro.series.fingerprint.order_seed`).
 GUESSABLE_SEEDS = 1 << 48
-GUESSABLE = ("warning: the seed given (--seed, seed=) is small enough to guess by trying every value, and with it "
-             "anyone holding the release can undo its row shuffle (each row's input position); leave the seed out "
-             "(a random one is drawn and kept in the private run record) or give a random 63-bit one")
+GUESSABLE = ("warning: the seed given (--seed, seed=) to this trial run is small enough to guess by trying every "
+             "value, and with it anyone holding the release can undo its row shuffle (each row's input position); "
+             "leave the seed out, or record the release in a ledger, which keys its order with its secret")
+
+
+def log_notice(line: str) -> None:
+    """What a run says to a caller of the Python API (the command line prints it): on the
+    ``daskmicro`` logger, a warning as a warning (shown unless logging is set up otherwise), the
+    other notices (a trial run, a new series, a recovery) as information."""
+    import logging
+
+    logger = logging.getLogger("daskmicro")
+    (logger.warning if line.startswith("warning") else logger.info)(line)
+
+
 #: A CSV input up to this size is counted (lines) to choose in-process or cluster execution.
 CSV_COUNT_BYTES = 64 << 20
 
@@ -171,7 +183,7 @@ def run(cfg: RunConfig, data=None, *, paths: RunPaths = RunPaths(), client=None,
     from .runtime import dask_report
     from .report.run_report import build_report
 
-    say = say or (lambda line: None)
+    say = say or log_notice
     storage_options = paths.storage_options
     input, output, report_path = locate(paths.input, paths.output, paths.report_path, storage_options, cfg)
     if cfg.all_numeric:   # qi "all-numeric": the input's numeric columns but those named (io.qi.all_numeric)
