@@ -96,7 +96,7 @@ def commit_lake(cfg, ex, report, output, report_path, perf, run_fp, extra):
     from .runtime import dask_report
 
     if cfg.table_format == "delta":   # a Delta table: local, or on a store
-        return _commit_delta(ex, report, output, report_path, perf, extra)
+        return _commit_delta(ex, report, output, report_path, perf, extra, recorded=cfg.ledger_path != "off")
     if is_remote_target(output):
         return _commit_remote(cfg, ex, report, output, report_path, perf, run_fp, extra)
     staging = ex.staging
@@ -119,7 +119,7 @@ def commit_lake(cfg, ex, report, output, report_path, perf, run_fp, extra):
                    output / dask_report.LAKE_NAME if perf.available else None)
 
 
-def _commit_delta(ex, report, output, report_path, perf, extra):
+def _commit_delta(ex, report, output, report_path, perf, extra, recorded: bool):
     """A directory release as one version of a Delta table (:mod:`daskmicro.io.delta`), local or on
     an object store (:mod:`daskmicro.io.deltastore`): the verified staged files committed by one
     transaction and checked again as read back from where the table is; the staging area removed
@@ -135,7 +135,7 @@ def _commit_delta(ex, report, output, report_path, perf, extra):
     on_store = is_delta_target(output)
     try:
         done = commit_delta(ex.staging, output, ex.files, report.published_columns(), report.k_anonymity.k,
-                            int(report.n))
+                            int(report.n), recorded)
     finally:
         if on_store:
             ex.staging.discard()

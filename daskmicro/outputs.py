@@ -72,7 +72,7 @@ def check_run_outputs(cfg, sink, output, report_path, input, perf_wanted, existi
     if cfg.table_format == "delta" and not on_store(output):   # one on a store: checked by its target
         from .io.delta import check_delta_target
 
-        check_delta_target(output)
+        check_delta_target(output, recorded=cfg.ledger_path != "off")
     elif sink == "lake" and not on_store(output) and (cfg.force or not existing_ok):
         rec.refuse_foreign(output)   # replaced whole: only a release of daskmicro's (not on a no-op run)
     check_spill(cfg.spill_directory, inputs, local)
@@ -134,7 +134,7 @@ def locate(input, output, report_path, storage_options, cfg):
     if lake_out and cfg.table_format == "delta":
         from .io.deltastore import DeltaTableTarget
 
-        return input, DeltaTableTarget(str(output), storage_options), report_path
+        return input, DeltaTableTarget(str(output), storage_options, recorded=cfg.ledger_path != "off"), report_path
     if lake_out:
         from .io.objectcommit import RemoteTarget
 

@@ -201,3 +201,40 @@ def test_a_table_delta_cannot_hold_leaves_no_directory(tmp_path, client, capsys)
     assert len(err) == 1 and "Delta table" in err[0], err
     assert not out.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
+
+
+def test_every_version_of_a_table_is_a_release_of_one_kind(lake, tmp_path, client, capsys):
+    """A Delta table keeps every version readable by version (until vacuumed), so a new version is
+    published beside the earlier ones: a trial run (ledger off) into a table holding a recorded
+    release is refused (its cells, not the ledger's, would intersect the recorded ones), as are a
+    recorded release into a table holding a trial run's version and any release into a table
+    daskmicro did not write (its versions are not releases); nothing is written.  A recorded
+    re-release, and a trial over a trial, make the next version."""
+    out, ledger = tmp_path / "release", tmp_path / "ledger"
+    delta = ("--table-format", "delta", "--overwrite")
+    assert _anonymize(lake, out, client, "--table-format", "delta", "--ledger", str(ledger)) == 0
+    capsys.readouterr()
+    assert _anonymize(lake, out, client, *delta, "--k", "5", "--ledger", "off") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "trial run" in err and str(out) in err, err
+    assert deltalake.DeltaTable(str(out)).version() == 0
+    assert _anonymize(lake, out, client, *delta, "--k", "5", "--ledger", str(ledger)) == 0
+    assert deltalake.DeltaTable(str(out)).version() == 1
+
+    trial = tmp_path / "trial"
+    assert _anonymize(lake, trial, client, "--table-format", "delta", "--ledger", "off") == 0
+    assert _anonymize(lake, trial, client, *delta, "--k", "5", "--ledger", "off") == 0   # still a trial table
+    capsys.readouterr()
+    assert _anonymize(lake, trial, client, *delta, "--ledger", str(ledger)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "trial run's version" in err, err
+    assert deltalake.DeltaTable(str(trial)).version() == 1
+
+    theirs = tmp_path / "theirs"   # the user's own table: say raw records
+    deltalake.write_deltalake(str(theirs), pa.Table.from_pandas(_frame(300, 1), preserve_index=False))
+    for ledger_arg in (str(ledger), "off"):
+        assert _anonymize(lake, theirs, client, *delta, "--ledger", ledger_arg) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "daskmicro did not write" in err, err
+    assert deltalake.DeltaTable(str(theirs)).version() == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "ledger", "release", "theirs", "trial"]

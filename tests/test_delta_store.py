@@ -182,12 +182,16 @@ def test_two_writers_of_one_table_the_first_commit_wins(store, client, tmp_path)
 
     endpoint, fs = store
     src = _input(tmp_path, 600, seed=3)
-    url = f"s3://{BUCKET}/race-delta"
     theirs = pa.Table.from_pandas(s3t.frame(50, 9), preserve_index=False)
 
     for version, overwrite in ((0, False), (1, True)):
+        url = f"s3://{BUCKET}/race-delta-{version}"
+        if overwrite:   # a table of daskmicro's (a trial run, as this one) that the other writer then changes
+            anonymize_file(src, url, QI, 3, drop=["id"], table_format="delta")
+
         def other():
-            deltalake.write_deltalake(url, theirs, mode="overwrite", storage_options=_options(endpoint))
+            deltalake.write_deltalake(url, theirs, mode="overwrite", schema_mode="overwrite",
+                                      storage_options=_options(endpoint))
 
         cfg = RunConfig.build(qi=QI, k=3, drop=["id"], table_format="delta", overwrite=overwrite)
         with pytest.raises(ParameterError) as err:
@@ -196,7 +200,7 @@ def test_two_writers_of_one_table_the_first_commit_wins(store, client, tmp_path)
                                          "while this one ran") and "\n" not in str(err.value)
         dt = deltalake.DeltaTable(url, storage_options=_options(endpoint))
         assert dt.version() == version and dt.to_pyarrow_table().num_rows == 50
-        assert not [k for k in _keys(fs, "race-delta") if k.startswith(".run-")]
+        assert not [k for k in _keys(fs, f"race-delta-{version}") if k.startswith(".run-")]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
 
 
@@ -303,3 +307,26 @@ def test_bad_delta_targets_and_inputs_one_line_nothing_written(store, client, tm
     assert f"the Delta table {url} is incomplete: {gone[len(BUCKET) + len('/holed-delta/'):]} is missing" in err
     fs.invalidate_cache()
     assert sorted(fs.find(BUCKET)) == before and sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
+
+
+def test_a_trial_run_is_refused_beside_a_recorded_version_on_s3(store, client, tmp_path):
+    """On the store as locally: a table holding a recorded release takes no trial run's version (the
+    earlier versions stay readable by version beside it), a table daskmicro did not write takes no
+    release; refused before any work, nothing written."""
+    endpoint, fs = store
+    src, ledger = _input(tmp_path, 300, seed=5), tmp_path / "ledger"
+    url, theirs = f"s3://{BUCKET}/recorded-delta", f"s3://{BUCKET}/their-delta"
+    anonymize_file(src, url, QI, 3, drop=["id"], table_format="delta", ledger=str(ledger))
+    deltalake.write_deltalake(theirs, pa.Table.from_pandas(s3t.frame(90), preserve_index=False),
+                              storage_options=_options(endpoint))
+    fs.invalidate_cache()
+    before = sorted(fs.find(BUCKET))
+    with pytest.raises(ParameterError, match=r"holds a recorded release: a trial run \(ledger off\)"):
+        anonymize_file(src, url, QI, 4, drop=["id"], table_format="delta", overwrite=True, ledger="off")
+    with pytest.raises(ParameterError, match="is a Delta table daskmicro did not write"):
+        anonymize_file(src, theirs, QI, 4, drop=["id"], table_format="delta", overwrite=True, ledger=str(ledger))
+    fs.invalidate_cache()
+    assert sorted(fs.find(BUCKET)) == before
+    assert deltalake.DeltaTable(url, storage_options=_options(endpoint)).version() == 0
+    anonymize_file(src, url, QI, 4, drop=["id"], table_format="delta", overwrite=True, ledger=str(ledger))
+    assert deltalake.DeltaTable(url, storage_options=_options(endpoint)).version() == 1

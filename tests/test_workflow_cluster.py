@@ -55,6 +55,7 @@ k: 5
 method: mdav
 parameters: {{seed: 1}}
 output: {{path: "{output}"}}
+series: {{ledger: "off"}}
 {schedule}{extra}""")
     return path
 

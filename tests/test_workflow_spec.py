@@ -215,3 +215,19 @@ def test_every_run_option_is_a_spec_key_and_names_stay_exact(tmp_path):
     del spec["parameters"]["K"]
     with pytest.raises(SpecError, match="refine and macro are stages"):
         parse_spec(spec, tmp_path)
+
+
+def test_submit_refuses_a_recorded_spec_that_names_no_ledger(tmp_path, monkeypatch):
+    """A submitted run records its release in the release ledger of the worker that runs it: with
+    the default ledger (each machine's own state directory) two slots run on two workers would not
+    see each other's releases and publish the same people aggregated afresh.  So ``submit`` refuses
+    a recorded spec that names no ledger, in one line, before anything is submitted or recorded."""
+    from daskmicro.errors import ParameterError
+    from daskmicro.workflow.submit import submit_spec
+
+    monkeypatch.setenv("DASKMICRO_LEDGER", str(tmp_path / "ledger"))   # the submitter's default: recorded
+    state = tmp_path / "state.json"
+    with pytest.raises(ParameterError, match=r"^series\.ledger: a submitted run .*series\.ledger: off") as err:
+        submit_spec(parse_spec(BASE, base_dir=tmp_path), None, state=state)
+    assert "\n" not in str(err.value)
+    assert not state.exists() and not (tmp_path / "ledger").exists()

@@ -25,13 +25,17 @@ from . import hive as hive_dirs
 
 __all__ = ["TABLE_FORMATS", "is_delta_table", "delta_files", "current_files", "refuse_unread_features",
            "refuse_delta_output", "check_delta_target", "commit_delta", "LocalTable", "load_deltalake",
-           "UNREAD_FEATURES", "DELTA_LOG", "MISSING", "MISSING_WRITE"]
+           "UNREAD_FEATURES", "DELTA_LOG", "MISSING", "MISSING_WRITE", "check_versions", "COMMIT_KEY",
+           "is_commit_file", "log_commits"]
 
 #: Values of ``table_format`` (--table-format).
 TABLE_FORMATS = ("parquet", "delta")
 DELTA_LOG = "_delta_log"
 MISSING = "reading a Delta table needs the delta extra: pip install 'daskmicro[delta]'"
 MISSING_WRITE = "table_format 'delta' (--table-format) needs the delta extra: pip install 'daskmicro[delta]'"
+#: The key of the commit metadata daskmicro gives each version it commits: "recorded" (a release
+#: recorded in the release ledger) or "trial" (the ledger off).
+COMMIT_KEY = "daskmicro"
 #: Rows per batch streamed into the Delta transaction and read back by the check.
 BATCH_ROWS = 256 * 1024
 
@@ -115,11 +119,56 @@ def refuse_delta_output(table_format, output) -> None:
     load_deltalake(MISSING_WRITE)
 
 
-def check_delta_target(output) -> None:
-    """Refuse an existing non-empty directory that is not a Delta table (its files would stay beside the table)."""
+def check_delta_target(output, recorded: bool = False) -> None:
+    """Refuse an existing non-empty directory that is not a Delta table (its files would stay beside
+    the table), and a table whose versions this run's must not be published with (:func:`check_versions`)."""
     p = Path(output)
     if p.is_dir() and not is_delta_table(p) and any(p.iterdir()):
         raise ParameterError(f"output exists and is not a Delta table (table_format 'delta'): {p}")
+    if is_delta_table(p):
+        check_versions(log_commits(p), str(p), recorded)
+
+
+def check_versions(logs, shown: str, recorded: bool) -> None:
+    """Refuse a new version of an existing table beside versions it must not be published with:
+    every version stays readable by version until the table is vacuumed, so each must be a release
+    of daskmicro's, all of one kind — recorded in the release ledger (whose later releases of the
+    same records repeat the published cells) or trial runs (whose cells intersect each other's and a
+    recorded release's, and are never published).  ``logs``: ``(name, text)`` of the log's commit
+    files (:func:`log_commits`); a restore republishes an earlier version."""
+    import json
+
+    kinds = set()
+    for name, text in logs:
+        info = next((json.loads(line)["commitInfo"] for line in text.splitlines() if '"commitInfo"' in line), {})
+        kind = info.get(COMMIT_KEY) if isinstance(info, dict) else None
+        if kind is None and isinstance(info, dict) and info.get("operation") == "RESTORE":
+            continue
+        if kind not in ("recorded", "trial"):
+            raise ParameterError(f"output {shown} is a Delta table daskmicro did not write (version "
+                                 f"{int(name.split('.')[0])}): its versions stay readable by version beside a "
+                                 "release; write the release to a new table")
+        kinds.add(kind)
+    if not recorded and "recorded" in kinds:
+        raise ParameterError(f"output {shown} holds a recorded release: a trial run (ledger off) would stay readable "
+                             "by version beside it, its cells intersecting the published ones; write the trial to a "
+                             "new table")
+    if recorded and "trial" in kinds:
+        raise ParameterError(f"output {shown} holds a trial run's version (ledger off), readable by version beside a "
+                             "release until the table is vacuumed; write the release to a new table")
+
+
+def is_commit_file(name: str) -> bool:
+    """Whether ``name`` (a file of ``_delta_log/``) is the commit of one version: ``NNN….json``."""
+    stem, _, ext = name.rpartition(".")
+    return ext == "json" and len(stem) == 20 and stem.isdigit()
+
+
+def log_commits(path) -> list:
+    """``(name, text)`` of the commit files of the local table at ``path``."""
+    log = Path(path) / DELTA_LOG
+    return [(f.name, f.read_text(encoding="utf-8", errors="replace"))
+            for f in sorted(log.iterdir()) if is_commit_file(f.name)]
 
 
 class LocalTable:
@@ -226,22 +275,23 @@ def _conflict(table) -> ParameterError:
                           "version")
 
 
-def _write(deltalake, table, reader, keys):
+def _write(deltalake, table, reader, keys, recorded: bool):
     """One Delta transaction: the table created (version 0), or its next version after the one the
     run found (overwrite); a table changed meanwhile is refused in one line, by the check here or by
     the transaction's own conflict check.  Returns (previous version or None, committed version)."""
     expected = table.expected_version(deltalake)
+    kind = deltalake.CommitProperties(custom_metadata={COMMIT_KEY: "recorded" if recorded else "trial"})
     try:
         if expected is None:
             deltalake.write_deltalake(table.uri, reader, mode="error", partition_by=keys or None,
-                                      storage_options=table.options)
+                                      storage_options=table.options, commit_properties=kind)
             return None, 0
         current = deltalake.DeltaTable(table.uri, storage_options=table.options)
         if current.version() != expected:
             raise _conflict(table)
         pinned = deltalake.DeltaTable(table.uri, version=expected, storage_options=table.options)
         deltalake.write_deltalake(pinned, reader, mode="overwrite", partition_by=keys or None,
-                                  schema_mode="overwrite")
+                                  schema_mode="overwrite", commit_properties=kind)
         return expected, int(pinned.version())
     except ParameterError:
         raise
@@ -268,10 +318,11 @@ def _undo(deltalake, table, previous, version: int) -> None:
     table.remove_files(sorted(failed - kept))
 
 
-def commit_delta(staging, target, files: list, columns: list, k: int, n: int) -> dict:
+def commit_delta(staging, target, files: list, columns: list, k: int, n: int, recorded: bool = False) -> dict:
     """Commit the verified release files ``files`` (the manifest's listing, paths relative to
     ``staging``) as one version of the Delta table ``target`` (created, or overwritten as a new
-    version), then check that version as read back.  Returns ``{"version", "files", "k_check"}``.
+    version; its commit metadata says whether it is ``recorded`` in the release ledger or a trial,
+    :func:`check_versions`), then check that version as read back.  Returns ``{"version", "files", "k_check"}``.
     A version that fails the check is undone at once (:func:`_undo`) and VerificationError raised."""
     from .interrupt import check as check_interrupt
 
@@ -279,7 +330,7 @@ def commit_delta(staging, target, files: list, columns: list, k: int, n: int) ->
     table = table_of(target)
     reader, keys = _staged(staging, files)
     check_interrupt()     # a run asked to stop never commits
-    previous, version = _write(deltalake, table, reader, keys)
+    previous, version = _write(deltalake, table, reader, keys, recorded)
     try:
         check = _check_version(deltalake, table, version, columns, k, n)
     except BaseException as failed:

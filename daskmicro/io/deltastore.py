@@ -24,7 +24,7 @@ from __future__ import annotations
 from urllib.parse import unquote
 
 from ..errors import InputError, ParameterError, describe
-from .delta import DELTA_LOG, MISSING_WRITE, current_files, load_deltalake
+from .delta import DELTA_LOG, MISSING_WRITE, check_versions, current_files, is_commit_file, load_deltalake
 from .objectcommit import RemoteTarget, run_prefix_of
 
 __all__ = ["DeltaTableTarget", "is_delta_target", "is_delta_prefix", "delta_listing", "REPORT"]
@@ -48,8 +48,9 @@ class DeltaTableTarget(RemoteTarget):
     :meth:`expected_version`, :meth:`relative`, :meth:`remove_table`, :meth:`remove_files`,
     :meth:`scrub`), and the run prefix its files are staged under (:meth:`open_run`)."""
 
-    def __init__(self, url: str, storage_options=None):
+    def __init__(self, url: str, storage_options=None, recorded: bool = False):
         super().__init__(url, storage_options)
+        self.recorded = recorded   # this run's release is recorded in the release ledger (else a trial)
         self.options = self.store.table_options("a Delta table on an object store")
         self.uri = f"{self.store.protocol}://{self.root}"
         self._expected = None   # the version check() found (None: no table)
@@ -69,6 +70,7 @@ class DeltaTableTarget(RemoteTarget):
         version = self._version()
         if not overwrite:
             raise ParameterError(f"output already exists: {self.url} ({hint})")
+        check_versions(self._log_commits(), self.url, self.recorded)
         self._expected, self._checked = version, True
 
     def _version(self) -> int:
@@ -78,6 +80,16 @@ class DeltaTableTarget(RemoteTarget):
         except Exception as exc:  # a damaged log, the store's own errors
             raise ParameterError(f"output {self.url} holds a {DELTA_LOG}/ that is not a readable Delta table: "
                                  f"{self.scrub(describe(exc))}") from None
+
+    def _log_commits(self) -> list:
+        """``(name, text)`` of the commit files of the table's log (read here, not by deltalake)."""
+        fs = self._filesystem()
+        try:
+            names = sorted(n for n in (k.rsplit("/", 1)[-1] for k in fs.find(f"{self.root}/{DELTA_LOG}"))
+                           if is_commit_file(n))
+            return [(n, fs.cat_file(f"{self.root}/{DELTA_LOG}/{n}").decode("utf-8", "replace")) for n in names]
+        except Exception as exc:
+            raise self._failed("read the log of", exc) from None
 
     def expected_version(self, deltalake=None):
         """The version this run's release follows, as :meth:`check` found it (None: a new table)."""

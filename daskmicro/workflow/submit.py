@@ -35,7 +35,7 @@ from ..errors import ParameterError, describe
 from .slots import UTC, Clock, parse_time, run_key, slot_id
 from .workflow_spec import WorkflowSpec
 
-__all__ = ["submit_spec", "list_runs", "cancel_run", "follow_key", "state_path", "LocalState", "RUNS", "CANCEL"]
+__all__ = ["submit_spec", "refuse_unshared_ledger", "list_runs", "cancel_run", "follow_key", "state_path", "LocalState", "RUNS", "CANCEL"]
 
 RUNS = "daskmicro-runs"
 CANCEL = "daskmicro-cancel"
@@ -200,6 +200,20 @@ def _follow_task(spec_data: dict, source, digest: str, key: str, clock: tuple, h
             time.sleep(_POLL)
 
 
+def refuse_unshared_ledger(spec: WorkflowSpec) -> None:
+    """Refuse a recorded spec that names no ledger: a submitted run records its release in the
+    release ledger of the worker that runs it, by default that machine's own state directory, so
+    slots run on other workers would not see each other's releases and would publish the same
+    people aggregated afresh (two releases that intersect)."""
+    from ..io.ledger import OFF, default_ledger
+
+    if (spec.data.get("series") or {}).get("ledger") is None and default_ledger().strip().lower() != OFF:
+        raise ParameterError("series.ledger: a submitted run records its release in the release ledger of the "
+                             "worker that runs it (by default its machine's own), so runs on other workers would not "
+                             "see each other's releases of the same people; name a ledger on storage every worker "
+                             "sees (series.ledger: PATH), or series.ledger: off for trial runs")
+
+
 def submit_spec(spec: WorkflowSpec, client, *, clock: Clock | None = None, horizon: float = 600.0,
                 catch_up: float = 3600.0, until: dt.datetime | None = None, follow: bool = True,
                 slot: dt.datetime | None = None, retry: bool = False, state=None) -> list[dict]:
@@ -230,6 +244,7 @@ def submit_spec(spec: WorkflowSpec, client, *, clock: Clock | None = None, horiz
     """
     from distributed import Lock, fire_and_forget
 
+    refuse_unshared_ledger(spec)
     clock = clock or Clock()
     local_state = state if isinstance(state, LocalState) else LocalState(state)
     local = local_state.load()
