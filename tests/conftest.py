@@ -31,13 +31,14 @@ import os
 import numpy as np
 import pytest
 
+# Every run of the suite is a trial run (the release ledger off) unless a test names a ledger:
+# runs of the same data sets in different tests must not become one series of releases.  Set
+# before _clusters takes its copy of the environment for the dask processes it starts.
+os.environ["DASKMICRO_LEDGER"] = "off"
+
 from _clusters import connect, process_client, start_dask_processes
 from _s3 import s3_store
 from _warmup import prepare
-
-# Every run of the suite is a trial run (the release ledger off) unless a test names a ledger:
-# runs of the same data sets in different tests must not become one series of releases.
-os.environ["DASKMICRO_LEDGER"] = "off"
 
 
 def pytest_configure(config):
