@@ -39,6 +39,24 @@ from _warmup import prepare
 # runs of the same data sets in different tests must not become one series of releases.
 os.environ["DASKMICRO_LEDGER"] = "off"
 
+# Dask's housekeeping, sampled less often in the suite's clusters: each worker samples its running
+# task's stack for the profile every 10 ms (the profile cycled every second) and each scheduler,
+# nanny and worker measures its event loop's tick every 20 ms — on an idle 2-worker LocalCluster
+# about 7 % of a core, for every cluster the suite holds open.  Every worker still profiles its tasks
+# (a performance report still has its profiles) and every server still watches its event loop; only
+# the sampling is coarser.  Set in the environment, so that the processes the tests start (CLI runs,
+# ``dask scheduler`` / ``dask worker``, the workers' fork server) sample alike.
+DASK_HOUSEKEEPING = {
+    "DASK_DISTRIBUTED__WORKER__PROFILE__INTERVAL": "100ms",
+    "DASK_DISTRIBUTED__WORKER__PROFILE__CYCLE": "10s",
+    "DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL": "200ms",
+}
+for _name, _value in DASK_HOUSEKEEPING.items():
+    os.environ.setdefault(_name, _value)
+import dask  # noqa: E402  (dask reads its environment when first imported: refresh, if it was earlier)
+
+dask.config.refresh()
+
 
 def pytest_configure(config):
     """In the controlling process only (not in pytest-xdist's test processes, which inherit what it
