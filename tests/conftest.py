@@ -10,9 +10,9 @@
   up its own) for every test that only needs *a* cluster.  Tests that kill workers, need another
   number of workers or memory limits, or check how a cluster starts keep a cluster of their own.
 * ``clients``: ``clients(n)`` is a client of a LocalCluster of ``n`` single-threaded worker
-  processes (set up like ``client``'s), started on first use and kept for the session, for the
-  tests that compare runs on 1, 2 and 4 workers: each such cluster starts once per session, not
-  once per test.
+  processes (set up like ``client``'s), started on first use, for the tests that compare runs on
+  1, 2 and 4 workers: the one of 1 worker is kept for the session, the one of 4 workers for the test
+  file that started it (an idle cluster costs CPU; only two files use it).
 * ``dask_processes``: a real ``dask scheduler`` and ``dask worker --nworkers 2`` as separate
   processes on loopback, started on first use.
 * ``store``: moto's S3 server on loopback (:mod:`_s3`), started on first use, with this process and
@@ -122,21 +122,42 @@ def store(client):
     yield from s3_store(client)
 
 
+#: ``clients(n)`` keeps a cluster of at most this many workers for the session; a larger one (4
+#: workers, 4 processes on a 2-core machine) only for the test file that started it: the few files
+#: that compare 4 workers run early (SLOW_FILES), and an idle cluster is not free (Dask's
+#: heartbeats and housekeeping in each of its processes, for the rest of the session).
+CLIENTS_KEPT_FOR_THE_SESSION = 2
+_started_clients: dict = {}   # n_workers -> (client, ExitStack closing its cluster)
+
+
 @pytest.fixture(scope="session")
 def clients():
     """``clients(n)``: a client of a shared LocalCluster of ``n`` worker processes (1 and 4 in the
-    tests that compare worker counts), started on first use, closed at the end of the session."""
+    tests that compare worker counts), started on first use, closed at the end of the session (one
+    of more than :data:`CLIENTS_KEPT_FOR_THE_SESSION` workers: at the end of its test file)."""
     from contextlib import ExitStack
 
-    with ExitStack() as stack:
-        started: dict = {}
+    def get(n_workers: int):
+        if n_workers not in _started_clients:
+            stack = ExitStack()
+            _started_clients[n_workers] = (stack.enter_context(process_client(n_workers)), stack)
+        return _started_clients[n_workers][0]
 
-        def get(n_workers: int):
-            if n_workers not in started:
-                started[n_workers] = stack.enter_context(process_client(n_workers))
-            return started[n_workers]
-
+    try:
         yield get
+    finally:
+        _close_clients(lambda n: True)
+
+
+def _close_clients(which) -> None:
+    for n in [n for n in _started_clients if which(n)]:
+        _started_clients.pop(n)[1].close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _larger_clusters_for_their_file_only():
+    yield
+    _close_clients(lambda n: n > CLIENTS_KEPT_FOR_THE_SESSION)
 
 
 @pytest.fixture(scope="session")
