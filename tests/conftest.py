@@ -31,21 +31,14 @@ import os
 import numpy as np
 import pytest
 
-from _clusters import connect, process_client, start_dask_processes
-from _s3 import s3_store
-from _warmup import prepare
-
-# Every run of the suite is a trial run (the release ledger off) unless a test names a ledger:
-# runs of the same data sets in different tests must not become one series of releases.
-os.environ["DASKMICRO_LEDGER"] = "off"
-
 # Dask's housekeeping, sampled less often in the suite's clusters: each worker samples its running
 # task's stack for the profile every 10 ms (the profile cycled every second) and each scheduler,
 # nanny and worker measures its event loop's tick every 20 ms — on an idle 2-worker LocalCluster
 # about 7 % of a core, for every cluster the suite holds open.  Every worker still profiles its tasks
 # (a performance report still has its profiles) and every server still watches its event loop; only
 # the sampling is coarser.  Set in the environment, so that the processes the tests start (CLI runs,
-# ``dask scheduler`` / ``dask worker``, the workers' fork server) sample alike.
+# ``dask scheduler`` / ``dask worker``, the workers' fork server) sample alike; set before the helpers
+# are imported (_clusters.ENV, the environment of the ``dask`` processes, is taken at import).
 DASK_HOUSEKEEPING = {
     "DASK_DISTRIBUTED__WORKER__PROFILE__INTERVAL": "100ms",
     "DASK_DISTRIBUTED__WORKER__PROFILE__CYCLE": "10s",
@@ -56,6 +49,14 @@ for _name, _value in DASK_HOUSEKEEPING.items():
 import dask  # noqa: E402  (dask reads its environment when first imported: refresh, if it was earlier)
 
 dask.config.refresh()
+
+from _clusters import connect, process_client, start_dask_processes  # noqa: E402
+from _s3 import s3_store  # noqa: E402
+from _warmup import prepare  # noqa: E402
+
+# Every run of the suite is a trial run (the release ledger off) unless a test names a ledger:
+# runs of the same data sets in different tests must not become one series of releases.
+os.environ["DASKMICRO_LEDGER"] = "off"
 
 
 def pytest_configure(config):
