@@ -79,7 +79,7 @@ def pytest_configure(config):
 #: them in their usual order.  Only the order changes; refresh the figures when a file grows.
 SLOW_FILES = {
     "test_object_store.py": 190, "test_pipeline.py": 77, "test_cli_progress.py": 75, "test_compile_cache.py": 72,
-    "test_cloud_stores.py": 69, "test_lake_faults.py": 55, "test_incremental_fixed.py": 51,
+    "test_cloud_stores.py": 69, "test_lake_faults.py": 20, "test_incremental_fixed.py": 51,
     "test_delta_store.py": 46, "test_incremental_pipeline.py": 43, "test_workflow_cluster.py": 42,
     "test_report_html.py": 40, "test_adversarial.py": 37, "test_lake_interrupt.py": 33, "test_report_truth.py": 32,
     "test_write_paths.py": 18, "test_series.py": 28, "test_pages_in_browser.py": 25, "test_identifiers.py": 15,
