@@ -31,6 +31,12 @@ import os
 import numpy as np
 import pytest
 
+# Every run of the suite is a trial run (the release ledger off) unless a test names a ledger:
+# runs of the same data sets in different tests must not become one series of releases.  Set before
+# the helpers are imported: _clusters.ENV, the environment of the ``dask scheduler`` / ``dask worker``
+# processes (the workflow runs submitted to them), is taken at import.
+os.environ["DASKMICRO_LEDGER"] = "off"
+
 # Dask's housekeeping, sampled less often in the suite's clusters: each worker samples its running
 # task's stack for the profile every 10 ms (the profile cycled every second) and each scheduler,
 # nanny and worker measures its event loop's tick every 20 ms — on an idle 2-worker LocalCluster
@@ -38,7 +44,7 @@ import pytest
 # (a performance report still has its profiles) and every server still watches its event loop; only
 # the sampling is coarser.  Set in the environment, so that the processes the tests start (CLI runs,
 # ``dask scheduler`` / ``dask worker``, the workers' fork server) sample alike; set before the helpers
-# are imported (_clusters.ENV, the environment of the ``dask`` processes, is taken at import).
+# are imported, as the ledger above.
 DASK_HOUSEKEEPING = {
     "DASK_DISTRIBUTED__WORKER__PROFILE__INTERVAL": "100ms",
     "DASK_DISTRIBUTED__WORKER__PROFILE__CYCLE": "10s",
@@ -53,10 +59,6 @@ dask.config.refresh()
 from _clusters import connect, process_client, start_dask_processes  # noqa: E402
 from _s3 import s3_store  # noqa: E402
 from _warmup import prepare  # noqa: E402
-
-# Every run of the suite is a trial run (the release ledger off) unless a test names a ledger:
-# runs of the same data sets in different tests must not become one series of releases.
-os.environ["DASKMICRO_LEDGER"] = "off"
 
 
 def pytest_configure(config):
