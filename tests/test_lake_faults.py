@@ -12,12 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from distributed import Client, LocalCluster
+from distributed import Client
 
 from daskmicro import cli as lake_cli
 from daskmicro.graph import executor
 from daskmicro.cli import build_parser
 from daskmicro.io.commit import SUCCESS
+from daskmicro.runtime.cluster import local_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,8 +44,9 @@ def test_worker_killed_during_the_write_stage_gives_the_same_release(tmp_path, m
     monkeypatch.setattr(executor, "SMALL_GROUP_ROWS", 100)   # both strata through the pipeline
     src = _lake(tmp_path / "in")
     out = tmp_path / "out"
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
-                      silence_logs=50) as lc, Client(lc) as c:
+    # a LocalCluster of two single-threaded worker processes of its own (one is killed), set up as the
+    # command line sets up its own: its workers forked from daskmicro's fork server, not spawned
+    with local_cluster(2, silence_logs=50) as lc, Client(lc) as c:
         args = build_parser().parse_args(["anonymize", str(src), str(tmp_path / "ref"), *OPTS])
         assert lake_cli.run_anonymize(args, client=c) == 0
         pids = list(c.run(os.getpid).values())

@@ -173,15 +173,19 @@ def test_sweep_recommendation_and_bad_points():
         render_html([1, 2])
 
 
-def test_write_report_and_cli(tmp_path, full_report, capsys):
+def test_write_report_and_cli(tmp_path, full_report, full_page, capsys):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "report.json").write_text(json.dumps(full_report))
     path = write_report(run_dir)
-    assert path == run_dir / "report.html" and path.read_text().startswith("<!DOCTYPE html>")
+    assert path == run_dir / "report.html" and path.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    # the page of the report as written to JSON and read back: the page of the report itself
+    # (which test_renders_in_headless_chromium opens)
+    assert path.read_text(encoding="utf-8") == full_page
     path.unlink()
     assert main(["report", str(run_dir)]) == 0
     assert (run_dir / "report.html").is_file() and "report.html" in capsys.readouterr().out
+    assert (run_dir / "report.html").read_text(encoding="utf-8") == full_page
 
 
 def test_write_report_bad_input(tmp_path, capsys):
@@ -218,12 +222,13 @@ def _chromium(browser, profile, *args):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=90)
 
 
-def test_renders_in_headless_chromium(tmp_path, full_report):
+def test_renders_in_headless_chromium(tmp_path, full_page):
     from PIL import Image
 
     browser = _browser()
-    (tmp_path / "report.json").write_text(json.dumps(full_report))
-    page = write_report(tmp_path)
+    # the page write_report writes for this report (test_write_report_and_cli: byte for byte), rendered once
+    page = tmp_path / "report.html"
+    page.write_text(full_page, encoding="utf-8")
     url = page.resolve().as_uri()
 
     dom = _chromium(browser, tmp_path / "profile-dom", "--virtual-time-budget=5000", "--dump-dom", url)
