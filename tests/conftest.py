@@ -202,3 +202,24 @@ def qi():
     from daskmicro.datasets import CENSUS_COLUMNS
 
     return list(CENSUS_COLUMNS)
+
+
+@pytest.fixture
+def cli(capfd, monkeypatch):
+    """The command's ``main`` in this process (for a test that needs no process of its own): what it
+    writes to this process's stdout and stderr captured at the file descriptors (logging handlers and
+    C-level writes too), returned as a finished process's fields (returncode, stdout, stderr);
+    ``cwd``: the directory it runs in."""
+    import subprocess
+
+    from daskmicro.cli import main
+
+    def run(*args, cwd=None):
+        if cwd is not None:
+            monkeypatch.chdir(cwd)
+        capfd.readouterr()
+        rc = main([str(a) for a in args])
+        out = capfd.readouterr()
+        return subprocess.CompletedProcess(args, rc, out.out, out.err)
+
+    return run

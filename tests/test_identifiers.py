@@ -16,7 +16,6 @@ with fewer distinct values pass through untouched.
 
 from __future__ import annotations
 
-import subprocess
 
 import numpy as np
 import pandas as pd
@@ -309,23 +308,8 @@ def test_nulls_are_left_out_of_the_count():
 # --------------------------------------------------------------------------- CLI and workflow specs
 
 
-@pytest.fixture
-def _cli(capfd):
-    """The command's ``main`` in this process (on the shared cluster, ``--scheduler``), what it writes
-    to this process's stdout and stderr captured at the file descriptors (logging handlers too): the
-    fields of a finished process (returncode, stdout, stderr)."""
-    from daskmicro.cli import main
 
-    def run(*args):
-        capfd.readouterr()
-        rc = main([str(a) for a in args])
-        out = capfd.readouterr()
-        return subprocess.CompletedProcess(args, rc, out.out, out.err)
-
-    return run
-
-
-def test_lake_and_cli_refuse_and_keep(tmp_path, client, _cli):
+def test_lake_and_cli_refuse_and_keep(tmp_path, client, cli):
     lake = tmp_path / "lake"
     lake.mkdir()
     df = _frame({"code": [f"K{i:05d}" for i in range(N)], "region": np.arange(N) % 3})
@@ -336,17 +320,17 @@ def test_lake_and_cli_refuse_and_keep(tmp_path, client, _cli):
     assert not (tmp_path / "r1.parquet").exists()
     before = sorted(p.name for p in tmp_path.iterdir())
     on_cluster = ("--scheduler", client.scheduler.address)
-    done = _cli("anonymize", lake, tmp_path / "r2", "--qi", "x,y", "--k", K, "--quiet", *on_cluster)
+    done = cli("anonymize", lake, tmp_path / "r2", "--qi", "x,y", "--k", K, "--quiet", *on_cluster)
     assert done.returncode == 2 and done.stdout == "" and done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.startswith("daskmicro: error: ")
     _assert_refusal_line(done.stderr.rstrip("\n"), "code", df["code"])
     assert sorted(p.name for p in tmp_path.iterdir()) == before          # nothing written
-    done = _cli("anonymize", lake, tmp_path / "r3", "--qi", "x,y", "--k", K, "--keep", "code", *on_cluster)
+    done = cli("anonymize", lake, tmp_path / "r3", "--qi", "x,y", "--k", K, "--keep", "code", *on_cluster)
     assert done.returncode == 0, done.stderr
     assert sorted(pd.read_parquet(tmp_path / "r3").code) == sorted(df.code)
 
 
-def test_spec_input_drop_and_keep(tmp_path, client, _cli):
+def test_spec_input_drop_and_keep(tmp_path, client, cli):
     import yaml
 
     df = _frame({"code": [f"K{i:05d}" for i in range(N)], "amount": np.arange(N) + 0.5})
@@ -361,13 +345,13 @@ def test_spec_input_drop_and_keep(tmp_path, client, _cli):
 
     on_cluster = ("--scheduler", client.scheduler.address)
     before = sorted(p.name for p in tmp_path.iterdir())
-    done = _cli("run", spec("plain"), "--quiet", *on_cluster)
+    done = cli("run", spec("plain"), "--quiet", *on_cluster)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     _assert_refusal_line(done.stderr.rstrip("\n"), "code", df["code"])
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*before, "plain.yaml"])
-    done = _cli("run", spec("dropped", drop=["code"]), "--quiet", *on_cluster)
+    done = cli("run", spec("dropped", drop=["code"]), "--quiet", *on_cluster)
     assert done.returncode == 0, done.stderr
     assert list(pd.read_parquet(tmp_path / "dropped.parquet").columns) == ["x", "y", "amount"]
-    done = _cli("run", spec("kept", keep=["code"]), "--quiet", *on_cluster)
+    done = cli("run", spec("kept", keep=["code"]), "--quiet", *on_cluster)
     assert done.returncode == 0, done.stderr
     assert sorted(pd.read_parquet(tmp_path / "kept.parquet").code) == sorted(df.code)

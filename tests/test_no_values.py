@@ -42,21 +42,6 @@ def cli_process(*args, timeout=300):
                           timeout=timeout)
 
 
-@pytest.fixture
-def cli(capfd):
-    """The command's ``main`` in this process, everything written to this process's stdout and stderr
-    (file descriptors, so logging handlers and C-level writes too) captured; same fields as
-    :func:`cli_process`'s result."""
-    from daskmicro.cli import main
-
-    def run(*args):
-        capfd.readouterr()
-        rc = main([str(a) for a in args])
-        out = capfd.readouterr()
-        return subprocess.CompletedProcess(args, rc, out.out, out.err)
-
-    return run
-
 
 def assert_one_line_refusal(done, secrets, names=()) -> str:
     assert done.returncode != 0, done.stdout + done.stderr

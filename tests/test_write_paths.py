@@ -175,22 +175,6 @@ def _cli(*args, cwd):
                           cwd=cwd, timeout=300)
 
 
-@pytest.fixture
-def cli(capfd, monkeypatch):
-    """The command's ``main`` in this process, run in ``cwd``; what it writes to this process's stdout
-    and stderr captured at the file descriptors (logging handlers too): the fields of :func:`_cli`'s
-    result.  For the refusals made before any work (no cluster, nothing written)."""
-    from daskmicro.cli import main
-
-    def run(*args, cwd):
-        monkeypatch.chdir(cwd)
-        capfd.readouterr()
-        rc = main([str(a) for a in args])
-        out = capfd.readouterr()
-        return subprocess.CompletedProcess(args, rc, out.out, out.err)
-
-    return run
-
 
 @pytest.mark.parametrize("link", ["symlink", "hardlink"])
 def test_output_that_is_an_input_file_through_a_link_is_refused(tmp_path, link, cli):
