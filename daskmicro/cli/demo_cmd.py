@@ -128,8 +128,7 @@ def _cmd_demo(args) -> int:
         raise ParameterError(f"--output is not a directory: {out_dir}")
     _check_demo_dir(out_dir)
     # first: an interrupted commit of the run's files completed or undone, leftovers swept
-    for line in recover(*(out_dir / name for name in ("input.parquet", "release.parquet", "report.json",
-                                                       "dask-report.html", "report.html"))):
+    for line in recover(*(out_dir / name for name in _DEMO_FILES)):
         print(f"daskmicro: {line}", file=sys.stderr)
     started = time.perf_counter()
     data = census_like(args.n, seed=args.seed, with_extra_columns=True)
