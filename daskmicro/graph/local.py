@@ -9,7 +9,7 @@ worker processes.  Delayed objects are computed with Dask's synchronous schedule
 
 from __future__ import annotations
 
-__all__ = ["InProcess", "Done"]
+__all__ = ["InProcess", "Done", "Finished"]
 
 
 class Done:
@@ -22,6 +22,21 @@ class Done:
 
     def result(self):
         return self.value
+
+
+class Finished:
+    """The in-process stand-in of :class:`distributed.as_completed`: tasks submitted here are done
+    already, so they come out in the order they were added (also those added while iterating)."""
+
+    def __init__(self):
+        self._queue: list = []
+
+    def add(self, future) -> None:
+        self._queue.append(future)
+
+    def __iter__(self):
+        while self._queue:
+            yield self._queue.pop(0)
 
 
 def _resolve(x):
@@ -52,6 +67,10 @@ class InProcess:
         if isinstance(x, (list, tuple)):
             return [_resolve(v) for v in x]
         return _resolve(x)
+
+    def as_completed(self) -> Finished:
+        """The submitted tasks in the order they finish (:class:`Finished`)."""
+        return Finished()
 
     def scatter(self, data, **_):
         return data  # already here

@@ -25,6 +25,7 @@ from ..io import layout as lay
 from ..io import shuffle as sh
 from ..io.formats import used_categories
 from ..io.source import RID
+from .local import InProcess
 
 __all__ = ["Release", "promised_schema", "file_cuts", "write_and_verify", "collect", "dask_release",
            "tuple_sizes", "bucketed_verdict"]
@@ -134,15 +135,19 @@ def _scatter_all(client, releases, target, inflight, tap=None) -> list:
     Given every chunk at once, the scheduler reads input chunks while a worker waits for the
     rows' published values, and the read chunks pile up in memory (measured: 0.6 GB of
     read chunks held in the write stage at 16M rows in 1M-row files); the window bounds what the
-    stage holds by the chunk size, whatever the number of chunks.  ``inflight`` holds the
-    submitted, not yet finished futures."""
+    stage holds by the chunk size, whatever the number of chunks.  A chunk is submitted as soon as
+    any chunk of the window is done (not the oldest: a slow chunk would leave the other threads
+    idle).  ``inflight`` holds the submitted, not yet finished futures."""
     import dask
     from dask.delayed import Delayed
+    from distributed import as_completed
 
     threads = worker_threads(client)
     window = max(2, 2 * threads)
     scatter = dask.delayed(sh.scatter_piece, pure=False)
-    out, pending = [], []
+    out: list = [None] * len(releases)
+    index: dict = {}
+    done = client.as_completed() if isinstance(client, InProcess) else as_completed(loop=client.loop)
 
     def submit(i):
         r = releases[i]
@@ -155,16 +160,18 @@ def _scatter_all(client, releases, target, inflight, tap=None) -> list:
             if tap is not None:
                 tap.submit(r)
         inflight.append(f)
-        pending.append(f)
+        index[id(f)] = i
+        done.add(f)
 
-    for i in range(min(window, len(releases))):
+    following = min(window, len(releases))
+    for i in range(following):
         submit(i)
-    while pending:
-        f = pending.pop(0)
-        out.append(client.gather(f))
+    for f in done:
+        out[index.pop(id(f))] = f.result()
         inflight.remove(f)
-        if len(out) + len(pending) < len(releases):
-            submit(len(out) + len(pending))
+        if following < len(releases):
+            submit(following)
+            following += 1
     return out
 
 

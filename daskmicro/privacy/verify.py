@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ParameterError, VerificationError
+from ..kernels.tuplehash import FLOAT_BITS, combine_rows, first_of_each, mix_bits
 
 __all__ = [
     "KAnonymityCheck",
@@ -238,28 +239,25 @@ def _group(hashes, counts, tuples, collision):
                        collision)
 
 
-def hash_floats(values: np.ndarray, out: np.ndarray | None = None, scratch: np.ndarray | None = None) -> np.ndarray:
+def _widened(values: np.ndarray, out: np.ndarray) -> None:
+    """The bits of ``values`` (a NumPy number column of at most 8 bytes) widened to uint64 in ``out``."""
+    values = np.ascontiguousarray(values)
+    out[:] = values.view(f"u{values.dtype.itemsize}")
+
+
+def hash_floats(values: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """pandas' per-value hash of a float array (``hash_array``: NaN and −0.0 canonicalised, then
     the value's bits mixed by invertible steps), computed in ``out`` (uint64, allocated when
-    None) with ``scratch`` (uint64, same length) for the shifts: no other temporaries."""
+    None) in one compiled pass (:func:`daskmicro.kernels.tuplehash.mix_bits`)."""
     values = np.ascontiguousarray(values)
-    width = values.dtype.itemsize
-    bits = values.view(f"u{width}")
     out = np.empty(values.shape, dtype=np.uint64) if out is None else out
-    scratch = np.empty_like(out) if scratch is None else scratch
-    out[:] = bits
-    mask = scratch.view(np.bool_)[:values.size]   # the scratch's first bytes, before the shifts use it
-    nan, zero = (np.array(v, dtype=values.dtype).view(f"u{width}") for v in (np.nan, -0.0))
-    np.isnan(values, out=mask)
-    out[mask] = nan
-    np.equal(bits, zero, out=mask)
-    out[mask] = 0
-    for shift, factor in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB), (31, None)):
-        np.right_shift(out, np.uint64(shift), out=scratch)
-        out ^= scratch
-        if factor is not None:
-            out *= np.uint64(factor)
+    _widened(values, out)
+    mix_bits(out, _FLOAT_MASKS[values.dtype.itemsize], out)
     return out
+
+
+_FLOAT_MASKS = {w: np.array(m, dtype=np.uint64) for w, m in FLOAT_BITS.items()}
+_INTEGER_MASKS = np.zeros(4, dtype=np.uint64)
 
 
 #: The hash of a missing value of a column that is not a NumPy float column (None, NaN, NA, NaT):
@@ -269,12 +267,17 @@ def hash_floats(values: np.ndarray, out: np.ndarray | None = None, scratch: np.n
 MISSING_HASH = np.uint64(0x6D697373696E6721)
 
 
-def _hash_column(values, out: np.ndarray, scratch: np.ndarray) -> None:
+def _hash_column(values, out: np.ndarray) -> None:
     """The uint64 hash of each value of one column, in its own dtype (a Series or an ndarray), in
     ``out``; a missing value of a column that is not a NumPy float one hashes as :data:`MISSING_HASH`."""
     dtype = getattr(values, "dtype", None)
     if isinstance(dtype, np.dtype) and dtype.kind == "f" and dtype.itemsize in (2, 4, 8):
-        hash_floats(np.asarray(values), out, scratch)
+        hash_floats(np.asarray(values), out)
+        return
+    if isinstance(dtype, np.dtype) and dtype.kind in "iub" and dtype.itemsize in (1, 2, 4, 8):
+        # as pandas hashes them: the bits widened to 64 (a bool as 0 or 1), then mixed
+        _widened(np.asarray(values), out)
+        mix_bits(out, _INTEGER_MASKS, out)
         return
     if not isinstance(values, (pd.Series, pd.Index)):
         values = pd.Series(values, copy=False)
@@ -291,27 +294,20 @@ def column_hashes(part, columns: list, n: int | None = None) -> np.ndarray:
     ``part`` is a DataFrame, or a mapping of the columns to Series or arrays (``n`` rows).
     Missing values hash alike within a column (a NaN cannot hide a small group); nothing is
     converted to float64 first, so integers beyond 2^53, float16/float32 values and strings are
-    compared exactly as published.  Float columns are hashed as pandas hashes them, without its
-    temporaries (:func:`hash_floats`).
+    compared exactly as published.  NumPy number columns are hashed as pandas hashes them, in one
+    compiled pass each (:func:`hash_floats`).
     """
     n = len(part) if n is None else int(n)
     H = np.empty((len(columns), n), dtype=np.uint64)
-    scratch = np.empty(n, dtype=np.uint64)
     for j, c in enumerate(columns):
-        _hash_column(part[c], H[j], scratch)
+        _hash_column(part[c], H[j])
     return H
 
 
 def _combine(H: np.ndarray) -> np.ndarray:
     """One 64-bit hash per row from its per-column hashes (columns × rows)."""
-    h = np.full(H.shape[1], 0x9E3779B97F4A7C15, dtype=np.uint64)
-    tmp = np.empty_like(h)
-    with np.errstate(over="ignore"):
-        for column in H:
-            h ^= column
-            h *= np.uint64(0xBF58476D1CE4E5B9)
-            np.right_shift(h, np.uint64(31), out=tmp)
-            h ^= tmp
+    h = np.empty(H.shape[1], dtype=np.uint64)
+    combine_rows(np.ascontiguousarray(H), h)
     return h
 
 
@@ -320,26 +316,19 @@ def tuple_counts(part, columns: list, n: int | None = None) -> TupleCounts:
     (a DataFrame, or a mapping of columns to Series or arrays of ``n`` rows).
 
     Rows are grouped by their 64-bit hash (sorted, the first row of a hash its representative, as
-    ``np.unique`` gives them) and every row is checked against the row before it in that order,
-    column by column: two different tuples under one hash are flagged, never counted together.
-    Only the representatives are copied row by row (about n / k of them)."""
+    ``np.unique`` gives them) and every row is checked against the first row of its hash, column by
+    column: two different tuples under one hash are flagged, never counted together
+    (:func:`daskmicro.kernels.tuplehash.first_of_each`, one pass).  Only the representatives are
+    copied row by row and sorted (about n / k of them)."""
     n = len(part) if n is None else int(n)
     H = column_hashes(part, list(columns), n)
     hashes = _combine(H)
     if n == 0:
         return TupleCounts(hashes, np.empty(0, np.int64), np.empty((0, H.shape[0]), np.uint64))
-    order, sorted_, new, starts = _runs(hashes)
-    collision = False
-    if starts.size < n:
-        buf, same = np.empty(n, dtype=np.uint64), np.empty(n - 1, dtype=bool)
-        for column in H:
-            np.take(column, order, out=buf)
-            np.equal(buf[1:], buf[:-1], out=same)
-            if not bool((same | new[1:]).all()):
-                collision = True
-                break
-    counts = np.diff(np.append(starts, n)).astype(np.int64)
-    return TupleCounts(sorted_[starts], counts, np.ascontiguousarray(H[:, order[starts]].T), collision)
+    first, counts, collision = first_of_each(hashes, H)
+    order = np.argsort(hashes[first])   # distinct hashes: no ties
+    first = first[order]
+    return TupleCounts(hashes[first], counts[order], np.ascontiguousarray(H[:, first].T), collision)
 
 
 def _spread(h: np.ndarray) -> np.ndarray:

@@ -119,17 +119,19 @@ class Unit:
 COSTS = {"mdav.tree": 8.2, "mdav.nearest": 3.9, "mdav.remove": 0.9, "mdav.farthest": 1.4,
          "mdav.rebuild-list": 1.4, "mdav.from-centroid": 0.8, "mdav.from-record": 1.2, "mdav.take-cell": 1.0,
          "mdav": 4.6, "partitioned": 0.2, "pca": 0.1, "pcl": 2.0, "improve": 3.1, "incremental": 1.2,
-         "polish": 2.5, "figures": 0.5}
+         "polish": 2.5, "figures": 0.5,
+         "tuple-hash": 0.4, "tuple-rows": 0.1, "tuple-groups": 0.7}
 
 
 def _mdav_units() -> list[Unit]:
-    """Exact MDAV's units, and that of the release figures (every run's verification summarises the
-    release as read back)."""
+    """Exact MDAV's units, and those of the release's check (every run's verification counts the
+    published tuples and summarises the release as read back)."""
     from ..kernels.figures import compile_units as figures_units
     from ..kernels.mdav import compile_units
+    from ..kernels.tuplehash import compile_units as tuple_units
 
     return [Unit(name, (lambda d=disp, s=sig: d.compile(s)), tuple(deps), COSTS.get(name, 1.0))
-            for name, disp, sig, deps in compile_units() + figures_units()]
+            for name, disp, sig, deps in compile_units() + figures_units() + tuple_units()]
 
 
 #: kernel set → its units beyond exact MDAV's (every set needs MDAV), leaf first
