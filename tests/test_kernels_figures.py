@@ -157,3 +157,27 @@ def test_histograms_count_as_numpy_searchsorted(n, m, scale, offset, groups, hol
     got = kf.histograms(Y, bins)
     assert np.array_equal(got[0], _numpy_histogram(Y, edges))
     assert np.array_equal(got[1], _numpy_histogram(Y, skewed))
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10 ** 6), n=st.integers(0, 200), m=st.integers(1, 5),
+       holes=st.floats(0.0, 0.5), offset=st.sampled_from([0.0, -3.0, 1e6]))
+def test_summary_sums_are_those_of_the_values_on_the_bins_scale(seed, n, m, holes, offset):
+    """The compiled one-pass summary gives the plain sums: per column the count and powers of its
+    finite values on the bins' scale, and the count, sum and cross products of the complete rows,
+    with missing and infinite values anywhere."""
+    rng = np.random.default_rng(seed)
+    Y = rng.normal(size=(n, m)) * 50 + offset
+    Y[rng.random((n, m)) < holes] = np.nan
+    Y[rng.random((n, m)) < holes / 4] = np.inf
+    bins = _bins(Y)
+    got = kf.summarize(Y, bins)
+    Z = bins.standardize(Y)
+    ok = np.isfinite(Z)
+    Z0 = np.where(ok, Z, 0.0)
+    expected = np.stack([ok.sum(axis=0), Z0.sum(axis=0), (Z0 ** 2).sum(axis=0), (Z0 ** 3).sum(axis=0)], axis=1)
+    assert np.allclose(got["powers"], expected, rtol=1e-9, atol=1e-6)
+    rows = ok.all(axis=1)
+    assert got["complete"] == int(rows.sum())
+    assert np.allclose(got["sum"], Z[rows].sum(axis=0), rtol=1e-9, atol=1e-6)
+    assert np.allclose(got["cross"], Z[rows].T @ Z[rows], rtol=1e-9, atol=1e-6)

@@ -217,25 +217,50 @@ def compile_units():
     own: ``(name, dispatcher, argument types, names of the pieces it calls)``."""
     from numba import typeof
 
-    f2, i3 = typeof(np.zeros((1, 1))), typeof(np.zeros((1, 1, 1), np.int64))
-    return [("figures", _histograms, (f2, f2, f2, f2, i3), ())]
+    f1, f2, i3 = typeof(np.zeros(1)), typeof(np.zeros((1, 1))), typeof(np.zeros((1, 1, 1), np.int64))
+    return [("figures", _histograms, (f2, f2, f2, f2, i3), ()),
+            ("figures-moments", _moments, (f2, f1, f1, f2, f2), ())]
+
+
+@nb.njit(cache=True, nogil=True)
+def _moments(Y, low, scale, Z, powers):
+    """One pass over the rows of ``Y``: each value on the bins' scale, ``(y − low) × scale``; per
+    column the count, sum, sum of squares and of cubes of its finite ones (``powers``, added to);
+    the complete rows (every value finite) written, in order, to the first rows of ``Z``, whose
+    number is returned."""
+    n, m = Y.shape
+    c = 0
+    for i in range(n):
+        complete = True
+        for j in range(m):
+            z = (Y[i, j] - low[j]) * scale[j]
+            Z[c, j] = z
+            if np.isfinite(z):
+                powers[j, 0] += 1.0
+                powers[j, 1] += z
+                powers[j, 2] += z * z
+                powers[j, 3] += z * z * z
+            else:
+                complete = False
+        if complete:
+            c += 1
+    return c
 
 
 def summarize(Y: np.ndarray, bins: Bins) -> dict:
     """Summary of a piece of the release: ``Y`` its published values of ``bins.columns`` (NaN where
     missing) — the histogram of each column, and the count, sum and cross products of the complete
-    rows on the bins' scale."""
-    Y = np.asarray(Y, dtype=np.float64)
-    Z = bins.standardize(Y)
-    complete = np.isfinite(Z).all(axis=1)
-    Zc = Z if complete.all() else Z[complete]
-    ok = np.isfinite(Z)
-    Z0 = np.where(ok, Z, 0.0)
-    powers = np.stack([ok.sum(axis=0), Z0.sum(axis=0), (Z0 ** 2).sum(axis=0), (Z0 ** 3).sum(axis=0)], axis=1)
+    rows on the bins' scale (:meth:`Bins.standardize`)."""
+    Y = np.ascontiguousarray(Y, dtype=np.float64)
+    low, high = bins.ends()
+    scale = np.ascontiguousarray(BINS / (high - low), dtype=np.float64)
+    Z = np.empty_like(Y)
+    powers = np.zeros((Y.shape[1], 4))
+    complete = _moments(Y, np.ascontiguousarray(low, dtype=np.float64), scale, Z, powers)
+    Zc = Z[:complete]
     hist, skewed = histograms(Y, bins)
     return {"columns": tuple(bins.columns), "hist": hist, "skewed": skewed,
-            "powers": powers.astype(np.float64), "complete": int(Zc.shape[0]), "sum": Zc.sum(axis=0),
-            "cross": Zc.T @ Zc}
+            "powers": powers, "complete": int(complete), "sum": Zc.sum(axis=0), "cross": Zc.T @ Zc}
 
 
 def merge(summaries, columns) -> dict | None:
