@@ -1,6 +1,7 @@
 """Simulated arrivals: files land on schedule, atomically, and the readers see what has landed."""
 
 import json
+import re
 import threading
 import time
 
@@ -8,6 +9,8 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from daskmicro.errors import InputError, ParameterError
 from daskmicro.io.arrivals import (
@@ -205,3 +208,63 @@ def test_survey_lake_refuses_a_file_changed_after_it_landed(frame, tmp_path):
     frame.iloc[:60].to_parquet(lake / "part-a.parquet", index=False)   # other records, other size
     with pytest.raises(InputError, match=r"part-a\.parquet of the survey in .* changed after it landed"):
         src.wait_close(base, time.time() + 5)
+
+
+#: Ways a survey's file may differ from the others (frame → frame), each telling its records apart
+#: once published: a column missing there (published empty for them), one the others lack, a value
+#: of another type (another precision, integers as text).
+_SCHEMA_CHANGES = {
+    "missing": (lambda f: f.drop(columns=["y"]), "'y' is missing"),
+    "extra": (lambda f: f.assign(extra=1), "extra column 'extra'"),
+    "float32": (lambda f: f.astype({"x": "float32"}), "'x' is float, not double"),
+    "text": (lambda f: f.astype({"y": str}), "'y' is"),
+    "float": (lambda f: f.astype({"y": "float64"}), "'y' is double, not int64"),
+    "nullable": (lambda f: f.astype({"y": "float64"}).assign(y=lambda d: d["y"].where(d.index % 2 == 0)),
+                 "'y' is double, not int64"),
+}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(change=st.sampled_from(sorted(_SCHEMA_CHANGES)), n_files=st.integers(2, 5), data=st.data())
+def test_survey_lake_refuses_a_file_of_another_schema(frame, tmp_path_factory, change, n_files, data):
+    """Whichever file of the survey differs from the others in its columns or their types, the run
+    stops in one line naming the file and the column (never a value) as soon as it lands, before
+    its records are read — whether it lands with the base records or after them."""
+    from daskmicro.io.survey import SurveyLake
+
+    lake = tmp_path_factory.mktemp("lake")
+    odd = data.draw(st.integers(1, n_files - 1), label="the file that differs (not the first to land)")
+    alter, words = _SCHEMA_CHANGES[change]
+    step = len(frame) // n_files
+    early = data.draw(st.booleans(), label="lands with the base records")
+    for i in range(n_files):
+        part = frame.iloc[i * step:(i + 1) * step].reset_index(drop=True)
+        if i == odd and not early:
+            continue
+        (alter(part) if i == odd else part).to_parquet(lake / f"part-{i}.parquet", index=False)
+    src = SurveyLake(lake, expected_rows=len(frame))
+    if early:
+        with pytest.raises(InputError) as err:
+            src.wait_base(0.01, time.time() + 5)
+    else:
+        base = src.wait_base(0.01, time.time() + 5)
+        alter(frame.iloc[odd * step:(odd + 1) * step].reset_index(drop=True)).to_parquet(
+            lake / f"part-{odd}.parquet", index=False)
+        with pytest.raises(InputError) as err:
+            src.wait_close(base, time.time() + 5)
+    text = str(err.value)
+    assert "\n" not in text and words in text and "no release made" in text
+    assert text.startswith(f"part-{odd}.parquet of the survey") and "of part-0.parquet" in text and "r1" not in text
+
+
+def test_survey_lake_takes_the_columns_in_any_order(frame, tmp_path):
+    """Files holding the same columns of the same types in another order are one survey."""
+    from daskmicro.io.survey import SurveyLake
+
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    frame.iloc[:50].to_parquet(lake / "part-a.parquet", index=False)
+    frame.iloc[50:, ::-1].to_parquet(lake / "part-b.parquet", index=False)
+    (lake / "_closed.json").write_text("{}")
+    src = SurveyLake(lake, expected_rows=100)
+    assert src.rows(src.wait_base(1.0, time.time() + 5)) == 100

@@ -187,6 +187,56 @@ def test_directory_release_of_any_qi_dtypes_holds_what_was_counted(data, qi, cli
                                   frame.sort_values("record_id").reset_index(drop=True))
 
 
+def _land(lake, parts, late_from: int, pause: float = 1.0):
+    """A survey lake filled by a collector: the first ``late_from`` files at once, the others one by
+    one ``pause`` seconds apart (each written under a hidden name, renamed into place), then the
+    close marker."""
+    import json
+    import threading
+
+    lake.mkdir()
+
+    def write(i, part):
+        part.to_parquet(lake / f".part-{i:03d}", index=False)
+        (lake / f".part-{i:03d}").rename(lake / f"part-{i:03d}.parquet")
+
+    for i, part in enumerate(parts[:late_from]):
+        write(i, part)
+
+    def late():
+        for i, part in enumerate(parts[late_from:], start=late_from):
+            time.sleep(pause)
+            write(i, part)
+        time.sleep(pause)
+        (lake / "_closed.json").write_text(json.dumps({"closed_at": time.time()}))
+
+    thread = threading.Thread(target=late, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("late_file", [
+    lambda f: f.drop(columns=["region"]),                 # region published empty for its records only
+    lambda f: f.astype({"AGI": "float32"}),               # its centroids published in float32
+    lambda f: f.assign(region=f["region"].astype("category")),
+])
+def test_a_late_file_of_another_schema_is_refused_nothing_written(data, qi, client, tmp_path, late_file):
+    """A late file whose columns differ from the base files' would publish its records told apart
+    from the others (a column missing for them, their values of another type): the run stops in one
+    line naming the file and the column, and writes nothing."""
+    parts = [data.iloc[i:i + 300].reset_index(drop=True) for i in range(0, N, 300)]
+    parts[-1] = late_file(parts[-1])
+    lake, out = tmp_path / "lake", tmp_path / "release"
+    thread = _land(lake, parts, late_from=len(parts) - 2)
+    with pytest.raises(InputError, match=r"^part-007\.parquet of the survey in .* does not have the columns of "
+                                         r"part-000\.parquet: column '(region|AGI)' .*; no release made$"):
+        anonymize_incremental(str(lake), qi, K, keep=KEEP, nu=NU, increment="nn-fixed", expected_rows=N,
+                              base_method="partitioned", base_options=dict(OPTIONS), client=client, seed=3,
+                              timeout=120, output=str(out))
+    thread.join()
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["lake"]
+
+
 def test_nu_of_a_fixed_increment_from_the_calibrated_base_stage(data, qi, client, tmp_path, monkeypatch):
     import functools
 

@@ -200,7 +200,11 @@ class StoreArrivals:
         return out
 
     def rows(self, obj: LandedObject) -> int:
-        return _footer(self._fs, obj, self.store).num_rows
+        return self.footer(obj).num_rows
+
+    def footer(self, obj: LandedObject):
+        """The object's Parquet metadata (``num_rows``, ``schema``), or a one-line refusal."""
+        return _footer(self._fs, obj, self.store)
 
     def columns(self, obj: LandedObject) -> list:
         return list(_footer(self._fs, obj, self.store).schema.to_arrow_schema().names)

@@ -407,7 +407,25 @@ def _read_table(file, fmt, root, full_schema, hive, expr, columns):
         raise
     except (pa.lib.ArrowException, OSError, ValueError) as exc:
         text = describe(exc) if isinstance(file, str) else file.store.scrub(describe(exc))
-        raise InputError(f"cannot read {masked_path(str(file))}: {text}") from None
+        why = _csv_column(exc, full_schema, hive) if fmt == "csv" else ""
+        raise InputError(f"cannot read {masked_path(str(file))}: {text}{why}") from None
+
+
+def _csv_column(exc, full_schema, hive) -> str:
+    """For a CSV value that does not convert to its column's type: the column named (the reader's
+    message gives only its position) and why — its type is inferred from the file's first block,
+    so a later value of another kind (text after integers, anything after an empty start) cannot
+    be read as one.  Names and types only, never a value; empty for any other error."""
+    import re
+
+    m = re.search(r"In CSV column #(\d+)", " ".join(str(exc).split()))
+    names = [f.name for f in full_schema if f.name not in hive]
+    if m is None or int(m[1]) >= len(names):
+        return ""
+    field_ = full_schema.field(names[int(m[1])])
+    return (f" (column {field_.name!r}: its type, {field_.type}, is inferred from the file's first rows, and a later "
+            "value is not of it; give the column values of one type throughout, or convert the file to Parquet with the "
+            "type meant)")
 
 
 def _read_file(file, fmt, root, full_schema, hive, expr, columns):

@@ -34,7 +34,7 @@ from ..errors import InputError, ParameterError, describe, masked_path
 from .arrivals import ARRIVAL_NAME, CLOSED, is_closed, read_manifest
 
 __all__ = ["SurveyTimeoutError", "LocalArrivals", "SurveyLake", "SurveyFrame", "open_survey", "to_epoch", "arrival_name",
-           "read_arrival", "arrival_rows"]
+           "read_arrival", "arrival_rows", "schema_change"]
 
 
 class SurveyTimeoutError(InputError, TimeoutError):
@@ -99,8 +99,12 @@ class LocalArrivals:
         return out
 
     def rows(self, path: Path) -> int:
+        return self.footer(path).num_rows
+
+    def footer(self, path: Path):
+        """The file's Parquet metadata (``num_rows``, ``schema``), or a one-line refusal."""
         try:
-            return pq.read_metadata(path).num_rows
+            return pq.read_metadata(path)
         except (OSError, pa.ArrowException) as exc:
             raise InputError(f"unreadable Parquet file in the lake: {masked_path(str(path))}: {describe(exc)}") from None
 
@@ -122,8 +126,14 @@ class SurveyLake:
     ----------
     lake_dir : path, or where the files land
         The directory (Parquet files directly inside it are the records), or an object with the
-        interface of :class:`LocalArrivals` (``look``, ``rows``, ``columns``, ``manifest``,
+        interface of :class:`LocalArrivals` (``look``, ``footer``, ``columns``, ``manifest``,
         ``closed``, ``marker_time``, ``shown``, ``poll``).
+
+    Every file of the survey must have the schema of the first one landed (the same columns, of the
+    same types; their order aside): a file that differs is refused in one line, naming it and the
+    column, before any of its records is read.  Its rows would otherwise be published with
+    values of another type, or without a column (missing there), or with one the others lack —
+    each telling the records of that file, and so their arrival, apart from the rest.
     close_at : float, optional
         POSIX time at which the survey closes, whatever the ``_closed.json`` marker says.
     expected_rows : int, optional
@@ -148,6 +158,7 @@ class SurveyLake:
         self.total_rows = rows
         self.closed_at: float | None = None
         self._rows: dict = {}    # name -> (rows, version) of each file seen
+        self._schema = None      # (name, Arrow schema) of the first file seen: every file's schema
         self._seen: set = set()
 
     # -- what the planner needs ------------------------------------------------------------
@@ -189,21 +200,37 @@ class SurveyLake:
         """Landed files as (file, rows), by arrival time then name; footers are read once per file.
         A file that changes once it has landed is refused (its records may have been read already)."""
         until = self._clock()
-        out = []
+        landed = []
         for name, item, version in self.where.look():
             m = ARRIVAL_NAME.match(name)
             offset = int(m.group(2)) / 1000.0 if m else math.inf
-            if until is not None and m and offset > until:
-                continue
+            if until is None or not m or offset <= until:
+                landed.append((offset, name, item, version))
+        landed.sort(key=lambda e: (e[0], e[1]))   # footers in arrival order: the first file sets the schema
+        out = []
+        for _, name, item, version in landed:
             known = self._rows.get(name)
             if known is None:
-                known = self._rows[name] = (self.where.rows(item), version)
+                meta = self.where.footer(item)
+                self._check_schema(name, meta.schema.to_arrow_schema())
+                known = self._rows[name] = (meta.num_rows, version)
             elif known[1] != version:
                 raise InputError(f"{name} of the survey in {self.path} changed after it landed (a survey's files are "
                                  "written once; its records may have been read already); no release made")
-            out.append((offset, name, item, known[0]))
-        out.sort(key=lambda e: (e[0], e[1]))
-        return [(p, r) for _, _, p, r in out]
+            out.append((item, known[0]))
+        return out
+
+    def _check_schema(self, name: str, schema) -> None:
+        """Refuse a file whose columns or their types differ from those of the first file seen."""
+        if self._schema is None:
+            self._schema = (name, schema)
+            return
+        first, expected = self._schema
+        change = schema_change(expected, schema)
+        if change is not None:
+            raise InputError(f"{name} of the survey in {masked_path(str(self.path))} does not have the columns of "
+                             f"{first}: {change}; every file of a survey must have the same columns, of the same "
+                             "types; no release made")
 
     def rows(self, chunk: list) -> int:
         """Number of records in a chunk (files handed out by this source)."""
@@ -286,6 +313,25 @@ class SurveyLake:
         if self.close_at is not None and time.time() >= self.close_at:
             times.append(float(self.close_at))
         return min(times) if times else time.time()
+
+
+def schema_change(expected, schema) -> str | None:
+    """What sets the Arrow ``schema`` of a survey's file apart from the ``expected`` one — a column
+    missing, an extra column, a column of another type — in words (names and types, never a
+    value), or None when they have the same columns of the same types (in any order)."""
+    want = {f.name: f.type for f in expected}
+    got = {f.name: f.type for f in schema}
+    for c, t in want.items():
+        if c not in got:
+            return f"column {c!r} is missing"
+        if not got[c].equals(t):
+            return f"column {c!r} is {got[c]}, not {t}"
+    extra = [c for c in got if c not in want]
+    if extra:
+        return f"it has the extra column {extra[0]!r}"
+    if len(schema) != len(expected):
+        return "it names a column twice"
+    return None
 
 
 def _marker_time(marker: Path) -> float:
