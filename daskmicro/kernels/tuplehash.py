@@ -69,10 +69,11 @@ def combine_rows(H, out):
 
 
 @njit(cache=True, nogil=True)
-def first_of_each(hashes, H):
+def first_of_each(hashes, weights, H):
     """The rows grouped by their hash: (the first row of each hash, in the order the hashes first
-    occur; how many rows have it; whether a row differs in any column hash of ``H`` (columns ×
-    rows) from the first row of its hash — two different tuples under one hash)."""
+    occur; the sum of the ``weights`` of its rows; whether a row differs in any column hash of
+    ``H`` (columns × rows, either memory order) from the first row of its hash — two different
+    tuples under one hash)."""
     n = hashes.size
     size = 16
     while size < 2 * n:
@@ -91,12 +92,12 @@ def first_of_each(hashes, H):
             if j < 0:
                 slots[s] = d
                 first[d] = i
-                counts[d] = 1
+                counts[d] = weights[i]
                 d += 1
                 break
             r = first[j]
             if hashes[r] == h:
-                counts[j] += 1
+                counts[j] += weights[i]
                 if not collision:
                     for c in range(H.shape[0]):
                         if H[c, r] != H[c, i]:
@@ -112,7 +113,9 @@ def compile_units():
     own: ``(name, dispatcher, argument types, names of the pieces it calls)``."""
     from numba import typeof
 
-    u1, u2 = typeof(np.zeros(1, np.uint64)), typeof(np.zeros((1, 1), np.uint64))
+    u1, i1 = typeof(np.zeros(1, np.uint64)), typeof(np.zeros(1, np.int64))
+    u2, u2f = typeof(np.zeros((1, 1), np.uint64)), typeof(np.zeros((1, 1), np.uint64).T)
     return [("tuple-hash", mix_bits, (u1, u1, u1), ()),
             ("tuple-rows", combine_rows, (u2, u1), ()),
-            ("tuple-groups", first_of_each, (u1, u2), ())]
+            ("tuple-groups", first_of_each, (u1, i1, u2), ()),
+            ("tuple-merge", first_of_each, (u1, i1, u2f), ())]

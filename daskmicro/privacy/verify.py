@@ -212,31 +212,18 @@ class TupleCounts:
         return object.__sizeof__(self) + self.hashes.nbytes + self.counts.nbytes + self.tuples.nbytes
 
 
-def _runs(hashes):
-    """(order, sorted hashes, first-of-its-hash flag per sorted row, their positions): the rows
-    sorted by hash, stably, as ``np.unique`` orders them (at least one row)."""
-    order = np.argsort(hashes, kind="stable")
-    sorted_ = hashes[order]
-    new = np.empty(hashes.size, dtype=bool)
-    new[0] = True
-    np.not_equal(sorted_[1:], sorted_[:-1], out=new[1:])
-    return order, sorted_, new, np.flatnonzero(new)
-
-
 def _group(hashes, counts, tuples, collision):
     """Rows with equal hashes grouped (sorted by hash, the first row of each hash its
-    representative, as ``np.unique`` gives them) and every row checked against its representative."""
-    n = hashes.size
-    if n == 0:
-        return TupleCounts(hashes, np.asarray(counts, dtype=np.int64), tuples, collision)
-    order, sorted_, new, starts = _runs(hashes)
-    reps = tuples[order[starts]]
-    if not collision and starts.size < n:  # every row of a hash carries the tuple of the row before it
-        in_order = tuples[order]
-        same = new[1:] | (in_order[1:] == in_order[:-1]).all(axis=1)
-        collision = not bool(same.all())
-    return TupleCounts(sorted_[starts], np.add.reduceat(np.asarray(counts, dtype=np.int64)[order], starts), reps,
-                       collision)
+    representative, as ``np.unique`` gives them; their counts summed) and every row checked
+    against its representative (:func:`daskmicro.kernels.tuplehash.first_of_each`)."""
+    counts = np.ascontiguousarray(counts, dtype=np.int64)
+    if hashes.size == 0:
+        return TupleCounts(hashes, counts, tuples, collision)
+    tuples = np.ascontiguousarray(tuples)
+    first, summed, clash = first_of_each(np.ascontiguousarray(hashes), counts, tuples.T)
+    order = np.argsort(hashes[first])   # distinct hashes: no ties
+    first = first[order]
+    return TupleCounts(hashes[first], summed[order], tuples[first], collision or clash)
 
 
 def _widened(values: np.ndarray, out: np.ndarray) -> None:
@@ -325,7 +312,7 @@ def tuple_counts(part, columns: list, n: int | None = None) -> TupleCounts:
     hashes = _combine(H)
     if n == 0:
         return TupleCounts(hashes, np.empty(0, np.int64), np.empty((0, H.shape[0]), np.uint64))
-    first, counts, collision = first_of_each(hashes, H)
+    first, counts, collision = first_of_each(hashes, np.ones(n, np.int64), H)
     order = np.argsort(hashes[first])   # distinct hashes: no ties
     first = first[order]
     return TupleCounts(hashes[first], counts[order], np.ascontiguousarray(H[:, first].T), collision)

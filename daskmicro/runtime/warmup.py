@@ -120,7 +120,8 @@ COSTS = {"mdav.tree": 8.2, "mdav.nearest": 3.9, "mdav.remove": 0.9, "mdav.farthe
          "mdav.rebuild-list": 1.4, "mdav.from-centroid": 0.8, "mdav.from-record": 1.2, "mdav.take-cell": 1.0,
          "mdav": 4.6, "partitioned": 0.2, "pca": 0.1, "pcl": 2.0, "improve": 3.1, "incremental": 1.2,
          "polish": 2.5, "figures": 0.5, "figures-moments": 0.3,
-         "tuple-hash": 0.4, "tuple-rows": 0.1, "tuple-groups": 0.7}
+         "tuple-hash": 0.4, "tuple-rows": 0.1, "tuple-groups": 0.7,
+         "tuple-merge": 0.7}
 
 
 def _mdav_units() -> list[Unit]:
