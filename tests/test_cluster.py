@@ -89,3 +89,28 @@ def test_own_workers_do_not_log_the_heartbeat_lost_at_shutdown_and_others_still_
     record = logging.LogRecord("distributed.worker", logging.ERROR, __file__, 1,
                                "Failed to communicate with scheduler during heartbeat.", (), None)
     assert TaskLogFilter().filter(record)
+
+
+def _sampling(dask_worker):
+    return {name: dask_worker.periodic_callbacks[name].callback_time for name in ("profile", "profile-cycle", "tick")}
+
+
+@pytest.mark.parametrize("given, expected", [
+    ({}, {"profile": 100.0, "profile-cycle": 10_000.0, "tick": 200.0}),   # Dask's defaults: ours instead
+    ({"distributed.worker.profile.interval": "50ms"}, {"profile": 50.0, "profile-cycle": 10_000.0, "tick": 200.0}),
+])
+def test_own_cluster_samples_its_housekeeping_less_often_and_keeps_a_value_the_owner_set(given, expected):
+    """daskmicro's LocalCluster samples each task's stack every 100 ms (Dask: 10 ms) and times its event
+    loops every 200 ms (Dask: 20 ms); a value set in Dask's configuration is kept as it is."""
+    defaults = {"distributed.worker.profile.interval": "10ms", "distributed.worker.profile.cycle": "1000ms",
+                "distributed.admin.tick.interval": "20ms"}
+    with dask.config.set({**defaults, **given}):
+        cluster = local_cluster(1, processes=False)
+        try:
+            with distributed.Client(cluster) as client:
+                got = client.run(_sampling)
+        finally:
+            cluster.close()
+        assert dask.config.get("distributed.worker.profile.interval") == given.get(
+            "distributed.worker.profile.interval", "10ms")   # the caller's configuration is left as it was
+    assert list(got.values()) == [expected]
