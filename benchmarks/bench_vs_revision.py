@@ -7,7 +7,7 @@ It checks that the default is no slower than the earlier code's default — by d
 the pipeline before the improvement stage.  The earlier commit is checked out into a temporary git worktree and both
 codes run the same command — ``anonymize_file`` of the 1M census-like and 1M correlated Gaussian
 (m = 13) Parquet lakes of ``bench_quality.py`` (cached), k = 10, seed 0, the defaults, 2 worker
-processes of one thread, committed Parquet out — in their own processes, alternately, ``--rounds``
+processes of one thread (the LocalCluster each code starts for its own runs), committed Parquet out — in their own processes, alternately, ``--rounds``
 times, so that both see the same machine.  Each process runs every data set once before it is
 timed (compiling the kernels of a commit whose compile cache is cold) and then ``--repeat`` times.
 Printed: every wall time, the median per code and the ratio, the information loss of each code,
@@ -43,9 +43,14 @@ def run_code(n: int, repeat: int, out_dir: str) -> None:
 
     import daskmicro
 
+    try:   # the LocalCluster each code starts for a run of its own (its workers' environment and settings)
+        from daskmicro.runtime.cluster import local_cluster
+    except ImportError:   # a code from before it had one
+        def local_cluster(n, dashboard_address=None):
+            return LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=dashboard_address)
+
     result = {"code": str(Path(daskmicro.__file__).parent), "walls": {}, "il": {}}
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cl, \
-            Client(cl) as client:
+    with local_cluster(2, dashboard_address=None) as cl, Client(cl) as client:
         for data in DATA:
             lake = HERE / ".cache" / f"lake_{data}_n{n}_seed0"   # made by the parent (bench_quality.make_lake)
             qi = list(pq.read_schema(sorted(lake.glob("*.parquet"))[0]).names)
