@@ -226,9 +226,15 @@ def _group(hashes, counts, tuples, collision):
     return TupleCounts(hashes[first], summed[order], tuples[first], collision or clash)
 
 
+def _native(values: np.ndarray) -> np.ndarray:
+    """``values`` contiguous, in this machine's byte order (the bits a value has here)."""
+    values = np.ascontiguousarray(values)
+    return values if values.dtype.isnative else values.astype(values.dtype.newbyteorder("="))
+
+
 def _widened(values: np.ndarray, out: np.ndarray) -> None:
     """The bits of ``values`` (a NumPy number column of at most 8 bytes) widened to uint64 in ``out``."""
-    values = np.ascontiguousarray(values)
+    values = _native(values)
     out[:] = values.view(f"u{values.dtype.itemsize}")
 
 
@@ -236,7 +242,7 @@ def hash_floats(values: np.ndarray, out: np.ndarray | None = None) -> np.ndarray
     """pandas' per-value hash of a float array (``hash_array``: NaN and −0.0 canonicalised, then
     the value's bits mixed by invertible steps), computed in ``out`` (uint64, allocated when
     None) in one compiled pass (:func:`daskmicro.kernels.tuplehash.mix_bits`)."""
-    values = np.ascontiguousarray(values)
+    values = _native(values)
     out = np.empty(values.shape, dtype=np.uint64) if out is None else out
     _widened(values, out)
     mix_bits(out, _FLOAT_MASKS[values.dtype.itemsize], out)
