@@ -273,11 +273,12 @@ class NoConditionalWrites(Relay):
 class RefusingStore(Relay):
     """A store that refuses some writes and is slow to take others: a :class:`Relay` that answers
     ``403 AccessDenied`` to every PUT whose key ends with ``refuse``, and holds every PUT whose key
-    ends with ``slow`` for ``hold`` seconds before passing it on.  ``.landed``: the held PUTs the
-    server has answered since."""
+    ends with ``slow`` (a suffix or a tuple of them) for ``hold`` seconds before passing it on.
+    ``.held``: the PUTs it held; ``.landed``: those the server has answered since."""
 
-    def __init__(self, endpoint: str, refuse: str, slow: str, hold: float):
+    def __init__(self, endpoint: str, refuse: str, slow, hold: float):
         self.refuse, self.slow, self.hold = refuse, slow, hold
+        self.held: list[str] = []
         self.landed: list[str] = []
         super().__init__(endpoint)
 
@@ -289,6 +290,7 @@ class RefusingStore(Relay):
         if method == "PUT" and key.endswith(self.refuse):
             return error_response("403 Forbidden", "AccessDenied", "Access Denied")
         if method == "PUT" and key.endswith(self.slow):
+            self.held.append(path)
             time.sleep(self.hold)
         return None
 

@@ -321,7 +321,8 @@ def put_in_run(store: Store, puts: dict) -> None:
     still live: its owner object is there.  A run discarded meanwhile (:meth:`RemoteRun.discard`,
     :meth:`RemoteTarget.sweep`: the owner object deleted first, then every object listed) may have
     listed before this write landed: the write then deletes what it wrote and fails, so that no
-    object of a run that does not commit outlives it, whatever the workers were still writing.
+    object of a run that does not commit outlives it, whatever the workers were still writing (one
+    the store no longer lets it delete has no owner object: the next run's sweep deletes it).
     Every failure is one line naming the object (hive values masked)."""
     from .objectfile import put_whole
 
