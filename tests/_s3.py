@@ -146,12 +146,10 @@ def read_object(fs, key: str) -> pd.DataFrame:
     return pq.read_table(f"{BUCKET}/{key}", filesystem=fs).to_pandas()
 
 
-class NoConditionalWrites:
-    """A store without conditional writes, as some S3-compatible stores are: a TCP relay on loopback
-    in front of ``endpoint`` that answers ``501 NotImplemented`` to every request carrying
-    ``If-None-Match`` or ``If-Match`` and passes every other request on as it came, one request per
-    connection (``Connection: close`` is set on what it passes on).  ``.url``; ``.refused``: the
-    conditional requests it answered, as ``"METHOD PATH if-none-match"`` (or ``if-match``)."""
+class Relay:
+    """A TCP relay on loopback in front of the S3 server at ``endpoint`` (``.url``): every request is
+    passed on as it came, one request per connection (``Connection: close`` is set on what it passes
+    on), unless :meth:`answer` answers it itself.  Subclasses choose which requests to answer or hold."""
 
     def __init__(self, endpoint: str):
         import socket
@@ -160,11 +158,18 @@ class NoConditionalWrites:
 
         target = urlsplit(endpoint)
         self.target = (target.hostname, target.port)
-        self.refused: list[str] = []
         self.server = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.server.getsockname()[1]}"
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
+
+    def answer(self, first: str, names: set):
+        """The response to send instead of passing the request on (``first``: its request line,
+        ``names``: its header names, lower case), or None to pass it on."""
+        return None
+
+    def passed(self, first: str) -> None:
+        """Called once a request passed on has been answered by the server."""
 
     def _serve(self) -> None:
         import threading
@@ -189,16 +194,12 @@ class NoConditionalWrites:
                 head += chunk
             head, _, rest = head.partition(b"\r\n\r\n")
             lines = head.split(b"\r\n")
-            names = {line.split(b":", 1)[0].strip().lower() for line in lines[1:]}
-            conditions = sorted(names & {b"if-none-match", b"if-match"})
-            if conditions:
-                self.refused.append(" ".join([lines[0].decode("latin-1").split(" HTTP/")[0],
-                                              *(c.decode() for c in conditions)]))
-                body = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>NotImplemented</Code>'
-                        b"<Message>A header you provided implies functionality that is not implemented</Message>"
-                        b"</Error>")
-                conn.sendall(b"HTTP/1.1 501 Not Implemented\r\nContent-Type: application/xml\r\n"
-                             b"Content-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
+            names = {line.split(b":", 1)[0].strip().lower().decode("latin-1") for line in lines[1:]}
+            first = lines[0].decode("latin-1").split(" HTTP/")[0]
+            response = self.answer(first, names)
+            if response is not None:
+                _drain(conn, lines, rest)
+                conn.sendall(response)
                 return
             kept = [line for line in lines if line.split(b":", 1)[0].strip().lower() != b"connection"]
             upstream = socket.create_connection(self.target)
@@ -222,6 +223,78 @@ class NoConditionalWrites:
                 up.start()
                 pump(upstream, conn)
                 up.join(5)
+            self.passed(first)
 
     def close(self) -> None:
         self.server.close()
+
+
+def _drain(conn, lines: list, rest: bytes) -> None:
+    """Read the body of a request answered without it (unless the client waits for ``100 Continue``
+    before sending it), so that closing the connection does not reset it under the client."""
+    headers = {line.split(b":", 1)[0].strip().lower(): line.split(b":", 1)[1].strip()
+               for line in lines[1:] if b":" in line}
+    if headers.get(b"expect", b"").lower() == b"100-continue":
+        return
+    size = int(headers.get(b"content-length", b"0") or 0)
+    while len(rest) < size:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return
+        rest += chunk
+
+
+def error_response(status: str, code: str, message: str) -> bytes:
+    """An S3 error answer: ``status`` (``501 Not Implemented``), its XML body of ``code`` and ``message``."""
+    body = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code><Message>{message}</Message>'
+            "</Error>").encode()
+    return (f"HTTP/1.1 {status}\r\nContent-Type: application/xml\r\nContent-Length: {len(body)}\r\n"
+            "Connection: close\r\n\r\n").encode() + body
+
+
+class NoConditionalWrites(Relay):
+    """A store without conditional writes, as some S3-compatible stores are: a :class:`Relay` that
+    answers ``501 NotImplemented`` to every request carrying ``If-None-Match`` or ``If-Match``.
+    ``.refused``: the conditional requests it answered, as ``"METHOD PATH if-none-match"`` (or ``if-match``)."""
+
+    def __init__(self, endpoint: str):
+        self.refused: list[str] = []
+        super().__init__(endpoint)
+
+    def answer(self, first: str, names: set):
+        conditions = sorted(names & {"if-none-match", "if-match"})
+        if not conditions:
+            return None
+        self.refused.append(" ".join([first, *conditions]))
+        return error_response("501 Not Implemented", "NotImplemented",
+                              "A header you provided implies functionality that is not implemented")
+
+
+class RefusingStore(Relay):
+    """A store that refuses some writes and is slow to take others: a :class:`Relay` that answers
+    ``403 AccessDenied`` to every PUT whose key ends with ``refuse``, and holds every PUT whose key
+    ends with ``slow`` (a suffix or a tuple of them) for ``hold`` seconds before passing it on.
+    ``.held``: the PUTs it held; ``.landed``: those the server has answered since."""
+
+    def __init__(self, endpoint: str, refuse: str, slow, hold: float):
+        self.refuse, self.slow, self.hold = refuse, slow, hold
+        self.held: list[str] = []
+        self.landed: list[str] = []
+        super().__init__(endpoint)
+
+    def answer(self, first: str, names: set):
+        import time
+
+        method, _, path = first.partition(" ")
+        key = path.split("?", 1)[0]
+        if method == "PUT" and key.endswith(self.refuse):
+            return error_response("403 Forbidden", "AccessDenied", "Access Denied")
+        if method == "PUT" and key.endswith(self.slow):
+            self.held.append(path)
+            time.sleep(self.hold)
+        return None
+
+    def passed(self, first: str) -> None:
+        method, _, path = first.partition(" ")
+        if method == "PUT" and path.split("?", 1)[0].endswith(self.slow):
+            self.landed.append(path)

@@ -285,6 +285,35 @@ def test_single_file_release_and_reports_as_objects(cloud, client, tmp_path, cap
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet", "local.parquet"]
 
 
+def test_page_of_a_private_run_record_never_goes_to_the_store(cloud, tmp_path, capsys, monkeypatch):
+    """The page of a private run record's exact report (exact figures of the original data) is
+    owner-only on this machine; an object has no such mode, so ``daskmicro report RECORD`` with
+    ``--output`` on the store — beside the release, where its public page would go — is refused in one
+    line naming the object, as is a record read from the store (its page would go beside it);
+    nothing is written there.  A local --output still gets the page, owner-only."""
+    import stat
+    from pathlib import Path
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    src = tmp_path / "in.parquet"
+    frame(150, seed=13).drop(columns=["s"]).to_parquet(src, index=False)
+    target = cloud.url("private/rel.parquet")
+    assert lake_cli.main(["anonymize", str(src), target, "--qi", "x,y", "--k", "3", "--drop", "id"]) == 0
+    err = capsys.readouterr().err
+    record = re.findall(r"private run record .*: (\S+)\s*$", err, re.M)[-1]
+    cloud.fs.pipe_file(f"{BUCKET}/private/copied-record.json", Path(record).read_bytes())   # a record put there
+    before = keys(cloud, "private")
+    for argv, page in [([record, "--output", cloud.url("private/rel.report.html")], cloud.url("private/rel.report.html")),
+                       ([cloud.url("private/copied-record.json")], cloud.url("private/copied-record.html"))]:
+        assert lake_cli.main(["report", *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "private run record" in err and page in err, err
+    assert keys(cloud, "private") == before
+    local = tmp_path / "exact.html"
+    assert lake_cli.main(["report", record, "--output", str(local)]) == 0
+    assert "private, not for publication" in local.read_text() and stat.S_IMODE(local.stat().st_mode) == 0o600
+
+
 # --------------------------------------------------------------------------- two writers
 
 

@@ -730,3 +730,49 @@ def test_dask_performance_reports_on_the_store(store, client, tmp_path, capsys):
         assert doc["performance_report"] == link and f"dask:    s3://{BUCKET}/{page}" in out, out
         no_credentials(html, json.dumps(doc))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet", "local.parquet"]
+
+
+def test_a_refused_write_leaves_no_object_behind_even_those_still_being_written(store, client, tmp_path):
+    """The store refuses the PUT of one file of a directory release (403 AccessDenied, a relay in
+    front of the S3 server) while the other files' PUTs are held up on their way: the run fails in one
+    line naming the refused object, and once the held PUTs have landed — after the failed run deleted
+    its run prefix — nothing of the run is left under the target (the late writer finds its run
+    gone and deletes its object).  A later run commits as usual."""
+    import time
+
+    from _s3 import RefusingStore
+
+    endpoint, fs = store
+    rng = np.random.default_rng(23)
+    n = 4000
+    src = tmp_path / "in.parquet"
+    pd.DataFrame({"x": rng.normal(size=n), "y": rng.normal(size=n)}).to_parquet(src, index=False)
+    target = f"s3://{BUCKET}/refused"
+    others = tuple(f"/part-{i:05d}.parquet" for i in range(1, 4))   # whichever the other worker writes
+    relay = RefusingStore(endpoint, refuse="/part-00000.parquet", slow=others, hold=4)
+    try:
+        with pytest.raises(Exception) as info:
+            anonymize_file(src, target, ["x", "y"], 3, client=client, seed=1, rows_per_file=1000,
+                           storage_options={"endpoint_url": relay.url})
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (not relay.landed or len(relay.landed) < len(relay.held)):
+            time.sleep(0.2)                     # every held PUT landed, after the failure
+        assert relay.landed and len(relay.landed) == len(relay.held), (relay.held, relay.landed)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            fs.invalidate_cache()
+            left = fs.find(f"{BUCKET}/refused")
+            if not left:
+                break
+            time.sleep(0.5)
+        assert left == [], left                 # nothing of the failed run: no part, no fragment, no owner
+    finally:
+        relay.close()
+    message = str(info.value)
+    assert info.type is ParameterError and "\n" not in message, (info.type, message)
+    assert f"cannot write {target}/.run-" in message and "part-00000.parquet" in message, message
+    report = anonymize_file(src, target, ["x", "y"], 3, client=client, seed=1, rows_per_file=1000)
+    manifest, rel, keys = release_on_store(fs, "refused")
+    assert report.n == n == len(rel) and verify_k_anonymity(rel, ["x", "y"], 3)
+    assert runs(keys, "refused") == [manifest["run"]], keys
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]

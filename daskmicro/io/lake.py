@@ -73,13 +73,13 @@ def _write_part(df, path: str, columns: list, store=None, counted: bool = False,
         import hashlib
 
         from ..errors import VerificationError
-        from .objectfile import put_whole
+        from .objectcommit import put_in_run
 
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink)
         data = sink.getvalue().to_pybytes()
         fs = store.filesystem()
-        put_whole(fs, path, data)
+        put_in_run(store, {path: data})
         fs.invalidate_cache(path)
         back = fs.cat_file(path)
         out["bytes"], out["sha256"] = len(data), hashlib.sha256(data).hexdigest()

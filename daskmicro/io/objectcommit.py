@@ -19,8 +19,11 @@ the run prefix and every file with its rows, size and SHA-256.  After that the o
 release it replaces are deleted.  Readers (:func:`release_listing`) read only the files a
 manifest lists; a target with run prefixes and no manifest is refused.
 
-A run that fails deletes its run prefix; one that is killed leaves it, and the next run to the
-target deletes every run prefix no manifest names whose owner process is gone (or that has no
+A run that fails deletes its run prefix (its owner object first, then every object listed after
+that); a write a worker still had under way then (it cannot be stopped) checks, once its object is
+PUT, that the owner object is still there, and deletes its object if not (:func:`put_in_run`), so
+nothing of the failed run outlives it.  A run that is killed leaves its prefix, and the next run to
+the target deletes every run prefix no manifest names whose owner process is gone (or that has no
 owner object) (:meth:`RemoteTarget.sweep`).  Nothing but ``_SUCCESS`` and ``.run-<16 hex>/…``
 objects under the target is ever deleted, and a target holding any other object is refused.
 Two runs into one target: the ``_SUCCESS`` PUT is conditional on the state the run checked
@@ -39,13 +42,13 @@ import json
 import re
 import uuid
 
-from ..errors import InputError, ParameterError, describe
+from ..errors import InputError, ParameterError, describe, masked_path
 from .journal import fault
 from .objectfile import Conflict, OnStore, conditional_put
 from .objectstore import Store, check_url, shown_url, store_for
 from .recovery import MANIFEST_FORMAT, OWNER, SUCCESS, owner_alive, owner_record
 
-__all__ = ["RUN_PREFIX", "RemoteTarget", "RemoteRun", "is_release_prefix", "release_listing", "is_remote_target",
+__all__ = ["RUN_PREFIX", "RemoteTarget", "RemoteRun", "put_in_run", "is_release_prefix", "release_listing", "is_remote_target",
            "run_prefix_of", "MANIFEST_FORMAT"]
 
 #: The name of a run prefix: ``.run-`` and 16 hex digits.
@@ -194,13 +197,19 @@ class RemoteTarget(OnStore):
         if root == self.root or root.startswith(self.root + "/") or self.root.startswith(root + "/"):
             raise ParameterError(f"output {self.url} is {what} or lies inside or around it")
 
-    def _delete_run(self, name: str, names=None) -> None:
-        """Delete every object under the run prefix ``name`` (nothing else)."""
+    def _delete_run(self, name: str) -> None:
+        """Delete every object under the run prefix ``name`` (nothing else): its owner object first,
+        then whatever a listing made after that finds.  A write still under way on a worker
+        (:func:`put_in_run`) that lands after the listing finds no owner and deletes its own object."""
         if not _RUN.match(name):
             raise ValueError(f"not a run prefix: {name}")
         fs = self._filesystem()
+        try:
+            fs.rm(f"{self.root}/{name}/{OWNER}")
+        except Exception:  # none (a committed run's), or not deletable: the rest goes all the same
+            pass
         fs.invalidate_cache()
-        keys = [f"{self.root}/{n}" for n in (names if names is not None else self.listing()) if _run_of(n) == name]
+        keys = [f"{self.root}/{n}" for n in self.listing() if _run_of(n) == name]
         self._abort_uploads(name)
         if keys:
             fs.rm(keys)
@@ -238,7 +247,7 @@ class RemoteTarget(OnStore):
                     owner = None
             if owner_alive(owner):
                 continue
-            self._delete_run(run, names)
+            self._delete_run(run)
             removed.append(run)
         if not removed:
             return []
@@ -285,6 +294,63 @@ class RemoteTarget(OnStore):
                 "(--overwrite)") from None
         except Exception as exc:
             raise self._failed("write the manifest of", exc) from None
+
+
+def _owner_of(key: str) -> str:
+    """The owner object of the run prefix a key of the store lies under (``…/.run-<16 hex>/…``)."""
+    parts = str(key).split("/")
+    for i, part in enumerate(parts[:-1]):
+        if _RUN.match(part):
+            return "/".join([*parts[:i + 1], OWNER])
+    raise ValueError(f"not a key under a run prefix: {key}")
+
+
+def _live(fs, owner: str) -> bool:
+    """Whether the owner object ``owner`` is on the store, as it is now (no cached listing)."""
+    fs.invalidate_cache(owner)
+    try:
+        fs.info(owner)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def put_in_run(store: Store, puts: dict) -> None:
+    """PUT the objects ``puts`` (``{key under a run prefix: bytes}``; one object whole,
+    :func:`~daskmicro.io.objectfile.put_whole`, several at once), then make sure their run prefix is
+    still live: its owner object is there.  A run discarded meanwhile (:meth:`RemoteRun.discard`,
+    :meth:`RemoteTarget.sweep`: the owner object deleted first, then every object listed) may have
+    listed before this write landed: the write then deletes what it wrote and fails, so that no
+    object of a run that does not commit outlives it, whatever the workers were still writing (one
+    the store no longer lets it delete has no owner object: the next run's sweep deletes it).
+    Every failure is one line naming the object (hive values masked)."""
+    from .objectfile import put_whole
+
+    if not puts:
+        return
+    fs = store.filesystem()
+    first = next(iter(puts))
+    try:
+        if len(puts) == 1:
+            put_whole(fs, first, puts[first])
+        else:
+            fs.pipe(puts)
+        live = all(_live(fs, owner) for owner in sorted({_owner_of(k) for k in puts}))
+    except Exception as exc:   # the store's own errors (access denied, ...)
+        _remove_quietly(fs, puts)
+        raise ParameterError(f"output: cannot write {store.protocol}://{masked_path(first)}: "
+                             f"{store.scrub(describe(exc))}") from None
+    if not live:
+        _remove_quietly(fs, puts)
+        raise ParameterError(f"output: the run prefix of {store.protocol}://{masked_path(first)} was removed while "
+                             "it was written (the run stopped); nothing written there is kept")
+
+
+def _remove_quietly(fs, keys) -> None:
+    try:
+        fs.rm(list(keys))
+    except Exception:   # not written, or no longer there
+        pass
 
 
 class RemoteRun:

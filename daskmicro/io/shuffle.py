@@ -157,7 +157,9 @@ def scatter_piece(df: pd.DataFrame, piece_no: int, target: FragmentTarget) -> di
             os.replace(tmp, path)
         out[j] = count
     if puts:
-        store.filesystem().pipe(puts)
+        from .objectcommit import put_in_run
+
+        put_in_run(store, puts)
     return out
 
 
@@ -199,9 +201,9 @@ def write_file(path: str, schema, keep_row_id: bool, fragments: list, store=None
         del table
         data = sink.getvalue().to_pybytes()
         del sink
-        from .objectfile import put_whole
+        from .objectcommit import put_in_run
 
-        put_whole(fs, path, data)
+        put_in_run(store, {path: data})
         return dict(out, bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
     # no mkdir: the directories were made by open_staging; after discard_staging this write fails
     pq.write_table(table.replace_schema_metadata(None), path)
@@ -273,7 +275,9 @@ def scatter_counts(path: str, schema, columns: list, constants: dict, target: Co
                 _atomic_save(counts_path(directory, b, file_no), packed)
             written.append(b)
     if puts:
-        store.filesystem().pipe(puts)
+        from .objectcommit import put_in_run
+
+        put_in_run(store, puts)
     return rows, same, written, summary, digest
 
 

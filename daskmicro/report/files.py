@@ -149,11 +149,14 @@ def _page_on_store(path, output, overwrite: bool, storage_options) -> object:
         raise InputError(f"--output must end in .html: {page}")
     if str(page) in (str(path).rstrip("/"), str(source)):
         raise InputError(f"output would replace its own input: {page}")
+    report, private = _loaded(text, source)
+    if private and is_object_target(page):   # an object has no owner-only mode: whoever reads the bucket reads it
+        raise InputError(f"the page of a private run record shows its exact report and stays on this machine "
+                         f"(owner-only), never on an object store: {page}; give a local --output")
     if is_object_target(page):
         page.check(overwrite, "use --overwrite to replace it")
     elif page.exists() and not overwrite:
         raise InputError(f"output exists (use --overwrite to replace it): {page}")
-    report, private = _loaded(text, source)
     if is_object_target(source):   # its links are relative to where it lies on the store
         report = _rebase_on_store(report, source, page)
     html = render_html(report)
@@ -199,8 +202,8 @@ def write_report(path, output=None, *, overwrite: bool = True, storage_options=N
 
     ``path`` is anything :func:`find_report` accepts (a release file, a directory release, a
     demo directory or a report JSON — a private run record's JSON gives the page of its exact
-    report, private like the record); the page goes to ``output`` when given, else where
-    :func:`find_report` says.  With ``overwrite=False`` an existing page is refused.  The page
+    report, private like the record: written owner-only on this machine, refused on an object
+    store); the page goes to ``output`` when given, else where :func:`find_report` says.  With ``overwrite=False`` an existing page is refused.  The page
     is written to a temporary file and moved into place, so on error nothing is written and an
     earlier page is left untouched.  Raises :class:`~daskmicro.errors.InputError` naming the
     file when the report is missing or unreadable.
