@@ -776,3 +776,35 @@ def test_a_refused_write_leaves_no_object_behind_even_those_still_being_written(
     assert report.n == n == len(rel) and verify_k_anonymity(rel, ["x", "y"], 3)
     assert runs(keys, "refused") == [manifest["run"]], keys
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
+
+
+def test_a_late_write_into_a_removed_scratch_folder_deletes_itself(store):
+    """A fragment written into the run's scratch folder after that folder was removed — by a worker
+    the scheduler gave up on, in a run that goes on and commits — deletes itself and fails in one
+    line: a fragment (published rows beside their input row ids) never stays under a release."""
+    import pyarrow as pa
+
+    from daskmicro.io import shuffle as sh
+    from daskmicro.io.objectcommit import RemoteTarget
+    from daskmicro.io.recovery import OWNER
+    from daskmicro.io.source import RID
+
+    _, fs = store
+    run = RemoteTarget(f"s3://{BUCKET}/late-scratch").open_run()
+    try:
+        df = pd.DataFrame({"x": np.arange(40, dtype=np.float64), RID: np.arange(40, dtype=np.int64)})
+        schema = sh.fragment_schema(pa.schema([pa.field("x", pa.float64())]), False)
+        cuts = np.array([2 ** 63], dtype=np.uint64)
+        target = sh.FragmentTarget(5, [], {(): ("", 2, cuts)}, {(): 0}, schema, sh.location(run, sh.SHUFFLE_DIR),
+                                   run.store)
+        sh.open_scratch(run, sh.SHUFFLE_DIR)
+        assert sum(sh.scatter_piece(df, 0, target).values()) == 40     # while the folder is open: written
+        sh.remove_fragments(run)
+        with pytest.raises(ParameterError) as info:
+            sh.scatter_piece(df, 1, target)                             # late: after the folder went
+        fs.invalidate_cache()
+        left = [k.rsplit("/", 1)[-1] for k in fs.find(f"{BUCKET}/late-scratch")]
+        assert not [k for k in left if k.endswith(".arrow")] and OWNER in left, left   # the run goes on
+        assert "\n" not in str(info.value) and "scratch folder" in str(info.value)
+    finally:
+        run.discard()

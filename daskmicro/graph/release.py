@@ -194,6 +194,7 @@ def write_and_verify(client, releases, files, schema, rel: Release, partition_by
     directory = sh.location(staging, sh.SHUFFLE_DIR)
     fschema = sh.fragment_schema(schema, keep_row_id)
     target = sh.FragmentTarget(seed, partition_by, files, first, fschema, directory, store)
+    sh.open_scratch(staging, sh.SHUFFLE_DIR)
     per_piece = _scatter_all(client, releases, target, inflight, rel.tap)
     # Nothing upstream is needed any more: drop every reference to it (the caller's chunks, whose
     # graphs hold the futures of the rows' published values), so that a worker lost from here on costs
@@ -275,6 +276,7 @@ def _verify_files(client, files, schema, rel: Release, staging, inflight):
     threads = worker_threads(client)
     ranges = check_ranges([r for _, _, r in files], threads)
     target = sh.CountsTarget(directory, n_buckets, store)
+    sh.open_scratch(staging, sh.COUNTS_DIR)
     checks = [client.submit(sh.scatter_counts, str(files[f][0]), schema, columns, files[f][1], target, j,
                             rows, figures, pure=False)
               for j, (f, rows) in enumerate(ranges)]

@@ -48,7 +48,7 @@ from .objectfile import Conflict, OnStore, conditional_put
 from .objectstore import Store, check_url, shown_url, store_for
 from .recovery import MANIFEST_FORMAT, OWNER, SUCCESS, owner_alive, owner_record
 
-__all__ = ["RUN_PREFIX", "RemoteTarget", "RemoteRun", "put_in_run", "is_release_prefix", "release_listing", "is_remote_target",
+__all__ = ["RUN_PREFIX", "LIVE", "RemoteTarget", "RemoteRun", "put_in_run", "is_release_prefix", "release_listing", "is_remote_target",
            "run_prefix_of", "MANIFEST_FORMAT"]
 
 #: The name of a run prefix: ``.run-`` and 16 hex digits.
@@ -315,7 +315,11 @@ def _live(fs, owner: str) -> bool:
     return True
 
 
-def put_in_run(store: Store, puts: dict) -> None:
+#: The marker object of an open scratch folder of a run prefix (:meth:`RemoteRun.open_scratch`).
+LIVE = ".live"
+
+
+def put_in_run(store: Store, puts: dict, scratch: str | None = None) -> None:
     """PUT the objects ``puts`` (``{key under a run prefix: bytes}``; one object whole,
     :func:`~daskmicro.io.objectfile.put_whole`, several at once), then make sure their run prefix is
     still live: its owner object is there.  A run discarded meanwhile (:meth:`RemoteRun.discard`,
@@ -323,7 +327,10 @@ def put_in_run(store: Store, puts: dict) -> None:
     listed before this write landed: the write then deletes what it wrote and fails, so that no
     object of a run that does not commit outlives it, whatever the workers were still writing (one
     the store no longer lets it delete has no owner object: the next run's sweep deletes it).
-    Every failure is one line naming the object (hive values masked)."""
+    Objects of the scratch folder ``scratch`` (a key) are kept only while its marker is there
+    (:meth:`RemoteRun.remove` deletes it first): a late write into a folder already removed, in a
+    run that goes on, deletes itself.  Every failure is one line naming the object (hive values
+    masked)."""
     from .objectfile import put_whole
 
     if not puts:
@@ -336,14 +343,15 @@ def put_in_run(store: Store, puts: dict) -> None:
         else:
             fs.pipe(puts)
         live = all(_live(fs, owner) for owner in sorted({_owner_of(k) for k in puts}))
+        live = live and (scratch is None or _live(fs, f"{scratch}/{LIVE}"))
     except Exception as exc:   # the store's own errors (access denied, ...)
         _remove_quietly(fs, puts)
         raise ParameterError(f"output: cannot write {store.protocol}://{masked_path(first)}: "
                              f"{store.scrub(describe(exc))}") from None
     if not live:
         _remove_quietly(fs, puts)
-        raise ParameterError(f"output: the run prefix of {store.protocol}://{masked_path(first)} was removed while "
-                             "it was written (the run stopped); nothing written there is kept")
+        raise ParameterError(f"output: the run prefix of {store.protocol}://{masked_path(first)}, or its scratch "
+                             "folder, was removed while it was written; nothing written there is kept")
 
 
 def _remove_quietly(fs, keys) -> None:
@@ -385,9 +393,21 @@ class RemoteRun:
         except Exception as exc:
             raise self.target._failed("write to", exc) from None
 
+    def open_scratch(self, sub: str) -> None:
+        """Open the scratch folder ``sub`` of the run prefix: its marker object (:data:`LIVE`) is
+        written, and its writers (:func:`put_in_run` with ``scratch``) keep an object only while it
+        is there."""
+        self.put(f"{sub}/{LIVE}", b"")
+
     def remove(self, sub: str) -> None:
-        """Delete the objects under ``sub`` of the run prefix (scratch folders)."""
+        """Delete the objects under ``sub`` of the run prefix (a scratch folder): its marker first,
+        then whatever a listing made after that finds — a write still under way on a worker that a
+        scheduler gave up on lands after the listing, finds no marker and deletes its own object."""
         fs = self.target._filesystem()
+        try:
+            fs.rm(self.key(sub, LIVE))
+        except FileNotFoundError:
+            pass
         fs.invalidate_cache()
         keys = [k for k in fs.find(self.key(sub)) if k.startswith(self.key(sub) + "/")]
         if keys:

@@ -52,7 +52,7 @@ from .layout import KEY_COLUMN, file_index
 from .source import RID
 
 __all__ = ["SHUFFLE_DIR", "COUNTS_DIR", "FragmentTarget", "CountsTarget", "store_of", "location", "fragment_schema",
-           "scatter_piece", "fragment_path", "write_file", "remove_fragments", "counts_path", "scatter_counts",
+           "scatter_piece", "fragment_path", "write_file", "open_scratch", "remove_fragments", "counts_path", "scatter_counts",
            "bucket_verdict_of", "remove_counts"]
 
 #: Folder of the staging directory that holds the fragments while the release is cut.
@@ -159,7 +159,7 @@ def scatter_piece(df: pd.DataFrame, piece_no: int, target: FragmentTarget) -> di
     if puts:
         from .objectcommit import put_in_run
 
-        put_in_run(store, puts)
+        put_in_run(store, puts, scratch=directory)
     return out
 
 
@@ -215,6 +215,13 @@ def _remove(staging, sub: str) -> None:
         staging.remove(sub)
     else:
         shutil.rmtree(Path(staging) / sub, ignore_errors=True)
+
+
+def open_scratch(staging, sub: str) -> None:
+    """Open a scratch folder of a run prefix on an object store (its marker, which its writers check:
+    :func:`daskmicro.io.objectcommit.put_in_run`); a local folder was made by ``open_staging``."""
+    if store_of(staging) is not None:
+        staging.open_scratch(sub)
 
 
 def remove_fragments(staging) -> None:
@@ -277,7 +284,7 @@ def scatter_counts(path: str, schema, columns: list, constants: dict, target: Co
     if puts:
         from .objectcommit import put_in_run
 
-        put_in_run(store, puts)
+        put_in_run(store, puts, scratch=directory)
     return rows, same, written, summary, digest
 
 
