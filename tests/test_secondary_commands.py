@@ -57,3 +57,69 @@ def test_a_workflow_never_writes_its_report_over_its_own_spec(tmp_path, cli, rep
     line = r.stderr.strip()
     assert "\n" not in line and "w.yaml" in line and "report" in line
     assert _tree(tmp_path) == before
+
+
+# --------------------------------------------------------------------------- spec and assign: the one QI rule
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda d: d.assign(c=d["c"] + 2 ** 53), ["'c'", "2^53"]),            # rounded by float64: refused as anonymize does
+    (lambda d: d.assign(a=d["a"] * 1e300), ["'a'", "1e+150"]),             # squared distances overflow
+    (lambda d: d.assign(c=d["c"].astype("Int64").mask(d.index == 3)), ["'c'", "missing"]),
+])
+def test_spec_and_assign_read_qi_columns_by_the_rule_of_every_command(tmp_path, cli, edit, words):
+    from daskmicro import build_spec
+    from daskmicro.errors import InputError
+    from daskmicro.kernels import mdav, standardize
+
+    bad = edit(_records())
+    bad.to_parquet(tmp_path / "bad.parquet")
+    model = _records(seed=1)
+    spec = build_spec(model[["a", "b", "c"]].to_numpy(float), mdav(standardize(model[["a", "b", "c"]].to_numpy(float))[0], 5),
+                      ["a", "b", "c"], 5)
+    (tmp_path / "good.spec.json").write_text(__import__("json").dumps(spec))
+    before = _tree(tmp_path)
+    for args in (["spec", tmp_path / "bad.parquet", tmp_path / "s.json", "--qi", "a,b,c", "--k", "5"],
+                 ["assign", "--spec", tmp_path / "good.spec.json", tmp_path / "bad.parquet", tmp_path / "out.parquet"]):
+        r = cli(*args)
+        line = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(line) == 1 and all(w in line[0] for w in words), (args[0], r.stderr)
+        assert _tree(tmp_path) == before
+    with pytest.raises(InputError, match=words[0]):
+        __import__("daskmicro").assign(spec, bad)
+
+
+def test_assign_refuses_records_whose_distances_would_overflow_instead_of_picking_a_cell(tmp_path):
+    """A record far outside the spec's scale squared to inf against every cell: every cell tied and
+    the record went to cell 0 whatever its values."""
+    from daskmicro import assign, build_spec
+    from daskmicro.errors import InputError
+    from daskmicro.kernels import mdav, standardize
+
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(60, 2)) * 1e-10        # a model measured in tiny units
+    spec = build_spec(X, mdav(standardize(X)[0], 5), ["x", "y"], 5)
+    far = pd.DataFrame({"x": [1e145, -1e145], "y": [0.0, 0.0]})   # within ±1e150, z-scores beyond it
+    with np.errstate(all="raise"), pytest.raises(InputError, match="'x'") as err:
+        assign(spec, far)
+    assert "'y'" not in str(err.value) and "1e+145" not in str(err.value)
+    near = pd.DataFrame({"x": X[:3, 0], "y": X[:3, 1]})
+    assert assign(spec, near).shape == (3,)
+
+
+# --------------------------------------------------------------------------- audit
+
+
+def test_audit_counts_cells_by_the_ids_present_not_by_the_largest_id(tmp_path, cli):
+    """Cell ids counted by a table as long as the largest id: one id of 10^12 took terabytes and
+    ended as an internal error with exit status 1, which audit uses for 'k failed'."""
+    cells = np.r_[np.repeat(np.arange(4), 5), [10 ** 12]]
+    pd.DataFrame({"cell": cells}).to_parquet(tmp_path / "assigned.parquet")
+    r = cli("audit", tmp_path / "assigned.parquet", "--k", "5", "--report", tmp_path / "audit.json")
+    assert r.returncode == 1 and "FAILED in 1 cell(s), 1 unprotected record(s)" in r.stdout, r.stderr
+    report = __import__("json").loads((tmp_path / "assigned.parquet").with_name("audit.json").read_text())
+    assert report["n_cells"] == 10 ** 12 + 1 and report["empty_cells"] == 10 ** 12 + 1 - 5
+    assert report["failed_cells"] == [{"cell": 10 ** 12, "active": 1}]
+    pd.DataFrame({"cell": np.r_[cells[:-1], [2 ** 60]]}).to_parquet(tmp_path / "beyond.parquet")
+    r = cli("audit", tmp_path / "beyond.parquet", "--k", "5")
+    assert r.returncode == 2 and "'cell'" in r.stderr and len(r.stderr.strip().splitlines()) == 1
