@@ -123,3 +123,30 @@ def test_audit_counts_cells_by_the_ids_present_not_by_the_largest_id(tmp_path, c
     pd.DataFrame({"cell": np.r_[cells[:-1], [2 ** 60]]}).to_parquet(tmp_path / "beyond.parquet")
     r = cli("audit", tmp_path / "beyond.parquet", "--k", "5")
     assert r.returncode == 2 and "'cell'" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+# --------------------------------------------------------------------------- the ledger turned off by the environment
+
+
+@pytest.mark.parametrize("env", ["off", "OFF", " Off "])
+def test_a_ledger_turned_off_by_the_environment_is_off_for_every_rule_and_every_command(tmp_path, monkeypatch, cli, env):
+    """``DASKMICRO_LEDGER=OFF`` made a ledger directory named ``OFF`` in the working directory (``--ledger OFF``
+    is off), and with the ledger off by the environment --new-series / --id-column were silently ignored
+    (refused only after an explicit --ledger off)."""
+    from daskmicro import anonymize
+    from daskmicro.errors import ParameterError
+
+    monkeypatch.setenv("DASKMICRO_LEDGER", env)
+    monkeypatch.chdir(tmp_path)
+    df = _records().assign(pid=np.arange(120))
+    for bad in (dict(new_series=True), dict(id_column="pid")):
+        with pytest.raises(ParameterError, match=next(iter(bad))) as err:
+            anonymize(df, qi=["a", "b", "c"], k=5, keep=["pid"], **bad)
+        assert "DASKMICRO_LEDGER=off" in str(err.value) and "\n" not in str(err.value)
+    anonymize(df, qi=["a", "b", "c"], k=5, keep=["pid"])   # a trial run: nothing recorded, nowhere
+    assert os.listdir(tmp_path) == []
+    df.to_parquet(tmp_path / "in.parquet")
+    for option in (["--id-column", "pid"], ["--new-series"]):
+        r = cli("spec", "in.parquet", "s.json", "--qi", "a,b,c", "--k", "5", *option)
+        assert r.returncode == 2 and option[0] in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert os.listdir(tmp_path) == ["in.parquet"]
