@@ -56,6 +56,8 @@ MISTAKES = [
     ("input.filters", ["region"], "input.filters[0]: expected [column, op, value], got 'region'"),
     ("input.strata", 5, "input.strata: expected a list of column names"),
     ("input.path", "lake/{day}", "input.path: unknown placeholder {day}"),
+    ("input.path", "lake/{name!r}", "input.path: placeholder {name!r} takes no conversion or format: write {name}"),
+    ("input.path", "lake/{name:>9}", "input.path: placeholder {name:>9} takes no conversion or format: write {name}"),
     ("output.path", "out/{date}", "output.path: slot placeholders ({slot}, {date}, ...) need a schedule"),
     ("schedule", {"cron": "0 2 * *"}, "schedule.cron: expected 5 fields 'minute hour day-of-month month day-of-week', got '0 2 * *'"),
     ("schedule", {"cron": "61 2 * * *"}, "schedule.cron: expected 5 fields"),

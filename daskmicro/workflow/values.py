@@ -109,8 +109,14 @@ def as_template(value, path: str) -> str:
     except ValueError as exc:
         fail(path, f"bad placeholder in {text!r} ({exc}); write literal braces as {{{{ and }}}}")
     bad = [f for f in fields if f not in PLACEHOLDERS]
-    if bad or any(s or c for s, c in specs):
-        fail(path, f"unknown placeholder {{{(bad or fields)[0]}}} (known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)})")
+    known = ", ".join("{" + p + "}" for p in PLACEHOLDERS)
+    if bad:
+        fail(path, f"unknown placeholder {{{bad[0]}}} (known: {known})")
+    dressed = [(f, s, c) for f, (s, c) in zip(fields, specs) if s or c]
+    if dressed:
+        f, s, c = dressed[0]
+        fail(path, f"placeholder {{{f}{'!' + c if c else ''}{':' + s if s else ''}}} takes no conversion or format: "
+                   f"write {{{f}}} (known: {known})")
     return text
 
 
