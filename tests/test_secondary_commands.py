@@ -150,3 +150,34 @@ def test_a_ledger_turned_off_by_the_environment_is_off_for_every_rule_and_every_
         r = cli("spec", "in.parquet", "s.json", "--qi", "a,b,c", "--k", "5", *option)
         assert r.returncode == 2 and option[0] in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert os.listdir(tmp_path) == ["in.parquet"]
+
+
+# --------------------------------------------------------------------------- warmup
+
+
+def test_warmup_starts_at_most_one_process_per_compiled_unit(monkeypatch, cli):
+    """``--jobs`` had no ceiling: ``warmup --jobs 100000`` spawned processes (each importing numba) one per
+    job until the machine gave out, for 20 units to compile."""
+    import concurrent.futures
+
+    from daskmicro.runtime.warmup import KERNEL_SETS, units
+
+    started = []
+
+    class Pool:
+        def __init__(self, max_workers, mp_context=None):
+            started.append(max_workers)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def map(self, fn, items):
+            return [None for _ in items]
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", Pool)
+    r = cli("warmup", "--jobs", "100000", "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert started == [len(units(list(KERNEL_SETS)))]
