@@ -181,3 +181,31 @@ def test_warmup_starts_at_most_one_process_per_compiled_unit(monkeypatch, cli):
     r = cli("warmup", "--jobs", "100000", "--quiet")
     assert r.returncode == 0, r.stderr
     assert started == [len(units(list(KERNEL_SETS)))]
+
+
+# --------------------------------------------------------------------------- LocalCluster size
+
+
+@pytest.mark.parametrize("command", ["anonymize", "run"])
+def test_a_local_cluster_beyond_the_machines_memory_is_refused_before_it_starts(tmp_path, cli, monkeypatch, command):
+    """``--workers`` / ``cluster.workers`` had no ceiling: a LocalCluster of 10^6 worker processes was started."""
+    import distributed
+
+    started = []
+
+    def cluster(*args, **kwargs):
+        started.append(kwargs.get("n_workers"))
+        raise RuntimeError("a LocalCluster was started")
+
+    monkeypatch.setattr(distributed, "LocalCluster", cluster)
+    _records().to_parquet(tmp_path / "in.parquet")
+    (tmp_path / "w.yaml").write_text(_SPEC.format(report="rel.report.json").replace("workers: 1", "workers: 1000000"))
+    before = _tree(tmp_path)
+    if command == "anonymize":
+        r = cli("anonymize", tmp_path / "in.parquet", tmp_path / "out.parquet", "--qi", "a,b,c", "--k", "5",
+                "--workers", "1000000", "--method", "partitioned", "--quiet")
+    else:
+        r = cli("run", tmp_path / "w.yaml", "--quiet")
+    line = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(line) == 1 and "--workers" in line[0] and "1,000,000" in line[0], r.stderr
+    assert started == [] and _tree(tmp_path) == before
