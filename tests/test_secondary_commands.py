@@ -209,3 +209,22 @@ def test_a_local_cluster_beyond_the_machines_memory_is_refused_before_it_starts(
     line = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(line) == 1 and "--workers" in line[0] and "1,000,000" in line[0], r.stderr
     assert started == [] and _tree(tmp_path) == before
+
+
+# --------------------------------------------------------------------------- generated data sets
+
+
+def test_a_data_set_larger_than_the_machine_is_refused_in_one_line(tmp_path, cli):
+    """demo-data --n 10^13 ended as 'internal error (MemoryError)' (exit 1), a gaussian --m 10^6 the same
+    way, after the directories on the way to the output had been made."""
+    from daskmicro.datasets import census_like, correlated_gaussian
+    from daskmicro.errors import ParameterError
+
+    for make in (lambda: census_like(10 ** 13), lambda: correlated_gaussian(10, m=10 ** 6)):
+        with pytest.raises(ParameterError, match="memory"):
+            make()
+    for args in (["--n", str(10 ** 13)], ["--n", "10", "--kind", "gaussian", "--m", str(10 ** 6)]):
+        r = cli("demo-data", tmp_path / "new" / "sub" / "big.parquet", *args)
+        line = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(line) == 1 and "GiB" in line[0], r.stderr
+        assert os.listdir(tmp_path) == []
