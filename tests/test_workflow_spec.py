@@ -174,6 +174,17 @@ def test_cli_usage_errors_are_one_line(tmp_path, capsys):
     assert "--scheduler: give the address of the cluster" in capsys.readouterr().err
     assert main(["submit", str(spec), "--scheduler", "tcp://127.0.0.1:1", "--slot", "2026-01-01T00:00:00Z"]) == 2
     assert "--slot: the spec has no schedule" in capsys.readouterr().err
+    assert main(["run", str(spec), "--slot", "2026-01-01T00:00:00Z"]) == 2   # as submit: one rule
+    assert "--slot: the spec has no schedule" in capsys.readouterr().err
+    nightly = tmp_path / "n.yaml"
+    nightly.write_text("name: w\ninput: {path: in.parquet}\nqi: [a]\nk: 2\noutput: {path: 'out-{date}.parquet'}\n"
+                       "schedule: {cron: '0 2 * * *', timezone: Europe/Paris}\n")
+    for command in (["run", str(nightly)], ["submit", str(nightly), "--scheduler", "tcp://127.0.0.1:1"]):
+        assert main(command + ["--slot", "2026-11-22T02:00:00Z"]) == 2   # 02:00 in Paris is 01:00Z
+        err = capsys.readouterr().err
+        assert "--slot: 2026-11-22T02:00:00+00:00 is not a slot of the schedule" in err and "2026-11-22T01:00:00+00:00" in err
+        assert len(err.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["n.yaml", "s.yaml"]
     assert main(["submit", str(spec), "--scheduler", "tcp://x:1", "--horizon", "soon"]) == 2
     assert "cannot read duration" in capsys.readouterr().err
     assert main(["cancel", "k", "--scheduler", "tls://127.0.0.1:1"]) == 2
