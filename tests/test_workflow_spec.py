@@ -9,6 +9,7 @@ import pytest
 
 from daskmicro.cli import main
 from daskmicro.workflow import Clock, SpecError, load_workflow, parse_spec
+from daskmicro.errors import ParameterError
 from daskmicro.workflow.submit import LocalState
 
 UTC = dt.timezone.utc
@@ -165,6 +166,22 @@ def test_local_state_survives_a_new_submitter(tmp_path):
     path.write_text("{not json")
     with pytest.raises(Exception, match="state file .* is unreadable"):
         LocalState(path).load()
+
+
+@pytest.mark.parametrize("text", ['[]', '"runs"', '{"runs": 5}', '{"runs": {"k": 5}}', '{"report": 1}', '{}'])
+def test_a_file_that_is_not_a_state_file_is_refused_in_one_line_and_kept(tmp_path, capsys, text):
+    """Another JSON document named as the state file ended as an internal error, or was read as no
+    runs and replaced by the submitter's records."""
+    path = tmp_path / "mine.json"
+    path.write_text(text)
+    with pytest.raises(ParameterError, match="is not a daskmicro state file"):
+        LocalState(path).load()
+    with pytest.raises(ParameterError, match="is not a daskmicro state file"):
+        LocalState(path).add({"w-1-once": {"slot": "once"}})
+    assert main(["status", "--state", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "not a daskmicro state file" in err and len(err.strip().splitlines()) == 1
+    assert path.read_text() == text
 
 
 def test_cli_usage_errors_are_one_line(tmp_path, capsys):
