@@ -380,6 +380,7 @@ def test_nothing_is_written_inside_a_committed_release(tmp_path, cli, kind):
          "--report", rel / "region=a" / "r.json"),
         ("spec", tmp_path / "raw.parquet", rel / "s.json", "--qi", "x,y", "--k", K),
         ("demo-data", rel / "more.csv", "--n", "10"),
+        ("demo", "--output", rel, "--n", "200", "--k", K, "--workers", "1"),
         ("sweep", tmp_path / "raw.parquet", "--qi", "x,y", "--k", K, "--nu", "1", "--out", rel),
     ]
     if kind == "directory release":
