@@ -390,3 +390,20 @@ def test_nothing_is_written_inside_a_committed_release(tmp_path, cli, kind):
         lines = done.stderr.strip().splitlines()
         assert done.returncode == 2 and len(lines) == 1 and "inside the committed release" in lines[0], (args, done.stderr)
         assert _tree(tmp_path) == before, args
+
+
+@pytest.mark.parametrize("where", ["ledger", "ledger below", "run records"])
+def test_private_folders_never_lie_inside_a_committed_release(tmp_path, monkeypatch, where):
+    """A release ledger given as (or below) a directory release got its key and series written into
+    the release, to be published with it."""
+    _frame(["a", "b", "c"]).to_parquet(tmp_path / "raw.parquet", index=False)
+    rel = tmp_path / "rel"
+    anonymize_file(tmp_path / "raw.parquet", rel, qi=["x", "y"], k=K, keep=["reg"], ledger="off")
+    before = _tree(tmp_path)
+    ledger = {"ledger": rel, "ledger below": rel / "ledger", "run records": "off"}[where]
+    if where == "run records":
+        monkeypatch.setenv("XDG_STATE_HOME", str(rel / "state"))
+    with pytest.raises(ParameterError, match="inside the committed release") as err:
+        anonymize_file(tmp_path / "raw.parquet", tmp_path / "o.parquet", qi=["x", "y"], k=K, keep=["reg"], ledger=ledger)
+    assert "\n" not in str(err.value)
+    assert _tree(tmp_path) == before

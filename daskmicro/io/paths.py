@@ -151,10 +151,14 @@ def check_ledger(ledger, inputs=(), outputs=()) -> None:
 
 def check_private(folder, what: str, inputs=(), outputs=()) -> None:
     """Refuse a private folder (the release ledger, the private run records) that lies inside,
-    around or at an input or an output: what it holds must never be read as data nor published
-    with a release."""
+    around or at an input or an output, or inside a committed release: what it holds must never be
+    read as data nor published with a release."""
     inputs = [Path(i) for i in inputs if i is not None]
     led = Output(Path(folder).expanduser(), what, directory=True)
+    release = release_around(led.path / "_")   # the folder itself, or a directory above it
+    if release is not None:
+        raise ParameterError(f"the {what} would lie inside the committed release {release}: {led.path} (it would be "
+                             "published with it)")
     for inp in inputs:
         if inp.exists():
             _against_input(led, inp)
