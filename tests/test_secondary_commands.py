@@ -228,3 +228,18 @@ def test_a_data_set_larger_than_the_machine_is_refused_in_one_line(tmp_path, cli
         line = r.stderr.strip().splitlines()
         assert r.returncode == 2 and len(line) == 1 and "GiB" in line[0], r.stderr
         assert os.listdir(tmp_path) == []
+
+
+def test_spec_with_the_ledger_reads_only_the_columns_a_spec_publishes(tmp_path, cli):
+    """With a ledger, spec ran a release of the whole model table: a column named like an identifier was
+    refused with advice to use --drop / --keep, options spec does not have."""
+    _records().assign(record_id=np.arange(120), region="n").to_parquet(tmp_path / "model.parquet")
+    args = ["spec", tmp_path / "model.parquet", tmp_path / "s.json", "--qi", "a,b,c", "--k", "5",
+            "--ledger", tmp_path / "ledger"]
+    first = cli(*args)
+    assert first.returncode == 0, first.stderr
+    again = cli(*args, "--overwrite")   # the same series: the frozen cells, the same spec
+    assert again.returncode == 0 and again.stdout.splitlines()[-1] == first.stdout.splitlines()[-1]
+    r = cli(*args[:-1], tmp_path / "ledger2", "--id-column", "pid", "--overwrite")
+    assert r.returncode == 2 and "'pid'" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "ledger2").exists()

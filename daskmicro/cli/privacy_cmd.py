@@ -244,7 +244,15 @@ def _series_design(args, df, qi):
                           ledger=args.ledger, new_series=args.new_series, id_column=args.id_column)
     if cfg.ledger_path == "off":
         return None
-    outcome = run(cfg, df.reset_index(drop=True), say=echo_stderr)
+    # a spec publishes the cells' QI values only: the run reads the columns the design uses, so no
+    # other column is recorded as published nor refused as an identifier (spec has no --drop/--keep)
+    used = list(dict.fromkeys([*qi, *(c for c in (args.participation_column, args.id_column) if c is not None)]))
+    missing = [c for c in used if c not in df.columns]
+    if missing:
+        from ..io.qi import unknown_columns
+
+        raise unknown_columns(missing, df.columns, what="participation or id")
+    outcome = run(cfg, df[used].reset_index(drop=True), say=echo_stderr)
     published = outcome.release.sort_values(ROW_ID)[list(qi)].to_numpy(np.float64)
     values, labels = np.unique(published, axis=0, return_inverse=True)
     prob = outcome.report.probabilistic or {}
