@@ -261,3 +261,15 @@ def test_submit_refuses_a_recorded_spec_that_names_no_ledger(tmp_path, monkeypat
         submit_spec(parse_spec(BASE, base_dir=tmp_path), None, state=state)
     assert "\n" not in str(err.value)
     assert not state.exists() and not (tmp_path / "ledger").exists()
+
+
+@pytest.mark.parametrize("text", ["age,income\n51.257302,1240.651\n", "alice: 123-45-6789\nbob: 98.6\n", "- 51.257302\n- 1240.651\n"])
+def test_a_data_file_given_as_the_spec_is_refused_without_its_values(tmp_path, capsys, text):
+    """``daskmicro run data.csv`` quoted the file's first records in the error (a CSV reads as one YAML text)."""
+    data = tmp_path / "data.csv"
+    data.write_text(text)
+    assert main(["run", str(data)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "data file" in err
+    for value in ("51.25", "1240", "alice", "123-45", "98.6"):
+        assert value not in err

@@ -34,10 +34,23 @@ def show(value) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def _kind(value) -> str:
+    """What a document is, without its content (a data file given as the spec holds records)."""
+    if isinstance(value, str):
+        return f"a text of {len(value):,} character(s)"
+    if isinstance(value, (list, dict)):
+        return f"a {'list' if isinstance(value, list) else 'mapping'} of {len(value):,} item(s)"
+    return f"a {type(value).__name__}"
+
+
 def as_mapping(value, path: str, allowed) -> dict:
     if not isinstance(value, dict):
-        fail(path, f"expected a mapping with keys {', '.join(allowed)}, got {show(value)}")
+        got = show(value) if path else f"{_kind(value)} (is it a data file? a spec is a YAML mapping)"
+        fail(path, f"expected a mapping with keys {', '.join(allowed)}, got {got}")
     unknown = [str(k) for k in value if k not in allowed]
+    if unknown and not path and len(unknown) == len(value):   # no spec key at all: not a spec; its keys unsaid
+        fail(path, f"expected a mapping with keys {', '.join(allowed)}, got {_kind(value)} with none of them "
+                   "(is it a data file?)")
     if unknown:
         where = f"{path}: " if path else ""
         raise SpecError(f"workflow spec: {where}unknown key(s) {', '.join(repr(u) for u in unknown)} "
