@@ -243,3 +243,10 @@ def test_spec_with_the_ledger_reads_only_the_columns_a_spec_publishes(tmp_path, 
     r = cli(*args[:-1], tmp_path / "ledger2", "--id-column", "pid", "--overwrite")
     assert r.returncode == 2 and "'pid'" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "ledger2").exists()
+
+
+def test_spec_with_certain_participation_prints_a_table_failure_of_0_not_minus_0(tmp_path, cli):
+    _records().to_parquet(tmp_path / "m.parquet")
+    r = cli("spec", tmp_path / "m.parquet", tmp_path / "s.json", "--qi", "a,b,c", "--k", "5",
+            "--participation", "1", "--max-cell-failure", "0.5")
+    assert r.returncode == 0 and "t̄ = 0" in r.stdout and "-0" not in r.stdout, r.stdout
