@@ -215,11 +215,11 @@ RULES: tuple[Rule, ...] = (
          "memory_limit and spill_directory (--memory-limit, --spill-dir) set up the workers of the LocalCluster "
          "daskmicro starts; the workers of a running cluster keep their own (dask worker --memory-limit, "
          "--local-directory)"),
-    Rule("new series without a ledger", lambda c: c.new_series and c.ledger == "off",
-         "new_series (--new-series) starts a new series in the release ledger; with the ledger off (a trial run) "
-         "nothing is recorded"),
-    Rule("id column without a ledger", lambda c: c.id_column is not None and c.ledger == "off",
-         "id_column (--id-column) identifies records in the release ledger; with the ledger off nothing is recorded"),
+    Rule("new series without a ledger", lambda c: c.new_series and c.ledger_path == "off",
+         "new_series (--new-series) starts a new series in the release ledger; with the ledger off (a trial run: "
+         "--ledger off, series.ledger: off or DASKMICRO_LEDGER=off) nothing is recorded"),
+    Rule("id column without a ledger", lambda c: c.id_column is not None and c.ledger_path == "off", "id_column (--id-column) identifies "
+         "records in the release ledger; with the ledger off (--ledger off, series.ledger: off or DASKMICRO_LEDGER=off) nothing is recorded"),
     Rule("id column is a QI, a stratum or a partitioning column", lambda c: c.id_column in {*c.qi, *c.strata, *(c.partition_by or ())} - {None},
          "id_column (--id-column): the id column is never published and cannot be a QI, a stratum or a partitioning column",
          lambda c: repr(c.id_column)),

@@ -12,6 +12,7 @@ Every generator is seeded and deterministic: the same arguments give the same da
 
 from __future__ import annotations
 
+import os
 from importlib import resources
 
 import numpy as np
@@ -124,6 +125,7 @@ def census_like(n: int, seed: int = 0, with_extra_columns: bool = False) -> pd.D
         columns if asked.
     """
     n = _check_n(n)
+    _check_memory(n * 15 * 8 * 6, f"n = {n:,} census-like records")
     rng = np.random.default_rng(seed)
     base = load_census()
     X = base.to_numpy(dtype=np.float64)
@@ -167,10 +169,25 @@ def correlated_gaussian(n: int, m: int = 13, seed: int = 0) -> np.ndarray:
     """
     n = _check_n(n)
     m = _check_n(m, "m")
+    _check_memory((n * m * 3 + m * m * 4) * 8, f"n = {n:,} records of m = {m:,} columns")
     rng = np.random.default_rng(seed)
     L = rng.standard_normal((m, m))
     chol = np.linalg.cholesky(L @ L.T + np.eye(m))
     return rng.standard_normal((n, m)) @ chol.T
+
+
+def _check_memory(nbytes: int, what: str) -> None:
+    """Refuse, in one line naming the sizes, a data set that this machine's memory cannot hold
+    while it is generated (it ended as a MemoryError, or swapped the machine to a halt)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # no such figure here: the allocation decides
+        return
+    if nbytes > total:
+        from .errors import ParameterError
+
+        raise ParameterError(f"{what} would take about {nbytes / 2 ** 30:,.1f} GiB of memory to generate, more than "
+                             f"this machine's {total / 2 ** 30:,.1f} GiB: ask for fewer records or columns")
 
 
 def _check_n(n, name: str = "n") -> int:

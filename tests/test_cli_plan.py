@@ -72,7 +72,7 @@ def test_beta_uses_numerical_optimum(capsys):
         (["--zeta", "five"], "argument --zeta: expected a number"),
         (["--zeta", "5", "--survey", "1h"], "not allowed with argument"),
         (["--zeta", "5", "--t-ref", "2x"], "argument --t-ref: cannot read duration '2x'"),
-        (["--zeta", "5", "--t-ref", "0"], "argument --t-ref: expected a duration between 1 ms and 1e+12 s"),
+        (["--zeta", "5", "--t-ref", "0"], "argument --t-ref: expected a duration between 0.001s and 1000000000000s"),
         (["--zeta", "5", "--deadline", "1h"], "--deadline needs the one-pass running time"),
         (["--survey", "10h"], "--survey needs the one-pass running time"),
         (["--zeta", "5", "--t-ref", "2h", "--deadline", "1m"], "--deadline 1 min cannot be met: the earliest release is 2 min 33 s after the close"),
@@ -112,3 +112,13 @@ def test_durations():
     assert format_duration(7200) == "2 h"
     assert format_duration(4.2) == "4.2 s"
     assert format_duration(90061) == "1 d 1 h 1 min 1 s"
+
+
+def test_the_duration_bounds_a_refusal_names_are_accepted_as_written(capsys):
+    """The refusal said 'between 1 ms and 1e+12 s', two forms the duration reader refuses ('1ms', '1e+12s')."""
+    import re
+
+    assert main(["plan", "--zeta", "5", "--t-ref", "0"]) == 2
+    lo, hi = re.search(r"between (\S+) and (\S+),", capsys.readouterr().err).groups()
+    for bound in (lo, hi):
+        assert main(["plan", "--zeta", "5", "--t-ref", bound]) == 0, capsys.readouterr().err

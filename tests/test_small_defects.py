@@ -412,7 +412,7 @@ def test_kernel_entry_points_accept_the_bound_itself(entry):
 def test_max_abs_is_defined_once():
     from daskmicro.kernels import bounds
 
-    for module in ("daskmicro.anonymize", "daskmicro.graph.executor", "daskmicro.io.qi"):
+    for module in ("daskmicro.anonymize", "daskmicro.graph.executor", "daskmicro.kernels.columns", "daskmicro.privacy.spec"):
         assert importlib.import_module(module).MAX_ABS is bounds.MAX_ABS
     assert "MAX_ABS = " not in (importlib.import_module("daskmicro.anonymize").__loader__.get_source("daskmicro.anonymize"))
 

@@ -9,6 +9,7 @@ import pytest
 
 from daskmicro.cli import main
 from daskmicro.workflow import Clock, SpecError, load_workflow, parse_spec
+from daskmicro.errors import ParameterError
 from daskmicro.workflow.submit import LocalState
 
 UTC = dt.timezone.utc
@@ -56,6 +57,8 @@ MISTAKES = [
     ("input.filters", ["region"], "input.filters[0]: expected [column, op, value], got 'region'"),
     ("input.strata", 5, "input.strata: expected a list of column names"),
     ("input.path", "lake/{day}", "input.path: unknown placeholder {day}"),
+    ("input.path", "lake/{name!r}", "input.path: placeholder {name!r} takes no conversion or format: write {name}"),
+    ("input.path", "lake/{name:>9}", "input.path: placeholder {name:>9} takes no conversion or format: write {name}"),
     ("output.path", "out/{date}", "output.path: slot placeholders ({slot}, {date}, ...) need a schedule"),
     ("schedule", {"cron": "0 2 * *"}, "schedule.cron: expected 5 fields 'minute hour day-of-month month day-of-week', got '0 2 * *'"),
     ("schedule", {"cron": "61 2 * * *"}, "schedule.cron: expected 5 fields"),
@@ -165,6 +168,22 @@ def test_local_state_survives_a_new_submitter(tmp_path):
         LocalState(path).load()
 
 
+@pytest.mark.parametrize("text", ['[]', '"runs"', '{"runs": 5}', '{"runs": {"k": 5}}', '{"report": 1}', '{}'])
+def test_a_file_that_is_not_a_state_file_is_refused_in_one_line_and_kept(tmp_path, capsys, text):
+    """Another JSON document named as the state file ended as an internal error, or was read as no
+    runs and replaced by the submitter's records."""
+    path = tmp_path / "mine.json"
+    path.write_text(text)
+    with pytest.raises(ParameterError, match="is not a daskmicro state file"):
+        LocalState(path).load()
+    with pytest.raises(ParameterError, match="is not a daskmicro state file"):
+        LocalState(path).add({"w-1-once": {"slot": "once"}})
+    assert main(["status", "--state", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "not a daskmicro state file" in err and len(err.strip().splitlines()) == 1
+    assert path.read_text() == text
+
+
 def test_cli_usage_errors_are_one_line(tmp_path, capsys):
     spec = tmp_path / "s.yaml"
     spec.write_text("name: w\ninput: {path: in.parquet}\nqi: [a]\nk: 2\noutput: {path: out.parquet}\n")
@@ -172,6 +191,17 @@ def test_cli_usage_errors_are_one_line(tmp_path, capsys):
     assert "--scheduler: give the address of the cluster" in capsys.readouterr().err
     assert main(["submit", str(spec), "--scheduler", "tcp://127.0.0.1:1", "--slot", "2026-01-01T00:00:00Z"]) == 2
     assert "--slot: the spec has no schedule" in capsys.readouterr().err
+    assert main(["run", str(spec), "--slot", "2026-01-01T00:00:00Z"]) == 2   # as submit: one rule
+    assert "--slot: the spec has no schedule" in capsys.readouterr().err
+    nightly = tmp_path / "n.yaml"
+    nightly.write_text("name: w\ninput: {path: in.parquet}\nqi: [a]\nk: 2\noutput: {path: 'out-{date}.parquet'}\n"
+                       "schedule: {cron: '0 2 * * *', timezone: Europe/Paris}\n")
+    for command in (["run", str(nightly)], ["submit", str(nightly), "--scheduler", "tcp://127.0.0.1:1"]):
+        assert main(command + ["--slot", "2026-11-22T02:00:00Z"]) == 2   # 02:00 in Paris is 01:00Z
+        err = capsys.readouterr().err
+        assert "--slot: 2026-11-22T02:00:00+00:00 is not a slot of the schedule" in err and "2026-11-22T01:00:00+00:00" in err
+        assert len(err.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["n.yaml", "s.yaml"]
     assert main(["submit", str(spec), "--scheduler", "tcp://x:1", "--horizon", "soon"]) == 2
     assert "cannot read duration" in capsys.readouterr().err
     assert main(["cancel", "k", "--scheduler", "tls://127.0.0.1:1"]) == 2
@@ -231,3 +261,15 @@ def test_submit_refuses_a_recorded_spec_that_names_no_ledger(tmp_path, monkeypat
         submit_spec(parse_spec(BASE, base_dir=tmp_path), None, state=state)
     assert "\n" not in str(err.value)
     assert not state.exists() and not (tmp_path / "ledger").exists()
+
+
+@pytest.mark.parametrize("text", ["age,income\n51.257302,1240.651\n", "alice: 123-45-6789\nbob: 98.6\n", "- 51.257302\n- 1240.651\n"])
+def test_a_data_file_given_as_the_spec_is_refused_without_its_values(tmp_path, capsys, text):
+    """``daskmicro run data.csv`` quoted the file's first records in the error (a CSV reads as one YAML text)."""
+    data = tmp_path / "data.csv"
+    data.write_text(text)
+    assert main(["run", str(data)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "data file" in err
+    for value in ("51.25", "1240", "alice", "123-45", "98.6"):
+        assert value not in err

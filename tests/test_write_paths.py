@@ -355,3 +355,55 @@ def test_overwrite_of_an_output_that_is_a_link_is_refused(tmp_path):
     with pytest.raises(ParameterError, match="symbolic link"):
         anonymize_file(lake, tmp_path / "out", qi=["x", "y"], k=K + 1, ledger=False, overwrite=True)
     assert _tree(tmp_path) == before
+
+
+# --------------------------------------------------------------------------- a committed release is never added to
+
+
+@pytest.mark.parametrize("kind", ["directory release", "Delta table"])
+def test_nothing_is_written_inside_a_committed_release(tmp_path, cli, kind):
+    """A file written into a directory release becomes part of it for every reader of the directory
+    (a second release's rows read as the first's); the report page, a release file, a spec or demo
+    data were all written there."""
+    _frame(["a", "b", "c"]).to_parquet(tmp_path / "raw.parquet", index=False)
+    rel = tmp_path / "rel"
+    if kind == "directory release":
+        anonymize_file(tmp_path / "raw.parquet", rel, qi=["x", "y"], k=K, keep=["reg"], ledger="off")
+    else:
+        (rel / "_delta_log").mkdir(parents=True)
+        (rel / "_delta_log" / "00000000000000000000.json").write_text("{}")
+    (rel / "region=a").mkdir(exist_ok=True)
+    before = _tree(tmp_path)
+    attempts = [
+        ("anonymize", tmp_path / "raw.parquet", rel / "second.parquet", "--qi", "x,y", "--k", K, "--keep", "reg"),
+        ("anonymize", tmp_path / "raw.parquet", tmp_path / "o.parquet", "--qi", "x,y", "--k", K, "--keep", "reg",
+         "--report", rel / "region=a" / "r.json"),
+        ("spec", tmp_path / "raw.parquet", rel / "s.json", "--qi", "x,y", "--k", K),
+        ("demo-data", rel / "more.csv", "--n", "10"),
+        ("demo", "--output", rel, "--n", "200", "--k", K, "--workers", "1"),
+        ("sweep", tmp_path / "raw.parquet", "--qi", "x,y", "--k", K, "--nu", "1", "--out", rel),
+    ]
+    if kind == "directory release":
+        attempts += [("report", rel, "--output", rel / "page.html"), ("report", rel / "_report.json")]
+    for args in attempts:
+        done = cli(*args)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1 and "inside the committed release" in lines[0], (args, done.stderr)
+        assert _tree(tmp_path) == before, args
+
+
+@pytest.mark.parametrize("where", ["ledger", "ledger below", "run records"])
+def test_private_folders_never_lie_inside_a_committed_release(tmp_path, monkeypatch, where):
+    """A release ledger given as (or below) a directory release got its key and series written into
+    the release, to be published with it."""
+    _frame(["a", "b", "c"]).to_parquet(tmp_path / "raw.parquet", index=False)
+    rel = tmp_path / "rel"
+    anonymize_file(tmp_path / "raw.parquet", rel, qi=["x", "y"], k=K, keep=["reg"], ledger="off")
+    before = _tree(tmp_path)
+    ledger = {"ledger": rel, "ledger below": rel / "ledger", "run records": "off"}[where]
+    if where == "run records":
+        monkeypatch.setenv("XDG_STATE_HOME", str(rel / "state"))
+    with pytest.raises(ParameterError, match="inside the committed release") as err:
+        anonymize_file(tmp_path / "raw.parquet", tmp_path / "o.parquet", qi=["x", "y"], k=K, keep=["reg"], ledger=ledger)
+    assert "\n" not in str(err.value)
+    assert _tree(tmp_path) == before

@@ -101,7 +101,14 @@ def _earlier_demo(out_dir: Path) -> bool:
 
 def _check_demo_dir(out_dir: Path) -> None:
     """Refuse, before any work, a directory holding a file of one of the demo's names that no
-    demo wrote (a page or table of the user's): the demo would replace it."""
+    demo wrote (a page or table of the user's): the demo would replace it; and a directory that is
+    or lies in a committed release (:func:`daskmicro.io.paths.release_around`), never added to."""
+    from ..io.paths import release_around
+
+    release = release_around(out_dir / _DEMO_FILES[0])
+    if release is not None:
+        raise ParameterError(f"--output {out_dir} lies inside the committed release {release} (a release is never "
+                             "added to); choose another directory")
     found = [name for name in _DEMO_FILES if (out_dir / name).exists() or (out_dir / name).is_symlink()]
     if found and not _earlier_demo(out_dir):
         raise ParameterError(f"--output {out_dir} holds {', '.join(found)}, which the demo did not write and would "

@@ -54,7 +54,7 @@ def _duration_arg(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
     lo, hi = DURATION_RANGE
     if not lo <= value <= hi:
-        raise argparse.ArgumentTypeError(f"expected a duration between 1 ms and {hi:g} s, got {_short(text)}")
+        raise argparse.ArgumentTypeError(f"expected a duration between {lo:g}s and {hi:.0f}s, got {_short(text)}")
     return value
 
 
@@ -182,7 +182,7 @@ def _predicted(model, n: int) -> float:
     except ParameterError:
         t = math.inf
     if not lo <= t <= hi:
-        raise ParameterError(f"--n: the calibrated model predicts a one-pass time outside 1 ms … {hi:g} s "
+        raise ParameterError(f"--n: the calibrated model predicts a one-pass time outside {lo:g}s … {hi:.0f}s "
                              f"for {n:,} records: give --n within the model's range")
     return t
 

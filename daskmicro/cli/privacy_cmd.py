@@ -244,7 +244,15 @@ def _series_design(args, df, qi):
                           ledger=args.ledger, new_series=args.new_series, id_column=args.id_column)
     if cfg.ledger_path == "off":
         return None
-    outcome = run(cfg, df.reset_index(drop=True), say=echo_stderr)
+    # a spec publishes the cells' QI values only: the run reads the columns the design uses, so no
+    # other column is recorded as published nor refused as an identifier (spec has no --drop/--keep)
+    used = list(dict.fromkeys([*qi, *(c for c in (args.participation_column, args.id_column) if c is not None)]))
+    missing = [c for c in used if c not in df.columns]
+    if missing:
+        from ..io.qi import unknown_columns
+
+        raise unknown_columns(missing, df.columns, what="participation or id")
+    outcome = run(cfg, df[used].reset_index(drop=True), say=echo_stderr)
     published = outcome.release.sort_values(ROW_ID)[list(qi)].to_numpy(np.float64)
     values, labels = np.unique(published, axis=0, return_inverse=True)
     prob = outcome.report.probabilistic or {}
@@ -310,17 +318,18 @@ def audit_cells(cells, k: int, active=None, n_cells: int | None = None, cell_fai
     cells = np.asarray(cells, dtype=np.int64)
     act = np.ones(cells.size, dtype=bool) if active is None else np.asarray(active, dtype=bool)
     n_cells = int(cells.max()) + 1 if n_cells is None else int(n_cells)
-    counts = np.bincount(cells[act], minlength=n_cells)
-    failed = np.flatnonzero((counts > 0) & (counts < k))
+    ids, counts = np.unique(cells[act], return_counts=True)   # memory by records, not by the largest id
+    low = (counts > 0) & (counts < k)
+    failed, failed_counts = ids[low], counts[low]
     out = {
         "k": int(k),
         "n_cells": n_cells,
         "n_records": int(cells.size),
         "n_active": int(act.sum()),
-        "empty_cells": int((counts == 0).sum()),
+        "empty_cells": n_cells - int(ids.size),
         "n_failed_cells": int(failed.size),
-        "unprotected_records": int(counts[failed].sum()),
-        "failed_cells": [{"cell": int(c), "active": int(counts[c])} for c in failed],
+        "unprotected_records": int(failed_counts.sum()),
+        "failed_cells": [{"cell": int(c), "active": int(a)} for c, a in zip(failed, failed_counts)],
         "ok": bool(failed.size == 0),
     }
     if cell_failure is not None:
@@ -346,6 +355,7 @@ def _bool_column(df: pd.DataFrame, col: str) -> np.ndarray:
 
 def run_audit(args) -> int:
     """``daskmicro audit``: report cells that ended below k participants."""
+    from ..io.qi import EXACT_INT
     from ..io.tables import read_table, write_json_atomic
     from ..privacy.spec import load_spec
 
@@ -364,8 +374,9 @@ def run_audit(args) -> int:
         raise InputError(f"cell column {col!r} is not in the input (see --cell-column)")
     ids = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     n_cells = len(spec["cells"]) if spec else None
-    if np.isnan(ids).any() or (ids != np.round(ids)).any() or ids.min() < 0 or (n_cells and ids.max() >= n_cells):
-        limit = f" in 0 … {n_cells - 1}" if n_cells else ""
+    top = n_cells if n_cells else EXACT_INT   # ids held exactly: distinct ids stay distinct
+    if np.isnan(ids).any() or (ids != np.round(ids)).any() or ids.min() < 0 or ids.max() >= top:
+        limit = f" in 0 … {n_cells - 1}" if n_cells else " below 2^53"
         raise InputError(f"cell column {col!r} must hold integer cell ids{limit}")
     active = _bool_column(df, args.participation_column) if args.participation_column else None
     q = spec.get("model", {}).get("cell_failure") if spec else None

@@ -34,7 +34,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     p.add_argument("--quiet", action="store_true", help="print only the final line")
     p.add_argument("--jobs", type=positive_int, default=None, metavar="N",
-                   help="processes sharing the compile (default: the CPUs this process may use, at most 4)")
+                   help="processes sharing the compile, at most one per compiled unit (default: the CPUs this "
+                        "process may use, at most 4)")
     p.set_defaults(handler=run)
     return p
 

@@ -149,11 +149,12 @@ def _cmd_run(args) -> int:
     from .common import StageProgress
     from ..runtime.cluster import cluster_client
     from ..workflow.runner import execute_run, output_paths, preflight
-    from ..workflow.slots import latest_slot, next_slot
+    from ..workflow.slots import check_slot, latest_slot, next_slot
     from ..workflow.loader import load_workflow
     from ..workflow.workflow_spec import Clock
 
     spec = load_workflow(args.spec)
+    check_slot(spec.schedule, args.slot)
     if args.workers is not None and args.workers < 1:
         raise ParameterError(f"--workers: expected an integer ≥ 1, got {args.workers}")
     clock = Clock.from_env()
@@ -229,12 +230,12 @@ def _connect(args, spec=None, required: bool = True):
 
 def _cmd_submit(args) -> int:
     from ..workflow.loader import load_workflow
+    from ..workflow.slots import check_slot
     from ..workflow.workflow_spec import Clock
     from ..workflow.submit import submit_spec
 
     spec = load_workflow(args.spec)
-    if args.slot is not None and not spec.schedule:
-        raise ParameterError("--slot: the spec has no schedule")
+    check_slot(spec.schedule, args.slot)
     with _connect(args, spec) as client:
         results = submit_spec(spec, client, clock=Clock.from_env(), horizon=args.horizon, catch_up=args.catch_up,
                               until=args.until, follow=not args.no_follow, slot=args.slot, retry=args.retry,

@@ -39,11 +39,11 @@ _KEY_BYTES = 32
 
 
 def default_ledger() -> str:
-    """The ledger a run uses when none is given: ``DASKMICRO_LEDGER`` (a path, or ``off``), else
-    the user's state directory."""
+    """The ledger a run uses when none is given: ``DASKMICRO_LEDGER`` (a path, or ``off`` in any
+    case and spacing, as ``--ledger`` and ``series.ledger`` read it), else the user's state directory."""
     env = os.environ.get("DASKMICRO_LEDGER")
-    if env:
-        return env
+    if env and env.strip():
+        return "off" if env.strip().lower() == "off" else env
     from .runrecord import state_dir
 
     return str(state_dir() / "ledger")

@@ -10,7 +10,10 @@ work starts, :func:`check_outputs` refuses, in one line naming the path:
   directory would be overwritten by the commit, or would overwrite a committed part);
 * an output whose directory does not exist (found now, not after the release is committed);
 * an existing output without ``overwrite``, or an existing output of the other kind (a
-  directory where a file is to be written, or the reverse).
+  directory where a file is to be written, or the reverse);
+* an output inside a committed directory release or a Delta table (:func:`release_around`): a
+  release is replaced whole or left as it is, never added to (its readers would read the new file
+  as part of it).
 
 Inputs are compared by identity, not by name: every file and directory a directory input holds
 (the files a lake reader opens, through symbolic links) and the input itself are known by their
@@ -30,7 +33,7 @@ from pathlib import Path
 from ..errors import InputError, ParameterError
 
 __all__ = ["Output", "check_outputs", "check_against_inputs", "check_spill", "check_ledger", "check_private", "inside",
-           "refuse_repeated_files"]
+           "refuse_repeated_files", "release_around"]
 
 
 class Output:
@@ -148,10 +151,14 @@ def check_ledger(ledger, inputs=(), outputs=()) -> None:
 
 def check_private(folder, what: str, inputs=(), outputs=()) -> None:
     """Refuse a private folder (the release ledger, the private run records) that lies inside,
-    around or at an input or an output: what it holds must never be read as data nor published
-    with a release."""
+    around or at an input or an output, or inside a committed release: what it holds must never be
+    read as data nor published with a release."""
     inputs = [Path(i) for i in inputs if i is not None]
     led = Output(Path(folder).expanduser(), what, directory=True)
+    release = release_around(led.path / "_")   # the folder itself, or a directory above it
+    if release is not None:
+        raise ParameterError(f"the {what} would lie inside the committed release {release}: {led.path} (it would be "
+                             "published with it)")
     for inp in inputs:
         if inp.exists():
             _against_input(led, inp)
@@ -181,8 +188,25 @@ def _against_output(a: Output, b: Output) -> None:
                                  "(write it elsewhere)")
 
 
+def release_around(path) -> Path | None:
+    """The committed directory release (``_SUCCESS``) or Delta table (``_delta_log/``) that ``path``
+    would lie inside, or None."""
+    for d in _resolved(Path(path)).parents:
+        if (d / "_SUCCESS").is_file() or (d / "_delta_log").is_dir():
+            return d
+    return None
+
+
+def _outside_releases(out: Output) -> None:
+    release = release_around(out.path)
+    if release is not None:
+        raise ParameterError(f"the {out.what} would lie inside the committed release {release}: {out.path} (a release "
+                             "is never added to; write it elsewhere)")
+
+
 def _target(out: Output, overwrite: bool, hint: str) -> None:
     p = out.path
+    _outside_releases(out)
     if p.exists() or p.is_symlink():
         if not overwrite:
             raise ParameterError(f"{out.what} already exists: {p} ({hint})")
@@ -233,10 +257,12 @@ def check_outputs(inputs, outputs, overwrite: bool = False, hint: str = "use --o
 
 
 def check_against_inputs(inputs, outputs) -> None:
-    """Only the input rule of :func:`check_outputs`: no output is an input, inside one or around
-    one (for outputs whose existence and directory the caller checks itself)."""
+    """Only the input rules of :func:`check_outputs`: no output is an input, inside one or around
+    one, or inside a committed release (for outputs whose existence and directory the caller checks
+    itself)."""
     inputs = [Path(p) for p in inputs if p is not None]
     for out in outputs:
+        _outside_releases(out)
         for inp in inputs:
             if inp.exists():
                 _against_input(out, inp)

@@ -297,7 +297,7 @@ def table_failure(cell_failures) -> float:
         raise ParameterError("cell_failures must be probabilities in [0, 1]")
     if q.size and q.max() >= 1.0:
         return 1.0
-    return float(-np.expm1(np.log1p(-q).sum()))
+    return float(-np.expm1(np.log1p(-q).sum())) + 0.0   # + 0.0: no cell can fail gives 0, not -0
 
 
 def _metrics(state: ActiveCount, pis: np.ndarray | None, pi: float | None) -> CellFailure:

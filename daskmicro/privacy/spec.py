@@ -42,6 +42,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError, ParameterError, describe
+from ..kernels.bounds import MAX_ABS
+from ..kernels.columns import qi_matrix as qi_frame_values
 from ..kernels.metrics import Standardization
 from .effective import cell_failure, check_anonymity, check_max_cell_failure, check_participation
 from .failure_bounds import cell_failure_bound
@@ -90,24 +92,20 @@ def _floats(a) -> list:
 
 
 def qi_matrix(X, qi) -> np.ndarray:
-    """The ``qi`` columns of ``X`` as a float64 matrix, refusing missing, non-numeric or non-finite columns."""
-    if isinstance(X, pd.DataFrame):
-        missing = [c for c in qi if c not in X.columns]
-        if missing:
-            raise InputError(f"QI column(s) missing from the table: {', '.join(map(repr, missing))}")
-        cols = []
-        for c in qi:
-            if pd.api.types.is_bool_dtype(X[c]) or not pd.api.types.is_numeric_dtype(X[c]):
-                raise InputError(f"QI column {c!r} is not numeric")
-            cols.append(X[c].to_numpy(dtype=np.float64, na_value=np.nan))
-        M = np.column_stack(cols) if cols else np.zeros((len(X), 0))
-    else:
+    """The ``qi`` columns of ``X`` (a frame, or a matrix of them in order) as a float64 matrix, by the
+    one rule of every QI reader (:func:`daskmicro.kernels.columns.qi_matrix`), refusals naming columns."""
+    if not isinstance(X, pd.DataFrame):
         M = np.asarray(X, dtype=np.float64)
         if M.ndim != 2 or M.shape[1] != len(qi):
             raise InputError(f"the records must form a matrix with one column per QI ({len(qi)}), got shape {M.shape}")
-    bad = [qi[i] for i in range(M.shape[1]) if not np.isfinite(M[:, i]).all()]
-    if bad:
-        raise InputError(f"QI column(s) with missing or infinite values: {', '.join(map(repr, bad))}")
+        X, qi, names = pd.DataFrame(M), list(range(M.shape[1])), qi
+    else:
+        names = None
+        for what, bad in (("missing from the table", [c for c in qi if c not in X.columns]),
+                          ("named more than once in the input", [c for c in qi if int((X.columns == c).sum()) > 1])):
+            if bad:
+                raise InputError(f"QI column(s) {what}: {', '.join(map(repr, bad))}")
+    M = qi_frame_values(X, list(qi), names=names)
     if M.shape[0] == 0:
         raise InputError("the table has no records")
     return M
@@ -446,10 +444,16 @@ def check_spec(spec: dict) -> dict:
 
 
 def _standardized(spec: dict, data) -> np.ndarray:
+    """The records z-scored as the spec says; z-scores beyond ±MAX_ABS (squared distances overflow, every cell ties) refused."""
     M = qi_matrix(data, spec["qi"])
     st = spec["standardization"]
-    Z = (M - np.asarray(st["mean"])) / np.asarray(st["scale"])
+    with np.errstate(over="ignore", invalid="ignore"):
+        Z = (M - np.asarray(st["mean"])) / np.asarray(st["scale"])
     Z[:, np.asarray(st["constant"], dtype=bool)] = 0.0
+    far = [repr(c) for j, c in enumerate(spec["qi"]) if not (np.abs(Z[:, j]) <= MAX_ABS).all()]
+    if far:
+        raise InputError(f"QI column(s) with values too far from the spec's cells to assign: {', '.join(far)} (beyond ±"
+                         f"{MAX_ABS:.0e} standard deviations: squared distances would overflow); use the model's units")
     return Z
 
 

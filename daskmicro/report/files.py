@@ -209,6 +209,7 @@ def write_report(path, output=None, *, overwrite: bool = True, storage_options=N
     file when the report is missing or unreadable.
     """
     from ..io.objectstore import is_remote
+    from ..io.paths import release_around
 
     if is_remote(str(path)) or (output is not None and is_remote(str(output))):
         return _page_on_store(path, output, overwrite, storage_options)
@@ -223,6 +224,9 @@ def write_report(path, output=None, *, overwrite: bool = True, storage_options=N
             raise InputError(f"directory of --output does not exist: {target.parent}")
     if target.resolve() == Path(path).resolve() or target.resolve() == source.resolve():
         raise InputError(f"output would replace its own input: {target}")
+    release = release_around(target)
+    if release is not None:   # the committed release is not changed
+        raise InputError(f"the page would lie inside the committed release {release}: {target} (use --output elsewhere)")
     if target.exists() and not overwrite:
         raise InputError(f"output exists (use --overwrite to replace it): {target}")
     try:

@@ -41,6 +41,9 @@ WORKER_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "system", "DASKMICRO_LOCAL_WORKER": "
 #: compiled kernels, what the allocator keeps after the first tasks, and the data a task's
 #: inputs bring in from disk or other workers (benchmarks/mem_profile.py, benchmarks/README.md).
 WORKER_BASE_BYTES = 2 << 30
+#: Least memory a worker process is started with (the interpreter, Dask and the compiled kernels
+#: before any data): a LocalCluster of more workers than the machine's memory holds at this is refused.
+MIN_WORKER_BYTES = 256 << 20
 #: Memory a worker needs per byte of the largest task's data (its inputs, copies and results at
 #: once; a 16,000,000-row run peaked at 2.9 GiB per worker with tasks of 120 MB).
 TASK_FACTOR = 16
@@ -224,7 +227,13 @@ def local_cluster(n_workers: int | None = None, processes: bool = True, dashboar
     """
     import dask
     from distributed import LocalCluster
+    from distributed.system import MEMORY_LIMIT
 
+    most = max(1, MEMORY_LIMIT // MIN_WORKER_BYTES)
+    if n_workers is not None and processes and n_workers > most:
+        raise ParameterError(f"workers (--workers, cluster.workers): {n_workers:,} worker processes do not fit in this "
+                             f"machine's memory ({MEMORY_LIMIT >> 20:,} MiB, at least {MIN_WORKER_BYTES >> 20} MiB "
+                             f"each): ask for at most {most:,}")
     if spill_directory is not None:
         kwargs["local_directory"] = str(spill_directory)
     quiet = os.environ.get(QUIET_ENV) == "1"

@@ -368,11 +368,12 @@ def run_units(pieces: list[Unit], lock_dir: Path | None,
 def warm_up(progress: Callable[[str, float], None] | None = None, jobs: int = 1) -> tuple[str | None, float]:
     """Compile every kernel (``daskmicro warmup``); return (numba cache dir, seconds).
 
-    With ``jobs`` > 1, that many processes share the compile first (as a machine's workers do, see the
-    module's doc); the steps then load what they compiled. ``progress(name, seconds)`` after each step,
+    With ``jobs`` > 1, that many processes (at most one per unit) share the compile first (as a machine's
+    workers do, see the module's doc); the steps then load what they compiled. ``progress(name, seconds)`` after each step,
     and ``progress("N processes", seconds)`` after the shared compile."""
     configure()
     t0 = time.perf_counter()
+    jobs = min(int(jobs), len(units(list(KERNEL_SETS))))  # one process per unit at most: more share nothing
     if jobs > 1:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor

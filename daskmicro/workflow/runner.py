@@ -58,16 +58,17 @@ def _input_path(text: str):
     return text if is_remote(text) else Path(local_path(text))
 
 
-def _check_targets(source, out: Path, report: Path, is_dir: bool, overwrite: bool) -> None:
-    """Every local path the run writes against the input and each other (:mod:`daskmicro.io.paths`);
-    a report directly inside a directory release is written into it with the commit.  Paths on an
-    object store are checked there by the run (:mod:`daskmicro.plan`)."""
+def _check_targets(sources, out: Path, report: Path, is_dir: bool, overwrite: bool) -> None:
+    """Every local path the run writes against what it reads (its input and the spec file itself)
+    and each other (:mod:`daskmicro.io.paths`); a report directly inside a directory release is
+    written into it with the commit.  Paths on an object store are checked there by the run
+    (:mod:`daskmicro.plan`)."""
     from ..io.paths import Output, check_outputs
 
     outputs = [Output(out, "output", directory=is_dir)] if isinstance(out, Path) else []
     if isinstance(report, Path) and not (is_dir and isinstance(out, Path) and report.parent == out):
         outputs.append(Output(report, "report"))
-    check_outputs([source], outputs, overwrite, hint="set output.overwrite: true to replace it")
+    check_outputs(sources, outputs, overwrite, hint="set output.overwrite: true to replace it")
 
 
 def _quote(text: str, what: str) -> str:
@@ -166,7 +167,8 @@ def preflight(spec: WorkflowSpec, slot: dt.datetime | None = None) -> tuple[Path
         if not source.exists():
             raise InputError(f"input not found: {source} (make it first: see the comments at the top of the spec)")
         rec.refuse_uncommitted(source)
-    _check_targets(source if isinstance(source, Path) else None, out, report_path, is_dir,
+    spec_file = Path(spec.source) if spec.source else None   # read by this run: never a target
+    _check_targets([source if isinstance(source, Path) else None, spec_file], out, report_path, is_dir,
                    spec.data["output"]["overwrite"])
     return source, out, report_path
 

@@ -136,6 +136,20 @@ def next_slot(schedule: dict, now: dt.datetime, within: dt.timedelta = dt.timede
     return t if t is not None and t - now <= within else None
 
 
+def check_slot(schedule: dict | None, slot: dt.datetime | None) -> None:
+    """Refuse a ``--slot`` that is not a time of ``schedule`` (or given for a spec with none): its run
+    key, paths and report would name a slot the schedule never has, beside the scheduled run's."""
+    if slot is None:
+        return
+    if not schedule:
+        raise ParameterError("--slot: the spec has no schedule")
+    if latest_slot(schedule, slot, within=dt.timedelta(0)) is None:
+        near = [t for t in (latest_slot(schedule, slot), next_slot(schedule, slot)) if t is not None]
+        what = f"cron {schedule['cron']!r} in {schedule.get('timezone', 'UTC')}" if "cron" in schedule else "its 'at' times"
+        raise ParameterError(f"--slot: {slot.astimezone(UTC).isoformat()} is not a slot of the schedule ({what})"
+                             + (f"; the nearest: {' and '.join(t.isoformat() for t in near)}" if near else ""))
+
+
 def fill(text: str, spec_name: str, slot: dt.datetime | None) -> str:
     """Fill the placeholders of a path or filter value for one run."""
     s = (slot or dt.datetime.now(UTC)).astimezone(UTC)

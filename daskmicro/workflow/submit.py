@@ -63,12 +63,19 @@ class LocalState:
         self.path = state_path(path)
 
     def load(self) -> dict:
+        """The runs recorded; a file that is not a state file (another JSON document) is refused, never
+        read as empty and then replaced by :meth:`add`."""
         try:
-            return json.loads(self.path.read_text(encoding="utf-8")).get("runs", {})
+            doc = json.loads(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return {}
         except (OSError, ValueError) as exc:
             raise ParameterError(f"state file {self.path} is unreadable: {exc}") from None
+        runs = doc.get("runs") if isinstance(doc, dict) and set(doc) == {"runs"} else None
+        if not isinstance(runs, dict) or not all(isinstance(r, dict) for r in runs.values()):
+            raise ParameterError(f"state file {self.path} is not a daskmicro state file (a JSON object "
+                                 '{"runs": {KEY: {...}}}): name another with --state or $DASKMICRO_STATE')
+        return runs
 
     def add(self, records: dict) -> None:
         if not records:

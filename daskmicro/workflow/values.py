@@ -34,10 +34,23 @@ def show(value) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def _kind(value) -> str:
+    """What a document is, without its content (a data file given as the spec holds records)."""
+    if isinstance(value, str):
+        return f"a text of {len(value):,} character(s)"
+    if isinstance(value, (list, dict)):
+        return f"a {'list' if isinstance(value, list) else 'mapping'} of {len(value):,} item(s)"
+    return f"a {type(value).__name__}"
+
+
 def as_mapping(value, path: str, allowed) -> dict:
     if not isinstance(value, dict):
-        fail(path, f"expected a mapping with keys {', '.join(allowed)}, got {show(value)}")
+        got = show(value) if path else f"{_kind(value)} (is it a data file? a spec is a YAML mapping)"
+        fail(path, f"expected a mapping with keys {', '.join(allowed)}, got {got}")
     unknown = [str(k) for k in value if k not in allowed]
+    if unknown and not path and len(unknown) == len(value):   # no spec key at all: not a spec; its keys unsaid
+        fail(path, f"expected a mapping with keys {', '.join(allowed)}, got {_kind(value)} with none of them "
+                   "(is it a data file?)")
     if unknown:
         where = f"{path}: " if path else ""
         raise SpecError(f"workflow spec: {where}unknown key(s) {', '.join(repr(u) for u in unknown)} "
@@ -109,8 +122,14 @@ def as_template(value, path: str) -> str:
     except ValueError as exc:
         fail(path, f"bad placeholder in {text!r} ({exc}); write literal braces as {{{{ and }}}}")
     bad = [f for f in fields if f not in PLACEHOLDERS]
-    if bad or any(s or c for s, c in specs):
-        fail(path, f"unknown placeholder {{{(bad or fields)[0]}}} (known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)})")
+    known = ", ".join("{" + p + "}" for p in PLACEHOLDERS)
+    if bad:
+        fail(path, f"unknown placeholder {{{bad[0]}}} (known: {known})")
+    dressed = [(f, s, c) for f, (s, c) in zip(fields, specs) if s or c]
+    if dressed:
+        f, s, c = dressed[0]
+        fail(path, f"placeholder {{{f}{'!' + c if c else ''}{':' + s if s else ''}}} takes no conversion or format: "
+                   f"write {{{f}}} (known: {known})")
     return text
 
 
