@@ -143,7 +143,7 @@ def main() -> None:
                   "s3": json.loads(fs.cat_file(f"{BUCKET}/out/{manifest['run']}/_report.json"))["timings"]}
         best = {k: min(v) for k, v in times.items()}
         print()
-        print(f"| stage (last run of each) | local s | S3 s |")
+        print("| stage (last run of each) | local s | S3 s |")
         print("|---|---:|---:|")
         for name in stages["local"]:
             if isinstance(stages["local"][name], (int, float)) and name in stages["s3"]:

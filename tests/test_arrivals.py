@@ -1,7 +1,6 @@
 """Simulated arrivals: files land on schedule, atomically, and the readers see what has landed."""
 
 import json
-import re
 import threading
 import time
 

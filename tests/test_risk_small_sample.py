@@ -10,7 +10,6 @@ every 10 records of the sample, as whole percentage points do from 1,000 records
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import pytest
 
