@@ -232,20 +232,21 @@ def _native(values: np.ndarray) -> np.ndarray:
     return values if values.dtype.isnative else values.astype(values.dtype.newbyteorder("="))
 
 
-def _widened(values: np.ndarray, out: np.ndarray) -> None:
-    """The bits of ``values`` (a NumPy number column of at most 8 bytes) widened to uint64 in ``out``."""
+def _hash_numbers(values: np.ndarray, out: np.ndarray) -> None:
+    """pandas' per-value hash of a NumPy number column of at most 8 bytes (``hash_array``: the
+    value's bits widened to 64 — a float's NaNs and −0.0 made one — then mixed by invertible steps),
+    in ``out``, in one compiled pass (:func:`daskmicro.kernels.tuplehash.mix_bits`)."""
     values = _native(values)
-    out[:] = values.view(f"u{values.dtype.itemsize}")
+    width = values.dtype.itemsize
+    out[:] = values.view(f"u{width}")
+    mix_bits(out, _FLOAT_MASKS[width] if values.dtype.kind == "f" else _INTEGER_MASKS, out)
 
 
 def hash_floats(values: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """pandas' per-value hash of a float array (``hash_array``: NaN and −0.0 canonicalised, then
-    the value's bits mixed by invertible steps), computed in ``out`` (uint64, allocated when
-    None) in one compiled pass (:func:`daskmicro.kernels.tuplehash.mix_bits`)."""
-    values = _native(values)
+    """:func:`_hash_numbers` of a float array, in ``out`` (uint64, allocated when None)."""
+    values = np.asarray(values)
     out = np.empty(values.shape, dtype=np.uint64) if out is None else out
-    _widened(values, out)
-    mix_bits(out, _FLOAT_MASKS[values.dtype.itemsize], out)
+    _hash_numbers(values, out)
     return out
 
 
@@ -264,13 +265,8 @@ def _hash_column(values, out: np.ndarray) -> None:
     """The uint64 hash of each value of one column, in its own dtype (a Series or an ndarray), in
     ``out``; a missing value of a column that is not a NumPy float one hashes as :data:`MISSING_HASH`."""
     dtype = getattr(values, "dtype", None)
-    if isinstance(dtype, np.dtype) and dtype.kind == "f" and dtype.itemsize in (2, 4, 8):
-        hash_floats(np.asarray(values), out)
-        return
-    if isinstance(dtype, np.dtype) and dtype.kind in "iub" and dtype.itemsize in (1, 2, 4, 8):
-        # as pandas hashes them: the bits widened to 64 (a bool as 0 or 1), then mixed
-        _widened(np.asarray(values), out)
-        mix_bits(out, _INTEGER_MASKS, out)
+    if isinstance(dtype, np.dtype) and dtype.kind in "fiub" and dtype.itemsize <= 8:
+        _hash_numbers(np.asarray(values), out)   # a bool as 0 or 1, as pandas hashes it
         return
     if not isinstance(values, (pd.Series, pd.Index)):
         values = pd.Series(values, copy=False)
@@ -288,7 +284,7 @@ def column_hashes(part, columns: list, n: int | None = None) -> np.ndarray:
     Missing values hash alike within a column (a NaN cannot hide a small group); nothing is
     converted to float64 first, so integers beyond 2^53, float16/float32 values and strings are
     compared exactly as published.  NumPy number columns are hashed as pandas hashes them, in one
-    compiled pass each (:func:`hash_floats`).
+    compiled pass each (:func:`_hash_numbers`).
     """
     n = len(part) if n is None else int(n)
     H = np.empty((len(columns), n), dtype=np.uint64)
