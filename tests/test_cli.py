@@ -261,6 +261,16 @@ def test_demo_never_replaces_files_it_did_not_write(tmp_path, capsys, mine):
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
+@pytest.mark.parametrize("args, names", [(["--n", "2", "--k", "3"], ("--k", "--n")), (["--k", "1"], ("--k",)),
+                                         (["--partition-size", "1"], ("--partition-size",))])
+def test_demo_refuses_bad_settings_before_generating_anything(tmp_path, capsys, args, names):
+    out = tmp_path / "demo"
+    assert main(["demo", "--output", str(out), *args]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and all(n in captured.err for n in names)
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("name, kind, columns", [("d.parquet", "census-like", 15), ("g.csv", "gaussian", 5)])
 def test_demo_data(tmp_path, name, kind, columns):
     out = tmp_path / name

@@ -200,6 +200,12 @@ def test_write_report_bad_input(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("daskmicro: error:") and err.count("\n") == 1 and "report.json" in err
     assert not (tmp_path / "report.html").exists()
+    for other in ({"a": 1}, {"format": "daskmicro-run-record/1", "report": {"k": 3}}):  # JSON, not a report
+        (tmp_path / "other.json").write_text(json.dumps(other))
+        assert main(["report", str(tmp_path / "other.json")]) == 2
+        err = capsys.readouterr().err
+        assert "not a daskmicro report" in err and err.count("\n") == 1
+        assert not (tmp_path / "other.html").exists()
 
 
 # --------------------------------------------------------------------------- headless Chromium

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from ..errors import ParameterError, describe
-from .common import StageProgress, check_target, non_negative_int, positive_int
+from .common import StageProgress, check_target, int_at_least, non_negative_int, positive_int
 
 __all__ = ["add_parsers"]
 
@@ -52,9 +52,9 @@ def add_parsers(sub, fmt) -> None:
     )
     p.add_argument("--output", default="demo-output", metavar="DIR", help="directory to write to (default: %(default)s)")
     p.add_argument("--n", type=positive_int, default=20000, help="number of records (default: %(default)s)")
-    p.add_argument("--k", type=int, default=5, help="anonymity parameter (default: %(default)s)")
+    p.add_argument("--k", type=int_at_least(2), default=5, help="anonymity parameter (default: %(default)s)")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the data and of the shuffle (default: %(default)s)")
-    p.add_argument("--partition-size", type=positive_int, default=5000, help="records per partition of the partitioned pipeline (default: %(default)s)")
+    p.add_argument("--partition-size", type=int_at_least(2), default=5000, help="records per partition of the partitioned pipeline (default: %(default)s)")
     p.add_argument("--workers", type=positive_int, default=2, help="LocalCluster worker processes (default: %(default)s)")
     p.add_argument("--dask-report", action="store_true", help="also write DIR/dask-report.html, the Dask performance report (several MB)")
     p.add_argument("--verbose", action="store_true", help="also how Dask ran it: the cluster and its dashboard, each stage of the pipeline with its time, and in the summary the layout and kernel times")
@@ -134,6 +134,8 @@ def _cmd_demo(args) -> int:
     if out_dir.exists() and not out_dir.is_dir():
         raise ParameterError(f"--output is not a directory: {out_dir}")
     _check_demo_dir(out_dir)
+    if args.k > args.n:  # refused before any record is generated
+        raise ParameterError(f"--k = {args.k} exceeds the number of records to generate, --n = {args.n}")
     # first: an interrupted commit of the run's files completed or undone, leftovers swept
     for line in recover(*(out_dir / name for name in _DEMO_FILES)):
         print(f"daskmicro: {line}", file=sys.stderr)

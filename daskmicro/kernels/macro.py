@@ -81,13 +81,15 @@ def select_nearest(d: np.ndarray, count: int) -> np.ndarray:
 
 
 def mdav_large(X, K: int) -> np.ndarray:
-    """MDAV-generic (Algorithm A of *Efficient k-Anonymous Microaggregation … via PCA*, §III-B) with cell size ``K``, by vectorised passes.
+    """MDAV-generic (Algorithm A of *Efficient k-Anonymous Microaggregation … via PCA*, §III-B) with cell size ``K``, by full passes.
 
     Same specification as :func:`daskmicro.kernels.mdav` — cells of K … 2K−1 records, the
     record P (or Q) always belongs to its own cell, ties broken by row position — but each step is
     a full distance pass, which is the fast way when K is large (macroaggregation).  When fewer
     than 2K records are given they form a single cell (also when fewer than K: the caller decides
-    whether that is acceptable).
+    whether that is acceptable).  The records taken stay where they are (each pass skips them)
+    until half of those held have gone; the rest are then copied together, so a pass never reads
+    more than twice the records left.
 
     Returns int64 cell labels numbered in order of formation.
     """
@@ -97,40 +99,90 @@ def mdav_large(X, K: int) -> np.ndarray:
         raise ValueError(f"K must be ≥ 1, got {K}")
     n = X.shape[0]
     labels = np.full(n, -1, dtype=np.int64)
-    rows = np.arange(n)
-    Xr = X
-    cell = 0
-
-    def take(d, centre_pos):
-        nonlocal rows, Xr, cell
-        d = d.copy()
-        d[centre_pos] = -1.0  # the centre record is always in its own cell
-        mask = select_nearest(d, K)
-        labels[rows[mask]] = cell
-        cell += 1
-        keep = ~mask
-        rows, Xr = rows[keep], Xr[keep]
-        return d[keep]
-
-    while rows.size >= 3 * K:
-        c = _mean(Xr)
-        p = int(np.argmax(sq_dist(Xr, c)))
-        P = Xr[p].copy()
-        dP = take(sq_dist(Xr, P), p)
-        q = int(np.argmax(dP))  # distances to P of the records still remaining
-        take(sq_dist(Xr, Xr[q]), q)
-    if rows.size >= 2 * K:
-        c = _mean(Xr)
-        p = int(np.argmax(sq_dist(Xr, c)))
-        take(sq_dist(Xr, Xr[p]), p)
-    if rows.size:
-        labels[rows] = cell
+    rows = np.arange(n)  # the global row of each record of Xr
+    Xr, held = X, np.full(n, -1, dtype=np.int8)  # held[i] ≥ 0: Xr's record i is taken
+    dist, pos = np.empty(n), np.empty(n, dtype=np.int64)
+    r, cell = n, 0
+    while r >= 2 * K:
+        if 2 * r <= Xr.shape[0]:
+            keep = held < 0
+            rows, Xr = rows[keep], np.ascontiguousarray(Xr[keep])
+            held = np.full(r, -1, dtype=np.int8)
+        c = dd_combine([dd_colsum_where(Xr, held)]) / r
+        p = _farthest_held(Xr, held, c)
+        q = _take_nearest(Xr, held, p, K, dist, pos)
+        labels[rows[pos[:K]]] = cell
+        cell, r = cell + 1, r - K
+        if r < 2 * K:  # 2K ≤ r < 3K before this cell: the rest form the last cell
+            break
+        _take_nearest(Xr, held, q, K, dist, pos)
+        labels[rows[pos[:K]]] = cell
+        cell, r = cell + 1, r - K
+    if r:
+        labels[rows[held < 0]] = cell
     return labels
 
 
-def _mean(X):
-    # the same exactly rounded mean as the chunked top level (graph/macro_stage.py) computes
-    return dd_combine([dd_colsum(X)]) / X.shape[0]
+@nb.njit(cache=True, nogil=True)
+def _farthest_held(X, held, c):
+    # the lowest free row (held < 0) of those furthest from c
+    n, m = X.shape
+    best, brow = -1.0, -1
+    for i in range(n):
+        if held[i] >= 0:
+            continue
+        s = 0.0
+        for j in range(m):
+            t = X[i, j] - c[j]
+            s += t * t
+        if s > best:
+            best, brow = s, i
+    return brow
+
+
+@nb.njit(cache=True, nogil=True)
+def _take_nearest(X, held, centre, K, dist, pos):
+    """Take the ``centre`` record and its ``K``−1 nearest free records (ties: lowest rows), as
+    :func:`select_nearest` picks them; their rows in ``pos[:K]``.  Returns the lowest free row of
+    those left furthest from the centre (−1 if none is left)."""
+    n, m = X.shape
+    r = 0
+    for i in range(n):
+        if held[i] >= 0:
+            continue
+        s = 0.0
+        for j in range(m):
+            t = X[i, j] - X[centre, j]
+            s += t * t
+        dist[r] = -1.0 if i == centre else s
+        pos[r] = i
+        r += 1
+    d = dist[:r]
+    taken = np.zeros(r, dtype=np.bool_)
+    if K >= r:
+        taken[:] = True
+    else:
+        t = np.partition(d.copy(), K - 1)[K - 1]
+        need = K
+        for a in range(r):
+            if d[a] < t:
+                taken[a] = True
+                need -= 1
+        for a in range(r):
+            if need == 0:
+                break
+            if d[a] == t:
+                taken[a] = True
+                need -= 1
+    best, brow, t_ = -1.0, -1, 0
+    for a in range(r):
+        if taken[a]:
+            held[pos[a]] = 1
+            pos[t_] = pos[a]  # (a ≥ t_: the taken rows packed to the front, in row order)
+            t_ += 1
+        elif d[a] > best:
+            best, brow = d[a], pos[a]
+    return brow
 
 
 def nested_mdav(X, sizes, cut=None) -> list[np.ndarray]:
@@ -156,7 +208,8 @@ def nested_mdav(X, sizes, cut=None) -> list[np.ndarray]:
             if idx.size == 0:
                 continue
             if idx.size >= 2 * size:
-                sub = np.asarray(cut(X[idx], size), dtype=np.int64)
+                # (one parent holds every record, in row order: cut X itself, no copy)
+                sub = np.asarray(cut(X if idx.size == n else X[idx], size), dtype=np.int64)
             else:
                 sub = np.zeros(idx.size, np.int64)
             child[idx] = sub + offset
@@ -167,23 +220,44 @@ def nested_mdav(X, sizes, cut=None) -> list[np.ndarray]:
 
 
 def cell_stats(X: np.ndarray, labels: np.ndarray, n_cells: int | None = None):
-    """Per-cell size, coordinate sums and SSE (sum of squared distances to the cell centroid)."""
-    X = np.asarray(X, dtype=np.float64)
-    labels = np.asarray(labels, dtype=np.int64)
+    """Per-cell size, coordinate sums and SSE (sum of squared distances to the cell centroid).
+
+    Every sum runs over the rows in row order (column by column for the SSE), so each figure is
+    the one ``np.bincount`` with weights gives, bit for bit."""
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    labels = np.ascontiguousarray(labels, dtype=np.int64)
     if n_cells is None:
         n_cells = int(labels.max()) + 1 if labels.size else 0
-    size = np.bincount(labels, minlength=n_cells).astype(np.int64)
-    m = X.shape[1]
-    sums = np.empty((n_cells, m))
-    sq = np.zeros(n_cells)
-    for j in range(m):
-        sums[:, j] = np.bincount(labels, weights=X[:, j], minlength=n_cells)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        cen = sums / np.maximum(size, 1)[:, None]
-    for j in range(m):
-        dev = X[:, j] - cen[labels, j]
-        sq += np.bincount(labels, weights=dev * dev, minlength=n_cells)
-    return size, sums, sq
+    if labels.size and (labels.min() < 0 or labels.max() >= n_cells):
+        raise ValueError(f"cell labels must lie in 0 … {n_cells - 1}")
+    size, sums, sse = np.zeros(n_cells, dtype=np.int64), np.zeros((n_cells, X.shape[1])), np.zeros(n_cells)
+    _cell_stats(X, labels, size, sums, sse)
+    return size, sums, sse
+
+
+@nb.njit(cache=True, nogil=True)
+def _cell_stats(X, labels, size, sums, sse):
+    n, m = X.shape
+    for i in range(n):
+        c = labels[i]
+        size[c] += 1
+        for j in range(m):
+            sums[c, j] += X[i, j]
+    cen = np.empty_like(sums)
+    for c in range(sums.shape[0]):
+        for j in range(m):
+            cen[c, j] = sums[c, j] / max(size[c], 1)
+    dev = np.zeros_like(sums)  # per cell and column: Σ (x − centroid)², rows in order
+    for i in range(n):
+        c = labels[i]
+        for j in range(m):
+            t = X[i, j] - cen[c, j]
+            dev[c, j] += t * t
+    for c in range(sums.shape[0]):
+        s = 0.0
+        for j in range(m):
+            s += dev[c, j]
+        sse[c] = s
 
 
 @nb.njit(cache=True, nogil=True)

@@ -176,8 +176,12 @@ def _loaded(text: bytes, source) -> tuple[dict, bool]:
     if not isinstance(report, dict):
         raise InputError(f"{source} does not hold a report object")
     if str(report.get("format", "")).startswith("daskmicro-run-record") and isinstance(report.get("report"), dict):
-        return report["report"], True   # a private run record: the page of its exact report (private too)
-    return report, False
+        report, private = report["report"], True   # a private run record: the page of its exact report (private too)
+    else:
+        private = False
+    if "daskmicro_version" not in report:  # every report daskmicro writes names the version that wrote it
+        raise InputError(f"{source} is not a daskmicro report (it has no daskmicro_version field)")
+    return report, private
 
 
 def _write_page(page: str, target: Path, private: bool = False) -> None:

@@ -53,10 +53,10 @@ def _pca():
 
 def _partitioned():
     from ..kernels.chunked import distances, free_sums, rank_sample
-    from ..kernels.macro import dd_colsum, nested_mdav, sq_dist
+    from ..kernels.macro import cell_stats, dd_colsum, nested_mdav, sq_dist
 
     Z = _records()
-    nested_mdav(Z, [60, 20])
+    cell_stats(Z, nested_mdav(Z, [60, 20])[-1])
     dd_colsum(Z)
     sq_dist(Z, Z[0].copy())
     W = Z.astype(np.float32)   # the top level's working copy, its int8 labels
