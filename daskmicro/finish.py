@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import VerificationError
 from .io import commit as cm
 
 __all__ = ["RunPaths", "Outcome", "commit_lake", "commit_file", "write_run_record", "write_report_file"]
@@ -206,7 +207,8 @@ def _commit_object(ex, report, output, report_path, perf, perf_path, extra):
     """A single-file release as one object of a store (:mod:`daskmicro.io.objectfile`): its bytes
     built and verified in memory as a reader reads them, PUT on the condition checked before the
     run, read back and compared byte for byte; then its report and the Dask performance report.
-    A report that cannot follow a new release takes the release back with it."""
+    A new release that cannot be read back, or whose report cannot follow it, is taken back
+    (deleted); one whose read-back differs is another writer's object, left to it."""
     import io
 
     import pyarrow as pa
@@ -224,10 +226,13 @@ def _commit_object(ex, report, output, report_path, perf, perf_path, extra):
                                               report.k_anonymity.k, len(ex.frame))
     doc = _report_dict(report, extra)
     new = not output.replaces
-    output.write_verified(data)
+    output.write(data)
     try:
+        output.read_back(data)
         write_report_file(doc, report_path)
         _write_page(perf, perf_path)
+    except VerificationError:
+        raise  # read back other bytes: another writer's object since, not this run's to delete
     except BaseException:
         if new:
             output.delete()

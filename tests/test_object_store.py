@@ -808,3 +808,34 @@ def test_a_late_write_into_a_removed_scratch_folder_deletes_itself(store):
         assert "\n" not in str(info.value) and "scratch folder" in str(info.value)
     finally:
         run.discard()
+
+
+def test_a_single_object_release_that_cannot_be_read_back_is_taken_back(store, client, tmp_path):
+    """The store takes the release object's PUT but refuses to read it back (403 on its GET, a relay
+    in front of the S3 server): the run fails in one line naming the object and deletes the object
+    it wrote, so no release is left that the run reported as failed; nothing written locally."""
+    from _s3 import Relay, error_response
+
+    class NoReading(Relay):
+        def answer(self, first: str, names: set):
+            method, _, path = first.partition(" ")
+            if method == "GET" and path.split("?", 1)[0].endswith("/unread.parquet"):
+                return error_response("403 Forbidden", "AccessDenied", "Access Denied")
+            return None
+
+    endpoint, fs = store
+    src = tmp_path / "in.parquet"
+    frame(120, seed=4).drop(columns=["s"]).to_parquet(src, index=False)
+    target = f"s3://{BUCKET}/unread/unread.parquet"
+    relay = NoReading(endpoint)
+    try:
+        with pytest.raises(ParameterError) as info:
+            anonymize_file(src, target, ["x", "y"], 3, client=client, seed=1, drop=["id"],
+                           storage_options={"endpoint_url": relay.url})
+    finally:
+        relay.close()
+    message = str(info.value)
+    assert "\n" not in message and f"cannot read back {target}" in message, message
+    fs.invalidate_cache()
+    assert not fs.exists(f"{BUCKET}/unread/unread.parquet") and not fs.exists(f"{BUCKET}/unread/unread.report.json")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]

@@ -291,9 +291,8 @@ class ObjectTarget(OnStore):
         except Exception as exc:
             raise InputError(f"cannot read {self.url}: {self.store.scrub(describe(exc))}") from None
 
-    def write_verified(self, data) -> None:
-        """:meth:`write`, then read the object back and compare it with ``data`` byte for byte."""
-        self.write(data)
+    def read_back(self, data) -> None:
+        """Read the object back and compare it with ``data`` (what :meth:`write` wrote) byte for byte."""
         if self.read() != bytes(data):
             raise VerificationError(f"{self.what} {self.url}: the object read back differs from the bytes "
                                     "verified and written (another writer?)")
