@@ -102,8 +102,12 @@ def top_cells(client, ing, task_rows: int, timings: dict):
     records, never on the chunking or the number of workers.
 
     The cuts are computed on a float32 copy of the records (:func:`_working_copy`): every pass of
-    the top level reads it, and at half the bytes it stays in memory where the float64 records,
-    read only once per level to follow the cut, go to disk first when they do not all fit.
+    the top level reads it, and it stays in memory where the rest of each value (:func:`_residual`,
+    float32 too), read only once per level to follow the cut, goes to disk first when they do not
+    all fit.  The float64 chunks are freed once the two are made: 8 bytes per value follow the
+    cuts instead of 12, and each top cell's records are the two added back in float64
+    (:func:`~daskmicro.kernels.partition.join_split_pieces`), each z-scored value to within
+    2⁻⁴⁸ of itself — the chunks themselves when one top cell holds them all.
     """
     import time
 
@@ -117,8 +121,8 @@ def top_cells(client, ing, task_rows: int, timings: dict):
         blocks.clear()
         tops = [client.submit(kp.concat_pieces, *pieces)]
     else:
-        tops = [client.submit(kp.concat_pieces, *pieces) for pieces in _recursive_cells(client, blocks, row0s,
-                                                                                         int(ing.n), task_rows)]
+        tops = [client.submit(kp.join_split_pieces, [hi for hi, _ in pieces], [lo for _, lo in pieces])
+                for pieces in _recursive_cells(client, blocks, row0s, int(ing.n), task_rows)]
     timings["top_level"] = time.perf_counter() - t0
     return tops
 
@@ -126,6 +130,12 @@ def top_cells(client, ing, task_rows: int, timings: dict):
 def _working_copy(Z: np.ndarray) -> np.ndarray:
     """The records the top level measures distances on: float32 (distances and sums in float64)."""
     return Z.astype(np.float32)
+
+
+def _residual(Z: np.ndarray, work: np.ndarray) -> np.ndarray:
+    """The rest of each value beyond its working copy, in float32: ``Z − work`` is exact in float64
+    and rounds to within 2⁻²⁴ of itself, so ``work + residual`` is ``Z`` to within 2⁻⁴⁸ of it."""
+    return (Z - work.astype(np.float64)).astype(np.float32)
 
 
 def _recursive_cells(client, blocks, row0s, n: int, task_rows: int) -> list:
@@ -137,14 +147,16 @@ def _recursive_cells(client, blocks, row0s, n: int, task_rows: int) -> list:
     driving their chunked MDAV (how many never changes the cells).
     Children still holding at least 2·task_rows records become the next level's parents.  Each
     cell carries its path (child indices from the root), so the final order does not depend on
-    which parent finished first.  A parent is (path, working copies, float64 chunks, row ids or
-    first row ids, rows); empties ``blocks``.
+    which parent finished first.  A parent is (path, working copies, residuals, row ids or first
+    row ids, rows); a leaf's pieces are (working copy, residual) pairs; empties ``blocks`` (the
+    float64 chunks, freed once split in two).
     """
     from concurrent.futures import ThreadPoolExecutor
 
     leaves = []
     drivers = max(MAX_DRIVERS, sum(client.nthreads().values()))
-    level = [((), client.map(_working_copy, blocks), list(blocks), row0s, n)]
+    work = client.map(_working_copy, blocks)
+    level = [((), work, client.map(_residual, blocks, work), row0s, n)]
     blocks.clear()
     while level:
         submitted = {i: _submit_cut(client, *parent[1:], task_rows)
@@ -165,21 +177,21 @@ def _recursive_cells(client, blocks, row0s, n: int, task_rows: int) -> list:
                 if sum(sizes) // task_rows > 1:
                     level.append((path + (c,), *_join(client, pieces, sizes, task_rows), sum(sizes)))
                 else:
-                    leaves.append((path + (c,), [p64 for _, p64 in pieces]))
+                    leaves.append((path + (c,), pieces))
         del parents, cuts
     leaves.sort(key=lambda leaf: leaf[0])
     return [pieces for _, pieces in leaves]
 
 
-def _cut(client, work, blocks, row0s, n: int, task_rows: int) -> list:
+def _cut(client, work, rest, row0s, n: int, task_rows: int) -> list:
     """One parent cut into at most TOP_FAN cells by the client's queries (:func:`_split`'s children)."""
     n_cells = min(TOP_FAN, n // task_rows)
     labels, n_cells = chunked_mdav(client, work, row0s, n, n // n_cells)
     counts = client.gather(client.map(ck.label_counts, labels, n_groups=n_cells))
-    return _split(client, work, blocks, row0s, labels, n_cells, counts)
+    return _split(client, work, rest, row0s, labels, n_cells, counts)
 
 
-def _submit_cut(client, work, blocks, row0s, n: int, task_rows: int):
+def _submit_cut(client, work, rest, row0s, n: int, task_rows: int):
     """One parent's cut into at most TOP_FAN cells as one task: (future of (cells, each chunk's
     count per cell), label futures, one per chunk); nothing waited for."""
     n_cells = min(TOP_FAN, n // task_rows)
@@ -189,30 +201,30 @@ def _submit_cut(client, work, blocks, row0s, n: int, task_rows: int):
     return client.submit(operator.itemgetter(1, 2), done), labels
 
 
-def _split(client, work, blocks, row0s, labels, n_cells: int, counts) -> list:
-    """The parent's rows split by cell: per cell, its (working copy, float64) piece futures — each
-    a (row ids, Z) — and their sizes.
+def _split(client, work, rest, row0s, labels, n_cells: int, counts) -> list:
+    """The parent's rows split by cell: per cell, its (working copy, residual) piece futures —
+    each a (row ids, values) — and their sizes.
 
-    Empties ``work`` and ``blocks``: once the rows are split by cell, the workers may free the
+    Empties ``work`` and ``rest``: once the rows are split by cell, the workers may free the
     parent's chunks.
     """
     split32 = client.map(ck.split_rows, work, labels, row0s, n_groups=n_cells)
-    split64 = client.map(ck.split_rows, blocks, labels, row0s, n_groups=n_cells)
+    split_rest = client.map(ck.split_rows, rest, labels, row0s, n_groups=n_cells)
     work.clear()
-    blocks.clear()
+    rest.clear()
     del labels
     children = []
     for c in range(n_cells):
         sizes = [int(cnt[c]) for cnt in counts]
-        pieces = [(client.submit(operator.getitem, s32, c), client.submit(operator.getitem, s64, c))
-                  for s32, s64, size in zip(split32, split64, sizes) if size]
+        pieces = [(client.submit(operator.getitem, s32, c), client.submit(operator.getitem, sr, c))
+                  for s32, sr, size in zip(split32, split_rest, sizes) if size]
         children.append((pieces, [size for size in sizes if size]))
     return children
 
 
 def _join(client, pieces, sizes, task_rows):
     """A cell's pieces joined into chunks of ≥ min(CHUNK_ROWS, 2 task_rows) rows: (working-copy
-    futures, float64 futures, row-id futures).
+    futures, residual futures, row-id futures).
 
     Empties ``pieces``: once joined, the workers may free them.
     """
@@ -227,13 +239,13 @@ def _join(client, pieces, sizes, task_rows):
     if cur:
         groups.append(cur)
     work = [client.submit(ck.join_pieces, *[p32 for p32, _ in g]) for g in groups]
-    full = [client.submit(ck.join_pieces, *[p64 for _, p64 in g]) for g in groups]
+    full = [client.submit(ck.join_pieces, *[lo for _, lo in g]) for g in groups]
     pieces.clear()
     del groups, cur
     blocks32 = [client.submit(operator.getitem, c, 1) for c in work]
-    blocks64 = [client.submit(operator.getitem, c, 1) for c in full]
+    rests = [client.submit(operator.getitem, c, 1) for c in full]
     row0s = [client.submit(operator.getitem, c, 0) for c in work]
-    return blocks32, blocks64, row0s
+    return blocks32, rests, row0s
 
 
 def _whole(Z, row0):
