@@ -266,6 +266,7 @@ def execute(client, source, plan, sink: str, output=None, progress=None, series=
     g0 = lay_.groups[0]
     one_pipeline = len(lay_.groups) == 1 and bool(g0.observed) and not lay_.plans[0].one_task
     stage = _StageRecorder(timings, progress) if one_pipeline else None
+    plan = plan if series is None else series.keyed(plan)   # the ledger's key: after every check above
     releases, infos, inputs, meta = _cells(client, source, plan, lay_, stage, series)
     if stage is None:
         timings["cells"] = _tick(progress, "cells", t0)
