@@ -220,7 +220,6 @@ def run(cfg: RunConfig, data=None, *, paths: RunPaths = RunPaths(), client=None,
     started = time.perf_counter()
     series = open_series(plan, say, sink, source)   # the ledger's frozen cells read: part of the run's time
     opened = time.perf_counter() - started
-    plan = plan if series is None else plan.keyed_order(series.keys)   # a recorded release's order: keyed
     if cluster:
         security = _security(cfg)
         with cluster_client(client, scheduler=cfg.scheduler, security=security, **workers) as c:
@@ -323,20 +322,20 @@ def open_series(plan, say, sink=None, source=None):
     trial run (ledger off; :data:`TRIAL` is said once its release is made).  The columns a
     directory release (``sink``) of ``source`` is partitioned by are strata of the series, as its
     own strata are (a record's fingerprint holds them: the same data partitioned otherwise is
-    another series)."""
+    another series).  The ledger is read only: its key is made where the run first keys anything
+    (:meth:`~daskmicro.graph.series.SeriesRun.keyed`), the series' folder when its release is recorded."""
     if plan.series is None:
         return None
     from .graph.series import SeriesRun
     from .io.ledger import Ledger
-    from .series.fingerprint import split_key
 
     sp = plan.series
     try:
         ledger = Ledger.open(sp.ledger)
-        keys = split_key(ledger.key())
+        secret = ledger.secret()
         parts = [] if source is None else plan.partition_columns(sink, getattr(source, "partition_fields", []),
                                                                   source.columns)
-        folder = ledger.series_dir(plan.qi, list(dict.fromkeys([*plan.strata, *parts])), sp.id_column)
+        folder, desc = ledger.series(plan.qi, list(dict.fromkeys([*plan.strata, *parts])), sp.id_column)
         # a series of its own for the same people would be intersected with theirs: starting one is
         # refused unless asked for (continuing a series is not: its frozen values protect it)
         others = [] if Ledger.releases(folder) else ledger.overlapping(plan.qi, folder)
@@ -348,7 +347,6 @@ def open_series(plan, say, sink=None, source=None):
                 "earlier releases were withdrawn")
         after = Ledger.latest(folder)   # before reading: a release recorded from now on refuses this one's commit
         frozen = Ledger.load(folder, plan.qi)
-        stage = Ledger.stage(folder)
     except OSError as exc:
         from .errors import describe
 
@@ -362,9 +360,10 @@ def open_series(plan, say, sink=None, source=None):
     if sp.new_series and len(frozen):
         say(f"new series: {len(frozen):,} records published before are aggregated afresh; this release and the earlier "
             "ones together can give their values back")
-    return SeriesRun(keys=keys, columns=sp.record_columns(plan.qi, plan.strata), frozen=frozen, stage=stage,
+    return SeriesRun(keys=None, columns=sp.record_columns(plan.qi, plan.strata), frozen=frozen, stage=None,
                      new_series=sp.new_series, after=after,
-                     alone=list(plan.qi) if after == 0 and not sp.new_series else None)
+                     alone=list(plan.qi) if after == 0 and not sp.new_series else None, ledger=ledger, folder=folder,
+                     desc=desc, secret=secret)
 
 
 def worker_settings(cfg: RunConfig, source) -> dict:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -20,7 +21,7 @@ from hypothesis import strategies as st
 
 from daskmicro import anonymize, anonymize_file
 from daskmicro.cli import main
-from daskmicro.errors import ParameterError
+from daskmicro.errors import InputError, ParameterError
 
 QI = ["age", "income", "savings"]
 
@@ -280,6 +281,107 @@ def test_a_ledger_that_is_a_file_is_refused_by_the_cli(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 2 and "ledger" in err and len([ln for ln in err.splitlines() if "error" in ln]) == 1
     assert (tmp_path / "led").read_text() == "mine" and not (tmp_path / "o.parquet").exists()
+
+
+# --------------------------------------------------------------------------- a refused run leaves no trace
+
+
+def _tree(folder) -> dict:
+    """Every entry under ``folder`` (itself included): its mode, and a file's bytes."""
+    folder = Path(folder)
+    return {str(p.relative_to(folder)): (os.stat(p).st_mode, p.read_bytes() if p.is_file() else None)
+            for p in [folder, *sorted(folder.rglob("*"))]}
+
+
+def _refused(name, people):
+    """A run refused after it opened its ledger, and the options it is refused with."""
+    df = people.copy()
+    if name == "identifier named":
+        df["email"] = [f"p{i}@example.org" for i in range(len(df))]
+    elif name == "identifier by its values":
+        df["ticket"] = np.arange(len(df)) * 7 + 3
+    elif name == "infinite QI value":
+        df.loc[3, "income"] = np.inf
+    elif name == "layout of the pipeline":
+        return df, dict(method="partitioned", partition_size=500)   # below the method's default K
+    return df, {}
+
+
+REFUSALS = [("identifier named", "named like an identifier"), ("identifier by its values", "'ticket'"),
+            ("infinite QI value", "infinite"), ("layout of the pipeline", "partition_size must be at least K")]
+
+
+@pytest.mark.parametrize("name, message", REFUSALS)
+def test_a_refused_run_makes_no_ledger(tmp_path, client, name, message):
+    """A run refused after it opened a ledger that does not exist yet makes none (no key, no series),
+    and a run after it records as any first release does."""
+    ledger = tmp_path / "ledger"
+    people = _people(300, seed=8)
+    df, opts = _refused(name, people)
+    with pytest.raises((ParameterError, InputError), match=message):
+        anonymize(df, qi=QI, k=4, seed=1, ledger=ledger, keep=["pid"], client=client if opts else None, **opts)
+    assert not ledger.exists()
+    r1, rep = anonymize(people, qi=QI, k=4, seed=1, ledger=ledger, keep=["pid"])
+    assert rep.series["recorded"] and (ledger / "key").is_file()
+    assert sorted(p.name for p in ledger.glob("series/*/*")) == ["r000001", "series.json"]
+    r2, rep = anonymize(people, qi=QI, k=4, seed=1, ledger=ledger, keep=["pid"])
+    assert rep.series["republished"] == len(people)
+    pd.testing.assert_frame_equal(r1, r2)   # the same release, in the same row order: keyed alike
+
+
+def test_refused_runs_leave_a_ledger_with_releases_as_it_was(tmp_path, client):
+    """A ledger holding a release is byte for byte as it was after runs refused at every step: a new
+    series sharing its QIs, new series and re-releases refused by their input, a re-release
+    refused by the records published before it misses; a release after them is recorded."""
+    ledger = tmp_path / "ledger"
+    people = _people(300, seed=9)
+    r1, _ = anonymize(people, qi=QI, k=4, seed=1, ledger=ledger, keep=["pid"])
+    before = _tree(ledger)
+    with pytest.raises(ParameterError, match="sharing QI columns"):
+        anonymize(people, qi=QI[:2], k=4, seed=1, ledger=ledger, keep=["pid"])
+    assert _tree(ledger) == before
+    for name, message in REFUSALS:
+        df, opts = _refused(name, people)
+        for more in (dict(qi=QI[:2], new_series=True), dict(qi=QI)):
+            with pytest.raises((ParameterError, InputError), match=message):
+                anonymize(df, k=4, seed=1, ledger=ledger, keep=["pid"], client=client if opts else None, **opts, **more)
+            assert _tree(ledger) == before, (name, more)
+    with pytest.raises(ParameterError, match="published before in this series are missing"):
+        anonymize(people.iloc[5:], qi=QI, k=4, seed=1, ledger=ledger, keep=["pid"])
+    assert _tree(ledger) == before
+    r2, rep = anonymize(people, qi=QI, k=4, seed=1, ledger=ledger, keep=["pid"])
+    assert rep.series["republished"] == len(people) and len(list(ledger.glob("series/*/r*"))) == 2
+    pd.testing.assert_frame_equal(r1, r2)
+
+
+def test_a_ledger_holding_releases_without_their_key_is_refused(tmp_path):
+    """Without its key no record published before could be recognised (every one would be new,
+    aggregated afresh): the run is refused in one line, and no other key is made."""
+    ledger = tmp_path / "ledger"
+    people = _people(100, seed=10)
+    anonymize(people, qi=QI, k=4, seed=1, ledger=ledger, keep=["pid"])
+    (ledger / "key").unlink()
+    before = _tree(ledger)
+    with pytest.raises(ParameterError, match="holds releases but not their key") as err:
+        anonymize(people, qi=QI, k=4, seed=1, ledger=ledger, keep=["pid"])
+    assert "\n" not in str(err.value) and _tree(ledger) == before
+
+
+def test_a_run_refused_before_any_work_makes_no_ledger(tmp_path, capsys):
+    """The command line refuses bad parameters and a bad input before anything is read: the ledger
+    named, which does not exist, is not made."""
+    _people(40).to_parquet(tmp_path / "in.parquet", index=False)
+    (tmp_path / "bad.parquet").write_bytes(b"not a parquet file")
+    ledger = tmp_path / "new" / "ledger"
+    base = ["anonymize", "--qi", "age,income", "--keep", "pid", "--ledger", ledger]
+    for argv in ([tmp_path / "in.parquet", tmp_path / "o.parquet", "--k", "0"],
+                 [tmp_path / "in.parquet", tmp_path / "o.parquet", "--k", "3", "--method", "nope"],
+                 [tmp_path / "missing.parquet", tmp_path / "o.parquet", "--k", "3"],
+                 [tmp_path / "bad.parquet", tmp_path / "o.parquet", "--k", "3"],
+                 [tmp_path / "in.parquet", tmp_path / "o.parquet", "--k", "3", "--id-column", "nope"]):
+        assert main([str(a) for a in base + argv]) != 0
+        assert "error" in capsys.readouterr().err
+        assert not (tmp_path / "new").exists() and not (tmp_path / "o.parquet").exists()
 
 
 def test_workflow_spec_series_section(tmp_path, capsys):

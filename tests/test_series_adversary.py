@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from daskmicro import anonymize
+from daskmicro import anonymize, anonymize_file
 from daskmicro.errors import ParameterError
 
 QI = ["age", "income"]
@@ -95,9 +95,99 @@ def test_two_runs_starting_series_sharing_a_qi_at_once_record_one(tmp_path):
     assert _releases(ledger) == ["r000001", "r000001"]
 
 
-def _release_file(df, tmp, name, ledger, k, **kw):
-    from daskmicro import anonymize_file
+def _keyed_alike(df, ledger, first, qi, **kw):
+    """The release ``first`` of ``df`` was keyed by the ledger's key on disk: a re-release of the same
+    records republishes every one of them, the same release in the same row order."""
+    again, rep = anonymize(df, qi=qi, k=5, seed=1, ledger=ledger, keep=["pid"], **kw)
+    assert rep.series["republished"] == len(df) and rep.series["new"] == 0
+    pd.testing.assert_frame_equal(first, again)
 
+
+def _two_series(n=40):
+    """Records, and two series of them that share no QI (each may start while the other runs)."""
+    rng = np.random.default_rng(4)
+    return _people(n, 3, height=np.round(rng.normal(170, 9, n), 1), weight=np.round(rng.normal(70, 12, n), 1))
+
+
+def test_a_first_run_keys_with_the_key_another_run_made_meanwhile(tmp_path):
+    """A run that found a new ledger without a key, while another run made the key and recorded its
+    release, keys its own release with that key: both releases recorded, keyed by the one key."""
+    ledger = tmp_path / "ledger"
+    df = _two_series()
+    inner = {}
+
+    def meanwhile(*args, **kwargs):
+        if "rel" not in inner:
+            inner["rel"], _ = anonymize(df, qi=["height", "weight"], k=5, seed=1, ledger=ledger, keep=["pid"])
+            inner["key"] = (ledger / "key").read_bytes()
+
+    outer, rep = anonymize(df, qi=QI, k=5, seed=1, ledger=ledger, keep=["pid"], progress=meanwhile)
+    assert rep.series["recorded"] and (ledger / "key").read_bytes() == inner["key"]
+    assert _releases(ledger) == ["r000001", "r000001"] and not list(ledger.rglob(".stage-*"))
+    _keyed_alike(df, ledger, outer, QI)
+    _keyed_alike(df, ledger, inner["rel"], ["height", "weight"])
+
+
+def test_first_runs_of_a_new_ledger_at_once_key_with_one_key(tmp_path):
+    """Runs of a new ledger that reach their first use of its key at once (threads held at a barrier
+    after their pre-scan): one key is made, and every release is keyed by it."""
+    import threading
+
+    ledger = tmp_path / "ledger"
+    df = _two_series()
+    runs = [dict(qi=QI), dict(qi=["height", "weight"])]
+    barrier = threading.Barrier(len(runs))
+    out, errors = {}, []
+
+    def wait(name, *args):
+        if name == "pre-scan":
+            barrier.wait(timeout=60)
+
+    def release(i):
+        try:
+            out[i] = anonymize(df, k=5, seed=1, ledger=ledger, keep=["pid"], progress=wait, **runs[i])[0]
+        except BaseException as exc:   # noqa: BLE001  (reported below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=release, args=(i,)) for i in range(len(runs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not errors and len(out) == len(runs), errors
+    assert [p.name for p in ledger.iterdir() if p.name.startswith((".key", "key"))] == ["key"]
+    assert _releases(ledger) == ["r000001"] * len(runs)
+    for i, kw in enumerate(runs):
+        _keyed_alike(df, ledger, out[i], **kw)
+
+
+def test_a_release_keyed_with_a_key_no_longer_on_disk_is_not_recorded(tmp_path):
+    """A ledger's key replaced while a run keyed its release with the one before: the release is
+    refused at its commit, nothing written or recorded; run again, it is keyed by the key on disk."""
+    ledger = tmp_path / "ledger"
+    df = _people(40, 5)
+    out = tmp_path / "rel.parquet"
+
+    def replace_key(name, *args):
+        if name == "cells" and not (ledger / "replaced").exists():
+            (ledger / "key").write_text("ab" * 32)
+            (ledger / "replaced").write_text("")
+
+    with pytest.raises(ParameterError, match="its key is not the one this release was keyed with"):
+        anonymize_file(_parquet(df, tmp_path), out, qi=QI, k=5, seed=1, ledger=ledger, keep=["pid"],
+                       progress=replace_key)
+    assert not out.exists() and not (ledger / "series").exists() and not list(ledger.rglob(".stage-*"))
+    first = _release(df, ledger, 5)
+    assert _releases(ledger) == ["r000001"] and (ledger / "key").read_text() == "ab" * 32
+    _keyed_alike(df, ledger, first, QI)
+
+
+def _parquet(df, tmp):
+    df.to_parquet(tmp / "in.parquet", index=False)
+    return tmp / "in.parquet"
+
+
+def _release_file(df, tmp, name, ledger, k, **kw):
     df.to_parquet(tmp / "in.parquet", index=False)
     anonymize_file(tmp / "in.parquet", tmp / name, qi=QI, k=k, seed=1, ledger=ledger, keep=["pid"], **kw)
     return pd.read_parquet(tmp / name)

@@ -178,14 +178,13 @@ def _run_one_task(gp, qi, *parts):
     return out, replace(info, figures=[group_range(out, qi)])
 
 
-def _empty_like(df):
-    return df.iloc[:0]
+def _check_tasks(client, plans, task_rows: int) -> None:
+    from .pipeline import check_layout
 
-
-def _check_memory(client, plans, task_rows: int) -> None:
     wmem = worker_memory(client)
     for gp in plans:
         check_memory(gp.method, gp.group.n, len(gp.group.observed), wmem, gp.group.label, task_rows)
+        check_layout(gp)
 
 
 def _pipeline_group(client, gp, sel, meta, seed, progress):
@@ -267,6 +266,7 @@ def execute(client, source, plan, sink: str, output=None, progress=None, series=
     g0 = lay_.groups[0]
     one_pipeline = len(lay_.groups) == 1 and bool(g0.observed) and not lay_.plans[0].one_task
     stage = _StageRecorder(timings, progress) if one_pipeline else None
+    plan = plan if series is None else series.keyed(plan)   # the ledger's key: after every check above
     releases, infos, inputs, meta = _cells(client, source, plan, lay_, stage, series)
     if stage is None:
         timings["cells"] = _tick(progress, "cells", t0)
@@ -316,7 +316,7 @@ def _prescan(client, source, plan, sink) -> _Layout:
     labels = merged_labels(groups, strata)   # merged strata publish one label
     part_counts = _partition_counts(scans, keys, strata, partition_by, labels)
     plans = [plan.group_plan(g, k) for g in groups]
-    _check_memory(client, plans, plan.pipeline.task_rows)
+    _check_tasks(client, plans, plan.pipeline.task_rows)
     row0s = np.concatenate([[0], np.cumsum([s["rows"] for s in scans])[:-1]]).astype(np.int64)
     return _Layout(qi=qi, n=n, k=k, groups=groups, labels=labels, partition_by=partition_by, part_counts=part_counts,
                    row0s=row0s, strata=strata, plans=plans, rows=[s["rows"] for s in scans])
@@ -344,7 +344,7 @@ def _cells(client, source, plan, lay_: _Layout, stage, series=None):
         pieces = gs.fingerprinted(client, pieces, series, qi, frozen)
         if frozen is not None:
             freezes = gs.plan_groups(client, pieces, lay_.plans, strata, qi, lay_.k, series, frozen)
-    meta = client.compute(dask.delayed(_empty_like)(pieces[0])).result()
+    meta = client.compute(dask.delayed(operator.methodcaller("head", 0))(pieces[0])).result()
     select = dask.delayed(_select, pure=True)
     releases, infos, inputs, sse = [], [], [], {}
     for i, gp in enumerate(lay_.plans):

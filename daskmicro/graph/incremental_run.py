@@ -148,6 +148,7 @@ def execute_incremental(client, survey: SurveyInput, plan, sink: str, output=Non
         if sched["nu"] is not None:
             check_increment_size(sched["nu"], src.total_rows, k, opts.increment)
     step("schedule")
+    plan = plan if series is None else series.keyed(plan)   # the ledger's key: after every check above
     fp = (series.columns, series.keys) if series is not None else (None, None)
     prepare = functools.partial(_prepare, drop=(*plan.incremental.drop, *src.withheld()), fp_columns=fp[0], keys=fp[1])
     seed = plan.release.seed

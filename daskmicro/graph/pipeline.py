@@ -50,7 +50,8 @@ from .improve_stage import can_join, improve_cells, joint_top_cells
 from .ingest import ingest
 from .participation import attach_participation, check_participation, failure_summary
 
-__all__ = ["PipelineConfig", "ReleaseOptions", "DEFAULTS", "SCALABLE", "ONE_TASK", "plan_layout", "run_pipeline"]
+__all__ = ["PipelineConfig", "ReleaseOptions", "DEFAULTS", "SCALABLE", "ONE_TASK", "plan_layout", "run_pipeline",
+           "check_layout"]
 
 SCALABLE = ("partitioned",)
 ONE_TASK = ("proximal-distal", "mdav", "pca-mdav", "pcl")
@@ -153,6 +154,14 @@ class PipelineConfig:
             macro=self.macro, macro_iter=self.macro_iter,
             keep_parts=self.refine is not None or self.improve_sweeps > 0,
         )
+
+
+def check_layout(gp) -> None:
+    """Refuse the layout of a group that runs the pipeline (its :class:`~daskmicro.runplan.GroupPlan`)
+    as :meth:`PipelineConfig.resolved` does, when the run is planned: before it keys anything with
+    the release ledger's secret (:meth:`daskmicro.graph.series.SeriesRun.keyed`)."""
+    if gp.group.observed and not gp.one_task:
+        PipelineConfig.from_settings(gp.pipeline, gp.method, gp.k).resolved(gp.group.n)
 
 
 class _Timings(dict):

@@ -34,7 +34,7 @@ from ..kernels.moments import combine_moments
 from ..release.publish import replace_qi
 from ..runplan import GroupResult
 from ..series.content import carried, check_content, compared_entries, now_sums, passed_through, scan_content
-from ..series.fingerprint import FP, fingerprints, with_fingerprints
+from ..series.fingerprint import FP, fingerprints, split_key, with_fingerprints
 from ..series.frozen import (CELL, Frozen, GroupFreeze, check_growth, check_whole_cells, classify, frozen_rows,
                               merge_cells, scan_group)
 from ..series.link import check_links, held_links, link_key, link_sets, missing_records, scan_links
@@ -48,12 +48,13 @@ __all__ = ["SeriesRun", "published", "survey_links", "discarded_on_failure", "se
 @dataclass
 class SeriesRun:
     """A run's side of its ledger series: hashing keys, fingerprint columns, frozen cells, and the
-    staging directory its pieces are recorded into."""
+    staging directory its pieces are recorded into.  The keys and the stage are None until the run
+    first keys anything with the ledger's secret (:meth:`keyed`)."""
 
-    keys: tuple
+    keys: tuple | None
     columns: list
     frozen: Frozen
-    stage: Path
+    stage: Path | None
     new_series: bool
     pending: list = field(default_factory=list)   # (piece, future of its ledger rows) not yet collected
     published: list | None = None   # the columns the release publishes as they are (None: not known)
@@ -62,10 +63,33 @@ class SeriesRun:
     alone: list | None = None       # the QIs of a series it starts, which no other series may share
     strata: list = field(default_factory=list)   # the release's strata (partition columns included)
     labels: dict = field(default_factory=dict)   # how its merged strata are published (strata.merged_labels)
+    ledger: Ledger | None = None    # the ledger, and the series' folder and description in it
+    folder: Path | None = None
+    desc: dict | None = None
+    secret: bytes | None = None     # the ledger's secret (None: it had none when the run read it)
 
     @property
     def rerelease(self) -> bool:
         return len(self.frozen) > 0 and not self.new_series
+
+    def keyed(self, plan):
+        """``plan`` with the release's row order keyed by the ledger's secret (:meth:`RunPlan.keyed_order`),
+        this run's hashing keys and its staging directory: the secret made now where the ledger has
+        none, or read where another run made it meanwhile (:meth:`Ledger.key`).  Called where the run
+        first keys anything, after every check it makes before reading its records whole: a run
+        refused before leaves the ledger as it was."""
+        from ..errors import ParameterError, describe
+
+        try:
+            secret = self.ledger.key()
+            if self.secret is not None and secret != self.secret:
+                raise ParameterError("ledger (--ledger): its key was replaced while this run ran: "
+                                     f"{self.ledger.path / 'key'}; nothing was written or recorded")
+            self.stage = self.ledger.stage()
+        except OSError as exc:
+            raise ParameterError(f"ledger (--ledger): cannot use {self.ledger.path}: {describe(exc)}") from None
+        self.secret, self.keys = secret, split_key(secret)
+        return plan.keyed_order(self.keys)
 
     def collect(self) -> None:
         """Write the ledger rows that workers sharing no disk with the client sent back
@@ -79,10 +103,11 @@ class SeriesRun:
     def commit(self) -> None:
         """The verified release's pieces become a release of the ledger, with the columns it
         published as they are (a release that does not know them is recorded without, and its
-        cells cannot be re-released with such columns)."""
+        cells cannot be re-released with such columns); refused unless the ledger's key on disk is
+        the one the release was keyed with."""
         if self.published is not None:
             write_columns(self.stage, self.published, self.carried)
-        Ledger.commit(self.stage.parent, self.stage, self.after, self.alone)
+        Ledger.commit(self.folder, self.stage, self.after, self.alone, self.desc, self.secret)
 
     def discard(self) -> None:
         Ledger.discard(self.stage)
@@ -298,7 +323,7 @@ def _check_links(series: SeriesRun, present: np.ndarray, new: int, parts: list) 
     for part in parts:
         for columns, h in part.items():
             hashes[columns] = np.union1d(hashes.get(columns, np.empty(0, np.uint64)), h)
-    folder = series.stage.parent
+    folder = series.folder
     check_links(series.frozen, missing, series.published, new, hashes,
                 lambda number, cells: Ledger.links(folder, number, cells))
 
@@ -315,7 +340,7 @@ def survey_links(series: SeriesRun, qi, n: int):
     missing = missing_records(series.frozen, np.empty(0, np.uint64))
     if not missing:
         return None
-    folder, read_ = series.stage.parent, {}
+    folder, read_ = series.folder, {}
 
     def read(number, cells):
         if number not in read_:

@@ -13,9 +13,16 @@ environment variable, or the run's ``ledger`` option — owner-only (0700 / 0600
 
 A *series* is one choice of QIs, strata and id column: releases of the same records in one
 series republish frozen values (:mod:`daskmicro.series.frozen`).  The pieces of a release are
-written by the tasks that build them, into a hidden staging directory, and become a release of
-the ledger (one rename) once the release is verified — before the release itself is committed,
-so that a release on disk is always in the ledger.
+written by the tasks that build them, into a hidden staging directory (``LEDGER/.stage-*``), and
+become a release of the ledger (one rename) once the release is verified — before the release
+itself is committed, so that a release on disk is always in the ledger.
+
+Opening a ledger reads it only.  Its directory and key are made where a run first keys anything
+with the secret (:meth:`Ledger.key`: after every check a run makes before it reads its records
+whole), and a series' folder with its ``series.json`` when its first release is recorded
+(:meth:`Ledger.commit`): a run refused before leaves the ledger as it was.  Two runs making the
+key at once make one: the key is written whole, under the ledger's lock, and the other run reads
+it; a release is recorded only while the key on disk is the one it was keyed with.
 """
 
 from __future__ import annotations
@@ -26,13 +33,15 @@ import os
 import secrets
 import shutil
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["Ledger", "default_ledger", "record_piece", "ledger_rows", "write_rows", "write_columns", "cell_ids", "OFF"]
+__all__ = ["Ledger", "default_ledger", "read_key", "record_piece", "ledger_rows", "write_rows", "write_columns",
+           "cell_ids", "OFF"]
 
 OFF = "off"
 _KEY_BYTES = 32
@@ -113,13 +122,13 @@ def record_piece(df: pd.DataFrame, stage: str, index: int, qi: list, fp_columns,
 
 
 def _link_key(stage):
-    """The link hashes' key of the ledger holding a staging directory (``LEDGER/series/SID/.stage-*``;
+    """The link hashes' key of the ledger holding a staging directory (``LEDGER/.stage-*``;
     None where there is no key: no link hash recorded, a later re-release treats it as no trace)."""
     from ..series.fingerprint import split_key
     from ..series.link import link_key
 
-    key = Path(stage).parents[2] / "key"
-    return link_key(split_key(bytes.fromhex(key.read_text().strip()))) if key.is_file() else None
+    key = read_key(Path(stage).parent / "key")
+    return link_key(split_key(key)) if key is not None else None
 
 
 def write_columns(stage, columns, carried=None) -> None:
@@ -141,51 +150,92 @@ def write_columns(stage, columns, carried=None) -> None:
     os.replace(tmp, folder / "columns.json")
 
 
+def read_key(path) -> bytes | None:
+    """The secret of a ledger's key file (None where there is none)."""
+    from ..errors import ParameterError
+
+    try:
+        text = Path(path).read_text().strip()
+    except FileNotFoundError:
+        return None
+    try:
+        return bytes.fromhex(text)
+    except ValueError:
+        raise ParameterError(f"ledger (--ledger): its key is damaged (not one written by daskmicro): {path}") from None
+
+
+@contextmanager
+def _locked(root: Path):
+    """The ledger's lock (``LEDGER/.lock``), held exclusively."""
+    import fcntl
+
+    with os.fdopen(os.open(root / ".lock", os.O_RDWR | os.O_CREAT, 0o600)) as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 @dataclass
 class Ledger:
-    """A ledger directory (created on first use, owner-only)."""
+    """A ledger directory (owner-only; made when a run first keys anything with its secret)."""
 
     path: Path
 
     @classmethod
     def open(cls, path) -> "Ledger":
+        """The ledger at ``path``, read only: nothing is made here."""
         p = Path(path).expanduser()
         if p.exists() and not p.is_dir():
             from ..errors import ParameterError
 
             raise ParameterError(f"ledger (--ledger): not a directory: {p}")
-        p.mkdir(parents=True, exist_ok=True, mode=0o700)
-        os.chmod(p, 0o700)
         return cls(p)
 
-    def key(self) -> bytes:
-        """The ledger's secret (made on first use)."""
-        path = self.path / "key"
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            return bytes.fromhex(path.read_text().strip())
-        secret = secrets.token_bytes(_KEY_BYTES)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(secret.hex())
-            fh.flush()
-            os.fsync(fh.fileno())
-        return secret
+    def secret(self) -> bytes | None:
+        """The ledger's secret, None while it has none (no release recorded yet).  A ledger holding
+        releases without their key is refused: their records could not be recognised again."""
+        key = read_key(self.path / "key")
+        if key is None and any(self.path.glob("series/*/r[0-9]*")):
+            from ..errors import ParameterError
 
-    def series_dir(self, qi, strata, id_column) -> Path:
-        desc = {"qi": list(qi), "strata": list(strata), "id_column": id_column}
-        sid = hashlib.sha256(json.dumps(desc, sort_keys=True).encode()).hexdigest()[:16]
-        folder = self.path / "series" / sid
-        if not folder.is_dir():
-            for d in (folder.parent, folder):
-                d.mkdir(exist_ok=True, mode=0o700)
-                os.chmod(d, 0o700)
-            tmp = folder / f".series.{uuid.uuid4().hex[:8]}"
+            raise ParameterError(f"ledger (--ledger): it holds releases but not their key ({self.path / 'key'}): "
+                                 "records published before could not be recognised; restore the key")
+        return key
+
+    def key(self) -> bytes:
+        """The ledger's secret, made now (with the ledger's directory) if it has none.  Made under the
+        ledger's lock and written whole before it takes its name: a run that reads it reads the one
+        secret every run keys with."""
+        from .journal import fsync_dir
+
+        self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(self.path, 0o700)
+        path = self.path / "key"
+        with _locked(self.path):
+            found = read_key(path)
+            if found is not None:
+                return found
+            secret = secrets.token_bytes(_KEY_BYTES)
+            tmp = self.path / f".key.{uuid.uuid4().hex[:8]}"
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as fh:
-                fh.write(json.dumps(desc, indent=1))
-            os.replace(tmp, folder / "series.json")
-        return folder
+                fh.write(secret.hex())
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+            fsync_dir(self.path)
+        return secret
+
+    def series(self, qi, strata, id_column) -> tuple:
+        """(folder, description) of a series; the folder is made when its first release is recorded."""
+        desc = {"qi": list(qi), "strata": list(strata), "id_column": id_column}
+        sid = hashlib.sha256(json.dumps(desc, sort_keys=True).encode()).hexdigest()[:16]
+        return self.path / "series" / sid, desc
+
+    def stage(self) -> Path:
+        """A staging directory for a release's pieces (the ledger's key made first: :meth:`key`)."""
+        stage = self.path / f".stage-{uuid.uuid4().hex}"
+        stage.mkdir(mode=0o700)
+        return stage
 
     def overlapping(self, qi, folder: Path) -> list:
         """Other series of this ledger holding releases whose QIs share a column with ``qi``: their
@@ -255,42 +305,34 @@ class Ledger:
         return np.unique(np.concatenate(out)) if out else None
 
     @staticmethod
-    def stage(folder: Path) -> Path:
-        stage = folder / f".stage-{uuid.uuid4().hex}"
-        stage.mkdir(mode=0o700)
-        return stage
-
-    @staticmethod
     def latest(folder: Path) -> int:
         """The number of the series' newest release (0 when it has none)."""
         done = Ledger.releases(folder)
         return int(done[-1].name[1:]) if done else 0
 
     @staticmethod
-    def commit(folder: Path, stage: Path, after: int, alone=None) -> Path:
+    def commit(folder: Path, stage: Path, after: int, alone=None, desc=None, secret=None) -> Path:
         """The staged pieces become the series' next release after release ``after`` — the newest
-        one when the run read the series (one rename).  Refused, the stage removed, when another
+        one when the run read the series (one rename); the series' folder and its ``series.json``
+        (``desc``) are made with its first release.  Refused, the stage removed, when another
         run recorded a release of the series since: this release was made from frozen cells that
         no longer hold every release, and both together could be intersected (two fresh
         aggregations of the same new records).  ``alone``: the QIs of a series this release
         starts, which no other series may share (:meth:`overlapping`): refused the same way when
-        another run started one meanwhile.  The check and the claim hold the ledger's lock."""
-        import fcntl
-
+        another run started one meanwhile.  ``secret``: the key the release was keyed with, refused
+        unless it is the ledger's key on disk.  The checks and the claim hold the ledger's lock."""
         from ..errors import ParameterError
         from .journal import fsync_dir, fsync_tree
 
         fsync_tree(stage)
         target = folder / f"r{after + 1:06d}"
         root = folder.parent.parent
-        with os.fdopen(os.open(root / ".lock", os.O_RDWR | os.O_CREAT, 0o600)) as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if alone is not None and Ledger(root).overlapping(alone, folder):
+        with _locked(root):
+            refusal = _refusal(root, folder, alone, secret)
+            if refusal is not None:
                 Ledger.discard(stage)
-                raise ParameterError(
-                    "ledger (--ledger): another run recorded a release with other QIs, strata or id column sharing QI "
-                    "columns with these while this one ran; the two could be intersected: nothing was written or "
-                    "recorded; run it again (it is then refused unless --new-series)")
+                raise ParameterError(refusal)
+            _made_series(folder, desc)
             try:
                 os.mkdir(target, 0o700)   # the number claimed: one run only
             except FileExistsError:
@@ -300,13 +342,42 @@ class Ledger:
                     "was made without it, and the two could be compared to give records back: nothing was written "
                     "or recorded; run it again (one release of a series at a time)") from None
             os.rename(stage, target)   # onto the empty directory just claimed
-        fsync_dir(folder)
+        for d in (folder, folder.parent, root):
+            fsync_dir(d)
         return target
 
     @staticmethod
     def discard(stage) -> None:
         if stage is not None:
             shutil.rmtree(stage, ignore_errors=True)
+
+
+def _refusal(root: Path, folder: Path, alone, secret) -> str | None:
+    """Why a release may not be recorded now (:meth:`Ledger.commit`, under the ledger's lock), or None."""
+    if secret is not None and read_key(root / "key") != secret:
+        return ("ledger (--ledger): its key is not the one this release was keyed with (it was replaced or removed "
+                f"while this run ran: {root / 'key'}): nothing was written or recorded; run it again")
+    if alone is not None and Ledger(root).overlapping(alone, folder):
+        return ("ledger (--ledger): another run recorded a release with other QIs, strata or id column sharing QI "
+                "columns with these while this one ran; the two could be intersected: nothing was written or "
+                "recorded; run it again (it is then refused unless --new-series)")
+    return None
+
+
+def _made_series(folder: Path, desc) -> None:
+    """A series' folder, with its ``series.json`` (``desc``) where it has none (owner-only)."""
+    for d in (folder.parent, folder):
+        d.mkdir(exist_ok=True, mode=0o700)
+        os.chmod(d, 0o700)
+    if desc is None or (folder / "series.json").is_file():
+        return
+    tmp = folder / f".series.{uuid.uuid4().hex[:8]}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(json.dumps(desc, indent=1))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, folder / "series.json")
 
 
 def _last_rows(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
