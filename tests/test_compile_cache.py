@@ -146,7 +146,7 @@ def _one_specialization_each(cache: Path) -> None:
     caller passing another dtype) would add a second specialization and its compile time.  numba writes
     a function's specializations as NAME-LINE.pyXY.1.nbc, .2.nbc, … in the cache dir of its source dir
     (another copy of the package, as in the read-only test above, has a dir of its own).  The two
-    kernels of the top level also read its float32 working copy (graph.fanout._working_copy): at most
+    kernels of the top level also read its float32 working copy (kernels.chunked.working_copy): at most
     two specializations each, float64 and float32 records."""
     both = {"macro._sq_dist", "macro._dd_colsum"}
     per_function: dict[str, int] = {}

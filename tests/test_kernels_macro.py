@@ -86,3 +86,29 @@ def test_cell_stats_are_the_numpy_sums(case):
         dev = X[:, j] - cen[labels, j]
         want_sse += np.bincount(labels, weights=dev * dev, minlength=n_cells)
     assert np.array_equal(sse, want_sse)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 300), st.integers(1, 4), st.integers(-30, 5), st.integers(0, 2**32 - 1), st.integers(1, 5))
+def test_a_top_cell_rejoined_from_working_copy_and_residual_is_its_records_to_2_pow_minus_48(n, m, e, seed, cuts):
+    """The top level carries each z-score as a float32 working copy and a float32 residual, cut into
+    pieces of shuffled rows: the top cell joined from them has the rows in row-id order and every
+    value within 2⁻⁴⁸ of the z-score (or 2⁻¹⁴⁹ where it is below float32's normal range)."""
+    from daskmicro.kernels.chunked import residual, working_copy
+    from daskmicro.kernels.partition import join_split_pieces
+
+    rng = np.random.default_rng(seed)
+    Z = rng.standard_normal((n, m)) * 10.0 ** rng.integers(e, e + 6, size=(n, 1))  # |z| from ~1e-30 to 1e10
+    Z[rng.random((n, m)) < 0.05] = 0.0
+    rowids = rng.permutation(4 * n)[:n].astype(np.int64)
+    bounds = np.sort(rng.integers(0, n + 1, size=cuts))
+    hi, lo = [], []
+    for idx in np.split(np.arange(n), bounds):
+        work = working_copy(Z[idx])
+        hi.append((rowids[idx], work))
+        lo.append((rowids[idx], residual(Z[idx], work)))
+    top = join_split_pieces(hi, lo)
+    order = np.argsort(rowids, kind="stable")
+    assert np.array_equal(top.rowids, rowids[order]) and top.Z.dtype == np.float64
+    err = np.abs(top.Z - Z[order])
+    assert np.all(err <= np.maximum(2.0 ** -48 * np.abs(Z[order]), 2.0 ** -149)), err.max()

@@ -101,8 +101,8 @@ def top_cells(client, ing, task_rows: int, timings: dict):
     task per final cell.  The cells are numbered depth first, so the layout depends only on the
     records, never on the chunking or the number of workers.
 
-    The cuts are computed on a float32 copy of the records (:func:`_working_copy`): every pass of
-    the top level reads it, and it stays in memory where the rest of each value (:func:`_residual`,
+    The cuts are computed on a float32 copy of the records (:func:`~daskmicro.kernels.chunked.working_copy`): every pass of
+    the top level reads it, and it stays in memory where the rest of each value (:func:`~daskmicro.kernels.chunked.residual`,
     float32 too), read only once per level to follow the cut, goes to disk first when they do not
     all fit.  The float64 chunks are freed once the two are made: 8 bytes per value follow the
     cuts instead of 12, and each top cell's records are the two added back in float64
@@ -127,17 +127,6 @@ def top_cells(client, ing, task_rows: int, timings: dict):
     return tops
 
 
-def _working_copy(Z: np.ndarray) -> np.ndarray:
-    """The records the top level measures distances on: float32 (distances and sums in float64)."""
-    return Z.astype(np.float32)
-
-
-def _residual(Z: np.ndarray, work: np.ndarray) -> np.ndarray:
-    """The rest of each value beyond its working copy, in float32: ``Z − work`` is exact in float64
-    and rounds to within 2⁻²⁴ of itself, so ``work + residual`` is ``Z`` to within 2⁻⁴⁸ of it."""
-    return (Z - work.astype(np.float64)).astype(np.float32)
-
-
 def _recursive_cells(client, blocks, row0s, n: int, task_rows: int) -> list:
     """Lists of (row ids, Z) piece futures, one list per final top cell, in depth-first order.
 
@@ -155,8 +144,8 @@ def _recursive_cells(client, blocks, row0s, n: int, task_rows: int) -> list:
 
     leaves = []
     drivers = max(MAX_DRIVERS, sum(client.nthreads().values()))
-    work = client.map(_working_copy, blocks)
-    level = [((), work, client.map(_residual, blocks, work), row0s, n)]
+    work = client.map(ck.working_copy, blocks)
+    level = [((), work, client.map(ck.residual, blocks, work), row0s, n)]
     blocks.clear()
     while level:
         submitted = {i: _submit_cut(client, *parent[1:], task_rows)
