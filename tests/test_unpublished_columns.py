@@ -154,3 +154,32 @@ def test_no_participation_value_reaches_the_published_report(tmp_path, seed):
     for cell in published["probabilistic"]["worst_cells"]:
         assert "expected_active" not in cell
     assert report.probabilistic["participation_max"] == df["pi"].max()   # the exact report keeps them
+
+
+@pytest.mark.parametrize("out,opts", [("rel.parquet", {}), ("rel", {}), ("rel", {"partition_by": ["region"]}),
+                                      ("rel", {"table_format": "delta"})])
+def test_the_inputs_arrow_metadata_is_never_published(tmp_path, out, opts):
+    """The input's schema and field metadata are its own annotations (of its original values, of a
+    QI's spread, anything a tool wrote there): no release file carries them, whatever the output."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if opts.get("table_format") == "delta":
+        pytest.importorskip("deltalake")
+    df = _data().drop(columns="ssn")
+    df["w"] = np.random.default_rng(2).normal(size=len(df))
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    table = table.replace_schema_metadata({**table.schema.metadata, b"note": b"SECRET-TABLE"})
+    for c in ("x", "region", "w"):
+        i = table.schema.get_field_index(c)
+        table = table.set_column(i, table.schema.field(c).with_metadata({b"note": f"SECRET-{c}".encode()}),
+                                 table.column(c))
+    pq.write_table(table, tmp_path / "in.parquet")
+    strata = [] if "partition_by" in opts else ["region"]
+    anonymize_file(tmp_path / "in.parquet", tmp_path / out, qi=["x", "y"], k=4, strata=strata, **opts)
+    written = [tmp_path / out] if out.endswith(".parquet") else [p for p in (tmp_path / out).rglob("*") if p.is_file()]
+    for path in written:
+        assert b"SECRET" not in path.read_bytes(), path.name
+        if path.suffix == ".parquet":
+            schema = pq.read_schema(path)
+            assert all(not f.metadata for f in schema), path.name

@@ -54,13 +54,16 @@ class Release:
 
 def promised_schema(source, qi, partition_by, keep_row_id, labels=None, hidden=()):
     """The Arrow schema of the written files: integer QIs become float64, merged strata text;
-    partition columns (published by the directories) and ``hidden`` columns left out."""
+    partition columns (published by the directories) and ``hidden`` columns left out.  No field
+    keeps the input's field metadata: it is the input's annotation (of a QI, of its original
+    values), not the release's, and the single-file release carries none either."""
     import pyarrow as pa
 
     fields = []
     for f in source.schema:
         if f.name in partition_by or f.name in hidden:
             continue
+        f = f.remove_metadata()
         if f.name in (labels or {}):
             f = pa.field(f.name, pa.string())
         fields.append(pa.field(f.name, pa.float64()) if f.name in qi and pa.types.is_integer(f.type) else f)

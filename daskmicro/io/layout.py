@@ -23,6 +23,7 @@ import pandas as pd
 from ..errors import InputError
 from ..release.publish import shuffle_keys
 from . import hive
+from .prescan import groupable
 from .source import RID
 
 __all__ = ["HIST_BITS", "KEY_COLUMN", "hidden_columns", "check_hidden_names", "plan_files", "file_index", "split_piece", "pick", "piece_keys", "key_histogram", "merge_histograms",
@@ -63,7 +64,7 @@ def _groups(df: pd.DataFrame, partition_by: list):
     """(partition value tuple, row positions) of ``df`` for each output partition it touches."""
     if not partition_by:
         return [((), np.arange(len(df)))]
-    codes = df.groupby(partition_by, dropna=False, sort=False).indices
+    codes = groupable(df[list(partition_by)]).groupby(partition_by, dropna=False, sort=False).indices
     return [(tuple(_plain(v) for v in (k if isinstance(k, tuple) else (k,))), idx) for k, idx in codes.items()]
 
 

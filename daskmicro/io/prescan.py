@@ -11,7 +11,7 @@ import pandas as pd
 from ..errors import InputError
 from .qi import qi_frame_matrix
 
-__all__ = ["scan_frame", "plain_key"]
+__all__ = ["scan_frame", "plain_key", "groupable"]
 
 
 def scan_frame(df: pd.DataFrame, qi: list, keys: list) -> dict:
@@ -28,6 +28,7 @@ def scan_frame(df: pd.DataFrame, qi: list, keys: list) -> dict:
     for j in range(len(qi)):
         pattern |= miss[:, j].astype(np.int64) << j
     frame = df[list(keys)].copy() if keys else pd.DataFrame(index=df.index)
+    frame = groupable(frame)
     frame.columns = range(len(keys))  # positions: no input column name can clash with the pattern's
     frame[len(keys)] = pattern
     counts = frame.groupby(list(frame.columns), dropna=False, sort=True).size()
@@ -46,10 +47,18 @@ def scan_frame(df: pd.DataFrame, qi: list, keys: list) -> dict:
     }
 
 
+def groupable(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its float16 columns as float32, which holds every float16 value exactly:
+    pandas cannot group on float16, and a stratum or partition column may be one."""
+    half = [c for c in frame.columns if frame[c].dtype == np.float16]
+    return frame.astype({c: np.float32 for c in half}) if half else frame
+
+
 def _check_key_types(df: pd.DataFrame, keys: list) -> None:
-    """Refuse a stratum or partition column of Python objects of more than one type (1 beside 1.0,
-    True beside 1, numbers beside text): grouped here as equal, they are written and read back as
-    other values, so the published tuples would not be the ones counted."""
+    """Refuse a stratum or partition column of nested values (Arrow lists, structs, maps: no key
+    of a group), or of Python objects of more than one type (1 beside 1.0, True beside 1, numbers
+    beside text): grouped here as equal, they are written and read back as other values, so the
+    published tuples would not be the ones counted."""
     for c in keys:
         if df[c].dtype != object:
             continue
@@ -57,6 +66,9 @@ def _check_key_types(df: pd.DataFrame, keys: list) -> None:
         if not pd.api.types.infer_dtype(values, skipna=True).startswith(("mixed", "unknown")):
             continue   # one kind (told in C; the kinds are listed only for the message)
         kinds = {_kind(t) for t in values.map(type).unique()}
+        if kinds & {"ndarray", "list", "tuple", "dict"}:
+            raise InputError(f"column {c!r} (a stratum or partition column) holds lists, structs or maps, which "
+                             "cannot name a stratum: give it a plain type (text, number, date)")
         if len(kinds) > 1:
             raise InputError(f"column {c!r} (a stratum or partition column) mixes values of several types "
                              f"({', '.join(sorted(kinds))}): give it one type")

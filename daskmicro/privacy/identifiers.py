@@ -10,7 +10,7 @@ when
 * its name looks like an identifier (a word such as ``id``, ``ssn``, ``email``, ``phone``,
   ``name``, ``address``, ``passport``, ``iban``, ``uuid`` in it), whatever its type, or
 * it is of a type identifiers are stored in — text, bytes, integers, categories, dates and times,
-  or floats whose values are all whole numbers (an id read from a CSV file with missing values) —
+  lists, structs and maps, or floats whose values are all whole numbers (an id read from a CSV file with missing values) —
   and its values are distinct for nearly every record that has one (at least
   :data:`UNIQUE_SHARE` of them, and more than k).
 
@@ -108,6 +108,18 @@ def judged_by_values(values: pd.Series) -> bool:
     return True
 
 
+def _plain(v):
+    """A nested value (NumPy arrays, lists, tuples, dicts of them) as plain lists and dicts: one text
+    per value, however it was read (an Arrow list comes back as an array, a map as a list of tuples)."""
+    if isinstance(v, np.ndarray):
+        v = v.tolist()
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    return v
+
+
 def sketch(df: pd.DataFrame, columns: list) -> dict:
     """``{column: (non-null values, smallest distinct hashes of them)}`` of one piece; ``None`` for
     a column the value rule leaves alone (:func:`judged_by_values`)."""
@@ -118,7 +130,10 @@ def sketch(df: pd.DataFrame, columns: list) -> dict:
             out[c] = None
             continue
         values = values[values.notna().to_numpy()]
-        h = pd.util.hash_pandas_object(values, index=False).to_numpy(dtype=np.uint64)
+        try:
+            h = pd.util.hash_pandas_object(values, index=False).to_numpy(dtype=np.uint64)
+        except TypeError:   # nested values (Arrow lists, structs, maps): hashed by their text
+            h = pd.util.hash_pandas_object(values.map(lambda v: repr(_plain(v))), index=False).to_numpy(dtype=np.uint64)
         out[c] = (len(values), np.unique(h)[:SKETCH])
     return out
 
