@@ -203,7 +203,7 @@ def write_report_file(doc: dict, report_path) -> None:
         write_json_atomic(doc, report_path)
 
 
-def _commit_object(ex, report, output, report_path, perf, perf_path, extra):
+def _commit_object(ex, report, output, report_path, perf, perf_path, extra, schema=None):
     """A single-file release as one object of a store (:mod:`daskmicro.io.objectfile`): its bytes
     built and verified in memory as a reader reads them, PUT on the condition checked before the
     run, read back and compared byte for byte; then its report and the Dask performance report.
@@ -218,8 +218,12 @@ def _commit_object(ex, report, output, report_path, perf, perf_path, extra):
     report.paths["report"] = str(report_path)
     if perf.available:
         report.performance_report = _page_link(perf_path, report_path)
+    import pyarrow.parquet as pq
+
+    from .io.tables import arrow_table
+
     buf = io.BytesIO()
-    ex.frame.to_parquet(buf, index=False)
+    pq.write_table(arrow_table(ex.frame, schema), buf)
     data = buf.getvalue()
     # verified as the bytes users get: the rows and every published tuple in its written dtype
     report.k_anonymity = verify_written_table(pa.BufferReader(data), "parquet", report.published_columns(),
@@ -240,22 +244,24 @@ def _commit_object(ex, report, output, report_path, perf, perf_path, extra):
     return Outcome(None, report, output, report_path, perf_path if perf.available else None)
 
 
-def commit_file(cfg, ex, report, output, report_path, perf, perf_path, extra):
+def commit_file(schema, ex, report, output, report_path, perf, perf_path, extra):
     """A single-file release and its report: on this machine in one atomic batch (with the Dask
     performance report), as one object of a store (:func:`_commit_object`); a report on a store
-    follows the local release, and takes a new one back with it if it cannot be written."""
+    follows the local release, and takes a new one back with it if it cannot be written.  A Parquet
+    release's columns take their Arrow types from ``schema`` (the promised schema, or None) where
+    it gives them."""
     from .io.objectfile import is_object_target
     from .io.tables import AtomicBatch
 
     if is_object_target(output):
-        return _commit_object(ex, report, output, report_path, perf, perf_path, extra)
+        return _commit_object(ex, report, output, report_path, perf, perf_path, extra, schema)
     report.paths["report"] = str(report_path)
     if perf.available:
         report.performance_report = _page_link(perf_path, report_path)
     new = not Path(output).exists()
     with AtomicBatch() as batch:
         # verified again as read back from the staged file: the bytes users get
-        report.k_anonymity = batch.release(ex.frame, output, report.published_columns(), report.k_anonymity.k)
+        report.k_anonymity = batch.release(ex.frame, output, report.published_columns(), report.k_anonymity.k, schema)
         doc = _report_dict(report, extra)
         if not is_object_target(report_path):
             batch.json(doc, report_path)

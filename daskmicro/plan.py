@@ -267,11 +267,23 @@ def run(cfg: RunConfig, data=None, *, paths: RunPaths = RunPaths(), client=None,
     if sink == "lake":
         outcome = commit_lake(cfg, ex, report, output, report_path, perf, run_fp, extra_report)
     else:
-        outcome = commit_file(cfg, ex, report, output, report_path, perf, perf_path, extra_report)
+        outcome = commit_file(_file_schema(source, plan, ex), ex, report, output, report_path, perf, perf_path,
+                              extra_report)
     outcome.run_record = write_run_record(report, say)
     if series is None:
         say(TRIAL)
     return outcome
+
+
+def _file_schema(source, plan, ex):
+    """The Arrow schema a single-file release promises: the input's types (as a directory release's
+    files have them), integer QIs as float64, merged strata as text, no column read for the run only."""
+    from .graph.release import promised_schema
+
+    rp = plan.release
+    if getattr(source, "schema", None) is None:   # a frame survey: pandas types only
+        return None
+    return promised_schema(source, list(plan.qi), [], rp.keep_row_id, ex.labels, list(rp.hidden))
 
 
 def resolve_all_numeric(cfg: RunConfig, data=None, input=None, storage_options=None) -> RunConfig:

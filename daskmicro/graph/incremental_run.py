@@ -46,6 +46,7 @@ class SurveyInput:
     sched: dict | None
 
     columns = property(lambda self: self.src.columns() or [])
+    schema = property(lambda self: self.src.schema())
 
 
 def open_survey_input(plan, data=None, input=None, storage_options=None) -> SurveyInput:

@@ -163,6 +163,10 @@ class SurveyLake:
 
     # -- what the planner needs ------------------------------------------------------------
 
+    def schema(self):
+        """The Arrow schema every landed file shares (None until one is seen)."""
+        return self._schema[1] if self._schema is not None else None
+
     def withheld(self) -> list:
         """The survey's own arrival-time column (the manifest's ``timestamp_column``), if any: each
         record's time is near-unique, so it is never published, as a frame's ``time_column`` is not."""
@@ -407,6 +411,10 @@ class SurveyFrame:
         self.close_at = float(self.times[-1]) if close_at is None else close_at
         self.closed_at: float | None = None
         self._taken = 0
+
+    def schema(self):
+        """None: the frame's columns are pandas', with no Arrow type of their own."""
+        return None
 
     def withheld(self) -> list:
         return []   # the time column is not in the frame the workers read

@@ -30,6 +30,7 @@ from .formats import arrow_to_pandas, dump_json
 from .interrupt import check as check_interrupt
 
 __all__ = [
+    "arrow_table",
     "CSV_SUFFIXES",
     "PARQUET_SUFFIXES",
     "AtomicBatch",
@@ -171,6 +172,23 @@ def verify_written_table(path, fmt: str, columns: list, k: int, rows: int, gzip:
     return check_tuple_counts(tuple_counts(written, columns), k).raise_if_failed()
 
 
+def arrow_table(df: pd.DataFrame, schema=None):
+    """``df`` as an Arrow table (no index), each column in its type in ``schema`` (a release's
+    promised schema: the input's Arrow types, which pandas holds as Python objects for maps,
+    decimals of their own precision, large binaries, 32-bit times, fixed-size lists), as a
+    directory release writes them; a column ``schema`` does not type (absent, or null: a frame's
+    object column) as pandas gives it."""
+    import pyarrow as pa
+
+    given = {} if schema is None else {f.name: f for f in schema if not pa.types.is_null(f.type)}
+    if not any(c in given for c in df.columns):
+        return pa.Table.from_pandas(df, preserve_index=False)
+    # (pandas' inference runs only on the columns the schema leaves: it fails on a map's pairs)
+    fields = [given[c] if c in given else pa.Schema.from_pandas(df[[c]], preserve_index=False).field(c)
+              for c in df.columns]
+    return pa.Table.from_pandas(df, schema=pa.schema(fields), preserve_index=False)
+
+
 class AtomicBatch:
     """Stage several files and move them into place together when the block ends without error.
 
@@ -201,16 +219,19 @@ class AtomicBatch:
         self._staged.append((tmp, target))
         return target
 
-    def parquet(self, df: pd.DataFrame, path) -> Path:
-        """Stage ``df`` as a Parquet file (without the pandas index) for ``path``."""
-        return self._stage(path, lambda tmp: df.to_parquet(tmp, index=False))
+    def parquet(self, df: pd.DataFrame, path, schema=None) -> Path:
+        """Stage ``df`` as a Parquet file (without the pandas index) for ``path``, its columns in the
+        Arrow types of ``schema`` where it gives one (:func:`arrow_table`)."""
+        import pyarrow.parquet as pq
+
+        return self._stage(path, lambda tmp: pq.write_table(arrow_table(df, schema), tmp))
 
     def csv(self, df: pd.DataFrame, path) -> Path:
         """Stage ``df`` as a CSV file (without the pandas index) for ``path``."""
         compression = "gzip" if str(path).lower().endswith(".gz") else None
         return self._stage(path, lambda tmp: df.to_csv(tmp, index=False, compression=compression))
 
-    def release(self, df: pd.DataFrame, path, columns: list, k: int):
+    def release(self, df: pd.DataFrame, path, columns: list, k: int, schema=None):
         """Stage ``df`` as a release (Parquet or CSV by extension), read the staged file back and
         verify what it holds, as written: as many rows as ``df`` and every published tuple over
         ``columns`` (stratum columns + QIs) at least ``k`` times, compared in the dtypes the file
@@ -221,7 +242,7 @@ class AtomicBatch:
         fmt = table_format(path)
         if fmt is None:
             raise InputError(f"unknown output format for {path}: use a .csv or .parquet extension")
-        target = self.parquet(df, path) if fmt == "parquet" else self.csv(df, path)
+        target = self.parquet(df, path, schema) if fmt == "parquet" else self.csv(df, path)
         tmp = next(t for t, dest in reversed(self._staged) if dest == target)
         try:
             return verify_written_table(tmp, fmt, list(columns), int(k), len(df), str(path).lower().endswith(".gz"))
