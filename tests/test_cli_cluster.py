@@ -47,6 +47,18 @@ def test_lake_in_lake_out_commits_atomically(lake_in, tmp_path, capsys, client):
     assert main(["anonymize", str(lake_in), str(lake_in / "out"), "--qi", QI, "--k", "5"]) == 2  # inside input
 
 
+def test_relative_paths_on_a_cluster_with_another_working_directory(lake_in, tmp_path, client, monkeypatch):
+    """Paths given relative to this process's working directory reach workers that do not share it:
+    the input read, the release staged and committed where the command names it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "in").symlink_to(lake_in)
+    assert main(["anonymize", "in", "release", "--qi", QI, "--keep", "record_id", "--k", "5", "--quiet",
+                 "--scheduler", client.scheduler.address]) == 0
+    release = pd.read_parquet(tmp_path / "release")
+    assert len(release) == 6000 and verify_k_anonymity(release, list(CENSUS_COLUMNS), 5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "release"]
+
+
 def test_single_file_in_lake_out(lake_in, tmp_path):
     out = tmp_path / "release"
     src = lake_in / "part-0.parquet"

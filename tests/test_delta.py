@@ -114,6 +114,24 @@ def test_a_delta_table_as_input_is_read_as_its_current_version(tmp_path, client)
     assert release.groupby(QI).size().min() >= K
 
 
+def test_a_delta_table_named_by_a_relative_path_is_read(tmp_path, client, capsys, monkeypatch):
+    """A table given relative to the working directory, partitioned (its hive directories become
+    columns); a file its log names that is missing is refused in one line, nothing written."""
+    monkeypatch.chdir(tmp_path)
+    frame = _frame(200, 11)
+    deltalake.write_deltalake("table", pa.Table.from_pandas(frame, preserve_index=False), partition_by=["region"])
+    assert _anonymize("table", "release", client) == 0
+    release = pd.read_parquet(tmp_path / "release")
+    assert len(release) == 200 and sorted(release["v"]) == sorted(frame["v"])
+    assert release.groupby(["region", *QI], observed=True).size().min() >= K
+    capsys.readouterr()
+    next((tmp_path / "table").glob("region=*/*.parquet")).unlink()
+    assert _anonymize("table", "again", client) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "the Delta table table is incomplete" in err[0], err
+    assert not (tmp_path / "again").exists()
+
+
 @pytest.mark.parametrize("output", ["out.parquet", "out.csv"])
 def test_delta_output_refused_for_a_file(lake, tmp_path, capsys, output):
     code = main(["anonymize", str(lake), str(tmp_path / output), "--qi", ",".join(QI), "--k", str(K),

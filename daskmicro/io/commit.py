@@ -68,7 +68,9 @@ def _remote(obj) -> bool:
 
 
 def staging_dir(target: Path) -> Path:
-    """A fresh hidden sibling name ``.NAME.tmp-<8 hex digits>`` for staging ``target`` (not created)."""
+    """A fresh hidden sibling name ``.NAME.tmp-<8 hex digits>`` for staging ``target`` (not created),
+    absolute: the workers that write into it need not share this process's working directory."""
+    target = target.absolute()
     return target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
 
 

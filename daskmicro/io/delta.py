@@ -73,11 +73,19 @@ def current_files(uri: str, storage_options=None, shown=None, scrub=str) -> list
 
 
 def delta_files(path) -> list:
-    """Absolute paths of the Parquet files of the current version of the Delta table at ``path``."""
+    """The Parquet files of the current version of the local Delta table at ``path``, each as a path
+    under ``path`` as given (relative when it is); refused in one line: a file the log names
+    outside the table's directory, or missing."""
+    root = Path(path).resolve()
     out = []
     for u in current_files(str(path)):
-        local = u[len("file://"):] if u.startswith("file://") else u
-        out.append(str(Path(local).resolve()))
+        local = Path(u[len("file://"):] if u.startswith("file://") else u).resolve()
+        if not local.is_relative_to(root):
+            raise InputError(f"the Delta table {path} names a file outside its directory (daskmicro reads only the "
+                             "files under it)")
+        if not local.is_file():
+            raise InputError(f"the Delta table {path} is incomplete: {local.relative_to(root).as_posix()} is missing")
+        out.append(str(Path(path) / local.relative_to(root)))
     return sorted(out)
 
 
