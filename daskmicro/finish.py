@@ -212,16 +212,13 @@ def _commit_object(ex, report, output, report_path, perf, perf_path, extra, sche
     import io
 
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
-    from .io.tables import verify_written_table
+    from .io.tables import arrow_table, verify_written_table
 
     report.paths["report"] = str(report_path)
     if perf.available:
         report.performance_report = _page_link(perf_path, report_path)
-    import pyarrow.parquet as pq
-
-    from .io.tables import arrow_table
-
     buf = io.BytesIO()
     pq.write_table(arrow_table(ex.frame, schema), buf)
     data = buf.getvalue()

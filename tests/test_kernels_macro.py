@@ -5,7 +5,17 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from daskmicro.kernels.macro import cell_stats, dd_colsum, dd_combine, mdav_large, select_nearest, sq_dist
+from daskmicro.kernels.macro import cell_stats, dd_colsum, dd_combine, mdav_large, sq_dist
+
+
+def _select_nearest(d, count):
+    """Mask of the ``count`` smallest entries of ``d``; ties go to the lowest positions."""
+    if count >= d.shape[0]:
+        return np.ones(d.shape[0], dtype=bool)
+    t = np.partition(d, count - 1)[count - 1]
+    mask = d < t
+    mask[np.flatnonzero(d == t)[:count - int(mask.sum())]] = True
+    return mask
 
 
 def _mdav_large_numpy(X, K):
@@ -19,7 +29,7 @@ def _mdav_large_numpy(X, K):
         nonlocal rows, Xr, cell
         d = d.copy()
         d[centre] = -1.0
-        mask = select_nearest(d, K)
+        mask = _select_nearest(d, K)
         labels[rows[mask]] = cell
         cell += 1
         rows, Xr = rows[~mask], Xr[~mask]

@@ -20,12 +20,12 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from ._blocktree import dist2
 from .mdav import as_records
 
 __all__ = [
     "mdav_large",
     "nested_mdav",
-    "select_nearest",
     "sq_dist",
     "cell_stats",
     "dd_colsum",
@@ -61,23 +61,6 @@ def _float_records(X: np.ndarray) -> np.ndarray:
     working copy; every sum and distance of the kernels is accumulated in float64)."""
     dtype = np.float32 if getattr(X, "dtype", None) == np.float32 else np.float64
     return np.ascontiguousarray(X, dtype=dtype)
-
-
-def select_nearest(d: np.ndarray, count: int) -> np.ndarray:
-    """Boolean mask of the ``count`` smallest entries of ``d``; ties go to the lowest positions."""
-    n = d.shape[0]
-    mask = np.zeros(n, dtype=bool)
-    if count >= n:
-        mask[:] = True
-        return mask
-    if count <= 0:
-        return mask
-    t = np.partition(d, count - 1)[count - 1]
-    mask = d < t
-    need = count - int(mask.sum())
-    if need > 0:
-        mask[np.flatnonzero(d == t)[:need]] = True
-    return mask
 
 
 def mdav_large(X, K: int) -> np.ndarray:
@@ -126,15 +109,11 @@ def mdav_large(X, K: int) -> np.ndarray:
 @nb.njit(cache=True, nogil=True)
 def _farthest_held(X, held, c):
     # the lowest free row (held < 0) of those furthest from c
-    n, m = X.shape
     best, brow = -1.0, -1
-    for i in range(n):
+    for i in range(X.shape[0]):
         if held[i] >= 0:
             continue
-        s = 0.0
-        for j in range(m):
-            t = X[i, j] - c[j]
-            s += t * t
+        s = dist2(X[i], c)
         if s > best:
             best, brow = s, i
     return brow
@@ -142,19 +121,14 @@ def _farthest_held(X, held, c):
 
 @nb.njit(cache=True, nogil=True)
 def _take_nearest(X, held, centre, K, dist, pos):
-    """Take the ``centre`` record and its ``K``−1 nearest free records (ties: lowest rows), as
-    :func:`select_nearest` picks them; their rows in ``pos[:K]``.  Returns the lowest free row of
+    """Take the ``centre`` record and its ``K``−1 nearest free records (ties: lowest rows: every
+    record nearer than the K-th distance, then the lowest rows at it); their rows in ``pos[:K]``.  Returns the lowest free row of
     those left furthest from the centre (−1 if none is left)."""
-    n, m = X.shape
     r = 0
-    for i in range(n):
+    for i in range(X.shape[0]):
         if held[i] >= 0:
             continue
-        s = 0.0
-        for j in range(m):
-            t = X[i, j] - X[centre, j]
-            s += t * t
-        dist[r] = -1.0 if i == centre else s
+        dist[r] = -1.0 if i == centre else dist2(X[i], X[centre])
         pos[r] = i
         r += 1
     d = dist[:r]
