@@ -18,16 +18,17 @@ missing columns and the stratum.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from .errors import ParameterError
-from .io.prescan import plain_key
+from .io.prescan import groupable, plain_key
 from .release.publish import missing_values
 
-__all__ = ["Group", "MISSING", "plan_groups", "check_strata", "pattern_of", "group_mask", "strata_summary",
+__all__ = ["Group", "MISSING", "plan_groups", "check_strata", "pattern_of", "group_mask", "group_codes", "strata_summary",
            "merged_labels", "publish_strata"]
 
 MISSING = ("refuse", "separate")
@@ -89,6 +90,38 @@ def check_strata(strata, qi, columns, partition_by=()) -> list:
     return strata
 
 
+def _merge_small(units: list, sizes: list, k: int) -> list:
+    """Merge units (lists of stratum keys, in key order, with their record counts ``sizes``) until
+    every one holds at least k records: the smallest unit under k (the first in key order on a tie)
+    joins its neighbour holding fewer records (the previous one on a tie), repeatedly.  A heap of
+    the units under k and links to the neighbours: a step costs log(units), not a scan of them.
+    A unit is named by the position of its first stratum, which keeps the key order of the units."""
+    m = len(units)
+    units, sizes = [list(u) for u in units], list(sizes)
+    prev, nxt, alive = list(range(-1, m - 1)), list(range(1, m + 1)), [True] * m
+    nxt[-1] = -1
+    heap = [(s, i) for i, s in enumerate(sizes) if s < k]
+    heapq.heapify(heap)
+    while heap:
+        s, i = heapq.heappop(heap)
+        if not alive[i] or s != sizes[i]:
+            continue   # merged since, or grown: its current entry is elsewhere in the heap
+        neighbours = [c for c in (prev[i], nxt[i]) if c != -1]
+        if not neighbours:
+            break      # one unit left: the whole input (refused later if under k)
+        j = min(neighbours, key=lambda c: (sizes[c], c))
+        lo, hi = min(i, j), max(i, j)
+        units[lo] += units[hi]
+        sizes[lo] += sizes[hi]
+        alive[hi] = False
+        nxt[lo] = nxt[hi]
+        if nxt[hi] != -1:
+            prev[nxt[hi]] = lo
+        if sizes[lo] < k:
+            heapq.heappush(heap, (sizes[lo], lo))
+    return [u for u, a in zip(units, alive) if a]
+
+
 def plan_groups(counts: dict, strata: list, qi: list, k: int, merge_small: bool = False) -> list:
     """The groups of a run from record counts per (stratum key tuple, pattern).
 
@@ -122,24 +155,19 @@ def plan_groups(counts: dict, strata: list, qi: list, k: int, merge_small: bool 
                 f"{stratum_label(strata, [position[u[0]]], count)} in key order has {total(u)} record(s), fewer "
                 f"than k = {k} ({len(small)} such strata; use --merge-small-strata to merge them with a neighbour)"
             )
-        while len(units) > 1:
-            small = [i for i, u in enumerate(units) if total(u) < k]
-            if not small:
-                break
-            i = min(small, key=lambda j: (total(units[j]), j))
-            cands = [j for j in (i - 1, i + 1) if 0 <= j < len(units)]
-            j = min(cands, key=lambda c: (total(units[c]), c))
-            lo, hi = min(i, j), max(i, j)
-            units[lo:hi + 1] = [units[lo] + units[hi]]
+        units = _merge_small(units, [total(u) for u in units], k)
     if sum(sizes.values()) < k:
         raise ParameterError(f"k = {k} exceeds the number of records n = {sum(sizes.values())}")
+    patterns: dict = {}   # per stratum key: its records per pattern
+    for (key, pat), n in counts.items():
+        patterns.setdefault(key, {})
+        patterns[key][pat] = patterns[key].get(pat, 0) + n
     groups = []
     for u in units:
-        members = set(u)
         label = stratum_label(strata, [position[s] for s in u], count)
         by_pattern: dict = {}
-        for (key, pat), n in counts.items():
-            if key in members:
+        for key in u:
+            for pat, n in patterns[key].items():
                 by_pattern[pat] = by_pattern.get(pat, 0) + n
         for pat in sorted(by_pattern):
             n = by_pattern[pat]
@@ -209,6 +237,24 @@ def group_mask(df: pd.DataFrame, strata: list, qi: list, group: Group) -> np.nda
         mask = np.ones(n, dtype=bool)
     miss = np.column_stack([missing_values(df[c]) for c in qi]) if qi else np.zeros((n, 0), bool)
     return mask & (pattern_of(miss) == group.pattern)
+
+
+def group_codes(df: pd.DataFrame, strata: list, qi: list, where: dict) -> np.ndarray:
+    """Per row of ``df``, the position of its group: ``where`` maps (stratum key tuple, pattern) to
+    a position; −1 for a row of no group there.  Rows are grouped as the pre-scan counted them
+    (:func:`daskmicro.io.prescan.scan_frame`: equal key values, missing ones alike, −0.0 as 0.0),
+    one Python step per distinct key and pattern, not per row or per group."""
+    n = len(df)
+    miss = np.column_stack([missing_values(df[c]) for c in qi]) if qi else np.zeros((n, 0), bool)
+    frame = groupable(df[list(strata)]) if strata else pd.DataFrame(index=df.index)
+    frame = frame.set_axis(range(len(strata)), axis=1)
+    frame[len(strata)] = pattern_of(miss)
+    codes = np.full(n, -1, dtype=np.int64)
+    found = frame.groupby(list(frame.columns), dropna=False, sort=False, observed=True).indices
+    for key, rows in found.items():
+        key = tuple(plain_key(v) for v in (key if isinstance(key, tuple) else (key,)))
+        codes[rows] = where.get((key[:-1], key[-1]), -1)
+    return codes
 
 
 def strata_summary(strata, missing, merge_small, groups, reports) -> dict:

@@ -14,12 +14,10 @@ mid-run costs time, not the release.  ``client`` may be a distributed Client or
 
 from __future__ import annotations
 
-import operator
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
 from ..config import AUTO_EXACT_ROWS, DEFAULT_TASK_ROWS
 from ..errors import InputError, ParameterError
@@ -27,16 +25,13 @@ from ..io import commit as cm
 from ..io import hive
 from ..io import layout as lay
 from ..io.shuffle import COUNTS_DIR, SHUFFLE_DIR
-from ..io.source import RID
 from ..kernels.bounds import MAX_ABS
 from ..kernels.figures import merge_ranges
 from ..privacy import identifiers
-from ..release.publish import canonical_values
-from ..runplan import GroupResult
-from ..strata import group_mask, merged_labels, plan_groups, publish_strata
+from ..strata import merged_labels, plan_groups, publish_strata
 from ..runtime.warmup import kernel_sets, warm_workers
+from .group_cells import form_cells
 from .gather import GATHER_TASKS
-from .improve_stage import stage_figures
 from .release import Release, collect, dask_release, file_cuts, promised_schema, write_and_verify
 from .risk_stage import risk_tap
 
@@ -162,22 +157,6 @@ def _check_participation_column(client, source, column) -> None:
 # --------------------------------------------------------------------------- group tasks
 
 
-def _select(df, strata, qi, group):
-    return df[group_mask(df, strata, qi, group)]
-
-
-def _run_one_task(gp, qi, *parts):
-    """One group as one task (its :class:`~daskmicro.runplan.GroupPlan`), records in global row id
-    order (independent of the chunking); its info holds the range of the published values of the
-    QI columns ``qi`` (the bins of the report's release figures)."""
-    from ..release.run_figures import group_range
-    from .group_task import one_task
-
-    df = pd.concat(parts, ignore_index=True).sort_values(RID, kind="stable").reset_index(drop=True)
-    out, info = one_task(df, gp)
-    return out, replace(info, figures=[group_range(out, qi)])
-
-
 def _check_tasks(client, plans, task_rows: int) -> None:
     from .pipeline import check_layout
 
@@ -185,45 +164,6 @@ def _check_tasks(client, plans, task_rows: int) -> None:
     for gp in plans:
         check_memory(gp.method, gp.group.n, len(gp.group.observed), wmem, gp.group.label, task_rows)
         check_layout(gp)
-
-
-def _pipeline_group(client, gp, sel, meta, seed, progress):
-    """A large group through the partitioned pipeline (its :class:`~daskmicro.runplan.GroupPlan`);
-    (release pieces, figures of its cells)."""
-    import dask.dataframe as dd
-
-    from .pipeline import PipelineConfig, ReleaseOptions, run_pipeline
-
-    g, m = gp.group, gp.method
-    sub = dd.from_delayed(sel, meta=meta, verify_meta=False)
-    # check=False: the group's release is not checked on its own; the run's release is, as published
-    # (written files, or the collected frame, stratum columns included) before anything is committed
-    cfg = PipelineConfig.from_settings(gp.pipeline, m, gp.k)
-    pub, details = run_pipeline(client, sub, list(g.observed), cfg, ReleaseOptions(seed, figures=True, check=False),
-                                progress, participation=gp.participation)
-    reference_il = None
-    if gp.reference_k is not None:  # asked for: the same pipeline at plain k
-        plain_cfg = PipelineConfig.from_settings(gp.pipeline, m, gp.reference_k)
-        _, plain = run_pipeline(client, sub, list(g.observed), plain_cfg, ReleaseOptions(seed, check=False))
-        reference_il = plain["information_loss"]
-    t = details.pop("timings")  # the run's timings hold them once (one timing model)
-    pca = details.get("pca") or {}
-    prob = details.get("probabilistic")
-    partials = prob.pop("partials") if prob is not None else None
-    info = GroupResult(
-        n=details["n"], m_used=details["m_used"], method=m, cells=pub.cells, min_cell_size=pub.min_cell_size,
-        max_cell_size=pub.max_cell_size, cell_size_counts=pub.cell_size_counts,
-        information_loss=details["information_loss"],
-        seconds=sum(t.get(s, 0.0) for s in ("top_level", "macroaggregation", "split", "fan_out", "refine", "improve",
-                                            "cells")),
-        constant_columns=details["constant_columns"], dtype_changes={}, n_components=pca.get("n_components"),
-        eigenvalues=pca.get("eigenvalues"), pca_energy_loss=pca.get("energy_loss"),
-        macrocell_sse=details["macrocell_sse"] if details["macrocells"] > 1 else None, nu=details["nu"],
-        n_distal=details["distal_macrocells"], figures=details.pop("figures", None), pipeline=details,
-        information_loss_at_k=reference_il, failure_partials=partials,
-        expected_distortion=prob.get("expected_distortion") if prob is not None else None,
-        improve=stage_figures(details.get("improve")))
-    return pub.chunks, info  # per input chunk: the release stage cuts them into its pieces
 
 
 # --------------------------------------------------------------------------- the run
@@ -244,6 +184,7 @@ class _Layout:
     strata: list            # the strata columns, then the partition columns that are not strata
     rows: list
     plans: list = field(default_factory=list)   # one GroupPlan per group (daskmicro.runplan)
+    holds: list = field(default_factory=list)   # per input piece: the positions of the groups it holds
 
 
 def execute(client, source, plan, sink: str, output=None, progress=None, series=None) -> Execution:
@@ -267,7 +208,7 @@ def execute(client, source, plan, sink: str, output=None, progress=None, series=
     one_pipeline = len(lay_.groups) == 1 and bool(g0.observed) and not lay_.plans[0].one_task
     stage = _StageRecorder(timings, progress) if one_pipeline else None
     plan = plan if series is None else series.keyed(plan)   # the ledger's key: after every check above
-    releases, infos, inputs, meta = _cells(client, source, plan, lay_, stage, series)
+    releases, infos, inputs, meta = form_cells(client, source, plan, lay_, stage, series)
     if stage is None:
         timings["cells"] = _tick(progress, "cells", t0)
     t0 = time.perf_counter()
@@ -318,83 +259,11 @@ def _prescan(client, source, plan, sink) -> _Layout:
     plans = [plan.group_plan(g, k) for g in groups]
     _check_tasks(client, plans, plan.pipeline.task_rows)
     row0s = np.concatenate([[0], np.cumsum([s["rows"] for s in scans])[:-1]]).astype(np.int64)
+    position = {(key, g.pattern): i for i, g in enumerate(groups) for key in g.strata}
+    holds = [{position[(tuple(combo[keys.index(col)] for col in strata), combo[-1])] for combo in s["combos"]}
+             for s in scans]
     return _Layout(qi=qi, n=n, k=k, groups=groups, labels=labels, partition_by=partition_by, part_counts=part_counts,
-                   row0s=row0s, strata=strata, plans=plans, rows=[s["rows"] for s in scans])
-
-
-def _cells(client, source, plan, lay_: _Layout, stage, series=None):
-    """Every group's cells: one task for a small group, the pipeline for a large one; in a
-    re-release, the records published before keep their frozen cells and a group's new records
-    run as a group of their own (:mod:`daskmicro.graph.series`).  Returns the release pieces
-    (futures or delayed, still keyed by row id), the groups' figures, their inputs."""
-    import dask
-    from dask.delayed import Delayed
-
-    from . import series as gs
-    qi, strata, n = list(plan.qi), lay_.strata, lay_.n
-    pieces = [source.read_task(i, source.columns, int(lay_.row0s[i])) for i in range(len(source.files))
-              if lay_.rows[i]]
-    frozen, freezes = None, {}
-    if series is not None:
-        # a partition column is published as a stratum: a record that moved partition is another record
-        series.columns = list(dict.fromkeys([*strata, *series.columns]))
-        series.published, series.strata, series.labels = (gs.published(source.columns, qi, strata, plan.release.hidden),
-                                                          strata, lay_.labels)
-        frozen = client.scatter(series.frozen.for_workers(), broadcast=True) if series.rerelease else None
-        pieces = gs.fingerprinted(client, pieces, series, qi, frozen)
-        if frozen is not None:
-            freezes = gs.plan_groups(client, pieces, lay_.plans, strata, qi, lay_.k, series, frozen)
-    meta = client.compute(dask.delayed(operator.methodcaller("head", 0))(pieces[0])).result()
-    select = dask.delayed(_select, pure=True)
-    releases, infos, inputs, sse = [], [], [], {}
-    for i, gp in enumerate(lay_.plans):
-        g = gp.group
-        sel = pieces if g.n == n else [select(p, strata, qi, g) for p in pieces]
-        inputs.append(sel)
-        if not g.observed:  # every QI missing: nothing to aggregate, the records pass through
-            releases.extend(sel)
-            infos.append(None)
-            continue
-        if i in freezes:  # records published before keep their frozen cells
-            gf = freezes[i]
-            if not gf.new:
-                infos.append(None)
-                continue
-            sel, g_new = gs.new_selection(pieces, gf, strata, qi, frozen)
-            gp = plan.group_plan(g_new, lay_.k)   # the group's method at the count of its new records
-        rels, info = _group_cells(client, gp, sel, meta, plan, lay_, stage)
-        releases.extend(rels)
-        infos.append(info)
-        if i in freezes:
-            sse[i] = gs.new_sse(client, rels, freezes[i], sel)
-    infos = [i.result() if hasattr(i, "result") else i for i in infos]
-    if freezes:
-        frames, partials = gs.frozen_pieces(client, pieces, freezes, strata, qi, frozen)
-        releases.extend(frames)
-        for i, gf in freezes.items():
-            total = sum(f.result() for f in sse.get(i, []))
-            infos[i] = gs.group_result(gf, partials, infos[i], total, meta.dtypes)
-    if lay_.labels:
-        releases = [dask.delayed(publish_strata, pure=True)(r, strata, lay_.labels) if isinstance(r, Delayed)
-                    else client.submit(publish_strata, r, strata, lay_.labels) for r in releases]
-    # one bit pattern per published value (−0.0 → 0.0, one NaN): the file holds what was counted
-    published = list(dict.fromkeys(strata + qi))
-    releases = [dask.delayed(canonical_values, pure=True)(r, published) if isinstance(r, Delayed)
-                else client.submit(canonical_values, r, published) for r in releases]
-    if series is not None:
-        releases = gs.recorded(releases, series, client, qi)
-        meta = meta.drop(columns=[c for c in (*gs.FP, gs.CELL) if c in meta.columns])
-    return releases, infos, inputs, meta
-
-
-def _group_cells(client, gp, sel, meta, plan, lay_: _Layout, stage):
-    """One group's cells (its :class:`~daskmicro.runplan.GroupPlan`): (release pieces, figures)."""
-    qi = list(plan.qi)
-    if gp.one_task:
-        pair = client.submit(_run_one_task, gp, qi, *client.compute(sel))
-        return [client.submit(operator.itemgetter(0), pair)], client.submit(operator.itemgetter(1), pair)
-    # lazy: each part is built where it is split
-    return _pipeline_group(client, gp, sel, meta, plan.release.seed, stage)
+                   row0s=row0s, strata=strata, plans=plans, rows=[s["rows"] for s in scans], holds=holds)
 
 
 def _release(client, source, rp, lay_: _Layout, sink, output, releases, ex: Execution) -> None:

@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..kernels import figures as kf
 
-__all__ = ["group_range", "cells_range", "piece_figures", "report_figures"]
+__all__ = ["published_matrix", "group_range", "cells_range", "piece_figures", "report_figures"]
 
 
 def _column(values) -> np.ndarray:
@@ -33,10 +33,14 @@ def _matrix(columns, qi, n: int) -> np.ndarray:
     return Y
 
 
+def published_matrix(released: pd.DataFrame, qi) -> np.ndarray:
+    """The published values of the QI columns ``qi`` of ``released`` as a float64 matrix, NaN where missing."""
+    return _matrix(released, list(qi), len(released))
+
+
 def group_range(released: pd.DataFrame, qi) -> tuple:
     """The bins' range of a one-task group: ``(qi, value_range)`` of its released records."""
-    qi = list(qi)
-    return tuple(qi), kf.value_range(_matrix(released, qi, len(released)))
+    return tuple(qi), kf.value_range(published_matrix(released, qi))
 
 
 def cells_range(result, qi, mean, std, varying) -> tuple:

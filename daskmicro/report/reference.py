@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import ParameterError
 from .describe import is_exact_mdav
 
-__all__ = ["REFERENCE_CHOICES", "EXACT_MAX_ROWS", "check_reference", "attach_reference"]
+__all__ = ["REFERENCE_CHOICES", "EXACT_MAX_ROWS", "check_reference", "self_reference", "attach_reference"]
 
 REFERENCE_CHOICES = ("auto", "exact", "sample")
 #: ``reference="auto"`` runs exact MDAV on all records up to this many.
@@ -91,6 +91,19 @@ def _formed_labels(Z, report, n_total):
     return res.labels, info
 
 
+def self_reference(report) -> dict | None:
+    """When the run's cells are exact MDAV's (or no QI varies), the run is its own reference: that
+    record, also set on ``report``; else None (the reference has to be computed)."""
+    if not (report.m_used == 0 or is_exact_mdav({"method": report.method, "improvement": report.improvement})):
+        return None
+    label = ("no QI column varies: no cell changes any value" if report.m_used == 0 else
+             "the run is exact MDAV" if not report.improvement else
+             "the run is exact MDAV (the improvement pass changed no cell)")
+    record = {"kind": "self", "label": label, "information_loss": float(report.information_loss), "seconds": 0.0}
+    report.reference_information_loss, report.reference = record["information_loss"], record
+    return record
+
+
 def attach_reference(report, df, qi, reference="auto", *, max_exact_rows: int = EXACT_MAX_ROWS,
                      sample_rows: int = SAMPLE_ROWS, seed: int = 0) -> dict | None:
     """Compute the reference information loss of exact MDAV and record it in ``report``.
@@ -124,12 +137,8 @@ def attach_reference(report, df, qi, reference="auto", *, max_exact_rows: int = 
     if reference is None:
         return None
     n = int(report.n)
-    if report.m_used == 0 or is_exact_mdav({"method": report.method, "improvement": report.improvement}):
-        label = ("no QI column varies: no cell changes any value" if report.m_used == 0 else
-                 "the run is exact MDAV" if not report.improvement else
-                 "the run is exact MDAV (the improvement pass changed no cell)")
-        record = {"kind": "self", "label": label, "information_loss": float(report.information_loss), "seconds": 0.0}
-        report.reference_information_loss, report.reference = record["information_loss"], record
+    record = self_reference(report)
+    if record is not None:
         return record
     exact = reference == "exact" or (reference == "auto" and n <= max_exact_rows) or sample_rows >= n
     t0 = time.perf_counter()

@@ -178,22 +178,23 @@ def _reference(cfg, report, ex, reports, client) -> None:
     if cfg.reference is None:
         return
     from ..io.frames import pieces_frame
-    from .reference import attach_reference
+    from .reference import attach_reference, self_reference
 
     started = time.perf_counter()
     parts = [(g, sel, r) for g, sel, r in zip(ex.groups, ex.inputs, reports) if r is not None and g.observed]
 
-    def frame(sel):  # in process (no client): the pieces are computed here
-        return pieces_frame(sel, ex.meta, in_process=client is None)
+    def reference(g, sel, r):  # the group's pieces are read again only when its reference is computed
+        return self_reference(r) or attach_reference(r, pieces_frame(sel(), ex.meta, in_process=client is None),
+                                                     list(g.observed), cfg.reference)
 
     if len(parts) == 1 and (parts[0][2].n == report.n):
         g, sel, r = parts[0]
-        rec = attach_reference(r, frame(sel), list(g.observed), cfg.reference)
+        rec = reference(g, sel, r)
         report.reference_information_loss, report.reference = r.reference_information_loss, rec
     elif parts:
         per = []
         for g, sel, r in parts:
-            rec = attach_reference(r, frame(sel), list(g.observed), cfg.reference)
+            rec = reference(g, sel, r)
             per.append({"group": g.label, "n": int(r.n), "kind": rec["kind"],
                         "information_loss": float(rec["information_loss"]),
                         "method_information_loss": float(r.information_loss), "seconds": float(rec["seconds"])})

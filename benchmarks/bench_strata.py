@@ -1,0 +1,117 @@
+"""Stratified runs against the same records unstratified, side by side (and against an earlier commit):
+
+    python benchmarks/bench_strata.py                          # 200,000 records, 0 / 100 / 2,000 / 20,000 strata
+    python benchmarks/bench_strata.py --n 1e6 --strata 0,100 --rev HEAD~1
+
+A statistical office publishes by region × sex × age band: thousands of strata, most of them
+small.  Each stratum is microaggregated on its own (one task each for small ones, sharing tasks
+in batches), so a stratified run should cost about what the unstratified one does.  The records:
+``--n`` × 5 standard Gaussian QIs, a stratum column spreading them evenly over S strata in a
+random order (every input piece holds every stratum), one more column passed through; k = 5
+(3 where a stratum would hold fewer than 5), exact MDAV (``--method mdav``: every stratum is one
+exact task, the unstratified run one task of all), a directory release, seed 0.  Each run is
+``daskmicro anonymize`` in its own process on its own LocalCluster of 2 workers, once untimed
+per code (compiling its kernels), then ``--rounds`` times alternating between the codes.
+Printed: every wall time, the median per code and setting, its ratio to the unstratified run of
+the same code, and the ratio of this checkout to the earlier commit.
+"""
+
+from __future__ import annotations
+
+import _common  # noqa: F401  (one thread per process; trial runs)
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+
+def make_input(path: Path, n: int, strata: int) -> None:
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame(rng.normal(size=(n, 5)), columns=[f"q{i}" for i in range(5)])
+    df["area"] = rng.permutation(np.arange(n) % max(strata, 1))
+    df["note"] = rng.integers(0, 3, n)
+    df.to_parquet(path, index=False, row_group_size=max(n // 8, 1))
+
+
+def one_run(code: Path, src: Path, out: Path, strata: int, k: int) -> float:
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    argv = [sys.executable, "-m", "daskmicro", "anonymize", str(src), str(out), "--qi", "q0,q1,q2,q3,q4",
+            "--k", str(k), "--method", "mdav", "--seed", "0", "--workers", "2"]
+    if strata:
+        argv += ["--strata", "area"]
+    shutil.rmtree(out, ignore_errors=True)
+    started = time.perf_counter()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if done.returncode:
+        raise SystemExit(f"{code}: {' '.join(argv[3:])} failed:\n{done.stderr[-2000:]}")
+    shutil.rmtree(out, ignore_errors=True)
+    return seconds
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=float, default=200_000)
+    ap.add_argument("--strata", default="0,100,2000,20000", help="comma-separated stratum counts (0: unstratified)")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--rev", default=None, help="an earlier commit to run side by side")
+    args = ap.parse_args()
+    n = int(args.n)
+    counts = [int(s) for s in args.strata.split(",")]
+    _common.print_machine_info()
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        codes = {"this checkout": ROOT}
+        if args.rev:
+            old = tmp / "worktree"
+            subprocess.run(["git", "worktree", "add", "--detach", "-f", str(old), args.rev], cwd=ROOT, check=True,
+                           capture_output=True)
+            codes[args.rev] = old
+        try:
+            inputs = {}
+            for s in counts:
+                inputs[s] = tmp / f"in{s}.parquet"
+                make_input(inputs[s], n, s)
+            ks = {s: 5 if not s or n // s >= 5 else 3 for s in counts}
+            for name, code in codes.items():   # untimed: compiles each code's kernels
+                one_run(code, inputs[counts[0]], tmp / "warm", counts[0], ks[counts[0]])
+            times = {(name, s): [] for name in codes for s in counts}
+            for _ in range(args.rounds):
+                for s in counts:
+                    for name, code in codes.items():
+                        t = one_run(code, inputs[s], tmp / "out", s, ks[s])
+                        times[(name, s)].append(t)
+                        print(f"  {name:>14}  {s:>6,} strata  {t:8.2f} s", flush=True)
+        finally:
+            if args.rev:
+                subprocess.run(["git", "worktree", "remove", "--force", str(old)], cwd=ROOT, capture_output=True)
+    print(f"\n{n:,} records × 5 QIs, exact MDAV per stratum, 2 workers; median of {args.rounds} "
+          "(wall time of the whole command)")
+    head = f"{'strata':>8} {'k':>3}" + "".join(f" {name[:14]:>14} {'÷ unstrat.':>10}" for name in codes)
+    print(head + ("  this ÷ earlier" if args.rev else ""))
+    for s in counts:
+        line = f"{s:>8,} {ks[s]:>3}"
+        med = {}
+        for name in codes:
+            med[name] = statistics.median(times[(name, s)])
+            base = statistics.median(times[(name, counts[0])]) if counts[0] == 0 else float("nan")
+            line += f" {med[name]:>12.2f} s {med[name] / base:>10.2f}"
+        if args.rev:
+            line += f"  {med['this checkout'] / med[args.rev]:>14.3f}"
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
