@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["arrow_to_pandas", "dump_json", "used_categories", "used_dictionaries"]
+__all__ = ["arrow_to_pandas", "dump_json", "used_categories", "used_dictionaries", "take_rows", "filter_rows"]
 
 
 def arrow_to_pandas(table) -> pd.DataFrame:
@@ -24,6 +24,56 @@ def arrow_to_pandas(table) -> pd.DataFrame:
                for t in (pa.int8(), pa.int16(), pa.int32(), pa.int64(),
                          pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64())}
     return table.to_pandas(types_mapper=mapping.get)
+
+
+def _plain_schema(schema):
+    """``schema`` with each view type (string_view, binary_view, list views) as its plain large
+    type, or None when it has none: Arrow's take and filter have no kernels for the views."""
+    import pyarrow as pa
+
+    def plain(t):
+        if pa.types.is_string_view(t):
+            return pa.large_string()
+        if pa.types.is_binary_view(t):
+            return pa.large_binary()
+        if pa.types.is_list_view(t) or pa.types.is_large_list_view(t):
+            return pa.large_list(t.value_field)
+        return None
+
+    fields = [(f, plain(f.type)) for f in schema]
+    if all(p is None for _, p in fields):
+        return None
+    return pa.schema([f if p is None else f.with_type(p) for f, p in fields], metadata=schema.metadata)
+
+
+def _in_schema(table, schema):
+    """``table`` with its columns in ``schema``'s types (view types and their plain types, both
+    ways): Arrow casts text and bytes; a list view is rebuilt from its values, both ways (Arrow
+    has no cast to a list view, and its cast from one loses values)."""
+    import pyarrow as pa
+
+    columns = []
+    for f, column in zip(schema, table.columns):
+        if column.type == f.type:
+            columns.append(column)
+        elif any(pa.types.is_list_view(t) or pa.types.is_large_list_view(t) for t in (f.type, column.type)):
+            columns.append(pa.array(column.to_pylist(), type=f.type))
+        else:
+            columns.append(column.cast(f.type))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def take_rows(table, indices):
+    """``table.take(indices)`` for a table of any column types (a view column is taken in its plain
+    type and turned back: the rows and the published type are the input's)."""
+    plain = _plain_schema(table.schema)
+    return table.take(indices) if plain is None else _in_schema(_in_schema(table, plain).take(indices), table.schema)
+
+
+def filter_rows(table, expr):
+    """``table.filter(expr)`` for a table of any column types (as :func:`take_rows`)."""
+    plain = _plain_schema(table.schema)
+    return table.filter(expr) if plain is None else _in_schema(_in_schema(table, plain).filter(expr), table.schema)
 
 
 def used_categories(df: pd.DataFrame) -> pd.DataFrame:

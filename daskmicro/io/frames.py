@@ -38,10 +38,11 @@ def _select(df: pd.DataFrame, columns, expr, full_schema) -> pd.DataFrame:
     if expr is not None:
         import pyarrow as pa
 
+        from .formats import filter_rows
         from .source import arrow_to_pandas
 
         table = pa.Table.from_pandas(df, schema=full_schema, preserve_index=False)
-        df = arrow_to_pandas(table.filter(expr))
+        df = arrow_to_pandas(filter_rows(table, expr))
     return df[list(columns)] if columns is not None else df
 
 

@@ -47,7 +47,7 @@ import pandas as pd
 
 from ..release.publish import ROW_ID
 from .commit import row_checksum
-from .formats import used_dictionaries
+from .formats import take_rows, used_dictionaries
 from .layout import KEY_COLUMN, file_index
 from .source import RID
 
@@ -141,7 +141,7 @@ def scatter_piece(df: pd.DataFrame, piece_no: int, target: FragmentTarget) -> di
     df = df.assign(**{KEY_COLUMN: keys})
     table = pa.Table.from_pandas(df[schema.names], schema=schema, preserve_index=False)
     order = np.argsort(fno, kind="stable")
-    table = table.take(order)
+    table = take_rows(table, order)
     numbers, starts, counts = np.unique(fno[order], return_index=True, return_counts=True)
     out, puts = {}, {}
     for j, start, count in zip(numbers.tolist(), starts.tolist(), counts.tolist()):
@@ -184,7 +184,7 @@ def write_file(path: str, schema, keep_row_id: bool, fragments: list, store=None
         table = pa.concat_tables([pa.ipc.open_file(pa.BufferReader(b)).read_all() for b in _fetch(store, fragments)])
     else:
         table = ds.dataset([str(f) for f in fragments], format="ipc").to_table()
-    table = table.take(np.argsort(table.column(KEY_COLUMN).to_numpy(), kind="stable"))
+    table = take_rows(table, np.argsort(table.column(KEY_COLUMN).to_numpy(), kind="stable"))
     rids = table.column(RID).to_numpy()
     if keep_row_id:
         table = table.append_column(ROW_ID, table.column(RID))

@@ -22,6 +22,7 @@ import pandas as pd
 from ..errors import InputError, ParameterError, describe, masked_path
 from . import hive as hive_dirs
 from .filters import parse_filters
+from .formats import filter_rows
 from .prescan import scan_frame
 from .tables import CSV_SUFFIXES, PARQUET_SUFFIXES, arrow_to_pandas, check_csv_header, one_line
 
@@ -454,7 +455,7 @@ def _read_file(file, fmt, root, full_schema, hive, expr, columns):
             v = int(values[key]) if pa.types.is_integer(f.type) and values[key] is not None else values[key]
             table = table.append_column(f, pa.array([v] * table.num_rows, type=f.type))
     if expr is not None:
-        table = table.filter(expr)
+        table = filter_rows(table, expr)
     return table.select(columns) if columns is not None else table
 
 
