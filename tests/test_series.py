@@ -581,3 +581,43 @@ def test_a_re_release_with_per_record_participation_is_refused_before_any_work(t
     _, rep = anonymize(people.drop(columns="pi"), qi=QI, k=4, seed=1, ledger=ledger, keep=["pid"], participation=0.9,
                        max_cell_failure=0.2)
     assert rep.series["republished"] == 200 and len(releases) == 1
+
+
+def test_the_staging_of_a_run_killed_hard_is_swept_by_the_next(tmp_path):
+    """A run killed between staging its ledger pieces and recording them (SIGKILL: no clean-up runs)
+    leaves ``LEDGER/.stage-*``; the next run that stages removes it — and leaves alone the staging
+    of a run still alive, and one just made that has not yet named its owner."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import textwrap
+
+    from daskmicro.io.ledger import Ledger
+
+    ledger = tmp_path / "ledger"
+    code = textwrap.dedent(f"""
+        import os, signal
+        from daskmicro.io.ledger import Ledger
+        ledger = Ledger.open({str(ledger)!r})
+        ledger.key()
+        stage = ledger.stage()
+        (stage / "records-0.parquet").write_bytes(b"piece")
+        print(stage, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    killed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert killed.returncode == -signal.SIGKILL
+    dead = Path(killed.stdout.strip())
+    assert dead.is_dir() and (dead / "records-0.parquet").exists()
+    alive = ledger / f".stage-{'a' * 32}"
+    alive.mkdir()
+    (alive / "_daskmicro_owner.json").write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                                             "started": 0}))
+    unnamed = ledger / f".stage-{'b' * 32}"
+    unnamed.mkdir()
+    mine = Ledger.open(ledger).stage()
+    assert not dead.exists() and alive.is_dir() and unnamed.is_dir() and mine.is_dir()
+    os.utime(unnamed, (0, 0))   # an hour and more without an owner: its run died naming itself
+    Ledger.open(ledger).sweep()
+    assert not unnamed.exists() and alive.is_dir() and mine.is_dir()

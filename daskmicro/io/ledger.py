@@ -32,6 +32,7 @@ import json
 import os
 import secrets
 import shutil
+import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -40,11 +41,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .recovery import OWNER, owner_alive, owner_record
+
 __all__ = ["Ledger", "default_ledger", "read_key", "record_piece", "ledger_rows", "write_rows", "write_columns",
            "cell_ids", "OFF"]
 
 OFF = "off"
 _KEY_BYTES = 32
+#: A staging directory without an owner file is left alone this long (its run may be naming itself).
+_UNOWNED_STALE_SECONDS = 3600
 
 
 def default_ledger() -> str:
@@ -232,10 +237,37 @@ class Ledger:
         return self.path / "series" / sid, desc
 
     def stage(self) -> Path:
-        """A staging directory for a release's pieces (the ledger's key made first: :meth:`key`)."""
+        """A staging directory for a release's pieces (the ledger's key made first: :meth:`key`),
+        with an owner file naming this process; the staging directories of runs that died (killed
+        before they could remove theirs) are removed first (:meth:`sweep`)."""
+        self.sweep()
         stage = self.path / f".stage-{uuid.uuid4().hex}"
         stage.mkdir(mode=0o700)
+        (stage / OWNER).write_text(json.dumps(owner_record()), encoding="utf-8")
         return stage
+
+    def sweep(self) -> list:
+        """Remove the staging directories whose run is gone: its owner process has ended (on another
+        machine: a day after it started), or it has no owner file and is an hour old (killed
+        between making it and naming itself).  Returns the names removed."""
+        removed = []
+        for stage in self.path.glob(".stage-*"):
+            name = stage.name[len(".stage-"):]
+            if len(name) != 32 or not all(ch in "0123456789abcdef" for ch in name) or not stage.is_dir():
+                continue
+            try:
+                owner = json.loads((stage / OWNER).read_text(encoding="utf-8"))
+            except FileNotFoundError:
+                owner = None
+                if time.time() - stage.stat().st_mtime < _UNOWNED_STALE_SECONDS:
+                    continue
+            except (OSError, ValueError):
+                continue   # being written, or not ours to judge: left alone
+            if owner is not None and owner_alive(owner):
+                continue
+            shutil.rmtree(stage, ignore_errors=True)
+            removed.append(stage.name)
+        return removed
 
     def overlapping(self, qi, folder: Path) -> list:
         """Other series of this ledger holding releases whose QIs share a column with ``qi``: their
@@ -324,6 +356,7 @@ class Ledger:
         from ..errors import ParameterError
         from .journal import fsync_dir, fsync_tree
 
+        (stage / OWNER).unlink(missing_ok=True)   # the release holds its pieces only (its stage now fresh: never swept)
         fsync_tree(stage)
         target = folder / f"r{after + 1:06d}"
         root = folder.parent.parent
