@@ -114,3 +114,25 @@ def test_own_cluster_samples_its_housekeeping_less_often_and_keeps_a_value_the_o
         assert dask.config.get("distributed.worker.profile.interval") == given.get(
             "distributed.worker.profile.interval", "10ms")   # the caller's configuration is left as it was
     assert list(got.values()) == [expected]
+
+
+def test_a_script_without_the_main_guard_is_told_so_in_one_line(tmp_path):
+    """A script that starts a run at its top level, with no ``if __name__ == "__main__":``: each worker
+    process of the local cluster imports the script again and would start a run of its own.  Each
+    says why in one line and stops; the script's run fails with the same reason — instead of
+    multiprocessing's bootstrapping traceback from every worker — and nothing is written."""
+    import numpy as np
+    import pandas as pd
+
+    (tmp_path / "lake").mkdir()
+    pd.DataFrame({"a": np.arange(60.0), "b": np.arange(60.0) % 7}).to_parquet(tmp_path / "lake" / "p.parquet")
+    (tmp_path / "script.py").write_text(
+        "import daskmicro\n"
+        "daskmicro.anonymize_file('lake', 'out', ['a', 'b'], 5, ledger='off', workers=2)\n")
+    done = subprocess.run([sys.executable, "script.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    err = done.stderr
+    assert done.returncode == 1
+    assert 'must start the run under `if __name__ == "__main__":`' in err.splitlines()[-1]
+    assert "bootstrapping phase" not in err and err.count("Traceback") == 1
+    assert not (tmp_path / "out").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lake", "script.py"]

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import math
 import os
+import sys
 import re
 import time
 import warnings
@@ -241,9 +242,31 @@ def local_cluster(n_workers: int | None = None, processes: bool = True, dashboar
         extra = {QUIET_ENV: "1", "PYTHONWARNINGS": "ignore"} if quiet else {}
         kwargs["env"] = {**WORKER_ENV, **extra, **kwargs.get("env", {})}
     kwargs.setdefault("silence_logs", logging.CRITICAL + 10 if quiet else logging.ERROR)
-    with fork_server() if processes else contextlib.nullcontext(), dask.config.set(housekeeping()):
-        return LocalCluster(n_workers=n_workers or default_workers(), threads_per_worker=1, processes=processes,
-                            dashboard_address=dashboard_address, **kwargs)
+    if processes and _script_run_again_by_a_worker():
+        # this process is a worker starting: it imported the user's script, which started a run
+        sys.stderr.write(f"daskmicro: a worker process of the local cluster ran the script again: {UNGUARDED}\n")
+        raise SystemExit(1)
+    try:
+        with fork_server() if processes else contextlib.nullcontext(), dask.config.set(housekeeping()):
+            return LocalCluster(n_workers=n_workers or default_workers(), threads_per_worker=1, processes=processes,
+                                dashboard_address=dashboard_address, **kwargs)
+    except RuntimeError as exc:   # Dask's "Nanny failed to start." after the workers exited above
+        if not (processes and "failed to start" in str(exc) and getattr(sys.modules.get("__main__"), "__file__", None)):
+            raise
+        raise RuntimeError(f"the local cluster's worker processes failed to start; {UNGUARDED}") from None
+
+
+#: Why a script's run failed when its worker processes ran the script again.
+UNGUARDED = ("a script that runs daskmicro on a local cluster must start the run under "
+             "`if __name__ == \"__main__\":` (each worker process imports the script)")
+
+
+def _script_run_again_by_a_worker() -> bool:
+    """Whether this process is a worker process that imported the main script: multiprocessing
+    runs it as the module ``__mp_main__`` while it starts a spawned or forked-server process, a
+    module of its own (a main process has none, or — Dask's alias — its ``__main__`` under that name)."""
+    mp_main = sys.modules.get("__mp_main__")
+    return mp_main is not None and mp_main is not sys.modules.get("__main__")
 
 
 #: What the fork server of a LocalCluster's workers imports once, before it forks them: Dask and
