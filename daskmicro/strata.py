@@ -249,12 +249,16 @@ def group_codes(df: pd.DataFrame, strata: list, qi: list, where: dict) -> np.nda
     frame = groupable(df[list(strata)]) if strata else pd.DataFrame(index=df.index)
     frame = frame.set_axis(range(len(strata)), axis=1)
     frame[len(strata)] = pattern_of(miss)
-    codes = np.full(n, -1, dtype=np.int64)
-    found = frame.groupby(list(frame.columns), dropna=False, sort=False, observed=True).indices
-    for key, rows in found.items():
-        key = tuple(plain_key(v) for v in (key if isinstance(key, tuple) else (key,)))
-        codes[rows] = where.get((key[:-1], key[-1]), -1)
-    return codes
+    # group numbers, then each group's key read off its first row (a mapping keyed by the values
+    # would fold a NaN and a null of one column, which group apart, into one entry)
+    ids = frame.groupby(list(frame.columns), dropna=False, sort=False, observed=True).ngroup().to_numpy()
+    numbers, first = np.unique(ids, return_index=True)
+    found = np.full(int(numbers.max()) + 1 if len(numbers) else 0, -1, dtype=np.int64)
+    for number, row in zip(numbers.tolist(), first.tolist()):
+        if number >= 0:
+            key = tuple(plain_key(frame.iat[row, j]) for j in range(frame.shape[1]))
+            found[number] = where.get((key[:-1], key[-1]), -1)
+    return np.where(ids >= 0, found[np.maximum(ids, 0)], -1) if n else np.zeros(0, dtype=np.int64)
 
 
 def strata_summary(strata, missing, merge_small, groups, reports) -> dict:

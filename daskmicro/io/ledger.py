@@ -32,7 +32,6 @@ import json
 import os
 import secrets
 import shutil
-import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -41,15 +40,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .recovery import OWNER, owner_alive, owner_record
+from .recovery import OWNER, owner_record, sweep_owned
 
 __all__ = ["Ledger", "default_ledger", "read_key", "record_piece", "ledger_rows", "write_rows", "write_columns",
            "cell_ids", "OFF"]
 
 OFF = "off"
 _KEY_BYTES = 32
-#: A staging directory without an owner file is left alone this long (its run may be naming itself).
-_UNOWNED_STALE_SECONDS = 3600
 
 
 def default_ledger() -> str:
@@ -247,27 +244,9 @@ class Ledger:
         return stage
 
     def sweep(self) -> list:
-        """Remove the staging directories whose run is gone: its owner process has ended (on another
-        machine: a day after it started), or it has no owner file and is an hour old (killed
-        between making it and naming itself).  Returns the names removed."""
-        removed = []
-        for stage in self.path.glob(".stage-*"):
-            name = stage.name[len(".stage-"):]
-            if len(name) != 32 or not all(ch in "0123456789abcdef" for ch in name) or not stage.is_dir():
-                continue
-            try:
-                owner = json.loads((stage / OWNER).read_text(encoding="utf-8"))
-            except FileNotFoundError:
-                owner = None
-                if time.time() - stage.stat().st_mtime < _UNOWNED_STALE_SECONDS:
-                    continue
-            except (OSError, ValueError):
-                continue   # being written, or not ours to judge: left alone
-            if owner is not None and owner_alive(owner):
-                continue
-            shutil.rmtree(stage, ignore_errors=True)
-            removed.append(stage.name)
-        return removed
+        """Remove the staging directories whose run is gone (:func:`~daskmicro.io.recovery.sweep_owned`);
+        returns the names removed."""
+        return sweep_owned(p for p in self.path.glob(".stage-*") if _stage_name(p.name))
 
     def overlapping(self, qi, folder: Path) -> list:
         """Other series of this ledger holding releases whose QIs share a column with ``qi``: their
@@ -511,3 +490,9 @@ def _content_of(releases: list, origin: np.ndarray, cell: np.ndarray) -> tuple:
     if not frames:
         return recorded, empty_long()
     return recorded, aggregate(pd.concat(frames, ignore_index=True))
+
+
+def _stage_name(name: str) -> bool:
+    """Whether ``name`` is one :meth:`Ledger.stage` makes: ``.stage-`` and 32 hex digits."""
+    rest = name[len(".stage-"):]
+    return name.startswith(".stage-") and len(rest) == 32 and all(ch in "0123456789abcdef" for ch in rest)

@@ -84,7 +84,7 @@ def _kind(t: type) -> str:
 def plain_key(v):
     """A stratum key value as a plain Python value: missing as None, −0.0 as 0.0, NumPy scalars
     unwrapped (the form the pre-scan counts and the strata are labelled by)."""
-    if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
+    if v is None or v is pd.NA or (isinstance(v, (float, np.floating)) and np.isnan(v)):
         return None
     if isinstance(v, (float, np.floating)) and v == 0:
         return 0.0   # −0.0 is 0.0 (as counted and written): never a text or a label of its own

@@ -22,7 +22,7 @@ from pathlib import Path
 from ..errors import InputError, ParameterError
 from .journal import fsync_dir, journal_path, read_journal, remove_journal
 
-__all__ = ["SUCCESS", "OWNER", "owner_record", "owner_alive", "sweep_stale", "sweep_files", "recover", "recover_journal", "refuse_uncommitted",
+__all__ = ["SUCCESS", "OWNER", "owner_record", "owner_alive", "sweep_owned", "sweep_stale", "sweep_files", "recover", "recover_journal", "refuse_uncommitted",
            "glob_escape", "foreign_entries", "refuse_foreign", "MANIFEST_FORMAT"]
 
 SUCCESS = "_SUCCESS"
@@ -67,6 +67,34 @@ def owner_alive(owner) -> bool:
     except (PermissionError, KeyError, ValueError, TypeError):
         return True
     return True
+
+
+#: A folder without an owner file is left alone this long (its run may be naming itself).
+UNOWNED_STALE_SECONDS = 3600
+
+
+def sweep_owned(folders) -> list:
+    """Remove each of ``folders`` (each made by a run, with an :data:`OWNER` file naming it) whose run
+    is gone: its owner process has ended (:func:`owner_alive`), or it has no owner file and is
+    :data:`UNOWNED_STALE_SECONDS` old (its run died naming itself).  An owner file that cannot be
+    read (being written) leaves its folder alone.  Returns the names removed."""
+    removed = []
+    for folder in folders:
+        if not folder.is_dir():
+            continue
+        try:
+            owner = json.loads((folder / OWNER).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            owner = None
+            if time.time() - folder.stat().st_mtime < UNOWNED_STALE_SECONDS:
+                continue
+        except (OSError, ValueError):
+            continue
+        if owner is not None and owner_alive(owner):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder.name)
+    return removed
 
 
 def sweep_stale(target: Path) -> list:
