@@ -28,7 +28,7 @@ from .errors import ParameterError
 from .io.prescan import groupable, plain_key
 from .release.publish import missing_values
 
-__all__ = ["Group", "MISSING", "plan_groups", "check_strata", "pattern_of", "group_mask", "group_codes", "strata_summary",
+__all__ = ["Group", "MISSING", "plan_groups", "check_strata", "pattern_of", "group_mask", "group_codes", "group_rows", "rows_mask", "strata_summary",
            "merged_labels", "publish_strata"]
 
 MISSING = ("refuse", "separate")
@@ -259,6 +259,23 @@ def group_codes(df: pd.DataFrame, strata: list, qi: list, where: dict) -> np.nda
             key = tuple(plain_key(frame.iat[row, j]) for j in range(frame.shape[1]))
             found[number] = where.get((key[:-1], key[-1]), -1)
     return np.where(ids >= 0, found[np.maximum(ids, 0)], -1) if n else np.zeros(0, dtype=np.int64)
+
+
+def group_rows(df: pd.DataFrame, strata: list, qi: list, groups) -> dict:
+    """``{group index: positions of its rows in df}`` for ``groups`` — ``(index, Group)`` pairs — that
+    ``df`` holds, from one grouping of ``df`` (:func:`group_codes`), not one pass per group."""
+    where = {(key, g.pattern): i for i, g in groups for key in g.strata}
+    codes = group_codes(df, strata, qi, where)
+    order = np.argsort(codes, kind="stable")
+    found, starts, counts = np.unique(codes[order], return_index=True, return_counts=True)
+    return {int(i): order[a:a + c] for i, a, c in zip(found.tolist(), starts.tolist(), counts.tolist()) if i >= 0}
+
+
+def rows_mask(n: int, rows) -> np.ndarray:
+    """A boolean mask of ``n`` rows, True at ``rows``."""
+    mask = np.zeros(n, dtype=bool)
+    mask[rows] = True
+    return mask
 
 
 def strata_summary(strata, missing, merge_small, groups, reports) -> dict:

@@ -25,6 +25,7 @@ import pandas as pd
 from ..io.source import RID
 from ..release.publish import canonical_values
 from ..runplan import GroupResult
+from ..io.qi import qi_frame_matrix
 from ..strata import group_codes, group_mask, publish_strata
 from .improve_stage import stage_figures
 
@@ -54,26 +55,39 @@ def _one_group(df, gp, qi):
     return out, replace(info, figures=[group_range(out, qi)])
 
 
-def split_piece(df: pd.DataFrame, strata: list, qi: list, spec) -> dict:
+def split_piece(df: pd.DataFrame, strata: list, qi: list, spec, frozen=None) -> dict:
     """One piece cut by batch: ``{batch: (its records, their group positions)}``.  ``spec`` is
-    ``(where, batch_of)``: the group position of each (stratum key tuple, pattern) that is
-    batched, and the batch of each group position (−1: not batched)."""
-    where, batch_of = spec
+    ``(where, batch_of, fresh)``: the group position of each (stratum key tuple, pattern) that is
+    batched, the batch of each group position (−1: not batched), and the observed QIs of each
+    group of a re-release whose new records only are batched (``frozen``: the series' frozen
+    cells, which hold its records published before)."""
+    from ..series.frozen import NONE, known_cells
+
+    where, batch_of, fresh = spec
     codes = group_codes(df, strata, qi, where)
+    held = np.unique(batch_of[codes[codes >= 0]])   # every batch this piece holds a group of gets a part
+    if fresh:
+        order = np.argsort(codes, kind="stable")
+        found, starts, counts = np.unique(codes[order], return_index=True, return_counts=True)
+        for i, a, c in zip(found.tolist(), starts.tolist(), counts.tolist()):
+            if i in fresh:   # records published before keep their frozen cells: not this group's task
+                rows = order[a:a + c]
+                codes[rows[known_cells(df.iloc[rows], fresh[i], tuple(qi), frozen) != NONE]] = -1
     batch = np.where(codes >= 0, batch_of[np.maximum(codes, 0)], -1)
     order = np.argsort(batch, kind="stable")
     batch = batch[order]
     out = {}
-    for b in np.unique(batch[batch >= 0]):
+    for b in held.tolist():   # (a re-release's part may be empty: its records all published before)
         rows = order[np.searchsorted(batch, b, "left"):np.searchsorted(batch, b, "right")]
-        out[int(b)] = (df.iloc[rows], codes[rows])
+        out[b] = (df.iloc[rows], codes[rows])
     return out
 
 
-def run_batch(gps: list, positions: list, qi: list, *parts):
+def run_batch(gps: list, positions: list, qi: list, units: dict, *parts):
     """The cells of a batch of groups (their plans ``gps``, at group ``positions``, ascending) from
-    the pieces' ``(records, group positions)`` parts: (their release, one figures entry per group —
-    None for a group with no observed QI, whose records pass through)."""
+    the pieces' ``(records, group positions)`` parts: (their release, (one figures entry per group —
+    None for a group with no observed QI, whose records pass through —, the SSE of each group of
+    ``units``, ``{position: (mean, sd, constant)}`` of a re-release's group, in its z-units)))."""
     from .group_task import batch_task
 
     df = pd.concat([p[0] for p in parts], ignore_index=True)
@@ -85,7 +99,18 @@ def run_batch(gps: list, positions: list, qi: list, *parts):
     for gp, (a, b) in zip(gps, spans):
         if b - a != gp.group.n:
             raise RuntimeError(f"{gp.group.label}: {b - a} records found where the pre-scan counted {gp.group.n}")
-    return batch_task(df, spans, gps, qi)
+    out, infos = batch_task(df, spans, gps, qi)
+    sses = {}
+    if units:
+        from ..release.run_figures import published_matrix
+
+        for gp, i, (a, b) in zip(gps, positions, spans):
+            if i in units:
+                mean, sd, constant = units[i]
+                obs = list(gp.group.observed)
+                z = (qi_frame_matrix(df.iloc[a:b], obs) - published_matrix(out.iloc[a:b], obs)) / sd
+                sses[i] = float(np.sum(z[:, ~constant] ** 2))
+    return out, (infos, sses)
 
 
 def _selection(pieces, held, i, group, strata, qi, n) -> list:
@@ -113,8 +138,10 @@ def _batches(plans: list, skip, n: int) -> list:
     return out + ([members] if members else [])
 
 
-def _run_batches(client, pieces, held, plans, batches, strata, qi):
-    """Each batch as one task: (release futures, figures futures), one per batch."""
+def _run_batches(client, pieces, held, plans, batches, strata, qi, fresh, frozen):
+    """Each batch as one task: (release futures, figures futures), one per batch.  ``fresh``: the
+    :class:`~daskmicro.series.frozen.GroupFreeze` of each batched group of a re-release, whose
+    new records only are batched (``frozen``: the series' frozen cells, on the workers)."""
     import dask
 
     batch_of = np.full(len(plans), -1, dtype=np.int64)
@@ -124,18 +151,21 @@ def _run_batches(client, pieces, held, plans, batches, strata, qi):
             batch_of[i] = b
             g = plans[i].group
             where.update({(key, g.pattern): i for key in g.strata})
+    observed = {i: list(gf.group.observed) for i, gf in fresh.items()}
     # the constants by name: hashing them (thousands of groups' plans) would cost the client more than the tasks
     run = uuid.uuid4().hex
-    spec = dask.delayed((where, batch_of), name=f"batch-spec-{run}", traverse=False)
+    spec = dask.delayed((where, batch_of, observed), name=f"batch-spec-{run}", traverse=False)
     split = dask.delayed(split_piece, pure=True)
     batch = dask.delayed(run_batch, pure=True)
-    splits = {j: split(p, strata, qi, spec) for j, p in enumerate(pieces) if any(batch_of[i] >= 0 for i in held[j])}
+    splits = {j: split(p, strata, qi, spec, frozen if fresh else None) for j, p in enumerate(pieces)
+              if any(batch_of[i] >= 0 for i in held[j])}
     tasks = []
     for b, members in enumerate(batches):
         mine = set(members)
         parts = [s[b] for j, s in splits.items() if mine & held[j]]
-        gps = dask.delayed([plans[i] for i in members], name=f"batch-plans-{run}-{b}", traverse=False)
-        tasks.append(batch(gps, members, qi, *parts))
+        units = {i: (fresh[i].mean, fresh[i].sd, fresh[i].constant) for i in members if i in fresh}
+        gps = dask.delayed(([plans[i] for i in members], units), name=f"batch-plans-{run}-{b}", traverse=False)
+        tasks.append(batch(gps[0], members, qi, gps[1], *parts))
     done = client.compute(tasks)
     return ([client.submit(operator.itemgetter(0), d) for d in done],
             [client.submit(operator.itemgetter(1), d) for d in done])
@@ -205,8 +235,15 @@ def form_cells(client, source, plan, lay_, stage, series=None):
         if frozen is not None:
             freezes = gs.plan_groups(client, pieces, lay_.plans, strata, qi, lay_.k, series, frozen)
     meta = client.compute(dask.delayed(operator.methodcaller("head", 0))(pieces[0])).result()
-    batches = _batches(lay_.plans, freezes, n)
-    releases, figures = _run_batches(client, pieces, held, lay_.plans, batches, strata, qi) if batches else ([], [])
+    plans, fresh = list(lay_.plans), {}
+    for i, gf in freezes.items():   # a re-release's group: its new records form cells of their own
+        if gf.new and gf.group.observed:
+            new_plan = plan.group_plan(replace(gf.group, n=gf.new), lay_.k)   # the method at their count
+            if new_plan.one_task:
+                plans[i], fresh[i] = new_plan, gf
+    batches = _batches(plans, set(freezes) - set(fresh), n)
+    releases, figures = (_run_batches(client, pieces, held, plans, batches, strata, qi, fresh, frozen) if batches
+                         else ([], []))
     batched = {i for members in batches for i in members}
     infos, inputs, sse = [], [], {}
     for i, gp in enumerate(lay_.plans):
@@ -234,14 +271,15 @@ def form_cells(client, source, plan, lay_, stage, series=None):
         if i in freezes:
             sse[i] = gs.new_sse(client, rels, freezes[i], sel)
     infos = [i.result() if hasattr(i, "result") else i for i in infos]
-    for members, found in zip(batches, client.gather(figures)):   # one round trip for every batch
+    for members, (found, sses) in zip(batches, client.gather(figures)):   # one round trip for every batch
         for i, info in zip(members, found):
             infos[i] = info
+        sse.update({i: [value] for i, value in sses.items()})
     if freezes:
         frames, partials = gs.frozen_pieces(client, pieces, freezes, strata, qi, frozen)
         releases.extend(frames)
         for i, gf in freezes.items():
-            total = sum(f.result() for f in sse.get(i, []))
+            total = sum(f.result() if hasattr(f, "result") else f for f in sse.get(i, []))
             infos[i] = gs.group_result(gf, partials, infos[i], total, meta.dtypes)
     if lay_.labels:
         releases = [dask.delayed(publish_strata, pure=True)(r, strata, lay_.labels) if isinstance(r, Delayed)

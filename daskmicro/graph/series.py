@@ -38,7 +38,7 @@ from ..series.fingerprint import FP, fingerprints, split_key, with_fingerprints
 from ..series.frozen import (CELL, Frozen, GroupFreeze, check_growth, check_whole_cells, classify, frozen_rows,
                               merge_cells, scan_group)
 from ..series.link import check_links, held_links, link_key, link_sets, missing_records, scan_links
-from ..strata import group_mask, publish_strata
+from ..strata import group_mask, group_rows, publish_strata, rows_mask
 from .local import Done
 
 __all__ = ["SeriesRun", "published", "survey_links", "discarded_on_failure", "series_report", "fingerprinted", "recorded", "plan_groups", "new_selection", "frozen_pieces", "new_sse",
@@ -209,11 +209,9 @@ def _scan_piece(df, groups, strata, qi, frozen, entries, labels, link):
     published as they are and of its strata as published (``labels``: merged strata) over its
     records published before (:func:`scan_content`), and the link hashes of its new records
     (``link``: the column sets and key, :func:`scan_links`; None: none)."""
-    out = {}
-    for i, g in groups:
-        mask = group_mask(df, strata, list(qi), g)
-        if mask.any():
-            out[i] = scan_group(df[mask], list(g.observed), tuple(qi), frozen)
+    out, by_index = {}, dict(groups)
+    for i, rows in group_rows(df, strata, list(qi), groups).items():
+        out[i] = scan_group(df[rows_mask(len(df), rows)], list(by_index[i].observed), tuple(qi), frozen)
     links = {}
     if link is not None and link[0]:
         cell = df[CELL].to_numpy(np.uint64) if CELL in df.columns else classify(df, tuple(qi), frozen)
@@ -232,11 +230,11 @@ def _frozen_stats(df, freezes, strata, qi, frozen):
     """One piece's share of each re-released group: records per root cell, records published before,
     SSE in the group's z-units."""
     partials = {}
+    found = group_rows(df, strata, list(qi), [(gf.index, gf.group) for gf in freezes])
     for gf in freezes:
-        mask = group_mask(df, strata, list(qi), gf.group)
-        if not mask.any():
+        if gf.index not in found:
             continue
-        rows, values, roots, _, known = frozen_rows(df, gf, mask, tuple(qi), frozen)
+        rows, values, roots, _, known = frozen_rows(df, gf, rows_mask(len(df), found[gf.index]), tuple(qi), frozen)
         if not len(rows):
             continue
         observed = list(gf.group.observed)
@@ -250,11 +248,11 @@ def _frozen_stats(df, freezes, strata, qi, frozen):
 def _frozen_frame(df, freezes, strata, qi, frozen):
     """One piece's records published before, published with their frozen values."""
     frames = []
+    found = group_rows(df, strata, list(qi), [(gf.index, gf.group) for gf in freezes])
     for gf in freezes:
-        mask = group_mask(df, strata, list(qi), gf.group)
-        if not mask.any():
+        if gf.index not in found:
             continue
-        rows, values, _, _, _ = frozen_rows(df, gf, mask, tuple(qi), frozen)
+        rows, values, _, _, _ = frozen_rows(df, gf, rows_mask(len(df), found[gf.index]), tuple(qi), frozen)
         if len(rows):
             frames.append(replace_qi(df.iloc[rows], list(gf.group.observed), values)[0])
     return pd.concat(frames, ignore_index=True) if frames else df.iloc[:0]
