@@ -9,7 +9,8 @@ record — the grouping the pre-scan counted (:func:`daskmicro.strata.group_code
 records each.  A batch is one task that forms its groups' cells one after another, each group on
 its own records in global row id order, exactly as a task of its own would.  Tasks and transfers
 grow with pieces × batches, and only the pieces that hold a batch's groups (the pre-scan's counts
-say which) send it anything.
+say which) send it anything.  In a re-release a group's new records are batched the same way
+(its records published before keep their frozen cells, :mod:`daskmicro.graph.series`).
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
+from ..io.qi import qi_frame_matrix
 from ..io.source import RID
 from ..release.publish import canonical_values
 from ..runplan import GroupResult
-from ..io.qi import qi_frame_matrix
 from ..strata import group_codes, group_mask, publish_strata
 from .improve_stage import stage_figures
 
