@@ -139,8 +139,9 @@ def _batches(plans: list, skip, n: int) -> list:
     return out + ([members] if members else [])
 
 
-def _run_batches(client, pieces, held, plans, batches, strata, qi, fresh, frozen):
-    """Each batch as one task: (release futures, figures futures), one per batch.  ``fresh``: the
+def _run_batches(client, pieces, plans, batches, strata, qi, fresh, frozen):
+    """Each batch as one task: (release futures, figures futures), one per batch.  ``pieces``: each
+    input piece with the positions of the groups it holds.  ``fresh``: the
     :class:`~daskmicro.series.frozen.GroupFreeze` of each batched group of a re-release, whose
     new records only are batched (``frozen``: the series' frozen cells, on the workers)."""
     import dask
@@ -158,8 +159,9 @@ def _run_batches(client, pieces, held, plans, batches, strata, qi, fresh, frozen
     spec = dask.delayed((where, batch_of, observed), name=f"batch-spec-{run}", traverse=False)
     split = dask.delayed(split_piece, pure=True)
     batch = dask.delayed(run_batch, pure=True)
-    splits = {j: split(p, strata, qi, spec, frozen if fresh else None) for j, p in enumerate(pieces)
-              if any(batch_of[i] >= 0 for i in held[j])}
+    held = [h for _, h in pieces]
+    splits = {j: split(p, strata, qi, spec, frozen if fresh else None) for j, (p, h) in enumerate(pieces)
+              if any(batch_of[i] >= 0 for i in h)}
     tasks = []
     for b, members in enumerate(batches):
         mine = set(members)
@@ -243,8 +245,8 @@ def form_cells(client, source, plan, lay_, stage, series=None):
             if new_plan.one_task:
                 plans[i], fresh[i] = new_plan, gf
     batches = _batches(plans, set(freezes) - set(fresh), n)
-    releases, figures = (_run_batches(client, pieces, held, plans, batches, strata, qi, fresh, frozen) if batches
-                         else ([], []))
+    releases, figures = (_run_batches(client, list(zip(pieces, held)), plans, batches, strata, qi, fresh, frozen)
+                         if batches else ([], []))
     batched = {i for members in batches for i in members}
     infos, inputs, sse = [], [], {}
     for i, gp in enumerate(lay_.plans):
