@@ -28,7 +28,7 @@ from .errors import ParameterError
 from .io.prescan import groupable, plain_key
 from .release.publish import missing_values
 
-__all__ = ["Group", "MISSING", "plan_groups", "check_strata", "pattern_of", "group_mask", "group_codes", "group_rows", "rows_mask", "strata_summary",
+__all__ = ["Group", "MISSING", "plan_groups", "check_strata", "pattern_of", "group_mask", "group_codes", "group_rows", "rows_by_code", "rows_mask", "strata_summary",
            "merged_labels", "publish_strata"]
 
 MISSING = ("refuse", "separate")
@@ -265,7 +265,11 @@ def group_rows(df: pd.DataFrame, strata: list, qi: list, groups) -> dict:
     """``{group index: positions of its rows in df}`` for ``groups`` — ``(index, Group)`` pairs — that
     ``df`` holds, from one grouping of ``df`` (:func:`group_codes`), not one pass per group."""
     where = {(key, g.pattern): i for i, g in groups for key in g.strata}
-    codes = group_codes(df, strata, qi, where)
+    return rows_by_code(group_codes(df, strata, qi, where))
+
+
+def rows_by_code(codes: np.ndarray) -> dict:
+    """``{code: positions holding it, ascending}`` for every code ≥ 0 of ``codes`` (one sort)."""
     order = np.argsort(codes, kind="stable")
     found, starts, counts = np.unique(codes[order], return_index=True, return_counts=True)
     return {int(i): order[a:a + c] for i, a, c in zip(found.tolist(), starts.tolist(), counts.tolist()) if i >= 0}

@@ -27,7 +27,7 @@ from ..io.qi import qi_frame_matrix
 from ..io.source import RID
 from ..release.publish import canonical_values
 from ..runplan import GroupResult
-from ..strata import group_codes, group_mask, publish_strata
+from ..strata import group_codes, group_mask, publish_strata, rows_by_code
 from .improve_stage import stage_figures
 
 __all__ = ["BATCH_ROWS", "form_cells", "split_piece", "run_batch"]
@@ -68,20 +68,12 @@ def split_piece(df: pd.DataFrame, strata: list, qi: list, spec, frozen=None) -> 
     codes = group_codes(df, strata, qi, where)
     held = np.unique(batch_of[codes[codes >= 0]])   # every batch this piece holds a group of gets a part
     if fresh:
-        order = np.argsort(codes, kind="stable")
-        found, starts, counts = np.unique(codes[order], return_index=True, return_counts=True)
-        for i, a, c in zip(found.tolist(), starts.tolist(), counts.tolist()):
+        for i, rows in rows_by_code(codes).items():
             if i in fresh:   # records published before keep their frozen cells: not this group's task
-                rows = order[a:a + c]
                 codes[rows[known_cells(df.iloc[rows], fresh[i], tuple(qi), frozen) != NONE]] = -1
-    batch = np.where(codes >= 0, batch_of[np.maximum(codes, 0)], -1)
-    order = np.argsort(batch, kind="stable")
-    batch = batch[order]
-    out = {}
-    for b in held.tolist():   # (a re-release's part may be empty: its records all published before)
-        rows = order[np.searchsorted(batch, b, "left"):np.searchsorted(batch, b, "right")]
-        out[b] = (df.iloc[rows], codes[rows])
-    return out
+    found = rows_by_code(np.where(codes >= 0, batch_of[np.maximum(codes, 0)], -1))
+    empty = np.zeros(0, dtype=np.int64)   # (a re-release's part may be empty: its records all published before)
+    return {b: (df.iloc[found.get(b, empty)], codes[found.get(b, empty)]) for b in held.tolist()}
 
 
 def run_batch(gps: list, positions: list, qi: list, units: dict, *parts):
